@@ -1,0 +1,194 @@
+// Package backend defines the seam between the architectures in core/model and the
+// devices that run them: buffers and a closed list of coarse, fused operations. The CPU
+// backend (core/backend/cpu) executes each op at once and is the reference that defines
+// correctness; the CUDA backend (core/backend/cuda) enqueues kernels on a stream and may
+// capture a whole decode step into a graph.
+//
+// # Shapes
+//
+// Activations are row-major float32 matrices of nt rows (tokens) by n columns,
+// living in a Buffer. A Weight is a matrix of Rows × Cols values in a block format of
+// core/quant, row-major, each row Cols values (Cols is a multiple of the type's block
+// size). Vectors (norm weights, biases) are Weights with Rows == 1.
+//
+// # Execution model
+//
+// Ops do not return errors: they are enqueued (CUDA) or executed (CPU) in order on the
+// backend's one stream. A failure is recorded and returned by the next Sync, TopK or Read.
+// Passing buffers too small for the stated shapes is a programming error (BUG panic).
+// Every op reads its positions from an I32 Buffer (not a host slice) so a CUDA graph
+// captured once can be replayed with new positions.
+//
+// # Row identity
+//
+// For every op, row i of an nt-row call must produce exactly the bits that a 1-row call
+// on row i alone would produce (no batch-dependent summation order). Backends that cannot
+// keep that beyond some nt say so in Caps.IdentityRows.
+//
+// # Concurrency
+//
+// A Backend is used by one goroutine at a time (the engine serialises forwards). Buffers,
+// Weights and KV caches belong to the backend that made them and must not be shared
+// with another backend.
+package backend
+
+import "github.com/minfer/minfer/core/quant"
+
+// Buffer is device memory owned by a backend: Len elements of its element type.
+type Buffer interface {
+	Len() int
+}
+
+// Weight is an immutable matrix of Rows × Cols values of Type, resident on the backend.
+type Weight interface {
+	Type() quant.Type
+	Rows() int
+	Cols() int
+}
+
+// KVType is the element type of a KV cache.
+type KVType int
+
+const (
+	KVF16 KVType = iota // IEEE half per element
+	KVQ8_0              // ggml Q8_0 blocks of 32 values along head_dim
+)
+
+func (t KVType) String() string {
+	switch t {
+	case KVF16:
+		return "f16"
+	case KVQ8_0:
+		return "q8_0"
+	}
+	return "kv?"
+}
+
+// KVSpec sizes a KV cache for one sequence.
+type KVSpec struct {
+	Layers  int
+	KVHeads int
+	HeadDim int
+	Ctx     int // positions 0..Ctx-1
+	Type    KVType
+}
+
+// KV is the device storage of one sequence's keys and values for every layer. Entry
+// (layer, pos) is written by RoPEStoreKV; core/kv does the bookkeeping of how many
+// positions are valid. Rolling back is free: positions beyond the valid length are
+// simply overwritten later.
+type KV interface {
+	Spec() KVSpec
+	Bytes() int64
+}
+
+// RoPEMode selects which value pairs rotate together.
+type RoPEMode int
+
+const (
+	RoPENormal RoPEMode = iota // pairs (2i, 2i+1): llama
+	RoPENeoX                   // pairs (i, i+HeadDim/2): qwen2, qwen3
+)
+
+// RoPE describes rotary embedding. Freq scaling follows llama.cpp's rope_ext with
+// ext_factor 0: theta_i = pos * Base^(-2i/Dims) * FreqScale (plus the per-dimension
+// factors of FreqFactors when non-nil, which divide theta_i, as for llama3 rope scaling).
+type RoPE struct {
+	Mode        RoPEMode
+	Dims        int // rotated dimensions per head (== HeadDim for every supported arch)
+	Base        float32
+	FreqScale   float32   // 1 for no linear scaling
+	FreqFactors []float32 // len Dims/2, or nil
+}
+
+// Attn describes grouped-query attention over the cache.
+type Attn struct {
+	Heads   int
+	KVHeads int // Heads % KVHeads == 0; head h reads KV head h/(Heads/KVHeads)
+	HeadDim int
+	Scale   float32 // usually 1/sqrt(HeadDim)
+}
+
+// Caps are what a backend declares about itself.
+type Caps struct {
+	// IdentityRows is the largest nt for which the row identity above is bitwise;
+	// 0 means unbounded.
+	IdentityRows int
+}
+
+// Backend is a device executing the closed list of ops below.
+//
+// In every op, nt ≥ 1 is the number of rows, and buffers hold at least the stated
+// number of elements. dst may alias a source only where the op says so.
+type Backend interface {
+	Name() string
+	Caps() Caps
+
+	// NewWeight makes a Rows × Cols weight of type t from its raw GGUF bytes (exactly
+	// t.RowBytes(cols) * rows bytes). The CPU backend may keep a reference to data (an
+	// mmap view) instead of copying; data must stay valid until Close.
+	NewWeight(name string, t quant.Type, rows, cols int, data []byte) (Weight, error)
+	// NewF32 and NewI32 allocate zeroed buffers of n elements.
+	NewF32(n int) (Buffer, error)
+	NewI32(n int) (Buffer, error)
+	// NewKV allocates one sequence's KV cache.
+	NewKV(spec KVSpec) (KV, error)
+	// Free releases a buffer, weight or KV early; using it afterwards is a BUG.
+	Free(x any)
+
+	// WriteF32/WriteI32 copy host values into dst[off:]. ReadF32 copies src[off:off+len(dst)]
+	// to the host after finishing all enqueued work; it returns the first pending error.
+	WriteF32(dst Buffer, off int, src []float32)
+	WriteI32(dst Buffer, off int, src []int32)
+	ReadF32(src Buffer, off int, dst []float32) error
+
+	// Embed: dst[nt][table.Cols] = dequantized rows table[ids[i]]. ids: I32[nt].
+	// An id outside [0, table.Rows) is recorded as an error.
+	Embed(dst Buffer, table Weight, ids Buffer, nt int)
+	// RMSNorm: dst[i] = x[i] / sqrt(mean(x[i]²) + eps) * w, rows of n = w.Cols. dst may be x.
+	RMSNorm(dst, x Buffer, w Weight, nt int, eps float32)
+	// MatMul: dst[nt][w.Rows] = x[nt][w.Cols] · wᵀ. The CPU backend quantizes x per row
+	// as ggml does (Q8_0 for Q4_0/Q4_1/Q5_x/Q8_0 weights, Q8_K for K-quants, F16 for F16
+	// weights) so results track llama.cpp. dst must not alias x.
+	MatMul(dst Buffer, w Weight, x Buffer, nt int)
+	// AddBias: x[i] += b for each of nt rows of b.Cols values.
+	AddBias(x Buffer, b Weight, nt int)
+	// HeadNorm: per-head RMSNorm of x[nt][heads*w.Cols] in place, weight w (1 × HeadDim).
+	HeadNorm(x Buffer, w Weight, nt, heads int, eps float32)
+	// RoPEStoreKV rotates q[nt][a.Heads*HeadDim] in place, rotates k[nt][a.KVHeads*HeadDim]
+	// in place, and stores k and v[nt][a.KVHeads*HeadDim] into kv at (layer, pos[i]).
+	// pos: I32[nt].
+	RoPEStoreKV(q, k, v Buffer, kv KV, layer int, pos Buffer, nt int, r RoPE, a Attn)
+	// Attention: dst[nt][a.Heads*HeadDim] = causal softmax(q·Kᵀ·Scale)·V over cache
+	// positions 0..pos[i] of layer (the cache must already hold them, including row i's own
+	// entry). Scores and softmax in float32; K/V read in the cache's type.
+	Attention(dst, q Buffer, kv KV, layer int, pos Buffer, nt int, a Attn)
+	// SwiGLU: dst[i] = silu(gate[i]) * up[i] over nt rows of n values. dst may be gate.
+	SwiGLU(dst, gate, up Buffer, nt, n int)
+	// Add: dst[j] += x[j] for j < n (the residual add).
+	Add(dst, x Buffer, n int)
+	// CopyRows: dst[0:n*cols] = src[row*cols : (row+n)*cols] (selecting e.g. the last row
+	// of a prefill before the classifier).
+	CopyRows(dst, src Buffer, row, n, cols int)
+	// TopK writes, for each of nt rows of logits[nt][n], the k largest values and their
+	// column ids in descending order (ties: lower id first) into ids[r*k+j] and vals[r*k+j],
+	// on the host. k == 1 is argmax. It waits for the work before it and returns the first
+	// pending error.
+	TopK(logits Buffer, nt, n, k int, ids []int32, vals []float32) error
+
+	// Sync waits for all enqueued work and returns the first pending error.
+	Sync() error
+	// Close frees everything the backend owns.
+	Close() error
+}
+
+// Graphs is implemented by backends that can record a sequence of ops once and replay
+// it (CUDA graphs). The model calls Run for a forward of a given shape: the first call
+// for a key calls record, which enqueues ops as usual, and captures them; later calls
+// with the same key replay the capture without calling record. Everything a replay
+// reads that changes between calls (token ids, positions) must come from buffers
+// written with WriteI32/WriteF32 before Run, and record must use the same buffers on
+// every call with that key.
+type Graphs interface {
+	Run(key string, record func()) error
+}
