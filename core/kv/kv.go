@@ -1,0 +1,143 @@
+// Package kv keeps the bookkeeping of one sequence's KV cache: how many positions of the
+// device storage (a backend.KV) are valid, appending, rolling back to a position, and
+// memory accounting. The device storage itself is written by the model's forward pass
+// (backend.RoPEStoreKV); this package only decides which positions count.
+//
+// Rolling back is free: positions at or beyond Len are simply overwritten by the next
+// forward. A Cache is used by one goroutine at a time.
+package kv
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/minfer/minfer/core/backend"
+)
+
+// ErrFull is wrapped by every "context full" error, so callers can tell a full cache
+// from other failures with errors.Is.
+var ErrFull = errors.New("context full")
+
+// Allocator is the part of a backend that makes and frees KV storage
+// (backend.Backend satisfies it).
+type Allocator interface {
+	NewKV(spec backend.KVSpec) (backend.KV, error)
+	Free(x any)
+}
+
+// Cache is one sequence's KV cache: device storage for Spec().Ctx positions of which
+// the first Len() are valid.
+type Cache struct {
+	alloc Allocator
+	dev   backend.KV
+	spec  backend.KVSpec
+	n     int
+	id    uint64
+}
+
+var nextID atomic.Uint64
+
+// New allocates the device storage for spec on a and returns an empty cache.
+func New(a Allocator, spec backend.KVSpec) (*Cache, error) {
+	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Ctx <= 0 {
+		return nil, fmt.Errorf("kv: invalid spec %+v", spec)
+	}
+	if spec.Type == backend.KVQ8_0 && spec.HeadDim%32 != 0 {
+		return nil, fmt.Errorf("kv: q8_0 cache needs a head size that is a multiple of 32, have %d", spec.HeadDim)
+	}
+	dev, err := a.NewKV(spec)
+	if err != nil {
+		return nil, fmt.Errorf("kv: allocating %s cache of %d positions: %w", spec.Type, spec.Ctx, err)
+	}
+	return &Cache{alloc: a, dev: dev, spec: spec, id: nextID.Add(1)}, nil
+}
+
+// Device is the backend storage the forward pass writes into.
+func (c *Cache) Device() backend.KV { return c.dev }
+
+// ID is unique per Cache in this process (graph keys use it to tell caches apart).
+func (c *Cache) ID() uint64 { return c.id }
+
+// Spec is the cache's shape.
+func (c *Cache) Spec() backend.KVSpec { return c.spec }
+
+// Len is the number of valid positions (the next token goes to position Len).
+func (c *Cache) Len() int { return c.n }
+
+// Ctx is the number of positions the cache holds.
+func (c *Cache) Ctx() int { return c.spec.Ctx }
+
+// Room is the number of positions still free.
+func (c *Cache) Room() int { return c.spec.Ctx - c.n }
+
+// Check returns a context-full error (wrapping ErrFull) if n more positions do not fit.
+func (c *Cache) Check(n int) error {
+	if n < 0 {
+		return fmt.Errorf("BUG: kv: negative append %d", n)
+	}
+	if c.n+n > c.spec.Ctx {
+		return fmt.Errorf("kv: %w (%d tokens): %d in use, %d more asked", ErrFull, c.spec.Ctx, c.n, n)
+	}
+	return nil
+}
+
+// Append marks n more positions valid (after a forward wrote them). It fails, changing
+// nothing, if they do not fit.
+func (c *Cache) Append(n int) error {
+	if err := c.Check(n); err != nil {
+		return err
+	}
+	c.n += n
+	return nil
+}
+
+// Truncate rolls the cache back to its first n positions (speculative rollback, or
+// re-using a shared prompt prefix). n must be within [0, Len].
+func (c *Cache) Truncate(n int) error {
+	if n < 0 || n > c.n {
+		return fmt.Errorf("kv: truncate to %d outside [0, %d]", n, c.n)
+	}
+	c.n = n
+	return nil
+}
+
+// Reset empties the cache.
+func (c *Cache) Reset() { c.n = 0 }
+
+// Bytes is the device memory the cache occupies.
+func (c *Cache) Bytes() int64 { return c.dev.Bytes() }
+
+// UsedBytes is the memory of the valid positions.
+func (c *Cache) UsedBytes() int64 { return SpecBytes(c.spec) * int64(c.n) / int64(c.spec.Ctx) }
+
+// Close frees the device storage; the Cache must not be used afterwards.
+func (c *Cache) Close() {
+	if c.dev != nil {
+		c.alloc.Free(c.dev)
+		c.dev = nil
+	}
+}
+
+// SpecBytes is the memory a cache of spec needs (keys and values of every layer), the
+// same formula the backends allocate by: F16 2 bytes per value, Q8_0 34 bytes per 32.
+func SpecBytes(s backend.KVSpec) int64 {
+	vals := int64(s.Layers) * 2 * int64(s.Ctx) * int64(s.KVHeads) * int64(s.HeadDim)
+	switch s.Type {
+	case backend.KVQ8_0:
+		return vals / 32 * 34
+	default:
+		return vals * 2
+	}
+}
+
+// ParseType maps "f16" or "q8_0" (as given to --kv) to a KV element type.
+func ParseType(s string) (backend.KVType, error) {
+	switch s {
+	case "f16", "F16", "":
+		return backend.KVF16, nil
+	case "q8_0", "Q8_0":
+		return backend.KVQ8_0, nil
+	}
+	return 0, fmt.Errorf("kv: unknown cache type %q (want f16 or q8_0)", s)
+}
