@@ -17,8 +17,8 @@ func newFB(version uint32, nTensors, nKV uint64) *fb {
 	return f.u32(version).u64(nTensors).u64(nKV)
 }
 
-func (f *fb) u32(v uint32) *fb { f.b = binary.LittleEndian.AppendUint32(f.b, v); return f }
-func (f *fb) u64(v uint64) *fb { f.b = binary.LittleEndian.AppendUint64(f.b, v); return f }
+func (f *fb) u32(v uint32) *fb  { f.b = binary.LittleEndian.AppendUint32(f.b, v); return f }
+func (f *fb) u64(v uint64) *fb  { f.b = binary.LittleEndian.AppendUint64(f.b, v); return f }
 func (f *fb) raw(b ...byte) *fb { f.b = append(f.b, b...); return f }
 func (f *fb) str(s string) *fb  { f.u64(uint64(len(s))); f.b = append(f.b, s...); return f }
 func (f *fb) zeros(n int) *fb   { f.b = append(f.b, make([]byte, n)...); return f }
