@@ -1,0 +1,332 @@
+// Package config is the schema of minfer.toml: the models to load, speculative decoding,
+// sampling, the plugin table, the HTTP server and logging, with their defaults.
+//
+// Decoding is strict (see Parse): a key the schema does not know, or a value of the wrong
+// TOML type, is an error that names the key and its line. Only the params table of a
+// plugin is free-form: it is handed to the plugin as JSON. Value checks (enumerations,
+// ranges, references between sections) live in one place, Validate.
+//
+// Every absent key takes its value from Default(). The file minfer.toml at the root of the
+// repository is Default() written out with every key commented, and a test keeps the two
+// equal.
+//
+// A Config is a plain value: callers may copy and modify it (command-line flags override
+// fields after loading) and should call Validate again after changing it.
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// Config is the whole of minfer.toml.
+type Config struct {
+	Model    Model             `toml:"model"`
+	Draft    Draft             `toml:"draft"`
+	Spec     Spec              `toml:"spec"`
+	Sampling Sampling          `toml:"sampling"`
+	Plugins  map[string]Plugin `toml:"plugins"` // by plugin name; see Plugin
+	Server   Server            `toml:"server"`
+	Log      Log               `toml:"log"`
+
+	// Dir is the directory of the file the config was read from ("" for Default and for
+	// Parse without a file name). ResolvePath joins relative paths to it. Not a TOML key.
+	Dir string `toml:"-"`
+}
+
+// Device names accepted by Model.Device and Draft.Device.
+const (
+	DeviceAuto = "auto" // CUDA when a usable GPU is present, else the CPU
+	DeviceCPU  = "cpu"
+	DeviceCUDA = "cuda"
+)
+
+// KV cache element types accepted by Model.KV and Draft.KV.
+const (
+	KVF16  = "f16"
+	KVQ8_0 = "q8_0"
+)
+
+// Model is [model]: the target model.
+type Model struct {
+	Path    string `toml:"path"`    // GGUF file; "" = the embedded default model
+	Device  string `toml:"device"`  // DeviceAuto, DeviceCPU or DeviceCUDA
+	Ctx     int    `toml:"ctx"`     // context length in tokens; 0 = the model's trained length
+	Batch   int    `toml:"batch"`   // prompt tokens per prefill forward (llama.cpp -b)
+	Threads int    `toml:"threads"` // CPU threads; 0 = the number of physical cores
+	KV      string `toml:"kv"`      // KV cache type: KVF16 or KVQ8_0
+}
+
+// Draft is [draft]: the draft model for speculative decoding.
+type Draft struct {
+	Path   string `toml:"path"`   // GGUF file; "" = no draft (plain decoding)
+	Device string `toml:"device"` // "" = the same as [model] device, else as Model.Device
+	KV     string `toml:"kv"`     // KVF16 or KVQ8_0
+}
+
+// Depth is [spec] depth: DepthAuto lets the policy plugin decide each round; N ≥ 0 forces
+// a static depth of N draft tokens per round (0 = plain decoding). In TOML it is "auto",
+// an integer, or an integer written as a string.
+type Depth int
+
+// DepthAuto is the Depth meaning "the policy decides".
+const DepthAuto Depth = -1
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (d *Depth) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		if v < 0 || v > 1<<20 {
+			return fmt.Errorf("depth %d: want \"auto\" or an integer ≥ 0", v)
+		}
+		*d = Depth(v)
+		return nil
+	case string:
+		return d.UnmarshalText([]byte(v))
+	}
+	return fmt.Errorf("depth: got %T, want \"auto\" or an integer", v)
+}
+
+// UnmarshalText parses "auto" or a non-negative integer (flags use it too).
+func (d *Depth) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "auto" {
+		*d = DepthAuto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("depth %q: want \"auto\" or an integer ≥ 0", s)
+	}
+	*d = Depth(n)
+	return nil
+}
+
+// MarshalText writes "auto" or the integer.
+func (d Depth) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+func (d Depth) String() string {
+	if d == DepthAuto {
+		return "auto"
+	}
+	return strconv.Itoa(int(d))
+}
+
+// Spec is [spec]: speculative decoding. It only matters when [draft] path is set.
+type Spec struct {
+	Policy   string  `toml:"policy"`    // name of the depth-policy plugin (a key of Plugins)
+	Depth    Depth   `toml:"depth"`     // DepthAuto, or a static depth that overrides Policy
+	DraftMax int     `toml:"draft_max"` // largest depth ever used (llama.cpp --draft-max)
+	MinConf  float64 `toml:"min_conf"`  // stop drafting below this draft probability (--draft-p-min); 0 = off
+	// Fallback names the plugin used for the rest of a request when the policy plugin
+	// fails (trap, timeout, bad result); "" = fail the request instead.
+	Fallback string `toml:"fallback"`
+}
+
+// Sampling is [sampling]: how tokens are chosen. Defaults follow llama.cpp.
+type Sampling struct {
+	// Sampler names the sampler plugin; "" = automatic: "greedy" when Temperature is 0,
+	// else "sampling". See SamplerName.
+	Sampler string `toml:"sampler"`
+	// Penalty names the penalty plugin; "" = none.
+	Penalty          string  `toml:"penalty"`
+	Temperature      float64 `toml:"temperature"`       // 0 = greedy
+	TopK             int     `toml:"top_k"`             // 0 = off
+	TopP             float64 `toml:"top_p"`             // 1 = off
+	MinP             float64 `toml:"min_p"`             // 0 = off
+	RepeatPenalty    float64 `toml:"repeat_penalty"`    // 1 = off
+	RepeatLastN      int     `toml:"repeat_last_n"`     // penalty window; 0 = off, -1 = whole context
+	PresencePenalty  float64 `toml:"presence_penalty"`  // 0 = off
+	FrequencyPenalty float64 `toml:"frequency_penalty"` // 0 = off
+	Seed             int64   `toml:"seed"`              // -1 = random per request
+	NPredict         int     `toml:"n_predict"`         // tokens to generate; -1 = until EOG or a full context
+}
+
+// SamplerName resolves Sampler: the configured name, or "greedy" / "sampling" by
+// Temperature when Sampler is "".
+func (s Sampling) SamplerName() string {
+	switch {
+	case s.Sampler != "":
+		return s.Sampler
+	case s.Temperature == 0:
+		return "greedy"
+	default:
+		return "sampling"
+	}
+}
+
+// SamplerParams are the [sampling] values the sampler plugin receives as params
+// defaults (keys as in TOML).
+func (s Sampling) SamplerParams() map[string]any {
+	return map[string]any{
+		"temperature": s.Temperature,
+		"top_k":       s.TopK,
+		"top_p":       s.TopP,
+		"min_p":       s.MinP,
+	}
+}
+
+// PenaltyParams are the [sampling] values the penalty plugin receives as params
+// defaults (keys as in TOML).
+func (s Sampling) PenaltyParams() map[string]any {
+	return map[string]any{
+		"repeat_penalty":    s.RepeatPenalty,
+		"repeat_last_n":     s.RepeatLastN,
+		"presence_penalty":  s.PresencePenalty,
+		"frequency_penalty": s.FrequencyPenalty,
+	}
+}
+
+// Plugin source kinds: the part of Plugin.Source before the colon.
+const (
+	SourceBuiltin = "builtin" // builtin:NAME, one of Builtins
+	SourceFile    = "file"    // file:PATH.wasm, an ABI v1 WebAssembly module
+	SourceProcess = "process" // process:PATH, a go-plugin executable (sdk/process)
+)
+
+// Plugin is [plugins.NAME]: one plugin the rest of the config refers to by NAME.
+type Plugin struct {
+	// Source says where the plugin comes from: "builtin:NAME", "file:PATH" or
+	// "process:PATH". Relative paths are relative to the config file (ResolvePath).
+	// May be omitted for a built-in name (it then defaults to "builtin:NAME").
+	Source string `toml:"source"`
+	// Params is the plugin's own table, free-form, handed to it as JSON at init (see
+	// Config.PluginParams). Values are TOML's: string, int64, float64, bool, time.Time,
+	// []any and map[string]any.
+	Params map[string]any `toml:"params"`
+	// Timeout is the per-call deadline; 0 = the default for the source kind
+	// (DefaultWasmTimeout, DefaultProcessTimeout).
+	Timeout time.Duration `toml:"timeout"`
+	// MemoryMB caps a WebAssembly plugin's linear memory; 0 = DefaultMemoryMB.
+	MemoryMB int `toml:"memory_mb"`
+	// Roles the plugin is used for (sdk role names); empty = whatever it declares.
+	// When set, the config may only use it in those roles.
+	Roles []string `toml:"roles"`
+}
+
+// Plugin defaults.
+const (
+	DefaultWasmTimeout    = 100 * time.Millisecond // builtin: and file: plugins
+	DefaultProcessTimeout = 2 * time.Second        // process: plugins
+	DefaultMemoryMB       = 64
+)
+
+// SourceKind splits Source into its kind and reference: ("builtin", "adaptive"),
+// ("file", "./x.wasm"), ("process", "./bin/x"). It fails on a source without a known
+// kind or with an empty reference.
+func (p Plugin) SourceKind() (kind, ref string, err error) {
+	kind, ref, ok := strings.Cut(p.Source, ":")
+	if !ok || ref == "" {
+		return "", "", fmt.Errorf("source %q: want \"builtin:NAME\", \"file:PATH\" or \"process:PATH\"", p.Source)
+	}
+	switch kind {
+	case SourceBuiltin, SourceFile, SourceProcess:
+		return kind, ref, nil
+	}
+	return "", "", fmt.Errorf("source %q: unknown kind %q, want builtin, file or process", p.Source, kind)
+}
+
+// Builtins lists the built-in plugins (plugins/builtin) and their roles. Default declares
+// each as [plugins.NAME] source = "builtin:NAME".
+var Builtins = map[string]sdk.Role{
+	"adaptive": sdk.RolePolicy,
+	"static":   sdk.RolePolicy,
+	"ucb":      sdk.RolePolicy,
+	"greedy":   sdk.RoleSampler,
+	"sampling": sdk.RoleSampler,
+	"penalty":  sdk.RolePenalty,
+}
+
+// BuiltinNames returns the names of Builtins, sorted.
+func BuiltinNames() []string {
+	names := make([]string, 0, len(Builtins))
+	for n := range Builtins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Server is [server]: `minfer serve`.
+type Server struct {
+	Addr         string        `toml:"addr"`          // listen address, host:port
+	Parallel     int           `toml:"parallel"`      // sequences decoded concurrently (slots)
+	Queue        int           `toml:"queue"`         // requests waiting for a slot; more get 503
+	ReadTimeout  time.Duration `toml:"read_timeout"`  // reading a request; 0 = none
+	WriteTimeout time.Duration `toml:"write_timeout"` // writing a whole response (streams too); 0 = none
+	IdleTimeout  time.Duration `toml:"idle_timeout"`  // keep-alive connections; 0 = none
+	// APIKeyEnv names the environment variable holding the API key clients must send as
+	// "Authorization: Bearer KEY"; "" = no authentication.
+	APIKeyEnv string `toml:"api_key_env"`
+	// AllowPlugins lists the plugins a request may choose in its "minfer" field; ["*"] =
+	// every declared plugin, [] = none (the config's choice always applies).
+	AllowPlugins []string `toml:"allow_plugins"`
+	// MaxTokens caps a request's max_tokens; 0 = no cap beyond the context.
+	MaxTokens int `toml:"max_tokens"`
+}
+
+// Allowed reports whether a request may choose the plugin name.
+func (s Server) Allowed(name string) bool {
+	for _, a := range s.AllowPlugins {
+		if a == "*" || a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Log levels accepted by Log.Level.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// Log is [log].
+type Log struct {
+	Level string `toml:"level"` // one of LogLevels
+	// Trace is the path of a JSON-lines file recording every speculative round; "" = off.
+	Trace string `toml:"trace"`
+}
+
+// Default returns the configuration used for every key minfer.toml leaves out. Each call
+// returns a fresh value that the caller owns.
+func Default() *Config {
+	c := &Config{
+		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16},
+		Draft: Draft{KV: KVF16},
+		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16},
+		Sampling: Sampling{
+			Temperature:   0.8,
+			TopK:          40,
+			TopP:          0.95,
+			MinP:          0.05,
+			RepeatPenalty: 1.0,
+			RepeatLastN:   64,
+			Seed:          -1,
+			NPredict:      -1,
+		},
+		Plugins: map[string]Plugin{},
+		Server: Server{
+			Addr:         "127.0.0.1:8080",
+			Parallel:     4,
+			Queue:        64,
+			ReadTimeout:  600 * time.Second,
+			WriteTimeout: 600 * time.Second,
+			IdleTimeout:  60 * time.Second,
+			AllowPlugins: []string{"*"},
+		},
+		Log: Log{Level: "info"},
+	}
+	for name, role := range Builtins {
+		c.Plugins[name] = Plugin{
+			Source:   SourceBuiltin + ":" + name,
+			Params:   map[string]any{},
+			Timeout:  DefaultWasmTimeout,
+			MemoryMB: DefaultMemoryMB,
+			Roles:    []string{string(role)},
+		}
+	}
+	return c
+}

@@ -1,0 +1,442 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// FileName is the name Find looks for.
+const FileName = "minfer.toml"
+
+// Error is one problem with a configuration: a syntax error, an unknown key, a value of
+// the wrong type or an invalid value. Parse, Load and Validate return one *Error, or
+// several joined with errors.Join (use errors.As to get the first).
+type Error struct {
+	File  string // "" when not read from a file
+	Line  int    // 1-based; 0 when unknown (e.g. a default value)
+	Key   string // dotted TOML key ("model.kv", "plugins.x.source"); "" for syntax errors
+	Value string // the offending value as TOML would write it; may be ""
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config: ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(displayKey(e.Key))
+		if e.Value != "" {
+			b.WriteString(" = " + e.Value)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// displayKey writes "model.kv" as "[model] kv" and a top-level key as itself.
+func displayKey(key string) string {
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 {
+		return key
+	}
+	return "[" + key[:i] + "] " + key[i+1:]
+}
+
+// Find returns the configuration file minfer uses when none is named, the first that
+// exists of:
+//
+//  1. ./minfer.toml (the current directory)
+//  2. $XDG_CONFIG_HOME/minfer/minfer.toml ($HOME/.config/minfer/minfer.toml when
+//     XDG_CONFIG_HOME is unset; os.UserConfigDir on other systems)
+//
+// ok is false when neither exists; minfer then runs with Default().
+func Find() (path string, ok bool) {
+	cands := []string{FileName}
+	if dir, err := os.UserConfigDir(); err == nil {
+		cands = append(cands, filepath.Join(dir, "minfer", FileName))
+	}
+	for _, p := range cands {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// Load reads and parses the file at path (see Parse).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// LoadOrDefault loads path when it is not "", else the file Find returns, else returns
+// Default(). file is the path used ("" for the defaults).
+func LoadOrDefault(path string) (c *Config, file string, err error) {
+	if path == "" {
+		var ok bool
+		if path, ok = Find(); !ok {
+			return Default(), "", nil
+		}
+	}
+	c, err = Load(path)
+	return c, path, err
+}
+
+// Parse decodes a minfer.toml document strictly and validates it. Absent keys take their
+// Default() values; a [plugins.NAME] table with a built-in NAME replaces that built-in's
+// entry as a whole. filename is used in error messages and sets Config.Dir.
+//
+// Errors (all *Error, joined): TOML syntax; a key the schema does not know (except
+// inside a plugin's params table); a value of the wrong TOML type; an invalid value
+// (see Validate). Each names the key and, where the file has it, its line.
+func Parse(data []byte, filename string) (*Config, error) {
+	doc := string(data)
+	var raw map[string]any
+	md, err := toml.Decode(doc, &raw)
+	if err != nil {
+		return nil, decodeError(err, filename)
+	}
+	if errs := checkKeys(md, raw); len(errs) > 0 {
+		return nil, placeErrors(errs, doc, filename)
+	}
+	c := Default()
+	if filename != "" {
+		c.Dir = filepath.Dir(filename)
+	}
+	if _, err := toml.Decode(doc, c); err != nil {
+		return nil, decodeError(err, filename)
+	}
+	for name, p := range c.Plugins {
+		c.Plugins[name] = p.WithDefaults(name)
+	}
+	if errs := c.validate(); len(errs) > 0 {
+		return nil, placeErrors(errs, doc, filename)
+	}
+	return c, nil
+}
+
+// WithDefaults fills the zero fields of a plugin entry named name: the source of a
+// built-in name, the timeout by source kind, the memory cap, an empty params table and
+// a built-in's role.
+func (p Plugin) WithDefaults(name string) Plugin {
+	if _, ok := Builtins[name]; ok && p.Source == "" {
+		p.Source = SourceBuiltin + ":" + name
+	}
+	kind, ref, err := p.SourceKind()
+	if p.Timeout == 0 {
+		p.Timeout = DefaultWasmTimeout
+		if err == nil && kind == SourceProcess {
+			p.Timeout = DefaultProcessTimeout
+		}
+	}
+	if p.MemoryMB == 0 {
+		p.MemoryMB = DefaultMemoryMB
+	}
+	if p.Params == nil {
+		p.Params = map[string]any{}
+	}
+	if role, ok := Builtins[ref]; ok && err == nil && kind == SourceBuiltin && len(p.Roles) == 0 {
+		p.Roles = []string{string(role)}
+	}
+	return p
+}
+
+// ResolvePath returns p joined to the config file's directory when p is relative and
+// the config was read from a file; otherwise p unchanged.
+func (c *Config) ResolvePath(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Dir == "" {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// PolicyName is the depth-policy plugin a request uses: "static" when [spec] depth
+// forces a depth, else [spec] policy.
+func (s Spec) PolicyName() string {
+	if s.Depth != DepthAuto {
+		return "static"
+	}
+	return s.Policy
+}
+
+// PluginParams returns the JSON object handed to plugin name at init: the values the
+// config gives the role it plays, overridden by its own [plugins.NAME] params table.
+//
+//   - the sampler (Sampling.SamplerName): temperature, top_k, top_p, min_p
+//   - the penalty (Sampling.Penalty): repeat_penalty, repeat_last_n, presence_penalty,
+//     frequency_penalty
+//   - the policy (Spec.PolicyName): draft_max, min_conf, and depth when [spec] depth
+//     forces one
+func (c *Config) PluginParams(name string) ([]byte, error) {
+	p, ok := c.Plugins[name]
+	if !ok {
+		return nil, fmt.Errorf("config: no plugin %q declared", name)
+	}
+	m := map[string]any{}
+	if name == c.Sampling.SamplerName() {
+		maps.Copy(m, c.Sampling.SamplerParams())
+	}
+	if name == c.Sampling.Penalty {
+		maps.Copy(m, c.Sampling.PenaltyParams())
+	}
+	if name == c.Spec.PolicyName() {
+		m["draft_max"] = c.Spec.DraftMax
+		m["min_conf"] = c.Spec.MinConf
+		if c.Spec.Depth != DepthAuto {
+			m["depth"] = int(c.Spec.Depth)
+		}
+	}
+	maps.Copy(m, p.Params)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("config: [plugins.%s] params: %w", name, err)
+	}
+	return b, nil
+}
+
+// decodeError turns an error of the TOML decoder into an *Error.
+func decodeError(err error, filename string) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: filename, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+	}
+	return &Error{File: filename, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+}
+
+// placeErrors sets File and Line of each error and joins them.
+func placeErrors(errs []*Error, doc, filename string) error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		e.File = filename
+		// A key absent from the file (a missing source) is placed at its table.
+		for k := strings.Split(e.Key, "."); e.Line == 0 && e.Key != "" && len(k) > 0; k = k[:len(k)-1] {
+			e.Line = keyLine(doc, k)
+		}
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+var (
+	typeOfConfig   = reflect.TypeFor[Config]()
+	typeOfParams   = reflect.TypeFor[map[string]any]()
+	typeOfDuration = reflect.TypeFor[time.Duration]()
+	typeOfDepth    = reflect.TypeFor[Depth]()
+	typeOfStrings  = reflect.TypeFor[[]string]()
+)
+
+// checkKeys walks every key of the document (in document order) against the Config
+// schema: a key the schema does not know, or whose value has the wrong TOML type, is an
+// error. Below a plugin's params nothing is checked. Children of a bad key are skipped.
+func checkKeys(md toml.MetaData, raw map[string]any) []*Error {
+	var errs []*Error
+	var bad []toml.Key
+outer:
+	for _, k := range md.Keys() {
+		for _, b := range bad {
+			if hasPrefix(k, b) {
+				continue outer
+			}
+		}
+		t := typeOfConfig
+		for i, name := range k {
+			switch {
+			case t == typeOfParams:
+				continue outer
+			case t.Kind() == reflect.Struct:
+				f, ok := fieldByTag(t, name)
+				if !ok {
+					errs = append(errs, &Error{Key: k[:i+1].String(), Msg: "unknown key (known: " + strings.Join(tagNames(t), ", ") + ")"})
+					bad = append(bad, k[:i+1])
+					continue outer
+				}
+				t = f.Type
+			case t.Kind() == reflect.Map:
+				t = t.Elem()
+			default:
+				continue outer // below a scalar: its type error is already reported
+			}
+		}
+		v := rawAt(raw, k)
+		if want, ok := typeOK(t, v); !ok {
+			errs = append(errs, &Error{Key: k.String(), Value: shortValue(v), Msg: fmt.Sprintf("wrong type %s, want %s", tomlType(v), want)})
+			bad = append(bad, k)
+		}
+	}
+	return errs
+}
+
+func hasPrefix(k, p toml.Key) bool {
+	if len(k) < len(p) {
+		return false
+	}
+	for i := range p {
+		if k[i] != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag == name && tag != "-" {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tagNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ","); tag != "" && tag != "-" {
+			names = append(names, tag)
+		}
+	}
+	return names
+}
+
+// rawAt returns the decoded value at key k, nil if a step is not a table.
+func rawAt(raw map[string]any, k toml.Key) any {
+	var v any = raw
+	for _, name := range k {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[name]
+	}
+	return v
+}
+
+// typeOK reports whether the TOML value v fits the Go type t, and what t wants.
+func typeOK(t reflect.Type, v any) (want string, ok bool) {
+	switch t {
+	case typeOfDuration:
+		_, ok := v.(string)
+		return `a duration string such as "100ms" or "2s"`, ok
+	case typeOfDepth:
+		switch v.(type) {
+		case string, int64:
+			return `"auto" or an integer`, true
+		}
+		return `"auto" or an integer`, false
+	case typeOfStrings:
+		a, ok := v.([]any)
+		for _, e := range a {
+			if _, isStr := e.(string); !isStr {
+				return "an array of strings", false
+			}
+		}
+		return "an array of strings", ok
+	}
+	switch t.Kind() {
+	case reflect.String:
+		_, ok := v.(string)
+		return "a string", ok
+	case reflect.Int, reflect.Int64:
+		_, ok := v.(int64)
+		return "an integer", ok
+	case reflect.Float64:
+		switch v.(type) {
+		case float64, int64:
+			return "a number", true
+		}
+		return "a number", false
+	case reflect.Bool:
+		_, ok := v.(bool)
+		return "a boolean", ok
+	case reflect.Struct, reflect.Map:
+		_, ok := v.(map[string]any)
+		return "a table", ok
+	}
+	panic("BUG: config: no TOML type for " + t.String())
+}
+
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case time.Time:
+		return "datetime"
+	case map[string]any:
+		return "table"
+	case []map[string]any:
+		return "array of tables"
+	case []any:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// shortValue renders a scalar for a message; "" for tables, arrays and long strings.
+func shortValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		if len(v) > 40 {
+			return ""
+		}
+		return fmt.Sprintf("%q", v)
+	case int64, float64, bool:
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// probeFail fails to decode, so the TOML decoder reports the position of the key it
+// sits at.
+type probeFail struct{}
+
+var errProbe = errors.New("probe")
+
+func (probeFail) UnmarshalTOML(any) error { return errProbe }
+
+// keyLine returns the line of key k in doc (0 if unknown). The decoder keeps key
+// positions private; it reveals them in a ParseError, so keyLine decodes doc into a
+// struct built for k whose only leaf fails.
+func keyLine(doc string, k []string) int {
+	t := reflect.TypeFor[probeFail]()
+	for i := len(k) - 1; i >= 0; i-- {
+		if k[i] == "" || strings.ContainsAny(k[i], "\"\\,`") {
+			return 0
+		}
+		t = reflect.StructOf([]reflect.StructField{{
+			Name: "F", Type: t, Tag: reflect.StructTag(`toml:"` + k[i] + `"`),
+		}})
+	}
+	_, err := toml.Decode(doc, reflect.New(t).Interface())
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return pe.Position.Line
+	}
+	return 0
+}
