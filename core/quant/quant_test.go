@@ -224,7 +224,7 @@ func TestKnownBlocks(t *testing.T) {
 	})
 	t.Run("Q3_K", func(t *testing.T) {
 		// All levels 2 with the high bit set (value 2), scale s_g = g - 8 (6-bit codes g+24).
-		b := bytes.Repeat([]byte{0xff}, 32)          // hmask: every high bit set
+		b := bytes.Repeat([]byte{0xff}, 32)              // hmask: every high bit set
 		b = append(b, bytes.Repeat([]byte{0xaa}, 64)...) // qs: level 2 everywhere
 		var sc [12]byte
 		for g := 0; g < 16; g++ {

@@ -66,6 +66,25 @@ type Traits struct {
 	// exactly len(src)/BlockSize blocks. It is the reference quantizer (ggml's
 	// quantize_row_*_ref): deterministic, no importance matrix.
 	Quantize func(dst []byte, src []float32)
+
+	// VecDotType is the format ggml's CPU backend converts activations to before a dot
+	// with a weight row of this type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K
+	// for the K-quants, and the type itself for F32/F16/BF16). Meaningful only where
+	// VecDot is non-nil.
+	VecDotType Type
+	// VecDot returns the dot product of one weight row w (n values of this type) with one
+	// activation row x (n values of VecDotType), ggml's ggml_vec_dot_<t>_<vdt>: integer
+	// dot products per block, scaled per block in float32. n must be a multiple of the
+	// block sizes of both types and w, x must hold at least the row's bytes (callers check;
+	// a short slice panics). Results are bitwise reproducible: the same inputs give the
+	// same bits on every CPU (SIMD and pure-Go paths sum in one fixed order). Safe for
+	// concurrent use.
+	VecDot func(n int, w, x []byte) float32
+	// FromFloat converts an activation row to this (VecDot) type the way ggml's CPU
+	// backend does (its from_float): for Q8_0/Q8_1 that is the x86 SIMD quantizer, which
+	// scales by 127/amax and rounds half to even, unlike Quantize's reference rounding;
+	// for the others it equals Quantize. nil where the type is never a VecDotType.
+	FromFloat func(dst []byte, src []float32)
 }
 
 // table holds every known type; entries' Dequant/Quantize are filled by the
