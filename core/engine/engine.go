@@ -1,0 +1,258 @@
+// Package engine runs generation requests on loaded models: prefill (chunked by the
+// batch size), the speculative round loop (plain decoding is a round of depth 0), stop
+// rules, streaming text, timings and per-request statistics.
+//
+// Every policy decision goes through the sdk interfaces: the DepthPolicy picks each
+// round's depth, the Penalty adjusts the logits of recently seen tokens, the Sampler
+// accepts a prefix of the draft and picks the next token. The engine itself never
+// samples.
+//
+// A Session is one sequence (one KV cache per model) used by one goroutine at a time.
+// Consecutive requests on a Session reuse the cached prefix they share (chat turns).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/sdk"
+)
+
+// Config describes a Session.
+type Config struct {
+	Target *model.Model
+	// Draft, if non-nil, proposes tokens for speculative rounds. It must share the
+	// target's vocabulary (see CheckVocab).
+	Draft *model.Model
+	Vocab Vocab
+	// Ctx is the context length of both caches (0: the target's training context).
+	Ctx    int
+	KVType backend.KVType
+	// Batch is the most tokens a prefill forward takes at once (default 512).
+	Batch int
+	// DraftMax bounds the depth of a round (default 16); the backend's identity bound
+	// (Caps.IdentityRows) lowers it further.
+	DraftMax int
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt []int32 // at least one token
+	// NPredict is the most tokens to generate; < 0 means until EOG or a full context.
+	NPredict int
+	Stop     []string // stop strings: the text ends just before the first one
+	Sampler  sdk.Sampler
+	Penalty  sdk.Penalty     // nil: no penalty
+	Policy   sdk.DepthPolicy // nil: depth 0 (plain decoding)
+	// PolicyName is reported in the stats.
+	PolicyName string
+	Seed       uint64
+	// TopLogits > 0 reports the K best raw logits of the last prompt position.
+	TopLogits int
+	// OnText receives the text as it becomes final; an error from it ends the request.
+	OnText func(string) error
+}
+
+// TopLogit is one candidate of Result.TopLogits.
+type TopLogit struct {
+	ID    int32   `json:"id"`
+	Logit float32 `json:"logit"`
+}
+
+// Result is what a request produced.
+type Result struct {
+	PromptTokens int
+	Tokens       []int32 // generated tokens (an ending EOG is not included)
+	Text         string
+	Stop         StopReason
+	TopLogits    []TopLogit
+	Timings      Timings
+	Spec         SpecStats
+}
+
+// lm is a model with its cache, seen through host-side logits (fakes implement it in
+// tests).
+type lm interface {
+	// forward runs ids at the next positions, returning the logits of every row (all)
+	// or of the last one, row-major, valid until the next call.
+	forward(ids []int32, all bool) ([]float32, error)
+	len() int
+	truncate(n int) error
+	ctx() int
+	vocab() int
+}
+
+// seq is a real model and its KV cache.
+type seq struct {
+	m    *model.Model
+	c    *kv.Cache
+	host []float32
+}
+
+func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
+	l, err := s.m.Forward(ids, s.c, all)
+	if err != nil {
+		return nil, err
+	}
+	n := l.Rows * l.Cols
+	if cap(s.host) < n {
+		s.host = make([]float32, n)
+	}
+	if err := s.m.ReadLogits(l, s.host[:n]); err != nil {
+		return nil, err
+	}
+	return s.host[:n], nil
+}
+
+func (s *seq) len() int             { return s.c.Len() }
+func (s *seq) truncate(n int) error { return s.c.Truncate(n) }
+func (s *seq) ctx() int             { return s.c.Ctx() }
+func (s *seq) vocab() int           { return s.m.Params.Vocab }
+
+// Session is one sequence on a target (and optional draft) model.
+type Session struct {
+	target, draft lm
+	vocab         Vocab
+	batch         int
+	draftMax      int
+	hist          []int32 // tokens in the sequence; the target cache holds all but the last
+	caches        []*kv.Cache
+}
+
+// NewSession allocates the caches of cfg's models.
+func NewSession(cfg Config) (*Session, error) {
+	if cfg.Target == nil || cfg.Vocab == nil {
+		return nil, errors.New("engine: a session needs a target model and a vocabulary")
+	}
+	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax}
+	tc, err := cfg.Target.NewKV(cfg.Ctx, cfg.KVType)
+	if err != nil {
+		return nil, err
+	}
+	s.caches = append(s.caches, tc)
+	s.target = &seq{m: cfg.Target, c: tc}
+	if cfg.Draft != nil {
+		if cfg.Draft.Params.Vocab > cfg.Target.Params.Vocab {
+			s.Close()
+			return nil, fmt.Errorf("engine: draft vocabulary (%d) larger than the target's (%d)", cfg.Draft.Params.Vocab, cfg.Target.Params.Vocab)
+		}
+		dc, err := cfg.Draft.NewKV(tc.Ctx(), cfg.KVType)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.caches = append(s.caches, dc)
+		s.draft = &seq{m: cfg.Draft, c: dc}
+	}
+	if id := cfg.Target.Backend().Caps().IdentityRows; id > 0 && (s.draftMax <= 0 || s.draftMax > id-1) {
+		s.draftMax = id - 1
+	}
+	s.setDefaults()
+	return s, nil
+}
+
+func (s *Session) setDefaults() {
+	if s.batch <= 0 {
+		s.batch = 512
+	}
+	if s.draftMax <= 0 {
+		s.draftMax = 16
+	}
+}
+
+// Ctx is the context length of the session's caches.
+func (s *Session) Ctx() int { return s.target.ctx() }
+
+// HasDraft reports whether the session can run speculative rounds.
+func (s *Session) HasDraft() bool { return s.draft != nil }
+
+// Close frees the caches.
+func (s *Session) Close() {
+	for _, c := range s.caches {
+		c.Close()
+	}
+	s.caches = nil
+}
+
+// Reset forgets the cached sequence.
+func (s *Session) Reset() error {
+	s.hist = s.hist[:0]
+	if err := s.target.truncate(0); err != nil {
+		return err
+	}
+	if s.draft != nil {
+		return s.draft.truncate(0)
+	}
+	return nil
+}
+
+// Generate runs one request. The prompt's prefix shared with the session's previous
+// sequence is not recomputed. The returned Result is complete also when err is a
+// context cancellation or an OnText error (it then holds what was produced so far).
+func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
+	if len(req.Prompt) == 0 {
+		return nil, errors.New("engine: empty prompt (at least one token is needed)")
+	}
+	if req.Sampler == nil {
+		return nil, errors.New("engine: no sampler")
+	}
+	if n := len(req.Prompt); n > s.Ctx() {
+		return nil, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d (%w)", n, s.Ctx(), kv.ErrFull)
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || int(id) >= s.target.vocab() {
+			return nil, fmt.Errorf("engine: prompt token %d outside the vocabulary [0, %d)", id, s.target.vocab())
+		}
+	}
+	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}
+	g.res.Spec.Policy = req.PolicyName
+	g.emit = emitter{vocab: s.vocab, stream: s.vocab.NewStream(), stops: req.Stop, onText: req.OnText}
+	err := g.run(ctx)
+	g.finish()
+	return g.res, err
+}
+
+// prefill makes the target cache hold prompt[:n-1], keeping the prefix shared with
+// the previous sequence.
+func (s *Session) prefill(prompt []int32) error {
+	keep := 0
+	for keep < len(s.hist) && keep < len(prompt)-1 && s.hist[keep] == prompt[keep] {
+		keep++
+	}
+	keep = min(keep, s.target.len())
+	if err := s.target.truncate(keep); err != nil {
+		return err
+	}
+	if s.draft != nil {
+		if err := s.draft.truncate(min(keep, s.draft.len())); err != nil {
+			return err
+		}
+	}
+	s.hist = append(s.hist[:0], prompt...)
+	return feed(s.target, prompt[keep:len(prompt)-1], s.batch)
+}
+
+// feed runs ids through m in chunks of batch, last-row logits only, and returns the
+// logits of the final chunk's last row (nil for no ids).
+func feedLast(m lm, ids []int32, batch int) ([]float32, error) {
+	var out []float32
+	for len(ids) > 0 {
+		n := min(len(ids), batch)
+		var err error
+		if out, err = m.forward(ids[:n], false); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
+func feed(m lm, ids []int32, batch int) error {
+	_, err := feedLast(m, ids, batch)
+	return err
+}

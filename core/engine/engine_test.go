@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+var bg = context.Background()
+
+func TestJudgeHandBuiltRows(t *testing.T) {
+	const v = 5
+	// rows[i] scores the token after draft[:i]; argmaxes: 3, 1, 4, 0
+	rows := []float32{
+		0, 1, 2, 9, 3,
+		0, 7, 2, 1, 3,
+		1, 1, 2, 1, 5,
+		8, 1, 2, 1, 3,
+	}
+	for _, tc := range []struct {
+		name       string
+		draft      []int32
+		wantAcc    int
+		wantNext   int32
+		penalty    *repPenalty
+		wantWindow [][]int32
+	}{
+		{"all accepted", []int32{3, 1, 4}, 3, 0, nil, nil},
+		{"first rejected", []int32{2, 1, 4}, 0, 3, nil, nil},
+		{"middle rejected", []int32{3, 1, 2}, 2, 4, nil, nil},
+		{"no draft", nil, 0, 3, nil, nil},
+		// history [7 3], window 3: row i sees the last 3 of hist+draft[:i]. The
+		// penalty divides the seen positive logits by 100, so row 0's 3 (9 → 0.09)
+		// loses to 4 (3) and the draft is rejected at once.
+		{"penalty windows", []int32{3, 1, 4}, 0, 4, &repPenalty{window: 3, p: 100},
+			[][]int32{{0, 7, 3}, {7, 3, 3}, {3, 3, 1}, {3, 1, 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := judge{sampler: greedy{}, needs: greedy{}.Needs(), vocab: v}
+			if tc.penalty != nil {
+				j.penalty = tc.penalty
+			}
+			nr := len(tc.draft) + 1
+			r := slices.Clone(rows[:nr*v])
+			got, err := j.run(bg, r, []int32{0, 7, 3}, tc.draft, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Accepted != tc.wantAcc || got.Next != tc.wantNext {
+				t.Fatalf("got accepted %d next %d, want %d %d", got.Accepted, got.Next, tc.wantAcc, tc.wantNext)
+			}
+			if tc.penalty != nil && !reflect.DeepEqual(tc.penalty.seen, tc.wantWindow) {
+				t.Fatalf("penalty histories: got %v, want %v", tc.penalty.seen, tc.wantWindow)
+			}
+		})
+	}
+}
+
+// badSampler returns a fixed (invalid) result.
+type badSampler sdk.SampleResult
+
+func (badSampler) Needs() sdk.Needs { return sdk.Needs{TopK: 2} }
+func (b badSampler) Sample(context.Context, *sdk.SampleRound) (sdk.SampleResult, error) {
+	return sdk.SampleResult(b), nil
+}
+
+func TestJudgeRejectsBadSampler(t *testing.T) {
+	for _, r := range []sdk.SampleResult{{Accepted: 2, Next: 0}, {Accepted: -1}, {Next: 5}, {Next: -1}} {
+		j := judge{sampler: badSampler(r), needs: sdk.Needs{TopK: 2}, vocab: 5}
+		_, err := j.run(bg, make([]float32, 10), nil, []int32{1}, 0, 0)
+		if err == nil || !strings.Contains(err.Error(), "invalid result") {
+			t.Errorf("result %+v: got %v, want an invalid-result error", r, err)
+		}
+	}
+}
+
+func TestSampleRowFields(t *testing.T) {
+	rec := &recSampler{k: 3}
+	j := judge{sampler: rec, needs: rec.Needs(), vocab: 6}
+	rows := []float32{1, 5, 5, 2, -1, 0, 0, 0, 0, 0, 0, 3}
+	if _, err := j.run(bg, rows, []int32{9}, []int32{4}, 7, 11); err != nil {
+		t.Fatal(err)
+	}
+	r0 := rec.got.Rows[0]
+	if !slices.Equal(r0.IDs, []int32{1, 2, 3}) || !slices.Equal(r0.Logits, []float32{5, 5, 2}) {
+		t.Fatalf("row 0 candidates: got %v %v, want [1 2 3] [5 5 2]", r0.IDs, r0.Logits)
+	}
+	if r0.DraftLogit != -1 || r0.MaxLogit != 5 {
+		t.Fatalf("row 0: got draft logit %v max %v, want -1 5", r0.DraftLogit, r0.MaxLogit)
+	}
+	if d := float64(r0.LogSumExp) - 5.7311; d > 1e-3 || d < -1e-3 {
+		t.Fatalf("row 0 logsumexp: got %v, want 5.7311", r0.LogSumExp)
+	}
+	if rec.got.Seed != 7 || rec.got.Step != 11 {
+		t.Fatalf("seed/step: got %d/%d", rec.got.Seed, rec.got.Step)
+	}
+}
+
+type recSampler struct {
+	k   int
+	got sdk.SampleRound
+}
+
+func (r *recSampler) Needs() sdk.Needs { return sdk.Needs{TopK: r.k} }
+func (r *recSampler) Sample(_ context.Context, s *sdk.SampleRound) (sdk.SampleResult, error) {
+	r.got = *s
+	r.got.Rows = slices.Clone(s.Rows)
+	return sdk.SampleResult{}, nil
+}
+
+func TestTopKTies(t *testing.T) {
+	row := []float32{1, 3, 3, 0, 3, 2}
+	ids, vals := make([]int32, 4), make([]float32, 4)
+	topK(row, ids, vals)
+	if !slices.Equal(ids, []int32{1, 2, 4, 5}) || !slices.Equal(vals, []float32{3, 3, 3, 2}) {
+		t.Fatalf("got %v %v, want [1 2 4 5] [3 3 3 2]", ids, vals)
+	}
+}
+
+func TestHeldSuffix(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		stops []string
+		want  int
+	}{
+		{"hello wor", []string{"world"}, 3},
+		{"hello", []string{"world"}, 0},
+		{"ab", []string{"b", "abc"}, 2},
+		{"x\n", []string{"\n\n"}, 1},
+	} {
+		if got := heldSuffix(tc.text, tc.stops); got != tc.want {
+			t.Errorf("heldSuffix(%q, %q): got %d, want %d", tc.text, tc.stops, got, tc.want)
+		}
+	}
+}
+
+// generate runs one request on a fresh fake session.
+func generate(t *testing.T, target, draft *fakeLM, v Vocab, req Request) *Result {
+	t.Helper()
+	s := newFakeSession(target, draft, v, 16)
+	if req.Sampler == nil {
+		req.Sampler = greedy{}
+	}
+	res, err := s.Generate(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestGreedyIdentityFakes(t *testing.T) {
+	const v, n = 97, 4096
+	prompt := []int32{1, 5, 9, 14, 2, 77}
+	plain := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 60})
+	plainPen := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 60,
+		Penalty: &repPenalty{window: 16, p: 1.5}})
+	if len(plain.Tokens) != 60 || slices.Equal(plain.Tokens, plainPen.Tokens) {
+		t.Fatalf("setup: plain gave %d tokens; penalty changed nothing: %v", len(plain.Tokens), slices.Equal(plain.Tokens, plainPen.Tokens))
+	}
+	for _, dr := range []struct {
+		name string
+		lm   func() *fakeLM
+	}{
+		{"draft=target", func() *fakeLM { return &fakeLM{v: v, n: n} }},
+		{"noisy draft", func() *fakeLM { return &fakeLM{v: v, n: n, noise: 1.5, salt: 3} }},
+		{"unrelated draft", func() *fakeLM { return &fakeLM{v: v, n: n, noise: 50, salt: 9} }},
+	} {
+		for depth := 1; depth <= 16; depth++ {
+			for _, pen := range []bool{false, true} {
+				req := Request{Prompt: prompt, NPredict: 60, Policy: FixedDepth(depth)}
+				want := plain
+				if pen {
+					req.Penalty = &repPenalty{window: 16, p: 1.5}
+					want = plainPen
+				}
+				got := generate(t, &fakeLM{v: v, n: n}, dr.lm(), fakeVocab{}, req)
+				if !slices.Equal(got.Tokens, want.Tokens) {
+					t.Fatalf("%s depth %d penalty %v: tokens differ from plain decoding\n got %v\nwant %v", dr.name, depth, pen, got.Tokens, want.Tokens)
+				}
+				if dr.name == "draft=target" && !pen {
+					checkFullAcceptance(t, got, depth, 60)
+				}
+			}
+		}
+	}
+}
+
+// checkFullAcceptance: with draft = target every draft token is accepted and every
+// round but the budget-limited tail yields depth+1 tokens.
+func checkFullAcceptance(t *testing.T, r *Result, depth, n int) {
+	t.Helper()
+	st := r.Spec
+	if st.Accepted != st.Drafted {
+		t.Fatalf("depth %d: accepted %d of %d drafted", depth, st.Accepted, st.Drafted)
+	}
+	full := n / (depth + 1)
+	if ds := st.ByDepth[strconv.Itoa(depth)]; ds.Rounds != full {
+		t.Fatalf("depth %d: %d full rounds, want %d (by depth %v)", depth, ds.Rounds, full, st.ByDepth)
+	}
+}
+
+func TestFullRowSamplerIdentity(t *testing.T) {
+	const v = 50
+	prompt := []int32{3, 4}
+	plain := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 30, Sampler: fullGreedy{}})
+	got := generate(t, &fakeLM{v: v, n: 512}, &fakeLM{v: v, n: 512, noise: 1, salt: 5}, fakeVocab{},
+		Request{Prompt: prompt, NPredict: 30, Sampler: fullGreedy{}, Policy: FixedDepth(5)})
+	if !slices.Equal(plain.Tokens, got.Tokens) {
+		t.Fatalf("got %v, want %v", got.Tokens, plain.Tokens)
+	}
+}
+
+// scripted returns target and draft fakes that generate script after the prompt; the
+// draft errs at the positions in wrong.
+func scripted(v int, script []int32, wrong map[int]int32) (*fakeLM, *fakeLM) {
+	return &fakeLM{v: v, n: 256, script: script}, &fakeLM{v: v, n: 256, script: script, wrong: wrong}
+}
+
+func TestStopRulesInsideAcceptedRun(t *testing.T) {
+	vocab := fakeVocab{
+		tok: map[int32]string{1: "<s>", 10: "Hel", 11: "lo", 12: " wor", 13: "ld", 14: "!", 15: " again"},
+		eog: map[int32]bool{2: true},
+	}
+	script := []int32{1, 10, 11, 12, 13, 14, 15, 2, 10, 11}
+	for _, tc := range []struct {
+		name       string
+		stops      []string
+		nPredict   int
+		wantText   string
+		wantTokens []int32
+		wantStop   StopReason
+	}{
+		{"eog", nil, 20, "Hello world! again", []int32{10, 11, 12, 13, 14, 15}, StopEOG},
+		{"stop string across tokens", []string{"o wo"}, 20, "Hell", []int32{10, 11, 12}, StopString},
+		{"stop string at token end", []string{"!"}, 20, "Hello world", []int32{10, 11, 12, 13, 14}, StopString},
+		{"length", nil, 3, "Hello wor", []int32{10, 11, 12}, StopLength},
+		{"held back then released", []string{"world?"}, 20, "Hello world! again", []int32{10, 11, 12, 13, 14, 15}, StopEOG},
+	} {
+		for _, depth := range []int{0, 1, 2, 3, 8} {
+			for _, wrong := range []map[int]int32{nil, {3: 40}, {6: 2}} {
+				target, draft := scripted(64, script, wrong)
+				var streamed strings.Builder
+				req := Request{Prompt: script[:1], NPredict: tc.nPredict, Stop: tc.stops, Policy: FixedDepth(depth),
+					OnText: func(s string) error { streamed.WriteString(s); return nil }}
+				res := generate(t, target, draft, vocab, req)
+				if res.Text != tc.wantText || !slices.Equal(res.Tokens, tc.wantTokens) || res.Stop != tc.wantStop {
+					t.Fatalf("%s depth %d wrong %v: got %q %v %s, want %q %v %s", tc.name, depth, wrong,
+						res.Text, res.Tokens, res.Stop, tc.wantText, tc.wantTokens, tc.wantStop)
+				}
+				if streamed.String() != res.Text {
+					t.Fatalf("%s: streamed %q, result %q", tc.name, streamed.String(), res.Text)
+				}
+			}
+		}
+	}
+}
+
+func TestContextFullAndBudget(t *testing.T) {
+	const v = 40
+	for _, depth := range []int{0, 4} {
+		// ctx 12, prompt 5: the target can take 7 more positions; the 8th token is
+		// chosen from the last row and never fed.
+		res := generate(t, &fakeLM{v: v, n: 12}, &fakeLM{v: v, n: 12}, fakeVocab{},
+			Request{Prompt: []int32{1, 2, 3, 4, 5}, NPredict: -1, Policy: FixedDepth(depth)})
+		if res.Stop != StopCtx || len(res.Tokens) != 8 {
+			t.Fatalf("depth %d: got %d tokens, stop %s; want 8, ctx", depth, len(res.Tokens), res.Stop)
+		}
+	}
+	s := newFakeSession(&fakeLM{v: v, n: 4}, nil, fakeVocab{}, 16)
+	if _, err := s.Generate(bg, Request{Prompt: []int32{1, 2, 3, 4, 5}, NPredict: 3, Sampler: greedy{}}); err == nil ||
+		!strings.Contains(err.Error(), "does not fit the context of 4") {
+		t.Fatalf("long prompt: got %v", err)
+	}
+	if _, err := s.Generate(bg, Request{NPredict: 3, Sampler: greedy{}}); err == nil {
+		t.Fatal("empty prompt: got nil error")
+	}
+}
+
+func TestPrefixReuse(t *testing.T) {
+	const v = 60
+	target := &fakeLM{v: v, n: 512}
+	s := newFakeSession(target, nil, fakeVocab{}, 16)
+	p1 := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	r1, err := s.Generate(bg, Request{Prompt: p1, NPredict: 5, Sampler: greedy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := append(append(slices.Clone(p1), r1.Tokens...), 20, 21)
+	before := target.rows
+	r2, err := s.Generate(bg, Request{Prompt: p2, NPredict: 5, Sampler: greedy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// computed: the last generated token of turn 1 (never fed) and token 20 as
+	// prefill, then 5 one-row rounds (21 is fed by the first)
+	if got := target.rows - before; got != 7 {
+		t.Fatalf("second turn ran %d rows, want 7", got)
+	}
+	fresh := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: p2, NPredict: 5})
+	if !slices.Equal(r2.Tokens, fresh.Tokens) {
+		t.Fatalf("reused prefix changed the output: got %v, want %v", r2.Tokens, fresh.Tokens)
+	}
+}

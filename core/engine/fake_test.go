@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// fakeLM is a deterministic "model" for testing the round loop without a backend: the
+// logits row after a prefix depends only on that prefix (through a rolling hash), so
+// it has the row identity of a real backend by construction.
+type fakeLM struct {
+	v, n   int
+	hashes []uint64 // hashes[p]: hash of the prefix ending at position p
+	// noise > 0 makes a "different model": the same rows plus seeded noise.
+	noise float32
+	salt  uint64
+	// script, when set, makes the token after position p script[p+1] (a strong logit),
+	// unless wrong[p+1] is set, which then wins instead.
+	script []int32
+	wrong  map[int]int32
+	out    []float32
+	calls  int
+	rows   int
+}
+
+func mix(h, x uint64) uint64 {
+	h ^= x + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+func (f *fakeLM) row(p int, dst []float32) {
+	h := f.hashes[p]
+	for j := range dst {
+		x := mix(h, uint64(j))
+		dst[j] = float32(int64(x%8192)-4096) / 1024 // [-4, 4) in steps of 1/1024
+		if f.noise > 0 {
+			dst[j] += f.noise * float32(int64(mix(x, f.salt)%2048)-1024) / 1024
+		}
+	}
+	if f.script != nil && p+1 < len(f.script) {
+		t := f.script[p+1]
+		if w, ok := f.wrong[p+1]; ok {
+			t = w
+		}
+		dst[t] = 20
+	}
+}
+
+func (f *fakeLM) forward(ids []int32, all bool) ([]float32, error) {
+	if len(f.hashes)+len(ids) > f.n {
+		return nil, fmt.Errorf("fake: context full")
+	}
+	f.calls++
+	f.rows += len(ids)
+	for _, id := range ids {
+		var prev uint64 = 1469598103934665603
+		if len(f.hashes) > 0 {
+			prev = f.hashes[len(f.hashes)-1]
+		}
+		f.hashes = append(f.hashes, mix(prev, uint64(id)+1))
+	}
+	nr := 1
+	if all {
+		nr = len(ids)
+	}
+	f.out = f.out[:0]
+	for r := range nr {
+		p := len(f.hashes) - nr + r
+		row := make([]float32, f.v)
+		f.row(p, row)
+		f.out = append(f.out, row...)
+	}
+	return f.out, nil
+}
+
+func (f *fakeLM) len() int { return len(f.hashes) }
+func (f *fakeLM) truncate(n int) error {
+	if n < 0 || n > len(f.hashes) {
+		return fmt.Errorf("fake: truncate %d of %d", n, len(f.hashes))
+	}
+	f.hashes = f.hashes[:n]
+	return nil
+}
+func (f *fakeLM) ctx() int   { return f.n }
+func (f *fakeLM) vocab() int { return f.v }
+
+// fakeVocab: token i reads as tok[i] (or "<i>"), eog ids end a generation.
+type fakeVocab struct {
+	tok map[int32]string
+	eog map[int32]bool
+}
+
+func (v fakeVocab) IsEOG(id int32) bool { return v.eog[id] }
+func (v fakeVocab) NewStream() TextStream {
+	return &fakeStream{v: v}
+}
+
+type fakeStream struct{ v fakeVocab }
+
+func (s *fakeStream) Next(id int32) string {
+	if t, ok := s.v.tok[id]; ok {
+		return t
+	}
+	return fmt.Sprintf("<%d>", id)
+}
+func (s *fakeStream) Flush() string { return "" }
+
+// greedy is a native greedy sampler (the engine's tests may not use plugins).
+type greedy struct{}
+
+func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
+func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	for i, d := range r.Draft {
+		if r.Rows[i].IDs[0] != d {
+			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
+		}
+	}
+	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
+}
+
+// fullGreedy asks for full rows and takes their argmax.
+type fullGreedy struct{}
+
+func (fullGreedy) Needs() sdk.Needs { return sdk.Needs{TopK: 0} }
+func (fullGreedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	arg := func(row sdk.SampleRow) int32 {
+		b := 0
+		for i, x := range row.Logits {
+			if x > row.Logits[b] {
+				b = i
+			}
+		}
+		return row.IDs[b]
+	}
+	for i, d := range r.Draft {
+		if a := arg(r.Rows[i]); a != d {
+			return sdk.SampleResult{Accepted: i, Next: a}, nil
+		}
+	}
+	return sdk.SampleResult{Accepted: len(r.Draft), Next: arg(r.Rows[len(r.Draft)])}, nil
+}
+
+// repPenalty is llama.cpp's repetition penalty (divide positive logits, multiply
+// negative ones) over a window, natively.
+type repPenalty struct {
+	window int
+	p      float32
+	seen   [][]int32 // History of every row of every call, for inspection
+}
+
+func (r *repPenalty) Window() int { return r.window }
+func (r *repPenalty) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
+	for i := range rows {
+		r.seen = append(r.seen, append([]int32(nil), rows[i].History...))
+		for x, l := range rows[i].Logits {
+			if l > 0 {
+				rows[i].Logits[x] = l / r.p
+			} else {
+				rows[i].Logits[x] = l * r.p
+			}
+		}
+	}
+	return nil
+}
+
+// newFakeSession builds a session over fakes.
+func newFakeSession(target, draft *fakeLM, v Vocab, draftMax int) *Session {
+	s := &Session{target: target, vocab: v, batch: 7, draftMax: draftMax}
+	if draft != nil {
+		s.draft = draft
+	}
+	s.setDefaults()
+	return s
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// judge turns a verify round's logits rows into the sampler's decision: the penalty
+// adjusts each row for exactly the history sequential decoding would have had before
+// it, then the sampler sees each row's candidates and accepts a prefix of the draft.
+type judge struct {
+	sampler sdk.Sampler
+	penalty sdk.Penalty
+	needs   sdk.Needs
+	vocab   int
+
+	prows  []sdk.PenaltyRow
+	srows  []sdk.SampleRow
+	window []int32
+	iota   []int32
+	ids    []int32
+	vals   []float32
+}
+
+// run decides a round: rows holds len(draft)+1 rows of vocab logits (row i scores the
+// token after hist+draft[:i]) and is modified in place by the penalty. step is the
+// number of tokens generated so far.
+func (j *judge) run(ctx context.Context, rows []float32, hist, draft []int32, seed, step uint64) (sdk.SampleResult, error) {
+	nr, v := len(draft)+1, j.vocab
+	if len(rows) < nr*v {
+		return sdk.SampleResult{}, fmt.Errorf("BUG: engine: %d logits for %d rows of %d", len(rows), nr, v)
+	}
+	if err := j.applyPenalty(ctx, rows, hist, draft); err != nil {
+		return sdk.SampleResult{}, err
+	}
+	k := j.needs.TopK
+	if k < 0 || k > v {
+		k = 0
+	}
+	if k == 0 && len(j.iota) != v {
+		j.iota = make([]int32, v)
+		for i := range j.iota {
+			j.iota[i] = int32(i)
+		}
+	}
+	if cap(j.ids) < nr*k {
+		j.ids, j.vals = make([]int32, nr*k), make([]float32, nr*k)
+	}
+	j.srows = j.srows[:0]
+	for i := range nr {
+		row := rows[i*v : (i+1)*v]
+		sr := sdk.SampleRow{}
+		sr.MaxLogit, sr.LogSumExp = maxLSE(row)
+		if i < len(draft) {
+			sr.DraftLogit = row[draft[i]]
+		}
+		if k == 0 {
+			sr.IDs, sr.Logits = j.iota, row
+		} else {
+			sr.IDs, sr.Logits = j.ids[i*k:(i+1)*k], j.vals[i*k:(i+1)*k]
+			topK(row, sr.IDs, sr.Logits)
+		}
+		j.srows = append(j.srows, sr)
+	}
+	res, err := j.sampler.Sample(ctx, &sdk.SampleRound{Rows: j.srows, Draft: draft, Seed: seed, Step: step})
+	if err != nil {
+		return res, fmt.Errorf("engine: sampler: %w", err)
+	}
+	if res.Accepted < 0 || res.Accepted > len(draft) || res.Next < 0 || int(res.Next) >= v {
+		return res, fmt.Errorf("engine: sampler: invalid result (accepted %d of %d drafts, next %d, vocabulary %d)", res.Accepted, len(draft), res.Next, v)
+	}
+	return res, nil
+}
+
+// applyPenalty gives the penalty one row per verify row: the last Window tokens of
+// hist+draft[:i], their distinct ids in first-seen order and the row's logits of them;
+// the adjusted logits are written back into rows.
+func (j *judge) applyPenalty(ctx context.Context, rows []float32, hist, draft []int32) error {
+	if j.penalty == nil {
+		return nil
+	}
+	w := j.penalty.Window()
+	if w <= 0 {
+		return nil
+	}
+	v := j.vocab
+	j.prows = j.prows[:0]
+	for i := range len(draft) + 1 {
+		j.window = append(append(j.window[:0], hist...), draft[:i]...)
+		win := j.window[max(0, len(j.window)-w):]
+		pr := sdk.PenaltyRow{History: append([]int32(nil), win...)}
+		seen := map[int32]bool{}
+		for _, t := range win {
+			if !seen[t] {
+				seen[t] = true
+				pr.IDs = append(pr.IDs, t)
+				pr.Logits = append(pr.Logits, rows[i*v+int(t)])
+			}
+		}
+		j.prows = append(j.prows, pr)
+	}
+	if err := j.penalty.Apply(ctx, j.prows); err != nil {
+		return fmt.Errorf("engine: penalty: %w", err)
+	}
+	for i, pr := range j.prows {
+		if len(pr.Logits) != len(pr.IDs) {
+			return fmt.Errorf("engine: penalty: row %d: %d logits for %d ids", i, len(pr.Logits), len(pr.IDs))
+		}
+		for x, t := range pr.IDs {
+			rows[i*v+int(t)] = pr.Logits[x]
+		}
+	}
+	return nil
+}
+
+// maxLSE returns the largest value of row and log Σ exp(row).
+func maxLSE(row []float32) (float32, float32) {
+	m := float32(math.Inf(-1))
+	for _, x := range row {
+		if x > m {
+			m = x
+		}
+	}
+	var sum float64
+	for _, x := range row {
+		sum += math.Exp(float64(x - m))
+	}
+	return m, m + float32(math.Log(sum))
+}
+
+// topK fills ids/vals (len k) with the k largest values of row, best first, ties
+// going to the lower id.
+func topK(row []float32, ids []int32, vals []float32) {
+	k, n := len(ids), 0
+	for i, x := range row {
+		if n == k && x <= vals[k-1] {
+			continue
+		}
+		p := min(n, k-1)
+		for p > 0 && vals[p-1] < x { // strict: an equal value keeps its lower id first
+			vals[p], ids[p] = vals[p-1], ids[p-1]
+			p--
+		}
+		vals[p], ids[p] = x, int32(i)
+		n = min(n+1, k)
+	}
+}
+
+// argmaxProb returns the best id of a logits row (lower id on ties) and its softmax
+// probability.
+func argmaxProb(row []float32) (int32, float32) {
+	best := 0
+	for i, x := range row {
+		if x > row[best] {
+			best = i
+		}
+	}
+	_, lse := maxLSE(row)
+	return int32(best), float32(math.Exp(float64(row[best] - lse)))
+}
+
+// topLogits is the k best raw logits of a row.
+func topLogits(row []float32, k int) []TopLogit {
+	k = min(k, len(row))
+	ids, vals := make([]int32, k), make([]float32, k)
+	topK(row, ids, vals)
+	out := make([]TopLogit, k)
+	for i := range out {
+		out[i] = TopLogit{ID: ids[i], Logit: vals[i]}
+	}
+	return out
+}

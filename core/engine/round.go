@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// gen is the state of one request.
+type gen struct {
+	s        *Session
+	req      Request
+	res      *Result
+	emit     emitter
+	j        judge
+	start    time.Time
+	firstAt  time.Time
+	endAt    time.Time
+	produced int // tokens chosen so far (including an ending EOG)
+	last     sdk.RoundOutcome
+	drafts   []int32
+	conf     []float32
+	in       []int32
+}
+
+// run prefills the prompt, then runs rounds until a stop rule fires.
+func (g *gen) run(ctx context.Context) error {
+	s := g.s
+	g.last = sdk.RoundOutcome{Round: -1}
+	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
+	if err := s.prefill(g.req.Prompt); err != nil {
+		return fmt.Errorf("engine: prefill: %w", err)
+	}
+	if g.req.NPredict == 0 {
+		// Nothing to generate; still score the last prompt position when asked.
+		g.emit.reason = StopLength
+		if g.req.TopLogits > 0 {
+			rows, err := s.target.forward(s.hist[len(s.hist)-1:], false)
+			if err != nil {
+				return err
+			}
+			g.res.TopLogits = topLogits(rows, g.req.TopLogits)
+		}
+		return nil
+	}
+	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done, err := g.round(ctx, round)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// maxDepth is the deepest round the engine can run now: the session's bound, the room
+// left in the caches and the remaining token budget.
+func (g *gen) maxDepth() int {
+	s := g.s
+	if s.draft == nil {
+		return 0
+	}
+	d := min(s.draftMax, s.target.ctx()-s.target.len()-1)
+	if g.req.NPredict > 0 {
+		d = min(d, g.req.NPredict-g.produced-1)
+	}
+	return max(d, 0)
+}
+
+// round runs one speculative round (depth 0 = plain decoding) and reports whether the
+// generation is over.
+func (g *gen) round(ctx context.Context, round int) (bool, error) {
+	s := g.s
+	if s.target.len() >= s.target.ctx() {
+		g.emit.reason = StopCtx
+		return true, nil
+	}
+	// 1. policy
+	maxD := g.maxDepth()
+	d, minConf := 0, float32(0)
+	if maxD > 0 && g.req.Policy != nil {
+		g.last.MaxDepth = maxD
+		t0 := time.Now()
+		dec, err := g.req.Policy.NextDepth(ctx, g.last)
+		g.res.Spec.Ms.Plugins += ms(time.Since(t0))
+		if err != nil {
+			return true, fmt.Errorf("engine: depth policy: %w", err)
+		}
+		d, minConf = min(max(dec.Depth, 0), maxD), dec.MinConf
+	}
+	// 2. draft
+	t0 := time.Now()
+	if err := g.draftTokens(d, minConf); err != nil {
+		return true, fmt.Errorf("engine: draft: %w", err)
+	}
+	t1 := time.Now()
+	// 3. verify: one target forward over the last token and the drafts
+	base := s.target.len()
+	g.in = append(append(g.in[:0], s.hist[len(s.hist)-1]), g.drafts...)
+	rows, err := s.target.forward(g.in, true)
+	if err != nil {
+		return true, fmt.Errorf("engine: verify: %w", err)
+	}
+	t2 := time.Now()
+	if round == 0 && g.req.TopLogits > 0 {
+		g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
+	}
+	// 4. penalty and sampler
+	r, err := g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
+	g.res.Spec.Ms.Plugins += ms(time.Since(t2))
+	if err != nil {
+		return true, err
+	}
+	// 5. roll both caches back to the accepted tokens
+	keep := base + 1 + r.Accepted
+	if err := s.target.truncate(keep); err != nil {
+		return true, err
+	}
+	if s.draft != nil {
+		if err := s.draft.truncate(min(s.draft.len(), keep)); err != nil {
+			return true, err
+		}
+	}
+	g.res.Spec.Ms.Draft += ms(t1.Sub(t0))
+	g.res.Spec.Ms.Verify += ms(t2.Sub(t1))
+	g.last = sdk.RoundOutcome{Round: round, Depth: d, Drafted: len(g.drafts), Accepted: r.Accepted,
+		DraftConf: g.conf, DraftNs: t1.Sub(t0).Nanoseconds(), VerifyNs: t2.Sub(t1).Nanoseconds()}
+	// 6. emit the accepted run one token at a time, exactly as plain decoding would
+	toks := append(g.drafts[:r.Accepted:r.Accepted], r.Next)
+	emitted, done, err := g.push(toks)
+	g.res.Spec.addRound(len(g.drafts), r.Accepted, emitted)
+	return done, err
+}
+
+// push appends toks to the sequence through the stop rules. When a rule ends the
+// generation inside toks, the tokens after it are dropped from the sequence and caches.
+func (g *gen) push(toks []int32) (int, bool, error) {
+	s := g.s
+	for i, t := range toks {
+		s.hist = append(s.hist, t)
+		g.produced++
+		if g.produced == 1 {
+			g.firstAt = time.Now()
+		}
+		done, err := g.emit.push(t)
+		if !done && err == nil && g.req.NPredict > 0 && g.produced >= g.req.NPredict {
+			g.emit.reason, done = StopLength, true
+		}
+		if done || err != nil {
+			n := len(s.hist) - 1 // the cache never holds the newest token
+			if s.target.len() > n {
+				if terr := s.target.truncate(n); terr != nil && err == nil {
+					err = terr
+				}
+			}
+			if s.draft != nil && s.draft.len() > n {
+				if terr := s.draft.truncate(n); terr != nil && err == nil {
+					err = terr
+				}
+			}
+			return i + 1, true, err
+		}
+	}
+	return len(toks), false, nil
+}
+
+// draftTokens proposes up to d tokens greedily with the draft model, first catching
+// its cache up with the sequence. It stops early when the draft's top probability
+// falls below minConf.
+func (g *gen) draftTokens(d int, minConf float32) error {
+	g.drafts, g.conf = g.drafts[:0], g.conf[:0]
+	if d == 0 {
+		return nil
+	}
+	s := g.s
+	logits, err := feedLast(s.draft, s.hist[s.draft.len():], s.batch)
+	if err != nil {
+		return err
+	}
+	for i := range d {
+		tok, p := argmaxProb(logits)
+		if minConf > 0 && p < minConf {
+			break
+		}
+		g.drafts, g.conf = append(g.drafts, tok), append(g.conf, p)
+		if i == d-1 {
+			break
+		}
+		if logits, err = s.draft.forward(g.drafts[i:i+1], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish computes the result's text and timings.
+func (g *gen) finish() {
+	if err := g.emit.finish(); err != nil && g.emit.reason == "" {
+		g.emit.reason = StopLength
+	}
+	g.endAt = time.Now()
+	r := g.res
+	r.Tokens = g.emit.tokens
+	r.Text = g.emit.text.String()
+	r.Stop = g.emit.reason
+	if g.produced == 0 {
+		r.Timings.PromptMs = ms(g.endAt.Sub(g.start))
+	} else {
+		r.Timings.PromptMs = ms(g.firstAt.Sub(g.start))
+		r.Timings.GenMs = ms(g.endAt.Sub(g.firstAt))
+		r.Timings.TTFTMs = r.Timings.PromptMs
+		if g.produced > 1 && r.Timings.GenMs > 0 {
+			r.Timings.GenTPS = float64(g.produced-1) / r.Timings.GenMs * 1000
+		}
+	}
+	if r.Timings.PromptMs > 0 {
+		r.Timings.PromptTPS = float64(r.PromptTokens) / r.Timings.PromptMs * 1000
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

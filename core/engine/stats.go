@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// Timings of one generation, in milliseconds and tokens per second. The prompt phase
+// lasts until the first token is chosen (TTFT); generation is the rest.
+type Timings struct {
+	PromptMs  float64 `json:"prompt_ms"`
+	PromptTPS float64 `json:"prompt_tokens_per_s"`
+	GenMs     float64 `json:"gen_ms"`
+	GenTPS    float64 `json:"gen_tokens_per_s"`
+	TTFTMs    float64 `json:"ttft_ms"`
+}
+
+// DepthStats are the rounds that drafted a given number of tokens.
+type DepthStats struct {
+	Rounds   int `json:"rounds"`
+	Accepted int `json:"accepted"`
+}
+
+// SpecMs is where a request's time went.
+type SpecMs struct {
+	Draft   float64 `json:"draft"`
+	Verify  float64 `json:"verify"`
+	Plugins float64 `json:"plugins"`
+}
+
+// SpecStats describe the rounds of one request (plain decoding is rounds of depth 0).
+type SpecStats struct {
+	Policy         string                `json:"policy"`
+	Rounds         int                   `json:"rounds"`
+	Drafted        int                   `json:"drafted"`
+	Accepted       int                   `json:"accepted"`
+	Acceptance     float64               `json:"acceptance"` // Accepted / Drafted (0 when nothing was drafted)
+	TokensPerRound float64               `json:"tokens_per_round"`
+	ByDepth        map[string]DepthStats `json:"by_depth"` // key: tokens drafted in the round
+	Ms             SpecMs                `json:"ms"`
+	emitted        int
+}
+
+func (s *SpecStats) addRound(drafted, accepted, emitted int) {
+	s.Rounds++
+	s.Drafted += drafted
+	s.Accepted += accepted
+	s.emitted += emitted
+	if s.ByDepth == nil {
+		s.ByDepth = map[string]DepthStats{}
+	}
+	k := strconv.Itoa(drafted)
+	d := s.ByDepth[k]
+	d.Rounds++
+	d.Accepted += accepted
+	s.ByDepth[k] = d
+	if s.Drafted > 0 {
+		s.Acceptance = float64(s.Accepted) / float64(s.Drafted)
+	}
+	s.TokensPerRound = float64(s.emitted) / float64(s.Rounds)
+}
+
+// FixedDepth is a DepthPolicy that always asks for the same depth (--depth N).
+type FixedDepth int
+
+var _ sdk.DepthPolicy = FixedDepth(0)
+
+// NextDepth returns the fixed depth; the engine clamps it to MaxDepth.
+func (d FixedDepth) NextDepth(context.Context, sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	return sdk.DepthDecision{Depth: int(d)}, nil
+}

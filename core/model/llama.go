@@ -1,0 +1,54 @@
+package model
+
+import "github.com/minfer/minfer/core/backend"
+
+// llama: pre-norm transformer with RMSNorm, GQA attention with normal (adjacent-pair)
+// RoPE, SwiGLU feed-forward, optional q/k/v biases and llama3 rope frequency factors.
+func init() {
+	archs["llama"] = &arch{
+		rope: backend.RoPENormal,
+		specs: func(p *Params, w *Weights) []tensorSpec {
+			s := commonSpecs(p, w)
+			s = append(s, opt(vec("rope_freqs.weight", p.HeadDim/2, &w.RopeFreq)))
+			return append(s, biasSpecs(p, w, true)...)
+		},
+		forward: forwardLlama,
+	}
+}
+
+// forwardLlama is one forward pass over s.nt tokens (also qwen2's: it differs only by
+// its biases, which llama may have too).
+func forwardLlama(b backend.Backend, p *Params, w *Weights, s *pass) {
+	nt, eps := s.nt, p.RMSEps
+	b.Embed(s.x, w.TokEmbd, s.ids, nt) // x (nt, embd)
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		// attention
+		b.RMSNorm(s.xb, s.x, L.AttnNorm, nt, eps) // xb (nt, embd)
+		b.MatMul(s.q, L.Wq, s.xb, nt)             // q (nt, heads*head_dim)
+		b.MatMul(s.k, L.Wk, s.xb, nt)             // k (nt, kv_heads*head_dim)
+		b.MatMul(s.v, L.Wv, s.xb, nt)             // v (nt, kv_heads*head_dim)
+		addBias(b, s.q, L.Bq, nt)                 // optional biases (required for qwen2)
+		addBias(b, s.k, L.Bk, nt)
+		addBias(b, s.v, L.Bv, nt)
+		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, nt, p.Rope, p.Attn) // cache (layer, pos, kv_dim) ← k, v
+		b.Attention(s.att, s.q, s.kv, l, s.pos, nt, p.Attn)              // att (nt, heads*head_dim)
+		b.MatMul(s.xb, L.Wo, s.att, nt)                                  // xb (nt, embd)
+		b.Add(s.x, s.xb, nt*p.Embd)                                      // x += attention
+		// feed-forward
+		b.RMSNorm(s.xb, s.x, L.FFNNorm, nt, eps) // xb (nt, embd)
+		b.MatMul(s.gate, L.Gate, s.xb, nt)       // gate (nt, ff)
+		b.MatMul(s.up, L.Up, s.xb, nt)           // up (nt, ff)
+		b.SwiGLU(s.gate, s.gate, s.up, nt, p.FF) // gate = silu(gate) * up
+		b.MatMul(s.xb, L.Down, s.gate, nt)       // xb (nt, embd)
+		b.Add(s.x, s.xb, nt*p.Embd)              // x += feed-forward
+	}
+	s.classify(b, p, w) // logits (nt or 1, vocab)
+}
+
+// addBias adds an optional bias to every row.
+func addBias(b backend.Backend, x backend.Buffer, bias backend.Weight, nt int) {
+	if bias != nil {
+		b.AddBias(x, bias, nt)
+	}
+}

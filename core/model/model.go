@@ -1,0 +1,354 @@
+// Package model holds the architectures minfer runs (llama, qwen2, qwen3), each written
+// once against the ops of core/backend, and the explicit weight loader that binds a GGUF
+// file's tensors to them.
+//
+// A Model is one loaded file on one backend, its weights namespaced ("target/…",
+// "draft/…") so two models can share a backend. Forward runs a batch of tokens at the
+// next positions of a KV cache and returns logits. A Model is used by one goroutine at a
+// time (its scratch buffers are shared by all its forwards).
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/quant"
+)
+
+// arch is one architecture: its RoPE mode, the tensors it reads and its forward pass.
+type arch struct {
+	rope    backend.RoPEMode
+	specs   func(p *Params, w *Weights) []tensorSpec
+	forward func(b backend.Backend, p *Params, w *Weights, s *pass)
+}
+
+var archs = map[string]*arch{}
+
+// Archs lists the supported architecture names.
+func Archs() []string {
+	names := make([]string, 0, len(archs))
+	for n := range archs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Options configure Load.
+type Options struct {
+	// Name namespaces the weights on the backend ("target", "draft"); default "model".
+	Name string
+	// Progress, if non-nil, is called as weights load with bytes done and total.
+	Progress func(done, total int64)
+}
+
+// Model is a loaded model. It keeps the GGUF file open (the CPU backend reads weights
+// straight from its memory map) until Close.
+type Model struct {
+	Name   string
+	Params Params
+	W      Weights
+	// WeightBytes is the size of all tensors the model uses.
+	WeightBytes int64
+
+	b       backend.Backend
+	f       *gguf.File
+	arch    *arch
+	scratch map[int]*pass // by capacity (a power of two ≥ nt)
+	graphs  backend.Graphs
+}
+
+// Load reads the hyperparameters and weights of f onto b. The model takes ownership of
+// f (Close closes it, also when Load fails). Errors name the missing tensors, the
+// tensor with a wrong shape or type, or the bad metadata key.
+func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	name := f.Arch()
+	a, ok := archs[name]
+	if !ok {
+		return nil, fmt.Errorf("model: unknown architecture %q (supported: %s)", name, strings.Join(Archs(), ", "))
+	}
+	p, err := readParams(f, name, a.rope)
+	if err != nil {
+		return nil, err
+	}
+	te, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return nil, errors.New("model: 1 required tensor(s) missing: token_embd.weight")
+	}
+	if len(te.Dims) != 2 || te.Dims[1] == 0 || te.Dims[1] > 1<<24 {
+		return nil, fmt.Errorf("model: tensor \"token_embd.weight\": shape %v, want [%d, vocab]", te.Dims, p.Embd)
+	}
+	p.Vocab = int(te.Dims[1])
+	if v, err := f.GetUint(name + ".vocab_size"); err == nil && int(v) != p.Vocab {
+		return nil, fmt.Errorf("model: %s.vocab_size %d != token_embd rows %d", name, v, p.Vocab)
+	}
+	if opt.Name == "" {
+		opt.Name = "model"
+	}
+	m = &Model{Name: opt.Name, Params: p, b: b, f: f, arch: a, scratch: map[int]*pass{}}
+	m.W.Layers = make([]Layer, p.Layers)
+	if m.WeightBytes, err = loadWeights(b, f, opt.Name, a.specs(&m.Params, &m.W), opt.Progress); err != nil {
+		return nil, err
+	}
+	if m.W.Output == nil {
+		m.W.Output = m.W.TokEmbd
+		m.Params.TiedOutput = true
+	}
+	if m.W.RopeFreq != nil {
+		if m.Params.Rope.FreqFactors, err = readVector(f, "rope_freqs.weight"); err != nil {
+			m.free()
+			return nil, err
+		}
+	}
+	if g, ok := b.(backend.Graphs); ok {
+		m.graphs = g
+	}
+	return m, nil
+}
+
+// readVector copies an F32 vector tensor to the host.
+func readVector(f *gguf.File, name string) ([]float32, error) {
+	ti, _ := f.Tensor(name)
+	out := make([]float32, ti.Elements())
+	if err := quant.Dequantize(ti.Type, out, f.TensorData(ti)); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// File is the GGUF file the model was loaded from (tokenizer metadata lives there).
+func (m *Model) File() *gguf.File { return m.f }
+
+// Backend is the backend the weights live on.
+func (m *Model) Backend() backend.Backend { return m.b }
+
+// NewKV allocates a KV cache for one sequence of this model: ctx positions (0 = the
+// model's training context) of element type t.
+func (m *Model) NewKV(ctx int, t backend.KVType) (*kv.Cache, error) {
+	if ctx <= 0 {
+		ctx = m.Params.CtxTrain
+	}
+	return kv.New(m.b, m.KVSpec(ctx, t))
+}
+
+// KVSpec is the cache shape this model needs for ctx positions.
+func (m *Model) KVSpec(ctx int, t backend.KVType) backend.KVSpec {
+	p := &m.Params
+	return backend.KVSpec{Layers: p.Layers, KVHeads: p.KVHeads, HeadDim: p.HeadDim, Ctx: ctx, Type: t}
+}
+
+// Logits are the result of a forward: Rows rows of Cols (= vocab) float32 in Buf, valid
+// until the model's next Forward.
+type Logits struct {
+	Buf        backend.Buffer
+	Rows, Cols int
+}
+
+// Forward runs ids at positions c.Len(), c.Len()+1, … of cache c, appends them to c and
+// returns the logits of every row (all) or of the last row only. Row i of an all-rows
+// forward has exactly the bits of a one-token forward of ids[i] (the backend's row
+// identity). On error (an id outside the vocabulary, a full cache, a backend failure)
+// the cache length is unchanged.
+func (m *Model) Forward(ids []int32, c *kv.Cache, all bool) (Logits, error) {
+	nt := len(ids)
+	if nt == 0 {
+		return Logits{}, errors.New("model: forward of no tokens")
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= m.Params.Vocab {
+			return Logits{}, fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Params.Vocab)
+		}
+	}
+	spec := c.Spec()
+	if want := m.KVSpec(spec.Ctx, spec.Type); spec != want {
+		return Logits{}, fmt.Errorf("BUG: model %s: cache shape %+v does not fit (want %+v)", m.Name, spec, want)
+	}
+	if err := c.Check(nt); err != nil {
+		return Logits{}, err
+	}
+	s, err := m.pass(nt, all)
+	if err != nil {
+		return Logits{}, err
+	}
+	pos0 := c.Len()
+	for i := range nt {
+		s.hostPos[i] = int32(pos0 + i)
+	}
+	m.b.WriteI32(s.ids, 0, ids)
+	m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
+	s.nt, s.all, s.kv = nt, all, c.Device()
+	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
+	if m.graphs != nil {
+		key := fmt.Sprintf("%s/kv%d/nt%d/all=%t", m.Name, c.ID(), nt, all)
+		err = m.graphs.Run(key, run)
+	} else {
+		run()
+	}
+	if err == nil {
+		err = m.b.Sync()
+	}
+	if err != nil {
+		return Logits{}, fmt.Errorf("model %s: forward of %d tokens at %d: %w", m.Name, nt, pos0, err)
+	}
+	if err := c.Append(nt); err != nil {
+		return Logits{}, err
+	}
+	rows := 1
+	if all {
+		rows = nt
+	}
+	return Logits{Buf: s.logits(all), Rows: rows, Cols: m.Params.Vocab}, nil
+}
+
+// ReadLogits copies l's rows into dst (len ≥ Rows*Cols) on the host.
+func (m *Model) ReadLogits(l Logits, dst []float32) error {
+	return m.b.ReadF32(l.Buf, 0, dst[:l.Rows*l.Cols])
+}
+
+// Close frees the weights and scratch buffers and closes the file.
+func (m *Model) Close() error {
+	if m.arch == nil {
+		return nil
+	}
+	m.free()
+	m.arch = nil
+	return m.f.Close()
+}
+
+// free releases every weight and scratch buffer.
+func (m *Model) free() {
+	seen := map[backend.Weight]bool{}
+	put := func(w backend.Weight) {
+		if w != nil && !seen[w] {
+			seen[w] = true
+			m.b.Free(w)
+		}
+	}
+	put(m.W.TokEmbd)
+	put(m.W.OutNorm)
+	put(m.W.Output)
+	put(m.W.RopeFreq)
+	for _, L := range m.W.Layers {
+		for _, w := range []backend.Weight{L.AttnNorm, L.Wq, L.Wk, L.Wv, L.Bq, L.Bk, L.Bv,
+			L.QNorm, L.KNorm, L.Wo, L.FFNNorm, L.Gate, L.Up, L.Down} {
+			put(w)
+		}
+	}
+	for _, s := range m.scratch {
+		s.free(m.b)
+	}
+	m.scratch = map[int]*pass{}
+}
+
+// pass is the scratch state of a forward over up to cap rows. Shapes are given per
+// row; every buffer holds cap rows.
+type pass struct {
+	cap    int
+	nt     int
+	all    bool
+	kv     backend.KV
+	ids    backend.Buffer // I32 (cap)
+	pos    backend.Buffer // I32 (cap)
+	x      backend.Buffer // (cap, embd) residual stream
+	xb     backend.Buffer // (cap, embd) normed input / block output
+	q, att backend.Buffer // (cap, qdim)
+	k, v   backend.Buffer // (cap, kvdim)
+	gate   backend.Buffer // (cap, ff)
+	up     backend.Buffer // (cap, ff)
+	xl     backend.Buffer // (1, embd) last row
+	out1   backend.Buffer // (1, vocab)
+	outAll backend.Buffer // (cap, vocab), allocated on first all-rows forward
+
+	hostPos []int32
+	bufs    []backend.Buffer
+}
+
+func (s *pass) logits(all bool) backend.Buffer {
+	if all {
+		return s.outAll
+	}
+	return s.out1
+}
+
+// classify applies the output norm and the classifier to the rows asked for: every
+// row into outAll, or the last row into out1.
+func (s *pass) classify(b backend.Backend, p *Params, w *Weights) {
+	if s.all {
+		b.RMSNorm(s.xb, s.x, w.OutNorm, s.nt, p.RMSEps) // xb (nt, embd)
+		b.MatMul(s.outAll, w.Output, s.xb, s.nt)        // logits (nt, vocab)
+		return
+	}
+	b.CopyRows(s.xl, s.x, s.nt-1, 1, p.Embd)      // xl (1, embd)
+	b.RMSNorm(s.xl, s.xl, w.OutNorm, 1, p.RMSEps) // xl (1, embd)
+	b.MatMul(s.out1, w.Output, s.xl, 1)           // logits (1, vocab)
+}
+
+func (s *pass) free(b backend.Backend) {
+	for _, x := range s.bufs {
+		b.Free(x)
+	}
+	s.bufs = nil
+}
+
+// pass returns the scratch for nt rows, making it on first use. Capacities are powers
+// of two so a handful of scratch sets serve every batch size.
+func (m *Model) pass(nt int, all bool) (*pass, error) {
+	c := 1 << bits.Len(uint(nt-1))
+	s := m.scratch[c]
+	if s == nil {
+		s = &pass{cap: c, hostPos: make([]int32, c)}
+		p := &m.Params
+		var err error
+		f32 := func(n int) backend.Buffer {
+			if err != nil {
+				return nil
+			}
+			var buf backend.Buffer
+			if buf, err = m.b.NewF32(n); err == nil {
+				s.bufs = append(s.bufs, buf)
+			}
+			return buf
+		}
+		i32 := func(n int) backend.Buffer {
+			if err != nil {
+				return nil
+			}
+			var buf backend.Buffer
+			if buf, err = m.b.NewI32(n); err == nil {
+				s.bufs = append(s.bufs, buf)
+			}
+			return buf
+		}
+		s.ids, s.pos = i32(c), i32(c)
+		s.x, s.xb = f32(c*p.Embd), f32(c*p.Embd)
+		s.q, s.att = f32(c*p.QDim()), f32(c*p.QDim())
+		s.k, s.v = f32(c*p.KVDim()), f32(c*p.KVDim())
+		s.gate, s.up = f32(c*p.FF), f32(c*p.FF)
+		s.xl, s.out1 = f32(p.Embd), f32(p.Vocab)
+		if err != nil {
+			s.free(m.b)
+			return nil, fmt.Errorf("model %s: scratch for %d rows: %w", m.Name, c, err)
+		}
+		m.scratch[c] = s
+	}
+	if all && s.outAll == nil {
+		buf, err := m.b.NewF32(s.cap * m.Params.Vocab)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: logits for %d rows: %w", m.Name, s.cap, err)
+		}
+		s.outAll = buf
+		s.bufs = append(s.bufs, buf)
+	}
+	return s, nil
+}

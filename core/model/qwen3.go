@@ -1,0 +1,43 @@
+package model
+
+import "github.com/minfer/minfer/core/backend"
+
+// qwen3: llama's block without biases, with a per-head RMSNorm of q and k before RoPE
+// (NeoX), and a head size set by attention.key_length (q width may differ from embd).
+func init() {
+	archs["qwen3"] = &arch{
+		rope: backend.RoPENeoX,
+		specs: func(p *Params, w *Weights) []tensorSpec {
+			return append(commonSpecs(p, w), qkNormSpecs(p, w)...)
+		},
+		forward: forwardQwen3,
+	}
+}
+
+// forwardQwen3 is one forward pass over s.nt tokens.
+func forwardQwen3(b backend.Backend, p *Params, w *Weights, s *pass) {
+	nt, eps := s.nt, p.RMSEps
+	b.Embed(s.x, w.TokEmbd, s.ids, nt) // x (nt, embd)
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		// attention
+		b.RMSNorm(s.xb, s.x, L.AttnNorm, nt, eps)                        // xb (nt, embd)
+		b.MatMul(s.q, L.Wq, s.xb, nt)                                    // q (nt, heads*head_dim)
+		b.MatMul(s.k, L.Wk, s.xb, nt)                                    // k (nt, kv_heads*head_dim)
+		b.MatMul(s.v, L.Wv, s.xb, nt)                                    // v (nt, kv_heads*head_dim)
+		b.HeadNorm(s.q, L.QNorm, nt, p.Heads, eps)                       // q per head /= rms, *= q_norm
+		b.HeadNorm(s.k, L.KNorm, nt, p.KVHeads, eps)                     // k per head /= rms, *= k_norm
+		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, nt, p.Rope, p.Attn) // cache ← k, v
+		b.Attention(s.att, s.q, s.kv, l, s.pos, nt, p.Attn)              // att (nt, heads*head_dim)
+		b.MatMul(s.xb, L.Wo, s.att, nt)                                  // xb (nt, embd)
+		b.Add(s.x, s.xb, nt*p.Embd)                                      // x += attention
+		// feed-forward
+		b.RMSNorm(s.xb, s.x, L.FFNNorm, nt, eps) // xb (nt, embd)
+		b.MatMul(s.gate, L.Gate, s.xb, nt)       // gate (nt, ff)
+		b.MatMul(s.up, L.Up, s.xb, nt)           // up (nt, ff)
+		b.SwiGLU(s.gate, s.gate, s.up, nt, p.FF) // gate = silu(gate) * up
+		b.MatMul(s.xb, L.Down, s.gate, nt)       // xb (nt, embd)
+		b.Add(s.x, s.xb, nt*p.Embd)              // x += feed-forward
+	}
+	s.classify(b, p, w) // logits (nt or 1, vocab)
+}
