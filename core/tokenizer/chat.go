@@ -1,0 +1,121 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Message is one chat turn. Role is "system", "user", "assistant" or "tool" (templates
+// decide what other roles mean); Content is the text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ErrNoTemplate is returned by RenderChat when the model ships no chat template.
+var ErrNoTemplate = errors.New("tokenizer: model has no chat template (choose a built-in one: chatml, llama3, llama2, phi3, gemma)")
+
+// RenderChat renders msgs with the model's own chat template (ChatTemplate), passing the
+// vocabulary's BOS and EOS texts as bos_token and eos_token. It returns ErrNoTemplate
+// when the model has none.
+func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string, error) {
+	if t.chatTpl == "" {
+		return "", ErrNoTemplate
+	}
+	return RenderTemplate(t.chatTpl, msgs, addGenerationPrompt, t.TokenText(t.bos), t.TokenText(t.eos))
+}
+
+var tplCache sync.Map // template source → *jinja.Template (compiled templates are immutable)
+
+// RenderTemplate renders a Jinja chat template the way Hugging Face's renderer does,
+// with the variables messages (a list of {role, content}), add_generation_prompt,
+// bos_token and eos_token. Templates are compiled once per distinct source. Errors name
+// the template problem (syntax or a failing expression).
+func RenderTemplate(tmpl string, msgs []Message, addGenerationPrompt bool, bos, eos string) (string, error) {
+	var tp *jinja.Template
+	if v, ok := tplCache.Load(tmpl); ok {
+		tp = v.(*jinja.Template)
+	} else {
+		c, err := jinja.Compile(tmpl)
+		if err != nil {
+			return "", fmt.Errorf("tokenizer: chat template: %w", err)
+		}
+		tplCache.Store(tmpl, c)
+		tp = c
+	}
+	list := make([]any, len(msgs))
+	for i, m := range msgs {
+		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	out, err := tp.Render(map[string]any{
+		"messages":              list,
+		"add_generation_prompt": addGenerationPrompt,
+		"bos_token":             bos,
+		"eos_token":             eos,
+	})
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: chat template: %w", err)
+	}
+	return out, nil
+}
+
+// BuiltinTemplate returns the Jinja source of a built-in chat template for models that
+// ship none: "chatml", "llama3", "llama2", "phi3" or "gemma". Each produces what
+// llama.cpp's built-in template of that name produces (no BOS text: Encode adds BOS).
+func BuiltinTemplate(name string) (string, bool) {
+	s, ok := builtinTemplates[name]
+	return s, ok
+}
+
+// BuiltinTemplateNames lists the names BuiltinTemplate accepts, sorted.
+func BuiltinTemplateNames() []string {
+	names := make([]string, 0, len(builtinTemplates))
+	for n := range builtinTemplates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var builtinTemplates = map[string]string{
+	"chatml": `{%- for message in messages -%}
+{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}`,
+
+	"llama3": `{%- for message in messages -%}
+{{- '<|start_header_id|>' + message.role + '<|end_header_id|>\n\n' + (message.content | trim) + '<|eot_id|>' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%}`,
+
+	"llama2": `{%- set ns = namespace(inside=true) -%}
+{{- '[INST] ' -}}
+{%- for message in messages -%}
+{%- if not ns.inside -%}{{- '[INST] ' -}}{%- set ns.inside = true -%}{%- endif -%}
+{%- if message.role == 'system' -%}{{- '<<SYS>>\n' + message.content + '\n<</SYS>>\n\n' -}}
+{%- elif message.role == 'user' -%}{{- message.content + ' [/INST]' -}}
+{%- else -%}{{- message.content + '</s>' -}}{%- set ns.inside = false -%}
+{%- endif -%}
+{%- endfor -%}`,
+
+	"phi3": `{%- for message in messages -%}
+{{- '<|' + message.role + '|>\n' + message.content + '<|end|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|assistant|>\n' -}}{%- endif -%}`,
+
+	"gemma": `{%- set ns = namespace(sys='') -%}
+{%- for message in messages -%}
+{%- if message.role == 'system' -%}{%- set ns.sys = ns.sys + (message.content | trim) -%}
+{%- else -%}
+{%- set role = 'model' if message.role == 'assistant' else message.role -%}
+{{- '<start_of_turn>' + role + '\n' -}}
+{%- if ns.sys and role != 'model' -%}{{- ns.sys + '\n\n' -}}{%- set ns.sys = '' -%}{%- endif -%}
+{{- (message.content | trim) + '<end_of_turn>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}`,
+}

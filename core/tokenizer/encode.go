@@ -1,0 +1,213 @@
+package tokenizer
+
+import (
+	"container/heap"
+	"fmt"
+	"strings"
+)
+
+// fragment is a piece of the input: raw text (tok == noToken) or one special token.
+type fragment struct {
+	text string
+	tok  int32
+}
+
+// partition splits text at every occurrence of the special tokens that apply (all of
+// them when parseSpecial, else only user-defined ones), longest token first, exactly as
+// llama.cpp's tokenizer_st_partition, including its lstrip/rstrip attributes.
+func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+	frags := []fragment{{text: text, tok: noToken}}
+	var next []fragment
+	for _, id := range t.special {
+		tok := t.tokens[id]
+		if !parseSpecial && tok.attr&(attrControl|attrUnknown) != 0 {
+			continue
+		}
+		next = next[:0]
+		for _, f := range frags {
+			if f.tok != noToken || !strings.Contains(f.text, tok.text) {
+				next = append(next, f)
+				continue
+			}
+			rest := f.text
+			for {
+				i := strings.Index(rest, tok.text)
+				if i < 0 {
+					if rest != "" {
+						next = append(next, fragment{text: rest, tok: noToken})
+					}
+					break
+				}
+				left := rest[:i]
+				if tok.attr&attrLStrip != 0 {
+					left = strings.TrimRight(left, " \t\n\v\f\r")
+				}
+				if left != "" {
+					next = append(next, fragment{text: left, tok: noToken})
+				}
+				next = append(next, fragment{tok: id})
+				rest = rest[i+len(tok.text):]
+				if tok.attr&attrRStrip != 0 {
+					rest = strings.TrimLeft(rest, " \t\n\v\f\r")
+				}
+			}
+		}
+		frags, next = next, frags
+	}
+	return frags
+}
+
+// Encode tokenizes text as llama.cpp's llama_tokenize(text, addSpecial, parseSpecial):
+// addSpecial adds BOS (and EOS) where the vocabulary asks for them; parseSpecial lets
+// control-token text in the input (e.g. "<|im_start|>") become that token instead of
+// being tokenized as plain text. User-defined tokens are always matched. Invalid UTF-8
+// is handled as llama.cpp does: byte tokens for SPM, U+FFFD for byte-level BPE.
+// The error is non-nil only when the vocabulary cannot represent the input (no BOS
+// token although it asks for one, or an SPM vocabulary without byte tokens).
+func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	out := make([]int32, 0, len(text)/3+2)
+	var frags []fragment
+	if text != "" {
+		frags = t.partition(text, parseSpecial)
+	}
+	if addSpecial && t.addBOS {
+		if t.bos == noToken {
+			return nil, fmt.Errorf("tokenizer: vocabulary asks for BOS but has no BOS token")
+		}
+		out = append(out, t.bos)
+	}
+	var err error
+	switch t.kind {
+	case kindSPM:
+		prevSpecial := true
+		for _, f := range frags {
+			if f.tok != noToken {
+				out = append(out, f.tok)
+				prevSpecial = true
+				continue
+			}
+			s := f.text
+			if t.addSpacePrefix && prevSpecial {
+				s = " " + s
+			}
+			out, err = t.encodeSPM(strings.ReplaceAll(s, " ", "\u2581"), out)
+			if err != nil {
+				return nil, err
+			}
+			prevSpecial = false
+		}
+	case kindBPE:
+		var st bpeState
+		var ct cpText
+		var bufs [2][]span
+		for _, f := range frags {
+			if f.tok != noToken {
+				out = append(out, f.tok)
+				continue
+			}
+			s := sanitizeUTF8(f.text)
+			ct.reset(s)
+			err = t.pre.split(&ct, &bufs, func(lo, hi int) {
+				out = t.encodeWord(&st, s[lo:hi], out)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
+			}
+		}
+	}
+	if addSpecial && t.addEOS {
+		if t.eos == noToken {
+			return nil, fmt.Errorf("tokenizer: vocabulary asks for EOS but has no EOS token")
+		}
+		out = append(out, t.eos)
+	}
+	return out, nil
+}
+
+// SPM: llama.cpp's llm_tokenizer_spm_session — start from UTF-8 characters and merge
+// the adjacent pair whose concatenation is the highest-scoring token (leftmost on ties)
+// until none is left; characters that never formed a token become byte tokens.
+
+type spmSym struct {
+	lo, hi     int32 // byte range in the text
+	prev, next int32
+}
+
+type spmBigram struct {
+	left, right int32
+	score       float32
+	size        int32
+}
+
+type spmQueue []spmBigram
+
+func (q spmQueue) Len() int { return len(q) }
+func (q spmQueue) Less(a, b int) bool {
+	return q[a].score > q[b].score || (q[a].score == q[b].score && q[a].left < q[b].left)
+}
+func (q spmQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+func (q *spmQueue) Push(x any)   { *q = append(*q, x.(spmBigram)) }
+func (q *spmQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+func (t *Tokenizer) encodeSPM(text string, out []int32) ([]int32, error) {
+	var syms []spmSym
+	for off := 0; off < len(text); {
+		n := min(utf8SeqLen(text[off]), len(text)-off)
+		syms = append(syms, spmSym{lo: int32(off), hi: int32(off + n), prev: int32(len(syms)) - 1, next: int32(len(syms)) + 1})
+		off += n
+	}
+	if len(syms) == 0 {
+		return out, nil
+	}
+	syms[len(syms)-1].next = -1
+	q := &spmQueue{}
+	tryAdd := func(l, r int32) {
+		if l < 0 || r < 0 {
+			return
+		}
+		s := text[syms[l].lo:syms[r].hi]
+		id, ok := t.toID[s]
+		if !ok {
+			return
+		}
+		heap.Push(q, spmBigram{left: l, right: r, score: t.tokens[id].score, size: int32(len(s))})
+	}
+	for i := 1; i < len(syms); i++ {
+		tryAdd(int32(i-1), int32(i))
+	}
+	for q.Len() > 0 {
+		b := heap.Pop(q).(spmBigram)
+		l, r := &syms[b.left], &syms[b.right]
+		if l.hi == l.lo || r.hi == r.lo || (l.hi-l.lo)+(r.hi-r.lo) != b.size {
+			continue
+		}
+		l.hi = r.hi
+		r.hi = r.lo
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		tryAdd(l.prev, b.left)
+		tryAdd(b.left, l.next)
+	}
+	for i := int32(0); i != -1; i = syms[i].next {
+		s := text[syms[i].lo:syms[i].hi]
+		if id, ok := t.toID[s]; ok {
+			out = append(out, id)
+			continue
+		}
+		for j := 0; j < len(s); j++ {
+			id := t.byteTok[s[j]]
+			if id == noToken {
+				return nil, fmt.Errorf("tokenizer: byte 0x%02X has no token (no <0x%02X> in the vocabulary)", s[j], s[j])
+			}
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
