@@ -1,0 +1,83 @@
+// attn.cu: causal attention over the cache, split-K. attn_part: block (head h, row r,
+// split s) scores positions [s*chunk, min((s+1)*chunk, pos[r]+1)) and writes the
+// partial (max m, sum l, unnormalised output acc[hd]). attn_combine merges the splits
+// of (r, h) in order. The chunk depends only on the cache size, never on nt, so each row
+// has the same bits whatever the batch.
+#include "common.cuh"
+
+template <bool Q8>
+static __device__ __forceinline__ float kv_at(const void *c, const u16 *cd, i64 idx) {
+    if (Q8) return (float)((const i8 *)c)[idx] * h2f(cd[idx / 32]);
+    return h2f(((const u16 *)c)[idx]);
+}
+
+// Dynamic shared memory: (hd + chunk) floats. 128 threads.
+template <bool Q8>
+static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                 const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
+                                 int nsplit, float scale) {
+    extern __shared__ float sm[];
+    __shared__ float red[32];
+    float *sq = sm, *ss = sm + hd;
+    const int h = blockIdx.x, r = blockIdx.y, s = blockIdx.z;
+    const int p1 = pos[r] + 1, start = s * chunk;
+    if (start >= p1) return;
+    const int end = min(start + chunk, p1), n = end - start;
+    const int kvh = h / (heads / kvheads), kvdim = kvheads * hd;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, nw = blockDim.x / WARP;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) sq[d] = q[((i64)r * heads + h) * hd + d];
+    __syncthreads();
+    for (int i = warp; i < n; i += nw) {
+        const i64 base = (i64)(start + i) * kvdim + (i64)kvh * hd;
+        float dot = 0.0f;
+        for (int d = lane; d < hd; d += WARP) dot += sq[d] * kv_at<Q8>(kc, kd, base + d);
+        dot = warp_sum(dot);
+        if (lane == 0) ss[i] = dot * scale;
+    }
+    __syncthreads();
+    float m = NEG_INF;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, ss[i]);
+    m = block_max(m, red);
+    float l = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float e = expf(ss[i] - m);
+        ss[i] = e;
+        l += e;
+    }
+    l = block_sum(l, red);  // its barriers also publish ss
+    float *out = part + (((i64)r * heads + h) * nsplit + s) * (hd + 2);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < n; i++) acc += ss[i] * kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d);
+        out[2 + d] = acc;
+    }
+    if (threadIdx.x == 0) { out[0] = m; out[1] = l; }
+}
+
+extern "C" __global__ void attn_part_f16(const float *q, const void *kc, const void *vc, const int *pos, float *part,
+                                         int heads, int kvheads, int hd, int chunk, int nsplit, float scale) {
+    attn_part<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, scale);
+}
+
+extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                        const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
+                                        int nsplit, float scale) {
+    attn_part<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, scale);
+}
+
+// Grid (heads, nt), threads over hd.
+extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
+                                        int nsplit) {
+    const int h = blockIdx.x, r = blockIdx.y;
+    const int ns = pos[r] / chunk + 1;
+    const float *p = part + ((i64)r * heads + h) * nsplit * (hd + 2);
+    float M = NEG_INF;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, p[s * (hd + 2)]);
+    float L = 0.0f;
+    for (int s = 0; s < ns; s++) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < ns; s++) acc += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+        dst[((i64)r * heads + h) * hd + d] = acc / L;
+    }
+}

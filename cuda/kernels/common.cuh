@@ -1,0 +1,136 @@
+// common.cuh: types, half conversion, dp4a and reductions shared by every kernel.
+// No CUDA headers are included, so NVRTC needs no include path.
+#pragma once
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+
+#define WARP 32
+#define POS_INF __int_as_float(0x7f800000)
+#define NEG_INF __int_as_float(0xff800000)
+
+// Error codes written to the backend's device error word (first error wins).
+#define ERR_EMBED_ID 1
+#define ERR_KV_POS 2
+
+static __device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+static __device__ __forceinline__ u16 f2h(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// dp4a: c + dot of the four signed bytes of a and b.
+static __device__ __forceinline__ int dp4a(int a, int b, int c) {
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum reduces v over the block in a fixed order (warps, then warp 0 over the
+// per-warp sums), so the result depends only on blockDim, never on timing.
+// sh must hold 32 floats. Every thread gets the result.
+static __device__ __forceinline__ float block_sum(float v, float *sh) {
+    v = warp_sum(v);
+    const int w = threadIdx.x / WARP, l = threadIdx.x % WARP, nw = (blockDim.x + WARP - 1) / WARP;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : 0.0f;
+    v = warp_sum(v);
+    return v;
+}
+
+static __device__ __forceinline__ float block_max(float v, float *sh) {
+    v = warp_max(v);
+    const int w = threadIdx.x / WARP, l = threadIdx.x % WARP, nw = (blockDim.x + WARP - 1) / WARP;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : NEG_INF;
+    v = warp_max(v);
+    return v;
+}
+
+static __device__ __forceinline__ void set_error(int *err, int code, int detail) {
+    if (atomicCAS(err, 0, code) == 0) err[1] = detail;
+}
+
+// K-quant 6-bit scale and min j (0..7) of a 12-byte scales field (ggml get_scale_min_k4).
+static __device__ __forceinline__ void scale_min_k4(int j, const u8 *q, int &sc, int &m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Weight layouts on the device (see core/backend/cuda/weights.go, which packs them):
+//   F32, F16: plain row-major.
+//   Q4_0: q = 16-byte nibble blocks, d = f16 scales; one of each per 32 values.
+//   Q5_0: q = 16-byte nibble blocks, e = u32 high bits, d = f16 scales.
+//   Q8_0: q = int8 row-major values, d = f16 scales per 32 values.
+//   Q4_K, Q5_K: ggml blocks as stored (144 / 176 bytes, 16-byte aligned fields).
+//   Q6_K: q = 208-byte bodies (ql 128, qh 64, scales 16), d = f16 scales.
+enum WType { W_F32 = 0, W_F16 = 1, W_Q4_0 = 2, W_Q5_0 = 6, W_Q8_0 = 8, W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14 };
+
+// wval is weight element (row, col) as float: used by embed and general paths.
+template <int T>
+static __device__ __forceinline__ float wval(const void *q, const void *d, const void *e, i64 row, int col, int cols) {
+    if (T == W_F32) return ((const float *)q)[row * cols + col];
+    if (T == W_F16) return h2f(((const u16 *)q)[row * cols + col]);
+    if (T == W_Q8_0) return h2f(((const u16 *)d)[(row * cols + col) / 32]) * (float)((const i8 *)q)[row * cols + col];
+    if (T == W_Q4_0 || T == W_Q5_0) {
+        const i64 b = row * (cols / 32) + col / 32;
+        const int i = col % 32;
+        const u8 byte = ((const u8 *)q)[b * 16 + (i % 16)];
+        int v = i < 16 ? (byte & 0xF) : (byte >> 4);
+        if (T == W_Q5_0) v = (v | (((((const u32 *)e)[b] >> i) & 1) << 4)) - 16;
+        else v -= 8;
+        return h2f(((const u16 *)d)[b]) * (float)v;
+    }
+    if (T == W_Q4_K || T == W_Q5_K) {
+        const int bs = T == W_Q4_K ? 144 : 176, qo = T == W_Q4_K ? 16 : 48;
+        const u8 *blk = (const u8 *)q + (row * (cols / 256) + col / 256) * bs;
+        const int k = col % 256, j = k / 64, l = k % 32, hi = (k % 64) >= 32;
+        const u8 byte = blk[qo + j * 32 + l];
+        int v = hi ? (byte >> 4) : (byte & 0xF);
+        if (T == W_Q5_K) v |= ((blk[16 + l] >> (2 * j + hi)) & 1) << 4;
+        int sc, m;
+        scale_min_k4(2 * j + hi, blk + 4, sc, m);
+        const u16 *dd = (const u16 *)blk;
+        return h2f(dd[0]) * (float)sc * (float)v - h2f(dd[1]) * (float)m;
+    }
+    if (T == W_Q6_K) {
+        const i64 b = row * (cols / 256) + col / 256;
+        const u8 *body = (const u8 *)q + b * 208;
+        const int k = col % 256, n = k / 128, r = k % 128, part = r / 32, l = r % 32;
+        const int lo = (body[n * 64 + (part & 1) * 32 + l] >> (part >= 2 ? 4 : 0)) & 0xF;
+        const int hb = (body[128 + n * 32 + l] >> (2 * part)) & 3;
+        const int sc = (i8)body[192 + n * 8 + part * 2 + l / 16];
+        return h2f(((const u16 *)d)[b]) * (float)sc * (float)((lo | (hb << 4)) - 32);
+    }
+    return 0.0f;
+}

@@ -1,0 +1,22 @@
+// elementwise.cu: SwiGLU, residual add and bias add over flat arrays, 256 threads per block.
+#include "common.cuh"
+
+extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, int n) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float x = g[i];
+    dst[i] = x / (1.0f + expf(-x)) * u[i];
+}
+
+extern "C" __global__ void add(float *dst, const float *x, int n) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    dst[i] += x[i];
+}
+
+// add_bias: x[r][c] += b[c] for n = rows*cols elements.
+extern "C" __global__ void add_bias(float *x, const float *b, int n, int cols) {
+    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    x[i] += b[i % cols];
+}

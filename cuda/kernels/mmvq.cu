@@ -1,0 +1,272 @@
+// mmvq.cu: mat-vec products dst[j][row] = w[row] · x[j] for NT = 1..8 activation rows.
+// One warp owns one weight row; lane l handles units l, l+32, … of the row (a unit is a
+// fixed slice of blocks, per type below), keeps one accumulator per activation row and
+// the warp sums them with a fixed xor tree. Weights are read once for all NT rows. The
+// work and summation order of row j never depend on NT, so each row of an NT-row call
+// has the bits of a 1-row call.
+//
+// Quantized types dot int8 weights against activations quantized by quantize.cu
+// (int8 + one float scale per 32 values) with dp4a; F16/F32 weights use f32 activations.
+#include "common.cuh"
+
+struct Args {
+    const void *q, *d, *e;  // weight arrays (layout per type: common.cuh)
+    const int *xq;          // quantized activations, as ints (4 values each)
+    const float *xd;        // their scales, one per 32 values
+    const float *xf;        // f32 activations (F16/F32 weights)
+    int cols;
+};
+
+static __device__ __forceinline__ int nib_lo(int v) { return v & 0x0F0F0F0F; }
+static __device__ __forceinline__ int nib_hi(int v) { return (v >> 4) & 0x0F0F0F0F; }
+static __device__ __forceinline__ int sum8(const int *x, int n) {
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (k < n) s = dp4a(0x01010101, x[k], s);
+    return s;
+}
+static __device__ __forceinline__ void load8(const int *p, int *x) {
+    const int4 a = ((const int4 *)p)[0], b = ((const int4 *)p)[1];
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+// Q4_0: unit = one 32-value block.
+struct TQ4_0 {
+    struct R { int q[4]; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = h2f(((const u16 *)a.d)[b]);
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        int x[8];
+        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x[k], s); s = dp4a(nib_hi(r.q[k]), x[k + 4], s); }
+        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(s - 8 * sum8(x, 8));
+    }
+};
+
+// Q5_0: unit = one 32-value block; the fifth bits come from e.
+struct TQ5_0 {
+    struct R { int q[4]; u32 h; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.h = ((const u32 *)a.e)[b];
+        r.d = h2f(((const u16 *)a.d)[b]);
+        return r;
+    }
+    static __device__ __forceinline__ int spread(u32 h) {  // 4 bits → bit 4 of each byte
+        return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        int x[8];
+        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s = dp4a(nib_lo(r.q[k]) | spread(r.h >> (4 * k)), x[k], s);
+            s = dp4a(nib_hi(r.q[k]) | spread(r.h >> (16 + 4 * k)), x[k + 4], s);
+        }
+        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(s - 16 * sum8(x, 8));
+    }
+};
+
+// Q8_0: unit = one 32-value block.
+struct TQ8_0 {
+    struct R { int q[8]; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        R r;
+        load8((const int *)a.q + b * 8, r.q);
+        r.d = h2f(((const u16 *)a.d)[b]);
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        int x[8];
+        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s = dp4a(r.q[k], x[k], s);
+        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)s;
+    }
+};
+
+// Q4_K / Q5_K: unit = 64 values (one 32-byte slice of qs: sub-blocks 2j and 2j+1).
+template <bool Q5>
+struct TQK {
+    struct R { int q[8]; int h[8]; float d, dmin; int sca, ma, scb, mb; };
+    static __device__ int units(int cols) { return cols / 64; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const int bs = Q5 ? 176 : 144, qo = Q5 ? 48 : 16, j = u % 4;
+        const u8 *blk = (const u8 *)a.q + (row * (a.cols / 256) + u / 4) * bs;
+        R r;
+        load8((const int *)(blk + qo + j * 32), r.q);
+        if (Q5) load8((const int *)(blk + 16), r.h);
+        const u16 *dd = (const u16 *)blk;
+        r.d = h2f(dd[0]);
+        r.dmin = h2f(dd[1]);
+        scale_min_k4(2 * j, blk + 4, r.sca, r.ma);
+        scale_min_k4(2 * j + 1, blk + 4, r.scb, r.mb);
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int jrow, int u) {
+        const int j = u % 4;
+        const int *xp = a.xq + ((i64)jrow * a.cols + u * 64) / 4;
+        int xa[8], xb[8];
+        load8(xp, xa);
+        load8(xp + 8, xb);
+        int sa = 0, sb = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int lo = nib_lo(r.q[k]), hi = nib_hi(r.q[k]);
+            if (Q5) {
+                lo |= ((r.h[k] >> (2 * j)) & 0x01010101) << 4;
+                hi |= ((r.h[k] >> (2 * j + 1)) & 0x01010101) << 4;
+            }
+            sa = dp4a(lo, xa[k], sa);
+            sb = dp4a(hi, xb[k], sb);
+        }
+        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + u * 2;
+        const float da = xd[0], db = xd[1];
+        return r.d * ((float)r.sca * da * (float)sa + (float)r.scb * db * (float)sb) -
+               r.dmin * ((float)r.ma * da * (float)sum8(xa, 8) + (float)r.mb * db * (float)sum8(xb, 8));
+    }
+};
+
+// Q6_K: unit = 32 values (quarter of a 128-value half: ql slice, qh bit pair, 2 scales).
+struct TQ6_K {
+    struct R { int ql[8]; int qh[8]; float d; int sc0, sc1, shift, hshift; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        const int n = (u % 8) / 4, part = u % 4;
+        const u8 *body = (const u8 *)a.q + b * 208;
+        R r;
+        load8((const int *)(body + n * 64 + (part & 1) * 32), r.ql);
+        load8((const int *)(body + 128 + n * 32), r.qh);
+        r.sc0 = (i8)body[192 + n * 8 + part * 2];
+        r.sc1 = (i8)body[192 + n * 8 + part * 2 + 1];
+        r.shift = part >= 2 ? 4 : 0;
+        r.hshift = 2 * part;
+        r.d = h2f(((const u16 *)a.d)[b]);
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        int x[8];
+        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int v = ((r.ql[k] >> r.shift) & 0x0F0F0F0F) | (((r.qh[k] >> r.hshift) & 0x03030303) << 4);
+            if (k < 4) s0 = dp4a(v, x[k], s0);
+            else s1 = dp4a(v, x[k], s1);
+        }
+        int x0 = 0, x1 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) { x0 = dp4a(0x01010101, x[k], x0); x1 = dp4a(0x01010101, x[k + 4], x1); }
+        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(r.sc0 * (s0 - 32 * x0) + r.sc1 * (s1 - 32 * x1));
+    }
+};
+
+// F16 (VEC: 8 values per unit, needs cols % 8 == 0) and F32 (VEC: 4 per unit); the
+// scalar forms take one value per unit for any cols.
+template <bool VEC>
+struct TF16 {
+    struct R { float w[8]; };
+    static constexpr int N = VEC ? 8 : 1;
+    static __device__ int units(int cols) { return cols / N; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        R r;
+        const u16 *p = (const u16 *)a.q + row * a.cols + (i64)u * N;
+        if (VEC) {
+            const int4 v = *(const int4 *)p;
+            const u32 w4[4] = {(u32)v.x, (u32)v.y, (u32)v.z, (u32)v.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) { r.w[2 * k] = h2f((u16)(w4[k] & 0xFFFF)); r.w[2 * k + 1] = h2f((u16)(w4[k] >> 16)); }
+        } else {
+            r.w[0] = h2f(p[0]);
+        }
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; k++) s += r.w[k] * x[k];
+        return s;
+    }
+};
+
+template <bool VEC>
+struct TF32 {
+    struct R { float w[4]; };
+    static constexpr int N = VEC ? 4 : 1;
+    static __device__ int units(int cols) { return cols / N; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        R r;
+        const float *p = (const float *)a.q + row * a.cols + (i64)u * N;
+        if (VEC) { const float4 v = *(const float4 *)p; r.w[0] = v.x; r.w[1] = v.y; r.w[2] = v.z; r.w[3] = v.w; }
+        else r.w[0] = p[0];
+        return r;
+    }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+        const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; k++) s += r.w[k] * x[k];
+        return s;
+    }
+};
+
+template <class T, int NT>
+static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows) {
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const i64 row = (i64)blockIdx.x * (blockDim.x / WARP) + warp;
+    if (row >= rows) return;
+    float acc[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j] = 0.0f;
+    const int U = T::units(a.cols);
+    for (int u = lane; u < U; u += WARP) {
+        const typename T::R r = T::load(a, row, u);
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[j] += T::dot(r, a, j, u);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const float s = warp_sum(acc[j]);
+        if (lane == 0) dst[(i64)j * rows + row] = s;
+    }
+}
+
+#define MMVQ1(name, T, N)                                                                            \
+    extern "C" __global__ void mmvq_##name##_##N(const void *q, const void *d, const void *e,       \
+                                                 const int *xq, const float *xd, const float *xf,   \
+                                                 float *dst, int rows, int cols) {                  \
+        const Args a = {q, d, e, xq, xd, xf, cols};                                                 \
+        mmvq<T, N>(a, dst, rows);                                                                   \
+    }
+#define MMVQ(name, T) \
+    MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \
+    MMVQ1(name, T, 5) MMVQ1(name, T, 6) MMVQ1(name, T, 7) MMVQ1(name, T, 8)
+
+MMVQ(q4_0, TQ4_0)
+MMVQ(q5_0, TQ5_0)
+MMVQ(q8_0, TQ8_0)
+MMVQ(q4_k, TQK<false>)
+MMVQ(q5_k, TQK<true>)
+MMVQ(q6_k, TQ6_K)
+MMVQ(f16v, TF16<true>)
+MMVQ(f16s, TF16<false>)
+MMVQ(f32v, TF32<true>)
+MMVQ(f32s, TF32<false>)

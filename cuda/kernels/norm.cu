@@ -1,0 +1,15 @@
+// norm.cu: RMSNorm × weight, one block per row of n values: dst = x/sqrt(mean(x²)+eps)*w.
+// The host picks blockDim from n alone, so a row's bits never depend on how many rows
+// a call has. Also serves per-head q/k norm (rows = nt*heads, n = head_dim).
+#include "common.cuh"
+
+extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, int n, float eps) {
+    __shared__ float sh[32];
+    const float *xr = x + (i64)blockIdx.x * n;
+    float *dr = dst + (i64)blockIdx.x * n;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+    s = block_sum(s, sh);
+    const float scale = 1.0f / sqrtf(s / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dr[i] = xr[i] * scale * w[i];
+}

@@ -1,0 +1,114 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Tier is the set of kernel choices and thresholds for a family of devices. It is pure
+// data: choosers in core/backend/cuda read it, nothing here touches a GPU.
+type Tier struct {
+	Name         string // "hopper"
+	Major, Minor int    // lowest compute capability of the tier
+	// MMVQMaxRows is the largest nt served by the mat-vec kernels (one launch for all
+	// rows, weights streamed once). Beyond it the matmul loops the mat-vec kernel in
+	// chunks of MMVQMaxRows rows (so every row keeps its single-row bits). 8 because the
+	// kernels keep one accumulator per row in registers, and 8 rows × the unit loads fit
+	// every tier's register file without spilling (llama.cpp's mmvq uses the same bound).
+	MMVQMaxRows int
+	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
+	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
+	MMVQWarps int
+	// AttnChunk is the number of cache positions one attention block scores before the
+	// combine step (split-K). 256 gives ≥ 8 blocks per head at 2k context, enough to fill
+	// the SMs at decode (nt = 1) while keeping the combine cheap.
+	AttnChunk int
+	// AttnMaxSplits bounds the splits per (row, head); long contexts grow the chunk
+	// instead, so the partials scratch stays nt × heads × AttnMaxSplits × (HeadDim+2).
+	AttnMaxSplits int
+	// TopKMaxK is the largest k computed on the device; larger k read whole rows back.
+	TopKMaxK int
+	// MMA names the tensor-core instruction family a tiled GEMM would use.
+	MMA string
+	// Note says why the tier differs from its neighbours.
+	Note string
+}
+
+// tiers is ordered by compute capability.
+var tiers = []Tier{
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
+	{Name: "hopper", Major: 9, Minor: 0, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
+	{Name: "blackwell-dc", Major: 10, Minor: 0, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
+	{Name: "blackwell", Major: 12, Minor: 0, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
+	{Name: "gb10", Major: 12, Minor: 1, MMVQMaxRows: 8, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
+}
+
+// Tiers returns a copy of the tier table, ordered by compute capability.
+func Tiers() []Tier { return append([]Tier(nil), tiers...) }
+
+// TierFor picks the tier of a device of compute capability major.minor: the highest
+// tier at or below it. Devices older than Turing (7.5) are refused.
+func TierFor(major, minor int) (Tier, error) {
+	cc := major*10 + minor
+	if cc < 75 {
+		return Tier{}, fmt.Errorf("cuda: compute capability %d.%d is not supported (minfer needs 7.5, Turing, or newer)", major, minor)
+	}
+	best := tiers[0]
+	for _, t := range tiers {
+		if t.Major*10+t.Minor <= cc {
+			best = t
+		}
+	}
+	return best, nil
+}
+
+// TierByName finds a tier by name or by "major.minor".
+func TierByName(s string) (Tier, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	for _, t := range tiers {
+		if t.Name == s {
+			return t, nil
+		}
+	}
+	if maj, min, ok := strings.Cut(s, "."); ok {
+		a, err1 := strconv.Atoi(maj)
+		b, err2 := strconv.Atoi(min)
+		if err1 == nil && err2 == nil {
+			return TierFor(a, b)
+		}
+	}
+	names := make([]string, len(tiers))
+	for i, t := range tiers {
+		names[i] = t.Name
+	}
+	return Tier{}, fmt.Errorf("cuda: unknown device tier %q (want one of %s, or a compute capability like 9.0)", s, strings.Join(names, ", "))
+}
+
+// SelectTier is TierFor(major, minor) unless override (usually $MINFER_DEVICE_TIER)
+// names a tier, which then wins.
+func SelectTier(major, minor int, override string) (Tier, error) {
+	if strings.TrimSpace(override) != "" {
+		t, err := TierByName(override)
+		if err != nil {
+			return Tier{}, fmt.Errorf("MINFER_DEVICE_TIER: %w", err)
+		}
+		return t, nil
+	}
+	return TierFor(major, minor)
+}
+
+// EnvTier is the MINFER_DEVICE_TIER override ("" when unset).
+func EnvTier() string { return os.Getenv("MINFER_DEVICE_TIER") }
