@@ -25,10 +25,10 @@ const (
 // Props are the device facts kernels and choosers need.
 type Props struct {
 	Name               string
-	Major, Minor       int   // compute capability
-	SMs                int   // multiprocessors
-	L2Bytes            int   // L2 cache size
-	SharedOptin        int   // largest shared memory a block may opt in to
+	Major, Minor       int // compute capability
+	SMs                int // multiprocessors
+	L2Bytes            int // L2 cache size
+	SharedOptin        int // largest shared memory a block may opt in to
 	MaxThreadsPerBlock int
 	ClockKHz           int
 	MemClockKHz        int

@@ -21,19 +21,19 @@ import (
 
 // drv holds the driver entry points; zero where the symbol is absent.
 var drv struct {
-	cuInit, cuDriverGetVersion, cuGetErrorName                                  uintptr
-	cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute         uintptr
-	cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease        uintptr
-	cuCtxSetCurrent, cuCtxSynchronize                                            uintptr
-	cuMemAlloc, cuMemFree, cuMemGetInfo                                          uintptr
-	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync             uintptr
-	cuMemcpyDtoDAsync, cuMemsetD32Async, cuMemsetD8Async                         uintptr
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                         uintptr
-	cuStreamBeginCapture, cuStreamEndCapture                                     uintptr
-	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime         uintptr
-	cuEventDestroy                                                               uintptr
-	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuFuncSetAttribute    uintptr
-	cuLaunchKernel                                                               uintptr
+	cuInit, cuDriverGetVersion, cuGetErrorName                                     uintptr
+	cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDeviceGetAttribute           uintptr
+	cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease          uintptr
+	cuCtxSetCurrent, cuCtxSynchronize                                              uintptr
+	cuMemAlloc, cuMemFree, cuMemGetInfo                                            uintptr
+	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync               uintptr
+	cuMemcpyDtoDAsync, cuMemsetD32Async, cuMemsetD8Async                           uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                           uintptr
+	cuStreamBeginCapture, cuStreamEndCapture                                       uintptr
+	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime           uintptr
+	cuEventDestroy                                                                 uintptr
+	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuFuncSetAttribute      uintptr
+	cuLaunchKernel                                                                 uintptr
 	cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy uintptr
 }
 
