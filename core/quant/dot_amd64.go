@@ -1,0 +1,105 @@
+package quant
+
+import "golang.org/x/sys/cpu"
+
+//go:generate sh -c "cd internal/asmgen && go run . -out ../../dot_amd64.s -stubs ../../dot_amd64_stubs.go -pkg quant"
+
+// hasAVX2 selects the generated kernels: AVX2 for the integer work, F16C for the block
+// scales and F16 rows. Without them the pure-Go definitions run (same results).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+
+func init() {
+	if !hasAVX2 {
+		return
+	}
+	table[Q8_0].VecDot = dotQ8_0SIMD
+	table[Q4_0].VecDot = dotQ4_0SIMD
+	table[Q5_0].VecDot = dotQ5_0SIMD
+	table[F16].VecDot = dotF16SIMD
+	table[Q4_K].VecDot = dotQ4_KSIMD
+	table[Q6_K].VecDot = dotQ6_KSIMD
+}
+
+// simdKernels names the SIMD kernels and their pure-Go definitions, for the tests.
+var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
+	Q8_0: {dotQ8_0SIMD, dotQ8_0},
+	Q4_0: {dotQ4_0SIMD, dotQ4_0},
+	Q5_0: {dotQ5_0SIMD, dotQ5_0},
+	F16:  {dotF16SIMD, dotF16},
+	Q4_K: {dotQ4_KSIMD, dotQ4_K},
+	Q6_K: {dotQ6_KSIMD, dotQ6_K},
+}
+
+func dotBlocksSIMD(n int, w, x []byte, wBytes int, k func(w, x *byte, nb int, acc *[8]float32)) float32 {
+	nb := n / qk
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*wBytes-1]
+	_ = x[nb*q8_0Bytes-1]
+	var acc lanes8
+	k(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
+
+func dotQ8_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q8_0Bytes, dotQ8_0AVX2) }
+func dotQ4_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q4_0Bytes, dotQ4_0AVX2) }
+func dotQ5_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q5_0Bytes, dotQ5_0AVX2) }
+
+func dotF16SIMD(n int, w, x []byte) float32 {
+	var acc lanes32
+	w, x = w[:2*n], x[:2*n]
+	m := n &^ 31
+	if m > 0 {
+		dotF16AVX2(&w[0], &x[0], m, (*[32]float32)(&acc))
+	}
+	for i := m; i < n; i++ {
+		acc[i%32] += float32(f16At(w[2*i:]) * f16At(x[2*i:]))
+	}
+	return acc.sum()
+}
+
+// kChunk is how many super-blocks one SIMD call handles; their integers go to a stack
+// buffer and the float part runs in Go, in the pure-Go order.
+const kChunk = 32
+
+func dotQ4_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q4_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	var ints [2 * kChunk]int32
+	for b0 := 0; b0 < nb; b0 += kChunk {
+		c := min(kChunk, nb-b0)
+		q4KIntsAVX2(&w[b0*q4_KBytes], &x[b0*q8_KBytes], c, &ints[0])
+		for j := 0; j < c; j++ {
+			b := b0 + j
+			wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
+			acc[b%8] += kBlockValue(wb, xb, ints[2*j], ints[2*j+1], true, 0)
+		}
+	}
+	return acc.sum()
+}
+
+func dotQ6_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q6_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	var ints [kChunk]int32
+	for b0 := 0; b0 < nb; b0 += kChunk {
+		c := min(kChunk, nb-b0)
+		q6KIntsAVX2(&w[b0*q6_KBytes], &x[b0*q8_KBytes], c, &ints[0])
+		for j := 0; j < c; j++ {
+			b := b0 + j
+			acc[b%8] += kBlockValue(w[b*q6_KBytes:], x[b*q8_KBytes:], ints[j], 0, false, 208)
+		}
+	}
+	return acc.sum()
+}
