@@ -1,0 +1,281 @@
+package cpu
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
+)
+
+// ropeCache fills cache[2i], cache[2i+1] with cos, sin of theta_i for position p, as
+// ggml_rope_cache_init does with ext_factor 0 and attn_factor 1: theta starts at p and
+// is multiplied by base^(-2/dims) (powf) once per pair, in float32.
+func ropeCache(cache []float32, p int32, r backend.RoPE) {
+	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
+	theta := float32(p)
+	for i := 0; i < r.Dims/2; i++ {
+		ff := float32(1)
+		if r.FreqFactors != nil {
+			ff = r.FreqFactors[i]
+		}
+		t := r.FreqScale * (theta / ff)
+		cache[2*i] = float32(math.Cos(float64(t)))
+		cache[2*i+1] = float32(math.Sin(float64(t)))
+		theta *= thetaScale
+	}
+}
+
+// ropeHead rotates one head vector in place (ggml's rotate_pairs).
+func ropeHead(v, cache []float32, mode backend.RoPEMode, dims int) {
+	off, stride := 1, 2 // normal: pairs (2i, 2i+1)
+	if mode == backend.RoPENeoX {
+		off, stride = dims/2, 1 // neox: pairs (i, i+dims/2)
+	}
+	for i := 0; i < dims/2; i++ {
+		c, s := cache[2*i], cache[2*i+1]
+		j := i * stride
+		x0, x1 := v[j], v[j+off]
+		v[j] = float32(x0*c) - float32(x1*s)
+		v[j+off] = float32(x0*s) + float32(x1*c)
+	}
+}
+
+func checkRoPE(r backend.RoPE, headDim int) string {
+	switch {
+	case r.Mode != backend.RoPENormal && r.Mode != backend.RoPENeoX:
+		return "unknown mode"
+	case r.Dims < 2 || r.Dims%2 != 0 || r.Dims > headDim:
+		return "rotated dims must be even and in [2, head dim]"
+	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
+		return "freq factors must number dims/2"
+	}
+	return ""
+}
+
+// RoPEStoreKV rotates q and k in place and stores k and v into kv at (layer, pos[i]).
+// A position outside [0, Ctx) or a shape that disagrees with the cache is recorded as
+// an error and that row is left untouched.
+func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer int, posb backend.Buffer, nt int, r backend.RoPE, a backend.Attn) {
+	checkNT(nt, "RoPEStoreKV")
+	kv := kvOf(kvx, "RoPEStoreKV")
+	if err := checkAttn(kv, layer, a); err != nil {
+		b.failf("RoPEStoreKV: %v", err)
+		return
+	}
+	if msg := checkRoPE(r, a.HeadDim); msg != "" {
+		b.failf("RoPEStoreKV: rope %+v: %s", r, msg)
+		return
+	}
+	hd := a.HeadDim
+	q := f32(qb, nt*a.Heads*hd, "RoPEStoreKV q")
+	k := f32(kb, nt*a.KVHeads*hd, "RoPEStoreKV k")
+	v := f32(vb, nt*a.KVHeads*hd, "RoPEStoreKV v")
+	pos := i32(posb, nt, "RoPEStoreKV pos")
+	for t := range nt {
+		if p := pos[t]; p < 0 || int(p) >= kv.spec.Ctx {
+			b.failf("RoPEStoreKV: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
+			return
+		}
+	}
+	b.pool.chunks(nt, 1, func(w, lo, hi int) {
+		sc := &b.workers[w]
+		if cap(sc.cache) < r.Dims {
+			sc.cache = make([]float32, r.Dims)
+		}
+		cache := sc.cache[:r.Dims]
+		for t := lo; t < hi; t++ {
+			ropeCache(cache, pos[t], r)
+			for h := range a.Heads {
+				ropeHead(q[(t*a.Heads+h)*hd:(t*a.Heads+h+1)*hd], cache, r.Mode, r.Dims)
+			}
+			for h := range a.KVHeads {
+				kr := k[(t*a.KVHeads+h)*hd : (t*a.KVHeads+h+1)*hd]
+				ropeHead(kr, cache, r.Mode, r.Dims)
+				kv.store(layer, h, int(pos[t]), kr, v[(t*a.KVHeads+h)*hd:(t*a.KVHeads+h+1)*hd])
+			}
+		}
+	})
+}
+
+// store writes one head's key and value (ggml_cpy f32 → f16 or → q8_0).
+func (kv *KV) store(layer, head, pos int, k, v []float32) {
+	i := kv.vec(layer, head, pos)
+	if kv.k16 != nil {
+		hd := kv.spec.HeadDim
+		kd, vd := kv.k16[i*hd:(i+1)*hd], kv.v16[i*hd:(i+1)*hd]
+		for j := range hd {
+			kd[j] = quant.F32ToF16(k[j])
+			vd[j] = quant.F32ToF16(v[j])
+		}
+		return
+	}
+	n := kv.vecBytes
+	q8FromFloat(kv.k[i*n:(i+1)*n], k)
+	q8FromFloat(kv.v[i*n:(i+1)*n], v)
+}
+
+// Attention: dst[i] = softmax(q[i]·Kᵀ·Scale)·V over cache positions 0..pos[i], per head,
+// with ggml's one-chunk flash attention numerics (see the package comment).
+func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, posb backend.Buffer, nt int, a backend.Attn) {
+	checkNT(nt, "Attention")
+	kv := kvOf(kvx, "Attention")
+	if err := checkAttn(kv, layer, a); err != nil {
+		b.failf("Attention: %v", err)
+		return
+	}
+	hd := a.HeadDim
+	q := f32(qb, nt*a.Heads*hd, "Attention q")
+	d := f32(dst, nt*a.Heads*hd, "Attention dst")
+	if &q[0] == &d[0] {
+		panic("BUG: cpu: Attention: dst aliases q")
+	}
+	pos := i32(posb, nt, "Attention pos")
+	for t := range nt {
+		if p := pos[t]; p < 0 || int(p) >= kv.spec.Ctx {
+			b.failf("Attention: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
+			return
+		}
+	}
+	var q8dot func(n int, w, x []byte) float32
+	if kv.k16 == nil {
+		tr, _ := quant.Q8_0.Lookup()
+		if _, q8dot = vecDotOf(tr); q8dot == nil {
+			b.failf("Attention: core/quant has no q8_0 dot product")
+			return
+		}
+	}
+	group := a.Heads / a.KVHeads
+	b.pool.chunks(nt*a.Heads, 1, func(w, lo, hi int) {
+		sc := b.workerScratch(w, hd)
+		for item := lo; item < hi; item++ {
+			t, h := item/a.Heads, item%a.Heads
+			qr := q[item*hd : (item+1)*hd]
+			out := d[item*hd : (item+1)*hd]
+			if kv.k16 != nil {
+				kv.attendF16(out, qr, sc, layer, h/group, int(pos[t]), a.Scale)
+			} else {
+				kv.attendQ8(out, qr, sc, layer, h/group, int(pos[t]), a.Scale, q8dot)
+			}
+		}
+	})
+}
+
+// workerScratch returns worker w's scratch sized for head dim hd.
+func (b *Backend) workerScratch(w, hd int) *scratch {
+	sc := &b.workers[w]
+	if len(sc.acc) < hd {
+		sc.q = make([]byte, 2*hd+hd/32*q8_0Bytes+8)
+		sc.acc = make([]float32, hd)
+		sc.v = make([]float32, hd)
+	}
+	return sc
+}
+
+// attendF16 is ggml_compute_forward_flash_attn_ext_f16_one_chunk for an F16 cache: Q
+// rounded to F16, scores by ggml_vec_dot_f16, V accumulated in F16 (every update
+// rounded, as ggml_vec_mad_f16 / ggml_vec_scale_f16 store F16).
+func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale float32) {
+	hd := kv.spec.HeadDim
+	q16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(sc.q))), hd)
+	for j, x := range q {
+		q16[j] = quant.F32ToF16(x)
+	}
+	acc := sc.acc[:hd]
+	clear(acc)
+	base := kv.vec(layer, head, 0)
+	var S float32
+	M := float32(math.Inf(-1))
+	for ic := 0; ic <= p; ic++ {
+		kr := kv.k16[(base+ic)*hd : (base+ic+1)*hd]
+		s := dotVecF16(kr, q16) * scale
+		ms, vs := float32(1), float32(1)
+		if s > M {
+			Mold := M
+			M = s
+			ms = expf(Mold - M)
+			for j, x := range acc {
+				acc[j] = f16Round(x * ms)
+			}
+		} else {
+			vs = expf(s - M)
+		}
+		vr := kv.v16[(base+ic)*hd : (base+ic+1)*hd]
+		for j, x := range vr {
+			acc[j] = f16Round(fma32(quant.F16ToF32(x), vs, acc[j]))
+		}
+		S = float32(S*ms) + vs
+	}
+	finishAttn(out, acc, S)
+}
+
+// attendQ8 is the same for a Q8_0 cache: Q quantized to Q8_0 (x86 quantizer), scores
+// by the q8_0·q8_0 block dot, V dequantized and accumulated in float32.
+func (kv *KV) attendQ8(out, q []float32, sc *scratch, layer, head, p int, scale float32, dot func(int, []byte, []byte) float32) {
+	hd := kv.spec.HeadDim
+	n := kv.vecBytes
+	qq := sc.q[:n]
+	q8FromFloat(qq, q)
+	acc := sc.acc[:hd]
+	clear(acc)
+	v32 := sc.v[:hd]
+	base := kv.vec(layer, head, 0)
+	var S float32
+	M := float32(math.Inf(-1))
+	for ic := 0; ic <= p; ic++ {
+		s := dot(hd, kv.k[(base+ic)*n:(base+ic+1)*n], qq) * scale
+		ms, vs := float32(1), float32(1)
+		if s > M {
+			Mold := M
+			M = s
+			ms = expf(Mold - M)
+			for j := range acc {
+				acc[j] *= ms
+			}
+		} else {
+			vs = expf(s - M)
+		}
+		dequantQ8_0(v32, kv.v[(base+ic)*n:(base+ic+1)*n])
+		for j, x := range v32 {
+			acc[j] = fma32(x, vs, acc[j])
+		}
+		S = float32(S*ms) + vs
+	}
+	finishAttn(out, acc, S)
+}
+
+// finishAttn writes acc/S (0 when S is 0), as ggml's final ggml_vec_scale_f32.
+func finishAttn(out, acc []float32, S float32) {
+	var inv float32
+	if S != 0 {
+		inv = 1 / S
+	}
+	for j, x := range acc {
+		out[j] = x * inv
+	}
+}
+
+// q8_0Bytes is the size of a Q8_0 block: an F16 scale and 32 int8 values.
+const q8_0Bytes = 34
+
+// q8FromFloat quantizes activations or K/V rows to Q8_0 as ggml's x86 build does (for
+// the KV cache: ggml_cpy f32 → q8_0 uses the same from_float).
+func q8FromFloat(dst []byte, src []float32) {
+	tr, _ := quant.Q8_0.Lookup()
+	tr.FromFloat(dst, src)
+}
+
+// f16Round rounds a float32 to the nearest binary16 value (as a float32).
+func f16Round(x float32) float32 { return quant.F16ToF32(quant.F32ToF16(x)) }
+
+// dequantQ8_0 is dequantize_row_q8_0: qs[j]·d.
+func dequantQ8_0(dst []float32, src []byte) {
+	for i := 0; i*32 < len(dst); i++ {
+		blk := src[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		d := quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+		out := dst[i*32 : (i+1)*32]
+		for j := range out {
+			out[j] = float32(int8(blk[2+j])) * d
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
+)
+
+type kernelKind int
+
+const (
+	kindNone  kernelKind = iota // no matmul for this type
+	kindF32                     // float32 weights × float32 activations
+	kindF16                     // binary16 weights × activations rounded to binary16
+	kindQuant                   // block weights × activations quantized to VecDotType
+)
+
+// matKernel is how MatMul multiplies by one weight: chosen once, in NewWeight.
+type matKernel struct {
+	kind        kernelKind
+	lanes16     bool       // kindF32/kindF16: tinyBLAS summation order (else ggml_vec_dot's)
+	vdt         quant.Type // kindQuant: the activation type
+	actRowBytes int        // kindQuant: bytes of one quantized activation row
+	quantize    func(dst []byte, src []float32)
+	dot         func(n int, w, x []byte) float32
+}
+
+// matKernelFor picks the kernel for w, or kindNone when the type has no dot product.
+func matKernelFor(w *Weight) matKernel {
+	// llama.cpp runs tinyBLAS for batches when k%16 == 0 and m%4 == 0 and
+	// ggml_vec_dot_* otherwise; using one order for every nt keeps row identity.
+	lanes := w.cols%16 == 0 && w.rows%4 == 0
+	switch w.typ {
+	case quant.F32:
+		return matKernel{kind: kindF32, lanes16: lanes}
+	case quant.F16:
+		return matKernel{kind: kindF16, lanes16: lanes}
+	}
+	vdt, dot := vecDotOf(w.tr)
+	if dot == nil {
+		return matKernel{}
+	}
+	q := actQuantizer(vdt)
+	if q == nil {
+		return matKernel{}
+	}
+	arb, err := vdt.RowBytes(w.cols)
+	if err != nil {
+		return matKernel{}
+	}
+	return matKernel{kind: kindQuant, vdt: vdt, actRowBytes: arb, quantize: q, dot: dot}
+}
+
+// actQuantizer is how ggml-cpu converts an activation row to vdt (its from_float:
+// for Q8_0/Q8_1 the x86 SIMD quantizer, which differs from the reference one).
+func actQuantizer(vdt quant.Type) func(dst []byte, src []float32) {
+	tr, ok := vdt.Lookup()
+	if !ok {
+		return nil
+	}
+	return tr.FromFloat
+}
+
+// MatMul: dst[nt][w.Rows] = x[nt][w.Cols] · wᵀ (see backend.Backend). Each activation
+// row is converted once; the weight rows are split into chunks handed to the workers,
+// and within a chunk every activation row passes over the chunk's rows while they are
+// in cache. Every output value is one complete dot product, so rows are identical for
+// any nt.
+func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffer, nt int) {
+	checkNT(nt, "MatMul")
+	w := weight(wt, "MatMul")
+	if dst == xb {
+		panic("BUG: cpu: MatMul: dst aliases x")
+	}
+	x := f32(xb, nt*w.cols, "MatMul x")
+	d := f32(dst, nt*w.rows, "MatMul dst")
+	chunk := rowChunk(w.rows, b.threads)
+	switch w.mm.kind {
+	case kindF32:
+		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+			for t := range nt {
+				xr := x[t*w.cols : (t+1)*w.cols]
+				out := d[t*w.rows : (t+1)*w.rows]
+				for r := lo; r < hi; r++ {
+					wr := w.f32[r*w.cols : (r+1)*w.cols]
+					if w.mm.lanes16 {
+						out[r] = dotLanes16F32(wr, xr)
+					} else {
+						out[r] = dotVecF32(wr, xr)
+					}
+				}
+			}
+		})
+	case kindF16:
+		act := b.actScratch(nt * w.cols * 2)
+		a16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(act))), nt*w.cols)
+		b.parallelRows(nt, func(t int) {
+			xr := x[t*w.cols : (t+1)*w.cols]
+			ar := a16[t*w.cols : (t+1)*w.cols]
+			for i, v := range xr {
+				ar[i] = quant.F32ToF16(v)
+			}
+		})
+		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+			for t := range nt {
+				xr := a16[t*w.cols : (t+1)*w.cols]
+				out := d[t*w.rows : (t+1)*w.rows]
+				for r := lo; r < hi; r++ {
+					wr := w.f16[r*w.cols : (r+1)*w.cols]
+					if w.mm.lanes16 {
+						out[r] = dotLanes16F16(wr, xr)
+					} else {
+						out[r] = dotVecF16(wr, xr)
+					}
+				}
+			}
+		})
+	case kindQuant:
+		arb := w.mm.actRowBytes
+		act := b.actScratch(nt * arb)
+		b.parallelRows(nt, func(t int) {
+			w.mm.quantize(act[t*arb:(t+1)*arb], x[t*w.cols:(t+1)*w.cols])
+		})
+		dot, rb, cols := w.mm.dot, w.rowBytes, w.cols
+		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+			wd := w.data[lo*rb : hi*rb]
+			for t := range nt {
+				xr := act[t*arb : (t+1)*arb]
+				out := d[t*w.rows+lo : t*w.rows+hi]
+				for i := range out {
+					out[i] = dot(cols, wd[i*rb:(i+1)*rb], xr)
+				}
+			}
+		})
+	default:
+		b.failf("MatMul: weight %q: no dot product for %s weights", w.name, w.typ)
+	}
+}
+
+// rowChunk is how many weight rows one work item covers: small enough to give every
+// worker several items (load balance on a shared machine), at most 64 rows so that the
+// item's weights stay in L2 while all activation rows pass over them.
+func rowChunk(rows, threads int) int {
+	c := rows / (threads * 8)
+	return min(max(c, 4), 64)
+}
+
+// parallelRows runs fn(t) for t < nt, on the workers when there is enough work.
+func (b *Backend) parallelRows(nt int, fn func(t int)) {
+	if nt < 4 {
+		for t := range nt {
+			fn(t)
+		}
+		return
+	}
+	b.pool.chunks(nt, 1, func(_, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			fn(t)
+		}
+	})
+}
+
+// actScratch returns n bytes of the reused activation scratch (8-byte aligned).
+func (b *Backend) actScratch(n int) []byte {
+	if cap(b.actBuf) < n {
+		words := make([]uint64, (n+7)/8)
+		b.actBuf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)
+	}
+	return b.actBuf[:n]
+}

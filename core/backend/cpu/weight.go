@@ -1,0 +1,111 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
+)
+
+// Weight is a Rows × Cols matrix of one quant type, backed by the bytes given to
+// NewWeight (usually an mmap view: zero copy).
+type Weight struct {
+	name       string
+	typ        quant.Type
+	rows, cols int
+	rowBytes   int
+	data       []byte
+	f32        []float32 // F32 weights: data viewed as float32 (nil otherwise)
+	f16        []uint16  // F16 weights: data viewed as binary16 bits (nil otherwise)
+	tr         *quant.Traits
+	mm         matKernel // how MatMul multiplies by this weight; kind == kindNone if it cannot
+	freed      bool
+}
+
+var _ backend.Weight = (*Weight)(nil)
+
+// Type is the weight's block format.
+func (w *Weight) Type() quant.Type { return w.typ }
+
+// Rows is the number of rows (output features of a MatMul).
+func (w *Weight) Rows() int { return w.rows }
+
+// Cols is the row length (input features of a MatMul).
+func (w *Weight) Cols() int { return w.cols }
+
+// Name is the name given to NewWeight (a GGUF tensor name, for error messages).
+func (w *Weight) Name() string { return w.name }
+
+// NewWeight wraps rows × cols values of type t stored in data (exactly
+// t.RowBytes(cols)·rows bytes). Quantized and F16 data is referenced, not copied, and
+// must stay valid until the weight is freed or the backend closed; F32/F16 data that is
+// not aligned for its element type is copied. It fails for an unknown or unsupported
+// type, a row length that is not a multiple of the block size, or a wrong byte count.
+func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []byte) (backend.Weight, error) {
+	if b.closed {
+		return nil, errClosed
+	}
+	tr, ok := t.Lookup()
+	if !ok {
+		return nil, fmt.Errorf("cpu: weight %q: unknown tensor type %d", name, uint32(t))
+	}
+	if rows < 1 || cols < 1 {
+		return nil, fmt.Errorf("cpu: weight %q: shape %d×%d: rows and cols must be ≥ 1", name, rows, cols)
+	}
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: weight %q: %w", name, err)
+	}
+	if rb > 0 && rows > int(^uint(0)>>1)/rb {
+		return nil, fmt.Errorf("cpu: weight %q: shape %d×%d of %s overflows", name, rows, cols, t)
+	}
+	if want := rb * rows; len(data) != want {
+		return nil, fmt.Errorf("cpu: weight %q: %d×%d %s needs %d bytes, got %d", name, rows, cols, t, want, len(data))
+	}
+	w := &Weight{name: name, typ: t, rows: rows, cols: cols, rowBytes: rb, data: data, tr: tr}
+	switch t {
+	case quant.F32:
+		if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 != 0 {
+			w.data = append([]byte(nil), data...)
+		}
+		w.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
+	case quant.F16:
+		if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%2 != 0 {
+			w.data = append([]byte(nil), data...)
+		}
+		w.f16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
+	}
+	w.mm = matKernelFor(w)
+	if w.mm.kind == kindNone && tr.Dequant == nil {
+		return nil, fmt.Errorf("cpu: weight %q: tensor type %s is not supported (no dot kernel, no dequantizer)", name, t)
+	}
+	return w, nil
+}
+
+// weight unwraps a backend.Weight made by this package.
+func weight(x backend.Weight, what string) *Weight {
+	w, ok := x.(*Weight)
+	if !ok {
+		panic(fmt.Sprintf("BUG: cpu: %s: %T is not a cpu weight", what, x))
+	}
+	if w.freed {
+		panic(fmt.Sprintf("BUG: cpu: %s: weight %q used after Free", what, w.name))
+	}
+	return w
+}
+
+// row returns the raw bytes of row r.
+func (w *Weight) row(r int) []byte { return w.data[r*w.rowBytes : (r+1)*w.rowBytes] }
+
+// vector returns a 1×n weight (norm weight, bias) as float32 values, dequantizing into
+// dst when it is not stored as F32. dst must hold w.cols values.
+func (w *Weight) vector(dst []float32) ([]float32, error) {
+	if w.f32 != nil {
+		return w.f32[:w.cols], nil
+	}
+	if err := quant.Dequantize(w.typ, dst[:w.cols], w.data[:w.rowBytes]); err != nil {
+		return nil, fmt.Errorf("cpu: weight %q: %w", w.name, err)
+	}
+	return dst[:w.cols], nil
+}
