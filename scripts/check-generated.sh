@@ -3,4 +3,12 @@
 # line here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# core/quant: AVX2 dot kernels from the avo generator (its own module under internal/asmgen),
+# regenerated with the same relative paths as its go:generate line.
+t=$(mktemp -d); mkdir -p "$t/a/b"
+(cd core/quant/internal/asmgen && go build -o "$t/asmgen" .)
+(cd "$t/a/b" && "$t/asmgen" -out ../../dot_amd64.s -stubs ../../dot_amd64_stubs.go -pkg quant)
+diff -u core/quant/dot_amd64.s "$t/dot_amd64.s" || { echo "core/quant/dot_amd64.s is stale: run go generate ./core/quant"; exit 1; }
+diff -u core/quant/dot_amd64_stubs.go "$t/dot_amd64_stubs.go" || { echo "core/quant/dot_amd64_stubs.go is stale: run go generate ./core/quant"; exit 1; }
+rm -rf "$t"
 echo "generated files: ok"

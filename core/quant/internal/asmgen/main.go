@@ -339,10 +339,10 @@ func q4KInts() {
 	ORQ(u1, mn)
 
 	xs, ys, xm, ym := XMM(), YMM(), XMM(), YMM()
-	MOVQ(sc, xs)
+	VMOVQ(sc, xs)
 	VPMOVZXBD(xs, ys)
 	VPMULLD(ys, sums, sums)
-	MOVQ(mn, xm)
+	VMOVQ(mn, xm)
 	VPMOVZXBD(xm, ym)
 	bs := YMM()
 	VPMADDWD(Mem{Base: xp, Disp: 4 + 256}, ones16AsReg(), bs)
