@@ -1,0 +1,352 @@
+package process
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc/encoding"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// CodecName is the gRPC content subtype of minfer's messages ("application/grpc+minfer1").
+// The messages are not protobuf: each is a fixed little-endian layout (below), which keeps
+// -Inf and NaN logits intact and needs no code generator. go-plugin's own services keep
+// using protobuf on the same connection.
+const CodecName = "minfer1"
+
+func init() { encoding.RegisterCodec(codec{}) }
+
+// message is implemented by every request and response of the protocol.
+type message interface {
+	appendTo(b []byte) []byte
+	decode(d *decoder)
+}
+
+// codec implements encoding.Codec for message values.
+type codec struct{}
+
+func (codec) Name() string { return CodecName }
+
+func (codec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(message)
+	if !ok {
+		return nil, fmt.Errorf("process: codec %s: cannot marshal %T", CodecName, v)
+	}
+	return m.appendTo(nil), nil
+}
+
+func (codec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(message)
+	if !ok {
+		return fmt.Errorf("process: codec %s: cannot unmarshal into %T", CodecName, v)
+	}
+	d := decoder{b: data}
+	m.decode(&d)
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return fmt.Errorf("process: malformed %T: %w", v, d.err)
+	}
+	return nil
+}
+
+// Layout primitives: u32/u64/i64/f32 little-endian; a string or byte slice is a u32 length
+// and the bytes; a []int32 or []float32 is a u32 count and the elements.
+
+func putU32(b []byte, v uint32) []byte  { return binary.LittleEndian.AppendUint32(b, v) }
+func putU64(b []byte, v uint64) []byte  { return binary.LittleEndian.AppendUint64(b, v) }
+func putI64(b []byte, v int64) []byte   { return putU64(b, uint64(v)) }
+func putF32(b []byte, v float32) []byte { return putU32(b, math.Float32bits(v)) }
+func putBytes(b []byte, s []byte) []byte {
+	return append(putU32(b, uint32(len(s))), s...)
+}
+func putI32s(b []byte, s []int32) []byte {
+	b = putU32(b, uint32(len(s)))
+	for _, v := range s {
+		b = putU32(b, uint32(v))
+	}
+	return b
+}
+func putF32s(b []byte, s []float32) []byte {
+	b = putU32(b, uint32(len(s)))
+	for _, v := range s {
+		b = putF32(b, v)
+	}
+	return b
+}
+
+var errShort = errors.New("message too short")
+
+// decoder reads the layout; the first error sticks and later reads return zero values.
+// Counts are checked against the bytes left before anything is allocated.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
+		d.err = errShort
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) u32() uint32 {
+	if p := d.take(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if p := d.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+func (d *decoder) i64() int64   { return int64(d.u64()) }
+func (d *decoder) f32() float32 { return math.Float32frombits(d.u32()) }
+
+// count reads a u32 count of elements of size bytes each, checked against what is left.
+func (d *decoder) count(size int) int {
+	n := int(d.u32())
+	if d.err == nil && n > len(d.b)/size {
+		d.err = fmt.Errorf("count %d exceeds the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count(1)
+	return append([]byte(nil), d.take(n)...)
+}
+
+func (d *decoder) str() string { return string(d.take(d.count(1))) }
+
+func (d *decoder) i32s() []int32 {
+	n := d.count(4)
+	p := d.take(4 * n)
+	if p == nil {
+		return nil
+	}
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(binary.LittleEndian.Uint32(p[4*i:]))
+	}
+	return s
+}
+
+func (d *decoder) f32s() []float32 {
+	n := d.count(4)
+	p := d.take(4 * n)
+	if p == nil {
+		return nil
+	}
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+	}
+	return s
+}
+
+// empty is a message without fields.
+type empty struct{}
+
+func (*empty) appendTo(b []byte) []byte { return b }
+func (*empty) decode(*decoder)          {}
+
+// infoResponse describes the plugin binary: what it calls itself and which roles it
+// serves (sdk role names).
+type infoResponse struct {
+	Protocol uint32
+	Name     string
+	Version  string
+	Roles    []string
+}
+
+func (m *infoResponse) appendTo(b []byte) []byte {
+	b = putU32(b, m.Protocol)
+	b = putBytes(b, []byte(m.Name))
+	b = putBytes(b, []byte(m.Version))
+	b = putU32(b, uint32(len(m.Roles)))
+	for _, r := range m.Roles {
+		b = putBytes(b, []byte(r))
+	}
+	return b
+}
+
+func (m *infoResponse) decode(d *decoder) {
+	m.Protocol = d.u32()
+	m.Name = d.str()
+	m.Version = d.str()
+	n := d.count(4)
+	m.Roles = make([]string, 0, n)
+	for range n {
+		m.Roles = append(m.Roles, d.str())
+	}
+}
+
+// newRequest creates an instance of a role with its params (a JSON object).
+type newRequest struct{ Params []byte }
+
+func (m *newRequest) appendTo(b []byte) []byte { return putBytes(b, m.Params) }
+func (m *newRequest) decode(d *decoder)        { m.Params = d.bytes() }
+
+// newResponse names the new instance; Window (penalty) and TopK (sampler) are the
+// instance's answers to sdk.Penalty.Window and sdk.Sampler.Needs.
+type newResponse struct {
+	ID     uint64
+	Window int64
+	TopK   int64
+}
+
+func (m *newResponse) appendTo(b []byte) []byte {
+	return putI64(putI64(putU64(b, m.ID), m.Window), m.TopK)
+}
+
+func (m *newResponse) decode(d *decoder) {
+	m.ID = d.u64()
+	m.Window = d.i64()
+	m.TopK = d.i64()
+}
+
+// idRequest addresses an instance (Free).
+type idRequest struct{ ID uint64 }
+
+func (m *idRequest) appendTo(b []byte) []byte { return putU64(b, m.ID) }
+func (m *idRequest) decode(d *decoder)        { m.ID = d.u64() }
+
+// policyRequest is one sdk.DepthPolicy.NextDepth call.
+type policyRequest struct {
+	ID   uint64
+	Last sdk.RoundOutcome
+}
+
+func (m *policyRequest) appendTo(b []byte) []byte {
+	o := &m.Last
+	b = putU64(b, m.ID)
+	for _, v := range []int64{int64(o.Round), int64(o.Depth), int64(o.Drafted), int64(o.Accepted), o.DraftNs, o.VerifyNs, int64(o.MaxDepth)} {
+		b = putI64(b, v)
+	}
+	return putF32s(b, o.DraftConf)
+}
+
+func (m *policyRequest) decode(d *decoder) {
+	o := &m.Last
+	m.ID = d.u64()
+	o.Round, o.Depth, o.Drafted, o.Accepted = int(d.i64()), int(d.i64()), int(d.i64()), int(d.i64())
+	o.DraftNs, o.VerifyNs, o.MaxDepth = d.i64(), d.i64(), int(d.i64())
+	o.DraftConf = d.f32s()
+}
+
+// policyResponse is sdk.DepthDecision.
+type policyResponse struct{ sdk.DepthDecision }
+
+func (m *policyResponse) appendTo(b []byte) []byte {
+	return putF32(putI64(b, int64(m.Depth)), m.MinConf)
+}
+
+func (m *policyResponse) decode(d *decoder) {
+	m.Depth = int(d.i64())
+	m.MinConf = d.f32()
+}
+
+// penaltyRequest is one sdk.Penalty.Apply call.
+type penaltyRequest struct {
+	ID   uint64
+	Rows []sdk.PenaltyRow
+}
+
+func (m *penaltyRequest) appendTo(b []byte) []byte {
+	b = putU32(putU64(b, m.ID), uint32(len(m.Rows)))
+	for i := range m.Rows {
+		r := &m.Rows[i]
+		b = putF32s(putI32s(putI32s(b, r.History), r.IDs), r.Logits)
+	}
+	return b
+}
+
+func (m *penaltyRequest) decode(d *decoder) {
+	m.ID = d.u64()
+	n := d.count(12) // a row is at least three counts
+	m.Rows = make([]sdk.PenaltyRow, n)
+	for i := range m.Rows {
+		r := &m.Rows[i]
+		r.History, r.IDs, r.Logits = d.i32s(), d.i32s(), d.f32s()
+	}
+}
+
+// penaltyResponse carries each row's rewritten logits.
+type penaltyResponse struct{ Logits [][]float32 }
+
+func (m *penaltyResponse) appendTo(b []byte) []byte {
+	b = putU32(b, uint32(len(m.Logits)))
+	for _, l := range m.Logits {
+		b = putF32s(b, l)
+	}
+	return b
+}
+
+func (m *penaltyResponse) decode(d *decoder) {
+	n := d.count(4)
+	m.Logits = make([][]float32, n)
+	for i := range m.Logits {
+		m.Logits[i] = d.f32s()
+	}
+}
+
+// sampleRequest is one sdk.Sampler.Sample call.
+type sampleRequest struct {
+	ID    uint64
+	Round sdk.SampleRound
+}
+
+func (m *sampleRequest) appendTo(b []byte) []byte {
+	r := &m.Round
+	b = putU64(putU64(putU64(b, m.ID), r.Seed), r.Step)
+	b = putI32s(b, r.Draft)
+	b = putU32(b, uint32(len(r.Rows)))
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		b = putF32s(putI32s(b, row.IDs), row.Logits)
+		b = putF32(putF32(putF32(b, row.DraftLogit), row.MaxLogit), row.LogSumExp)
+	}
+	return b
+}
+
+func (m *sampleRequest) decode(d *decoder) {
+	r := &m.Round
+	m.ID, r.Seed, r.Step = d.u64(), d.u64(), d.u64()
+	r.Draft = d.i32s()
+	n := d.count(20) // two counts and three floats
+	r.Rows = make([]sdk.SampleRow, n)
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		row.IDs, row.Logits = d.i32s(), d.f32s()
+		row.DraftLogit, row.MaxLogit, row.LogSumExp = d.f32(), d.f32(), d.f32()
+	}
+}
+
+// sampleResponse is sdk.SampleResult.
+type sampleResponse struct{ sdk.SampleResult }
+
+func (m *sampleResponse) appendTo(b []byte) []byte {
+	return putU32(putI64(b, int64(m.Accepted)), uint32(m.Next))
+}
+
+func (m *sampleResponse) decode(d *decoder) {
+	m.Accepted = int(d.i64())
+	m.Next = int32(d.u32())
+}

@@ -1,0 +1,138 @@
+package process
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// samples holds one filled value of every message type.
+func samples() []message {
+	inf := float32(math.Inf(-1))
+	return []message{
+		&empty{},
+		&infoResponse{Protocol: 1, Name: "step", Version: "1.2.3", Roles: []string{"policy", "sampler"}},
+		&newRequest{Params: []byte(`{"a":1}`)},
+		&newResponse{ID: 7, Window: 64, TopK: -1},
+		&idRequest{ID: 1 << 40},
+		&policyRequest{ID: 3, Last: sdk.RoundOutcome{Round: -1, Depth: 4, Drafted: 3, Accepted: 2,
+			DraftConf: []float32{0.9, 0.5, 0.25}, DraftNs: 1e6, VerifyNs: 3e6, MaxDepth: 16}},
+		&policyResponse{sdk.DepthDecision{Depth: 5, MinConf: 0.3}},
+		&penaltyRequest{ID: 4, Rows: []sdk.PenaltyRow{
+			{History: []int32{1, 2, 1}, IDs: []int32{1, 2}, Logits: []float32{1.5, inf}},
+			{History: []int32{}, IDs: []int32{}, Logits: []float32{}},
+		}},
+		&penaltyResponse{Logits: [][]float32{{1, 2}, {}}},
+		&sampleRequest{ID: 5, Round: sdk.SampleRound{Draft: []int32{9, 8}, Seed: math.MaxUint64, Step: 12, Rows: []sdk.SampleRow{
+			{IDs: []int32{9, 1}, Logits: []float32{3, inf}, DraftLogit: 3, MaxLogit: 3, LogSumExp: 3.1},
+			{IDs: []int32{2}, Logits: []float32{1}, DraftLogit: -2, MaxLogit: 1, LogSumExp: 1.5},
+			{IDs: []int32{0}, Logits: []float32{0}},
+		}}},
+		&sampleResponse{sdk.SampleResult{Accepted: 2, Next: 151642}},
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	for _, m := range samples() {
+		t.Run(reflect.TypeOf(m).Elem().Name(), func(t *testing.T) {
+			b, err := codec{}.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
+			if err := (codec{}).Unmarshal(b, got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(normalize(got), normalize(m)) {
+				t.Fatalf("got %+v\nwant %+v", got, m)
+			}
+			// Every strict prefix is an error, never a panic.
+			for n := range b {
+				fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
+				if err := (codec{}).Unmarshal(b[:n], fresh); err == nil {
+					t.Fatalf("prefix of %d/%d bytes: got no error", n, len(b))
+				}
+			}
+			// A trailing byte is an error.
+			if err := (codec{}).Unmarshal(append(b, 0), got); err == nil {
+				t.Fatal("trailing byte: got no error")
+			}
+		})
+	}
+}
+
+// normalize maps empty slices to nil so DeepEqual compares contents.
+func normalize(m message) any {
+	v := reflect.ValueOf(m).Elem()
+	out := reflect.New(v.Type()).Elem()
+	out.Set(v)
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Slice:
+			if v.Len() == 0 && v.CanSet() {
+				v.Set(reflect.Zero(v.Type()))
+				return
+			}
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(out)
+	return out.Interface()
+}
+
+func TestCodecRejectsHugeCounts(t *testing.T) {
+	// A count of 2^32-1 elements in a 12-byte message must fail before allocating.
+	b := putU32(putU64(nil, 1), math.MaxUint32)
+	if err := (codec{}).Unmarshal(b, &penaltyRequest{}); err == nil {
+		t.Fatal("got no error")
+	}
+	if _, err := (codec{}).Marshal(42); err == nil {
+		t.Fatal("Marshal of a non-message: got no error")
+	}
+	if err := (codec{}).Unmarshal(nil, new(int)); err == nil {
+		t.Fatal("Unmarshal into a non-message: got no error")
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	for _, m := range samples() {
+		f.Add(m.appendTo(nil))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range samples() {
+			fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
+			if err := (codec{}).Unmarshal(b, fresh); err == nil {
+				// What decodes must encode back to the same bytes.
+				if got := fresh.appendTo(nil); string(got) != string(b) {
+					t.Fatalf("%T: re-encoding differs", fresh)
+				}
+			}
+		}
+	})
+}
+
+func TestPluginsRoles(t *testing.T) {
+	p := Plugins{Penalty: func([]byte) (sdk.Penalty, error) { return nil, nil }}
+	if got := p.Roles(); !reflect.DeepEqual(got, []sdk.Role{sdk.RolePenalty}) {
+		t.Fatalf("got %v", got)
+	}
+	if got := (Plugins{}).Roles(); got != nil {
+		t.Fatalf("no roles: got %v", got)
+	}
+	set := serverSet(p)
+	if _, ok := set[metaKey]; !ok || len(set) != 2 {
+		t.Fatalf("server set: got keys %v, want meta and penalty", reflect.ValueOf(set).MapKeys())
+	}
+	if n := len(ClientPlugins()[ProtocolVersion]); n != 4 {
+		t.Fatalf("client set: got %d entries, want 4", n)
+	}
+}
