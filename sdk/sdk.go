@@ -26,10 +26,10 @@ const (
 
 // RoundOutcome is what a DepthPolicy learns about the round just finished.
 type RoundOutcome struct {
-	Round    int   // 0-based index of the finished round in this request; -1 before the first
-	Depth    int   // d chosen for it (0 = plain decode)
-	Drafted  int   // draft tokens actually produced (≤ Depth: an early exit stops sooner)
-	Accepted int   // draft tokens the sampler accepted (≤ Drafted)
+	Round    int // 0-based index of the finished round in this request; -1 before the first
+	Depth    int // d chosen for it (0 = plain decode)
+	Drafted  int // draft tokens actually produced (≤ Depth: an early exit stops sooner)
+	Accepted int // draft tokens the sampler accepted (≤ Drafted)
 	// DraftConf[i] is the draft model's top probability at draft position i (len Drafted).
 	DraftConf []float32
 	// DraftNs is the measured time of the whole draft phase, VerifyNs that of the target

@@ -1,0 +1,187 @@
+package sdk
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestPolicyRoundTrip(t *testing.T) {
+	for _, o := range []RoundOutcome{
+		{Round: -1},
+		{Round: 7, Depth: 4, Drafted: 3, Accepted: 2, DraftConf: []float32{0.9, 0.5, 0.25}, DraftNs: 1234, VerifyNs: 99999, MaxDepth: 8},
+	} {
+		var got RoundOutcome
+		if err := DecodePolicyRequest(AppendPolicyRequest(nil, &o), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(o.DraftConf) == 0 {
+			got.DraftConf = nil
+		}
+		if !reflect.DeepEqual(got, o) {
+			t.Fatalf("got %+v, want %+v", got, o)
+		}
+	}
+	d := DepthDecision{Depth: 5, MinConf: 0.3}
+	got, err := DecodePolicyResponse(AppendPolicyResponse(nil, d))
+	if err != nil || got != d {
+		t.Fatalf("got %+v %v, want %+v", got, err, d)
+	}
+}
+
+func TestPolicyResponseRejects(t *testing.T) {
+	for name, d := range map[string]DepthDecision{
+		"negative depth": {Depth: -1},
+		"huge depth":     {Depth: MaxDepthLimit + 1},
+		"nan conf":       {MinConf: float32(math.NaN())},
+		"conf above 1":   {MinConf: 1.5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := DecodePolicyResponse(AppendPolicyResponse(nil, d)); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestPenaltyRoundTrip(t *testing.T) {
+	rows := []PenaltyRow{
+		{History: []int32{1, 2, 1}, IDs: []int32{1, 2}, Logits: []float32{3, -1}},
+		{History: []int32{1, 2, 1, 7}, IDs: []int32{1, 2, 7}, Logits: []float32{3, -1, 0.5}},
+	}
+	got, err := DecodePenaltyRequest(AppendPenaltyRequest(nil, rows), nil)
+	if err != nil || !reflect.DeepEqual(got, rows) {
+		t.Fatalf("got %+v %v, want %+v", got, err, rows)
+	}
+	got[1].Logits[2] = -5
+	resp := AppendPenaltyResponse(nil, got)
+	if err := DecodePenaltyResponse(resp, rows); err != nil || rows[1].Logits[2] != -5 {
+		t.Fatalf("got %v %v, want -5", rows[1].Logits, err)
+	}
+	// a response for fewer rows, or a NaN, is refused and leaves rows alone
+	if err := DecodePenaltyResponse(AppendPenaltyResponse(nil, rows[:1]), rows); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short response: got %v, want ErrMalformed", err)
+	}
+	bad := []PenaltyRow{{Logits: []float32{1, 2}}, {Logits: []float32{9, 9, float32(math.NaN())}}}
+	if err := DecodePenaltyResponse(AppendPenaltyResponse(nil, bad), rows); !errors.Is(err, ErrMalformed) || rows[0].Logits[0] != 3 {
+		t.Fatalf("NaN response: got %v (row 0 %v), want ErrMalformed and rows unchanged", err, rows[0].Logits)
+	}
+}
+
+func TestSampleRoundTrip(t *testing.T) {
+	r := SampleRound{
+		Draft: []int32{4, 9},
+		Rows: []SampleRow{
+			{IDs: []int32{4, 1}, Logits: []float32{2, 1}, DraftLogit: 2, MaxLogit: 2, LogSumExp: 2.3},
+			{IDs: []int32{3}, Logits: []float32{5}, DraftLogit: -1, MaxLogit: 5, LogSumExp: 5.1},
+			{IDs: []int32{8, 2}, Logits: []float32{1, 0}, MaxLogit: 1, LogSumExp: 1.4},
+		},
+		Seed: 42, Step: 17,
+	}
+	var got SampleRound
+	if err := DecodeSampleRequest(AppendSampleRequest(nil, &r), &got); err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("got %+v %v, want %+v", got, err, r)
+	}
+	for _, tc := range []struct {
+		res SampleResult
+		ok  bool
+	}{
+		{SampleResult{Accepted: 1, Next: 3}, true},
+		{SampleResult{Accepted: 2, Next: 2}, true},
+		{SampleResult{Accepted: 3, Next: 2}, false},  // more than drafted
+		{SampleResult{Accepted: -1, Next: 4}, false}, // negative
+		{SampleResult{Accepted: 0, Next: 77}, false}, // not a candidate
+	} {
+		_, err := DecodeSampleResponse(AppendSampleResponse(nil, tc.res), &r)
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: got err %v, want ok=%v", tc.res, err, tc.ok)
+		}
+	}
+}
+
+func TestInfoRoundTrip(t *testing.T) {
+	in := []Info{
+		{Name: "adaptive", Version: "1.0.0", Roles: []Role{RolePolicy}},
+		{Name: "greedy", Version: "1.0.0", Roles: []Role{RoleSampler}, Needs: Needs{TopK: 1}},
+	}
+	m, err := ParseInfo(AppendInfo(nil, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ABIMajor != ABIMajor || m.ABIMinor != ABIMinor || len(m.Plugins) != 2 || m.Plugins[1].Needs.TopK != 1 || m.Plugins[0].Name != "adaptive" {
+		t.Fatalf("got %+v", m)
+	}
+	for name, bad := range map[string][]Info{
+		"no plugins": {},
+		"bad name":   {{Name: "Bad Name", Roles: []Role{RolePolicy}}},
+		"no roles":   {{Name: "x"}},
+		"duplicate":  {{Name: "x", Roles: []Role{RolePolicy}}, {Name: "x", Roles: []Role{RolePolicy}}},
+	} {
+		if _, err := ParseInfo(AppendInfo(nil, bad)); err == nil {
+			t.Errorf("%s: got nil error", name)
+		}
+	}
+}
+
+// TestTruncated decodes every prefix of valid messages: each must fail cleanly.
+func TestTruncated(t *testing.T) {
+	o := RoundOutcome{Round: 1, Drafted: 2, DraftConf: []float32{1, 2}}
+	r := SampleRound{Draft: []int32{1}, Rows: []SampleRow{{IDs: []int32{1}, Logits: []float32{1}}, {IDs: []int32{2}, Logits: []float32{2}}}}
+	rows := []PenaltyRow{{History: []int32{1}, IDs: []int32{1}, Logits: []float32{1}}}
+	msgs := map[string][]byte{
+		"policy":  AppendPolicyRequest(nil, &o),
+		"sample":  AppendSampleRequest(nil, &r),
+		"penalty": AppendPenaltyRequest(nil, rows),
+		"info":    AppendInfo(nil, []Info{{Name: "x", Roles: []Role{RolePolicy}}}),
+		"init":    AppendInitRequest(nil, "x", []byte("{}")),
+	}
+	for name, b := range msgs {
+		for n := 0; n < len(b); n++ {
+			if err := decodeAny(name, b[:n]); err == nil {
+				t.Errorf("%s truncated to %d of %d bytes: got nil error", name, n, len(b))
+			}
+		}
+		if err := decodeAny(name, b); err != nil {
+			t.Errorf("%s whole: %v", name, err)
+		}
+	}
+}
+
+func decodeAny(kind string, b []byte) error {
+	switch kind {
+	case "policy":
+		var o RoundOutcome
+		return DecodePolicyRequest(b, &o)
+	case "sample":
+		var r SampleRound
+		return DecodeSampleRequest(b, &r)
+	case "penalty":
+		_, err := DecodePenaltyRequest(b, nil)
+		return err
+	case "info":
+		_, err := ParseInfo(b)
+		return err
+	case "init":
+		_, _, err := DecodeInitRequest(b)
+		return err
+	}
+	return nil
+}
+
+func FuzzDecode(f *testing.F) {
+	o := RoundOutcome{Round: 1, Drafted: 1, DraftConf: []float32{1}}
+	f.Add(AppendPolicyRequest(nil, &o))
+	f.Add(AppendSampleRequest(nil, &SampleRound{Rows: []SampleRow{{IDs: []int32{1}, Logits: []float32{1}}}}))
+	f.Add(AppendPenaltyRequest(nil, []PenaltyRow{{History: []int32{1}, IDs: []int32{1}, Logits: []float32{1}}}))
+	f.Add(AppendInfo(nil, []Info{{Name: "x", Roles: []Role{RolePolicy}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, k := range []string{"policy", "sample", "penalty", "info", "init"} {
+			_ = decodeAny(k, b)
+		}
+		r := SampleRound{Draft: []int32{1}, Rows: make([]SampleRow, 2)}
+		_, _ = DecodeSampleResponse(b, &r)
+		_, _ = DecodePolicyResponse(b)
+		_ = DecodePenaltyResponse(b, []PenaltyRow{{Logits: make([]float32, 3)}})
+	})
+}

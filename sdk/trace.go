@@ -1,0 +1,101 @@
+package sdk
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// TraceRound is one line of a --trace file: one speculative round of one sequence,
+// written as a JSON object per line (JSON Lines). `minfer policy replay` reads them back.
+//
+// Accept has one entry per drafted position: true for the accepted prefix, false from
+// the first rejected position on (positions after a rejection are not judged).
+type TraceRound struct {
+	Seq      int       `json:"seq"`              // sequence (request) number within the run
+	Round    int       `json:"round"`            // 0-based round of the sequence
+	Policy   string    `json:"policy,omitempty"` // depth-policy plugin name
+	Depth    int       `json:"depth"`            // the policy's decision for this round
+	MinConf  float32   `json:"min_conf"`         // the policy's early-exit cut-off
+	MaxDepth int       `json:"max_depth"`        // the bound the engine applied
+	Drafted  int       `json:"drafted"`          // draft tokens produced (≤ Depth)
+	Accepted int       `json:"accepted"`         // draft tokens accepted (≤ Drafted)
+	Accept   []bool    `json:"accept"`           // per drafted position
+	Conf     []float32 `json:"draft_conf"`       // draft top probability per position
+	DraftNs  int64     `json:"draft_ns"`         // measured draft phase
+	VerifyNs int64     `json:"verify_ns"`        // measured target forward over Drafted+1 rows
+}
+
+// Outcome is what a DepthPolicy is told about this round afterwards.
+func (t *TraceRound) Outcome() RoundOutcome {
+	return RoundOutcome{Round: t.Round, Depth: t.Depth, Drafted: t.Drafted, Accepted: t.Accepted,
+		DraftConf: t.Conf, DraftNs: t.DraftNs, VerifyNs: t.VerifyNs, MaxDepth: t.MaxDepth}
+}
+
+// Validate checks the round's internal consistency.
+func (t *TraceRound) Validate() error {
+	switch {
+	case t.Round < 0 || t.Depth < 0 || t.Drafted < 0 || t.Accepted < 0:
+		return fmt.Errorf("negative field")
+	case t.Drafted > t.Depth && t.Depth > 0 || t.Accepted > t.Drafted:
+		return fmt.Errorf("drafted %d, accepted %d, depth %d: want accepted ≤ drafted ≤ depth", t.Drafted, t.Accepted, t.Depth)
+	case t.Accept != nil && len(t.Accept) != t.Drafted:
+		return fmt.Errorf("accept has %d entries, drafted %d", len(t.Accept), t.Drafted)
+	case t.DraftNs < 0 || t.VerifyNs <= 0:
+		return fmt.Errorf("draft_ns %d, verify_ns %d: want ≥ 0 and > 0", t.DraftNs, t.VerifyNs)
+	}
+	return nil
+}
+
+// NewTraceRound builds the trace line of a finished round from the policy's decision
+// and the outcome the policy will be told.
+func NewTraceRound(seq int, policy string, d DepthDecision, o RoundOutcome) TraceRound {
+	acc := make([]bool, o.Drafted)
+	for i := 0; i < o.Accepted && i < len(acc); i++ {
+		acc[i] = true
+	}
+	return TraceRound{Seq: seq, Round: o.Round, Policy: policy, Depth: d.Depth, MinConf: d.MinConf,
+		MaxDepth: o.MaxDepth, Drafted: o.Drafted, Accepted: o.Accepted, Accept: acc,
+		Conf: append([]float32(nil), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs}
+}
+
+// ReadTrace reads a JSON-lines trace. Blank lines are skipped; a malformed or
+// inconsistent line is an error naming its line number.
+func ReadTrace(r io.Reader) ([]TraceRound, error) {
+	var out []TraceRound
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		var t TraceRound
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		out = append(out, t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return out, nil
+}
+
+// WriteTrace writes rounds as JSON lines.
+func WriteTrace(w io.Writer, rounds []TraceRound) error {
+	enc := json.NewEncoder(w)
+	for i := range rounds {
+		if err := enc.Encode(&rounds[i]); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	return nil
+}
