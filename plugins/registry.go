@@ -1,0 +1,436 @@
+// Package plugins is the plugin registry the CLI and the engine use: it loads every
+// plugin declared in minfer.toml ([plugins.NAME], config.Plugin) once, at start-up, and
+// hands out a fresh instance per sequence.
+//
+// Sources:
+//
+//	builtin:NAME  a plugin of plugins/builtin, run from the embedded builtin.wasm (or
+//	              natively with WithNativeBuiltins)
+//	file:PATH     an ABI v1 WebAssembly module (sdk/ABI.md); it must declare exactly one
+//	              plugin, or one whose name is the config NAME
+//	process:PATH  a go-plugin executable (sdk/process, plugins/process)
+//
+// The values Policy, Sampler and Penalty return also implement io.Closer: Close gives
+// the instance back when the sequence ends (Release does it for any value). After a
+// failed call (trap, timeout, malformed result, plugin error) a value keeps returning
+// that error; the error names the plugin and role.
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/plugins/process"
+	"github.com/minfer/minfer/plugins/wasm"
+	"github.com/minfer/minfer/sdk"
+)
+
+// Info describes a declared plugin (Source and Checksum filled).
+type Info = sdk.Info
+
+// Option configures NewRegistry.
+type Option func(*options)
+
+type options struct {
+	instances      int
+	cacheDir       string
+	dir            string
+	nativeBuiltins bool
+}
+
+// WithInstances sets how many instances of each WebAssembly module are started up
+// front (the number of sequences decoded concurrently, times the roles each uses).
+func WithInstances(n int) Option { return func(o *options) { o.instances = n } }
+
+// WithCacheDir sets the wazero compilation cache directory ("-" = memory only).
+func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+
+// WithDir resolves relative file: and process: paths against dir (the config file's
+// directory, config.Config.Dir) instead of the working directory.
+func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// WithNativeBuiltins runs builtin: plugins as native Go instead of WebAssembly.
+func WithNativeBuiltins() Option { return func(o *options) { o.nativeBuiltins = true } }
+
+// Registry holds the loaded plugins. Its methods are safe for concurrent use.
+type Registry struct {
+	opts    options
+	log     io.Writer
+	entries map[string]*entry
+	modules map[string]*wasm.Module // by module key
+	procs   []*process.Client
+}
+
+type entry struct {
+	name   string // config name
+	decl   config.Plugin
+	kind   string
+	ref    string
+	info   Info
+	mod    *wasm.Module    // builtin (wasm) and file sources
+	plugin string          // plugin name inside mod
+	native builtin.Plugin  // builtin sources run natively
+	proc   *process.Client // process sources
+	path   string          // process sources
+}
+
+// NewRegistry loads every plugin of decls (keyed by config name). log receives guest
+// output (nil: discarded). Any plugin that fails to load fails the whole registry with
+// an error naming it.
+func NewRegistry(ctx context.Context, decls map[string]config.Plugin, log io.Writer, opts ...Option) (*Registry, error) {
+	r := &Registry{log: log, entries: map[string]*entry{}, modules: map[string]*wasm.Module{}}
+	r.opts.instances = 2
+	for _, o := range opts {
+		o(&r.opts)
+	}
+	names := slices.Sorted(maps.Keys(decls))
+	for _, name := range names {
+		if err := r.load(ctx, name, decls[name].WithDefaults(name)); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("plugins: [plugins.%s]: %w", name, err)
+		}
+	}
+	return r, nil
+}
+
+func (r *Registry) load(ctx context.Context, name string, decl config.Plugin) error {
+	kind, ref, err := decl.SourceKind()
+	if err != nil {
+		return err
+	}
+	e := &entry{name: name, decl: decl, kind: kind, ref: ref}
+	switch kind {
+	case config.SourceBuiltin:
+		if err := r.loadBuiltin(ctx, e); err != nil {
+			return err
+		}
+	case config.SourceFile:
+		if err := r.loadFile(ctx, e); err != nil {
+			return err
+		}
+	case config.SourceProcess:
+		e.path = r.resolve(ref)
+		c, err := process.Open(ctx, name, e.path, process.Options{Params: mustParams(decl.Params, nil), Timeout: decl.Timeout, Log: r.log})
+		if err != nil {
+			return err
+		}
+		r.procs = append(r.procs, c)
+		e.proc = c
+		pi := c.Info()
+		e.info = Info{Name: pi.Name, Version: pi.Version, Roles: c.Roles()}
+	}
+	e.info.Source = decl.Source
+	for _, role := range decl.Roles {
+		if !e.info.Has(sdk.Role(role)) {
+			return fmt.Errorf("roles: %s is declared for it, but the plugin offers %v", role, e.info.Roles)
+		}
+	}
+	r.entries[name] = e
+	return nil
+}
+
+func (r *Registry) loadBuiltin(ctx context.Context, e *entry) error {
+	p, ok := builtin.Lookup(e.ref)
+	if !ok {
+		return fmt.Errorf("source %q: no built-in plugin %q (have %s)", e.decl.Source, e.ref, strings.Join(config.BuiltinNames(), ", "))
+	}
+	if r.opts.nativeBuiltins {
+		e.native, e.info = p, p.Info
+		return nil
+	}
+	m, err := r.module(ctx, "builtin", builtin.WASM, e.decl, builtin.SHA256())
+	if err != nil {
+		return err
+	}
+	e.mod, e.plugin = m, e.ref
+	e.info, _ = m.Lookup(e.ref)
+	return nil
+}
+
+func (r *Registry) loadFile(ctx context.Context, e *entry) error {
+	path := r.resolve(e.ref)
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	m, err := r.module(ctx, path, bin, e.decl, "")
+	if err != nil {
+		return err
+	}
+	ps := m.Plugins()
+	switch info, ok := m.Lookup(e.name); {
+	case ok:
+		e.info = info
+	case len(ps) == 1:
+		e.info = ps[0]
+	default:
+		var have []string
+		for _, p := range ps {
+			have = append(have, p.Name)
+		}
+		return fmt.Errorf("%s declares plugins %s; name the entry after one of them", path, strings.Join(have, ", "))
+	}
+	e.mod, e.plugin = m, e.info.Name
+	return nil
+}
+
+// module loads (or reuses) a module; modules with the same bytes key and memory cap
+// share one instance pool.
+func (r *Registry) module(ctx context.Context, key string, bin []byte, decl config.Plugin, sum string) (*wasm.Module, error) {
+	key = fmt.Sprintf("%s|%dMB", key, decl.MemoryMB)
+	if m, ok := r.modules[key]; ok {
+		return m, nil
+	}
+	m, err := wasm.Load(ctx, bin, wasm.Options{Name: filepath.Base(strings.TrimSuffix(key[:strings.LastIndex(key, "|")], ".wasm")),
+		Timeout: decl.Timeout, MemoryMB: decl.MemoryMB, Instances: r.opts.instances, Log: r.log,
+		CacheDir: r.opts.cacheDir, SHA256: sum})
+	if err != nil {
+		return nil, err
+	}
+	r.modules[key] = m
+	return m, nil
+}
+
+func (r *Registry) resolve(p string) string {
+	if r.opts.dir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(r.opts.dir, p)
+}
+
+// Names returns the declared plugin names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.entries))
+	for n := range r.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Info returns what the named plugin declares.
+func (r *Registry) Info(name string) (Info, bool) {
+	e, ok := r.entries[name]
+	if !ok {
+		return Info{}, false
+	}
+	return e.info, true
+}
+
+func (r *Registry) lookup(name string, role sdk.Role) (*entry, error) {
+	e, ok := r.entries[name]
+	if !ok {
+		return nil, fmt.Errorf("plugins: no plugin %q declared (have %s)", name, strings.Join(r.Names(), ", "))
+	}
+	if !e.info.Has(role) {
+		return nil, fmt.Errorf("plugins: plugin %q is not a %s (it offers %v)", name, role, e.info.Roles)
+	}
+	return e, nil
+}
+
+// Policy starts a depth-policy instance of the named plugin for one sequence. overrides
+// are applied over the declared params table (nil: none).
+func (r *Registry) Policy(ctx context.Context, name string, overrides map[string]any) (sdk.DepthPolicy, Info, error) {
+	e, err := r.lookup(name, sdk.RolePolicy)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	params := mustParams(e.decl.Params, overrides)
+	switch {
+	case e.mod != nil:
+		p, err := e.mod.Policy(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return p, e.info, nil
+	case e.proc != nil:
+		v, err := r.processInstance(ctx, e, overrides, sdk.RolePolicy)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return v.(sdk.DepthPolicy), e.info, nil
+	}
+	p, err := e.native.NewPolicy(params)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
+	}
+	return nativePolicy{p}, e.info, nil
+}
+
+// Sampler starts a sampler instance of the named plugin for one sequence.
+func (r *Registry) Sampler(ctx context.Context, name string, overrides map[string]any) (sdk.Sampler, Info, error) {
+	e, err := r.lookup(name, sdk.RoleSampler)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	params := mustParams(e.decl.Params, overrides)
+	switch {
+	case e.mod != nil:
+		s, err := e.mod.Sampler(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return s, e.info, nil
+	case e.proc != nil:
+		v, err := r.processInstance(ctx, e, overrides, sdk.RoleSampler)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return v.(sdk.Sampler), e.info, nil
+	}
+	s, err := e.native.NewSampler(params)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
+	}
+	return nativeSampler{s}, e.info, nil
+}
+
+// Penalty starts a penalty instance of the named plugin for one sequence.
+func (r *Registry) Penalty(ctx context.Context, name string, overrides map[string]any) (sdk.Penalty, Info, error) {
+	e, err := r.lookup(name, sdk.RolePenalty)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	params := mustParams(e.decl.Params, overrides)
+	switch {
+	case e.mod != nil:
+		p, err := e.mod.Penalty(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return p, e.info, nil
+	case e.proc != nil:
+		v, err := r.processInstance(ctx, e, overrides, sdk.RolePenalty)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return v.(sdk.Penalty), e.info, nil
+	}
+	p, err := e.native.NewPenalty(params)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
+	}
+	return nativePenalty{p}, e.info, nil
+}
+
+// processInstance creates an instance in the plugin's process. A process receives its
+// params when it starts, so a sequence with overrides gets a process of its own, stopped
+// when the instance is closed.
+func (r *Registry) processInstance(ctx context.Context, e *entry, overrides map[string]any, role sdk.Role) (any, error) {
+	c := e.proc
+	var own *process.Client
+	if len(overrides) > 0 {
+		var err error
+		own, err = process.Open(ctx, e.name, e.path, process.Options{Params: mustParams(e.decl.Params, overrides), Timeout: e.decl.Timeout, Log: r.log})
+		if err != nil {
+			return nil, err
+		}
+		c = own
+	}
+	var v any
+	var err error
+	switch role {
+	case sdk.RolePolicy:
+		v, err = c.Policy()
+	case sdk.RoleSampler:
+		v, err = c.Sampler()
+	case sdk.RolePenalty:
+		v, err = c.Penalty()
+	}
+	if err != nil || own == nil {
+		if err != nil && own != nil {
+			own.Close()
+		}
+		return v, err
+	}
+	closeBoth := func() error { return errors.Join(Release(v), own.Close()) }
+	switch x := v.(type) {
+	case sdk.DepthPolicy:
+		return ownedPolicy{x, closeBoth}, nil
+	case sdk.Sampler:
+		return ownedSampler{x, closeBoth}, nil
+	case sdk.Penalty:
+		return ownedPenalty{x, closeBoth}, nil
+	}
+	panic("BUG: process instance of unknown role")
+}
+
+type ownedPolicy struct {
+	sdk.DepthPolicy
+	close func() error
+}
+
+func (o ownedPolicy) Close() error { return o.close() }
+
+type ownedSampler struct {
+	sdk.Sampler
+	close func() error
+}
+
+func (o ownedSampler) Close() error { return o.close() }
+
+type ownedPenalty struct {
+	sdk.Penalty
+	close func() error
+}
+
+func (o ownedPenalty) Close() error { return o.close() }
+
+// Native built-ins have nothing to release.
+type nativePolicy struct{ sdk.DepthPolicy }
+type nativeSampler struct{ sdk.Sampler }
+type nativePenalty struct{ sdk.Penalty }
+
+func (nativePolicy) Close() error  { return nil }
+func (nativeSampler) Close() error { return nil }
+func (nativePenalty) Close() error { return nil }
+
+// Release closes v if it is an io.Closer (every value the Registry hands out is).
+func Release(v any) error {
+	if c, ok := v.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Close stops every module and process. Instances still open fail afterwards.
+func (r *Registry) Close() error {
+	var errs []error
+	for _, m := range r.modules {
+		errs = append(errs, m.Close(context.Background()))
+	}
+	for _, c := range r.procs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// mustParams merges overrides over params and encodes the result as a JSON object.
+// Config values are TOML values, always encodable; a value that is not is dropped
+// with its key named in the JSON as null, which the plugin reports.
+func mustParams(params, overrides map[string]any) []byte {
+	m := make(map[string]any, len(params)+len(overrides))
+	maps.Copy(m, params)
+	maps.Copy(m, overrides)
+	b, err := json.Marshal(m)
+	if err != nil {
+		for k, v := range m {
+			if _, err := json.Marshal(v); err != nil {
+				m[k] = nil
+			}
+		}
+		b, _ = json.Marshal(m)
+	}
+	return b
+}

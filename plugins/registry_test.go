@@ -1,0 +1,114 @@
+package plugins
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/sdk"
+)
+
+func TestDefaultRegistry(t *testing.T) {
+	ctx := context.Background()
+	for _, native := range []bool{false, true} {
+		name := map[bool]string{false: "wasm", true: "native"}[native]
+		t.Run(name, func(t *testing.T) {
+			var opts []Option
+			if native {
+				opts = append(opts, WithNativeBuiltins())
+			}
+			r, err := NewRegistry(ctx, config.Default().Plugins, nil, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if got, want := strings.Join(r.Names(), ","), strings.Join(config.BuiltinNames(), ","); got != want {
+				t.Fatalf("names: got %s, want %s", got, want)
+			}
+			p, info, err := r.Policy(ctx, "static", map[string]any{"depth": 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Release(p)
+			if info.Name != "static" || info.Source != "builtin:static" {
+				t.Fatalf("info: got %+v", info)
+			}
+			d, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+			if err != nil || d.Depth != 5 {
+				t.Fatalf("static with override depth 5: got %+v %v", d, err)
+			}
+			s, _, err := r.Sampler(ctx, "sampling", map[string]any{"top_k": 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Release(s)
+			if s.Needs().TopK != 7 {
+				t.Fatalf("sampling needs: got %+v, want TopK 7", s.Needs())
+			}
+			pen, _, err := r.Penalty(ctx, "penalty", map[string]any{"repeat_penalty": 1.1, "repeat_last_n": 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Release(pen)
+			if pen.Window() != 32 {
+				t.Fatalf("penalty window: got %d, want 32", pen.Window())
+			}
+		})
+	}
+}
+
+func TestRegistryErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	notWasm := filepath.Join(dir, "x.wasm")
+	os.WriteFile(notWasm, []byte("hello"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		decls map[string]config.Plugin
+		want  string
+	}{
+		{"unknown builtin", map[string]config.Plugin{"x": {Source: "builtin:nope"}}, `no built-in plugin "nope"`},
+		{"missing file", map[string]config.Plugin{"x": {Source: "file:" + filepath.Join(dir, "missing.wasm")}}, "missing.wasm"},
+		{"not wasm", map[string]config.Plugin{"x": {Source: "file:" + notWasm}}, "not a valid WebAssembly module"},
+		{"bad source", map[string]config.Plugin{"x": {Source: "ftp:x"}}, "unknown kind"},
+		{"role mismatch", map[string]config.Plugin{"x": {Source: "builtin:greedy", Roles: []string{"policy"}}}, "roles"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewRegistry(ctx, tc.decls, nil, WithCacheDir("-"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "[plugins.x]") {
+				t.Fatalf("got %v, want an error naming [plugins.x] and containing %q", err, tc.want)
+			}
+		})
+	}
+
+	r, err := NewRegistry(ctx, map[string]config.Plugin{"greedy": {}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, _, err := r.Policy(ctx, "greedy", nil); err == nil || !strings.Contains(err.Error(), "not a policy") {
+		t.Fatalf("wrong role: got %v", err)
+	}
+	if _, _, err := r.Sampler(ctx, "nope", nil); err == nil || !strings.Contains(err.Error(), `no plugin "nope"`) {
+		t.Fatalf("unknown name: got %v", err)
+	}
+	if _, _, err := r.Sampler(ctx, "greedy", map[string]any{"bogus": 1}); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("bad override: got %v", err)
+	}
+}
+
+func TestBuiltinTableMatchesConfig(t *testing.T) {
+	for _, p := range builtin.Plugins {
+		role, ok := config.Builtins[p.Info.Name]
+		if !ok || role != p.Info.Roles[0] {
+			t.Errorf("%s: config.Builtins has %q, plugin declares %v", p.Info.Name, role, p.Info.Roles)
+		}
+	}
+	if len(config.Builtins) != len(builtin.Plugins) {
+		t.Errorf("config.Builtins has %d entries, plugins/builtin %d", len(config.Builtins), len(builtin.Plugins))
+	}
+}
