@@ -95,6 +95,9 @@ type seq struct {
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
+	mu := backendLock(s.m.Backend())
+	mu.Lock()
+	defer mu.Unlock()
 	l, err := s.m.Forward(ids, s.c, all)
 	if err != nil {
 		return nil, err

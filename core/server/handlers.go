@@ -1,0 +1,472 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/sdk"
+)
+
+// maxBody bounds a request body.
+const maxBody = 8 << 20
+
+var idSeq atomic.Uint64
+
+// job is one validated request, ready to run.
+type job struct {
+	chat       bool
+	prompt     []int32
+	maxTokens  int
+	logprobs   int // 0 none, -1 chosen token only, N alternatives
+	stop       []string
+	params     Params
+	stream     bool
+	usage      bool // stream_options.include_usage
+	assertID   bool
+	id         string
+	created    int64
+	endpoint   string
+	promptText string
+}
+
+var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	j, err := s.readRequest(r, &req, func() (*job, error) {
+		if len(req.Messages) == 0 {
+			return nil, badRequest("messages", "must be a non-empty list")
+		}
+		msgs := make([]tokenizer.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			if !validRoles[m.Role] {
+				return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "unknown role %q (want system, developer, user, assistant or tool)", m.Role)
+			}
+			if !m.Content.set && m.Role != "assistant" {
+				return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "missing content")
+			}
+			role := m.Role
+			if role == "developer" {
+				role = "system"
+			}
+			msgs[i] = tokenizer.Message{Role: role, Content: m.Content.text}
+		}
+		text, err := s.render(msgs)
+		if err != nil {
+			return nil, &RequestError{Status: http.StatusInternalServerError, Message: "chat template: " + err.Error()}
+		}
+		return s.newJob(true, text, &req.commonRequest)
+	})
+	s.serveJob(w, r, j, err)
+}
+
+func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	j, err := s.readRequest(r, &req, func() (*job, error) {
+		raw := strings.TrimSpace(string(req.Prompt))
+		if raw == "" || raw == "null" {
+			return nil, badRequest("prompt", "missing prompt")
+		}
+		var text string
+		if err := json.Unmarshal(req.Prompt, &text); err != nil {
+			var list []string
+			if err2 := json.Unmarshal(req.Prompt, &list); err2 != nil || len(list) != 1 {
+				return nil, badRequest("prompt", "want a string (or a list of exactly one string)")
+			}
+			text = list[0]
+		}
+		if text == "" {
+			return nil, badRequest("prompt", "empty prompt")
+		}
+		return s.newJob(false, text, &req.commonRequest)
+	})
+	s.serveJob(w, r, j, err)
+}
+
+// readRequest reads and decodes the body into req, then builds the job.
+func (s *Server) readRequest(r *http.Request, req any, build func() (*job, error)) (*job, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &RequestError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body over %d bytes", maxBody)}
+		}
+		return nil, badRequest("", "reading body: %v", err)
+	}
+	if err := decodeJSON(body, req); err != nil {
+		return nil, err
+	}
+	return build()
+}
+
+// render applies the chat template.
+func (s *Server) render(msgs []tokenizer.Message) (string, error) {
+	return RenderChat(s.opts.Tokenizer, s.opts.ChatTemplate, msgs)
+}
+
+// RenderChat renders a conversation with a generation prompt the way the server and
+// the REPL both do: override (a template text) if set, else the model's template, else
+// the built-in chatml template (as llama.cpp falls back for models without one).
+func RenderChat(t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (string, error) {
+	tmpl := override
+	if tmpl == "" {
+		tmpl = t.ChatTemplate()
+	}
+	if tmpl == "" {
+		tmpl, _ = tokenizer.BuiltinTemplate("chatml")
+	}
+	bos, eos := "", ""
+	if id := t.BOS(); id >= 0 {
+		bos = t.TokenText(id)
+	}
+	if id := t.EOS(); id >= 0 {
+		eos = t.TokenText(id)
+	}
+	return tokenizer.RenderTemplate(tmpl, msgs, true, bos, eos)
+}
+
+// EncodePrompt tokenizes a prompt the way the server, `minfer run` and the REPL all do:
+// special tokens are parsed, and BOS is added when the vocabulary asks for it unless
+// the text already starts with it (chat templates often write it).
+func EncodePrompt(t *tokenizer.Tokenizer, text string) ([]int32, error) {
+	addSpecial := true
+	if id := t.BOS(); id >= 0 && t.AddBOS() && strings.HasPrefix(text, t.TokenText(id)) {
+		addSpecial = false
+	}
+	return t.Encode(text, addSpecial, true)
+}
+
+func (s *Server) newJob(chat bool, text string, c *commonRequest) (*job, error) {
+	ids, err := EncodePrompt(s.opts.Tokenizer, text)
+	if err != nil {
+		return nil, badRequest("prompt", "cannot tokenize: %v", err)
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("prompt", "the prompt has no tokens")
+	}
+	maxTokens, lp, p, err := c.validate(s.opts.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{
+		chat: chat, prompt: ids, maxTokens: maxTokens, logprobs: lp, stop: c.Stop, params: p,
+		stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
+		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, created: time.Now().Unix(), promptText: text,
+	}
+	if chat {
+		j.id, j.endpoint = fmt.Sprintf("chatcmpl-%d", idSeq.Add(1)), "chat"
+	} else {
+		j.id, j.endpoint = fmt.Sprintf("cmpl-%d", idSeq.Add(1)), "completions"
+	}
+	return j, nil
+}
+
+// serveJob runs a job on a slot and writes the response (streamed or whole).
+func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err error) {
+	endpoint := "chat"
+	if !strings.Contains(r.URL.Path, "chat") {
+		endpoint = "completions"
+	}
+	status := http.StatusOK
+	defer func() { s.metrics.requests.WithLabelValues(endpoint, fmt.Sprint(status)).Inc() }()
+	if err != nil {
+		status = writeError(w, err)
+		return
+	}
+	ctx := r.Context()
+	sl, err := s.acquire(ctx)
+	if err != nil {
+		status = writeError(w, err)
+		return
+	}
+	defer s.release(sl)
+	if len(j.prompt) >= sl.sess.Ctx() {
+		status = writeError(w, &RequestError{Param: "messages", Code: "context_length_exceeded",
+			Message: fmt.Sprintf("the prompt has %d tokens; the context holds %d", len(j.prompt), sl.sess.Ctx())})
+		return
+	}
+	pl, err := s.opts.Resolver.Resolve(ctx, j.params, sl.sess.HasDraft())
+	if err != nil {
+		status = writeError(w, err)
+		return
+	}
+	if pl.Release != nil {
+		defer pl.Release()
+	}
+	if j.assertID && !pl.Greedy {
+		status = writeError(w, badRequest("minfer.assert_identity", "needs the greedy sampler (temperature 0 or sampler \"greedy\")"))
+		return
+	}
+	s.metrics.inflight.Inc()
+	defer s.metrics.inflight.Dec()
+	if j.stream {
+		status = s.stream(w, ctx, sl, j, pl)
+		return
+	}
+	status = s.whole(w, ctx, sl, j, pl)
+}
+
+// request builds the engine request; lp collects logprobs when asked.
+func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *lpSampler) {
+	req := engine.Request{
+		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop,
+		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName,
+		Seed: pl.Seed, OnText: onText,
+	}
+	var lp *lpSampler
+	if j.logprobs != 0 {
+		lp = &lpSampler{inner: pl.Sampler, n: max(j.logprobs, 0)}
+		req.Sampler = lp
+	}
+	return req, lp
+}
+
+func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins) int {
+	req, lp := j.request(pl, nil)
+	res, err := sl.sess.Generate(ctx, req)
+	if err != nil {
+		return s.genError(w, j, err)
+	}
+	s.metrics.observe(res)
+	ext := s.extension(pl, res)
+	if j.assertID {
+		if err := s.checkIdentity(ctx, sl, j, pl, res); err != nil {
+			return writeError(w, &RequestError{Status: http.StatusInternalServerError, Param: "minfer.assert_identity", Message: err.Error()})
+		}
+		ext["identity"] = "ok"
+	}
+	var lps any
+	if lp != nil {
+		lps = s.logprobsJSON(j, lp.entries(len(res.Tokens)))
+	}
+	usage := usageOf(res)
+	var body map[string]any
+	if j.chat {
+		body = map[string]any{
+			"id": j.id, "object": "chat.completion", "created": j.created, "model": s.opts.ModelID,
+			"choices": []map[string]any{{
+				"index": 0, "message": map[string]any{"role": "assistant", "content": res.Text},
+				"logprobs": lps, "finish_reason": finishReason(res.Stop),
+			}},
+			"usage": usage, "minfer": ext,
+		}
+	} else {
+		body = map[string]any{
+			"id": j.id, "object": "text_completion", "created": j.created, "model": s.opts.ModelID,
+			"choices": []map[string]any{{
+				"index": 0, "text": res.Text, "logprobs": lps, "finish_reason": finishReason(res.Stop),
+			}},
+			"usage": usage, "minfer": ext,
+		}
+	}
+	s.logf("%s %s prompt=%d gen=%d stop=%s %.1f t/s", j.endpoint, j.id, res.PromptTokens, len(res.Tokens), res.Stop, res.Timings.GenTPS)
+	writeJSON(w, http.StatusOK, body)
+	return http.StatusOK
+}
+
+// checkIdentity re-runs the request as plain greedy decoding and compares tokens.
+func (s *Server) checkIdentity(ctx context.Context, sl *slot, j *job, pl *Plugins, got *engine.Result) error {
+	req, _ := j.request(pl, nil)
+	req.Policy, req.PolicyName = nil, "plain"
+	if err := sl.sess.Reset(); err != nil {
+		return err
+	}
+	want, err := sl.sess.Generate(ctx, req)
+	if err != nil {
+		return fmt.Errorf("identity check run: %w", err)
+	}
+	for i := range min(len(got.Tokens), len(want.Tokens)) {
+		if got.Tokens[i] != want.Tokens[i] {
+			return fmt.Errorf("greedy identity violated at token %d: speculative %d, plain %d", i, got.Tokens[i], want.Tokens[i])
+		}
+	}
+	if len(got.Tokens) != len(want.Tokens) {
+		return fmt.Errorf("greedy identity violated: speculative made %d tokens, plain %d", len(got.Tokens), len(want.Tokens))
+	}
+	return nil
+}
+
+// genError maps an engine error to a response.
+func (s *Server) genError(w http.ResponseWriter, j *job, err error) int {
+	if errors.Is(err, context.Canceled) {
+		s.logf("%s %s: client went away", j.endpoint, j.id)
+		return 499
+	}
+	var re *RequestError
+	if errors.As(err, &re) {
+		return writeError(w, re)
+	}
+	if errors.Is(err, kv.ErrFull) {
+		return writeError(w, &RequestError{Param: "messages", Code: "context_length_exceeded", Message: err.Error()})
+	}
+	s.logf("%s %s: %v", j.endpoint, j.id, err)
+	return writeError(w, &RequestError{Status: http.StatusInternalServerError, Message: err.Error(), Code: "internal_error"})
+}
+
+func (s *Server) extension(pl *Plugins, res *engine.Result) map[string]any {
+	return map[string]any{
+		"policy": pl.PolicyName, "policy_version": pl.PolicyVersion, "sampler": pl.SamplerName,
+		"spec": res.Spec, "timings": res.Timings,
+	}
+}
+
+func usageOf(res *engine.Result) map[string]int {
+	return map[string]int{
+		"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.Tokens),
+		"total_tokens": res.PromptTokens + len(res.Tokens),
+	}
+}
+
+func finishReason(r engine.StopReason) string {
+	switch r {
+	case engine.StopLength, engine.StopCtx:
+		return "length"
+	}
+	return "stop"
+}
+
+// lpSampler wraps a sampler to record the log-probability of every token it emits and
+// of the best alternatives (OpenAI's logprobs). It widens the candidates to n per row.
+type lpSampler struct {
+	inner sdk.Sampler
+	n     int
+	got   []tokenLP
+}
+
+type tokenLP struct {
+	id  int32
+	lp  float64
+	top []sdk.SampleRow // one row: the alternatives (IDs/Logits) and its normaliser
+}
+
+func (l *lpSampler) Needs() sdk.Needs {
+	nd := l.inner.Needs()
+	if nd.TopK > 0 && nd.TopK < l.n {
+		nd.TopK = l.n
+	}
+	return nd
+}
+
+func (l *lpSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	res, err := l.inner.Sample(ctx, r)
+	if err != nil || res.Accepted < 0 || res.Accepted >= len(r.Rows) {
+		return res, err
+	}
+	for i := 0; i < res.Accepted; i++ {
+		row := r.Rows[i]
+		l.got = append(l.got, tokenLP{id: r.Draft[i], lp: float64(row.DraftLogit - row.LogSumExp), top: []sdk.SampleRow{row}})
+	}
+	row := r.Rows[res.Accepted]
+	lp := math.Inf(-1)
+	for k, id := range row.IDs {
+		if id == res.Next {
+			lp = float64(row.Logits[k] - row.LogSumExp)
+			break
+		}
+	}
+	l.got = append(l.got, tokenLP{id: res.Next, lp: lp, top: []sdk.SampleRow{row}})
+	return res, nil
+}
+
+// entries returns the first n recorded tokens (those that were really emitted).
+func (l *lpSampler) entries(n int) []tokenLP {
+	return l.got[:min(n, len(l.got))]
+}
+
+// logprobsJSON renders logprobs in the chat ("content": [...]) or completions
+// (tokens/token_logprobs/top_logprobs) shape.
+func (s *Server) logprobsJSON(j *job, es []tokenLP) any {
+	tok := s.opts.Tokenizer
+	piece := func(id int32) string { return string(tok.Piece(id)) }
+	finite := func(x float64) float64 {
+		if math.IsInf(x, -1) {
+			return -9999
+		}
+		return x
+	}
+	alts := func(e tokenLP) [][2]any {
+		row := e.top[0]
+		var out [][2]any
+		for k := 0; k < min(max(j.logprobs, 0), len(row.IDs)); k++ {
+			out = append(out, [2]any{row.IDs[k], finite(float64(row.Logits[k] - row.LogSumExp))})
+		}
+		return out
+	}
+	if j.chat {
+		content := make([]map[string]any, 0, len(es))
+		for _, e := range es {
+			top := []map[string]any{}
+			for _, a := range alts(e) {
+				id := a[0].(int32)
+				top = append(top, map[string]any{"token": piece(id), "logprob": a[1], "bytes": bytesList(piece(id))})
+			}
+			content = append(content, map[string]any{"token": piece(e.id), "logprob": finite(e.lp), "bytes": bytesList(piece(e.id)), "top_logprobs": top})
+		}
+		return map[string]any{"content": content}
+	}
+	tokens, lps, tops := []string{}, []float64{}, []map[string]float64{}
+	for _, e := range es {
+		tokens = append(tokens, piece(e.id))
+		lps = append(lps, finite(e.lp))
+		m := map[string]float64{}
+		for _, a := range alts(e) {
+			m[piece(a[0].(int32))] = a[1].(float64)
+		}
+		tops = append(tops, m)
+	}
+	return map[string]any{"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops}
+}
+
+func bytesList(s string) []int {
+	out := make([]int, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = int(s[i])
+	}
+	return out
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes an OpenAI-style error object and returns the status used.
+func writeError(w http.ResponseWriter, err error) int {
+	re := &RequestError{Status: http.StatusInternalServerError, Message: err.Error(), Code: "internal_error"}
+	if !errors.As(err, &re) && errors.Is(err, context.Canceled) {
+		return 499
+	}
+	status := re.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status >= 500:
+		typ = "server_error"
+	}
+	var param, code any
+	if re.Param != "" {
+		param = re.Param
+	}
+	if re.Code != "" {
+		code = re.Code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": re.Error(), "type": typ, "param": param, "code": code}})
+	return status
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/minfer/minfer/core/engine"
+)
+
+// metrics are the server's Prometheus series, on a registry of their own.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	promptTok  prometheus.Counter
+	genTok     prometheus.Counter
+	ttft       prometheus.Histogram
+	tps        prometheus.Histogram
+	queue      prometheus.Gauge
+	inflight   prometheus.Gauge
+	rounds     prometheus.Counter
+	drafted    *prometheus.CounterVec
+	accepted   *prometheus.CounterVec
+	depthRound *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_requests_total", Help: "HTTP API requests by endpoint and status code.",
+		}, []string{"endpoint", "code"}),
+		promptTok: prometheus.NewCounter(prometheus.CounterOpts{Name: "minfer_prompt_tokens_total", Help: "Prompt tokens processed."}),
+		genTok:    prometheus.NewCounter(prometheus.CounterOpts{Name: "minfer_completion_tokens_total", Help: "Tokens generated."}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_time_to_first_token_seconds", Help: "Time from a request's start to its first generated token.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		tps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_generation_tokens_per_second", Help: "Generation speed per request.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		queue:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "minfer_queue_depth", Help: "Requests waiting for a free slot."}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "minfer_requests_in_flight", Help: "Requests running on a slot."}),
+		rounds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "minfer_spec_rounds_total", Help: "Speculative rounds (plain decoding steps count as depth-0 rounds)."}),
+		drafted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_spec_drafted_tokens_total", Help: "Draft tokens proposed, by round depth.",
+		}, []string{"depth"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_spec_accepted_tokens_total", Help: "Draft tokens accepted, by round depth (acceptance = accepted / drafted).",
+		}, []string{"depth"}),
+		depthRound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_spec_rounds_by_depth_total", Help: "Speculative rounds by depth.",
+		}, []string{"depth"}),
+	}
+	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tps, m.queue, m.inflight,
+		m.rounds, m.drafted, m.accepted, m.depthRound)
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// observe records a finished generation.
+func (m *metrics) observe(res *engine.Result) {
+	m.promptTok.Add(float64(res.PromptTokens))
+	m.genTok.Add(float64(len(res.Tokens)))
+	if res.Timings.TTFTMs > 0 {
+		m.ttft.Observe(res.Timings.TTFTMs / 1000)
+	}
+	if res.Timings.GenTPS > 0 {
+		m.tps.Observe(res.Timings.GenTPS)
+	}
+	m.rounds.Add(float64(res.Spec.Rounds))
+	for d, st := range res.Spec.ByDepth {
+		depth, err := strconv.Atoi(d)
+		if err != nil {
+			continue
+		}
+		m.depthRound.WithLabelValues(d).Add(float64(st.Rounds))
+		m.drafted.WithLabelValues(d).Add(float64(depth * st.Rounds))
+		m.accepted.WithLabelValues(d).Add(float64(st.Accepted))
+	}
+}

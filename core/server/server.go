@@ -1,0 +1,243 @@
+// Package server is minfer's OpenAI-compatible HTTP API on top of core/engine:
+// POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health and
+// GET /metrics (Prometheus).
+//
+// Requests run on a fixed set of slots (one engine.Session each, --parallel); a request
+// waits in a bounded queue for a free slot. A slot reuses the KV cache of its previous
+// request only for the prefix of tokens that match exactly (engine.Session does that);
+// a client that disconnects ends its generation and frees the slot at once. Shutdown
+// stops accepting connections and drains the requests in flight.
+//
+// Plugins are chosen per request among those the configuration allows (the request's
+// "minfer" field); the Resolver given by the caller turns names and sampling parameters
+// into plugin instances, so this package depends only on the sdk interfaces.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/sdk"
+)
+
+// Plugins are the instances one request runs with.
+type Plugins struct {
+	Policy  sdk.DepthPolicy // nil: plain decoding
+	Sampler sdk.Sampler
+	Penalty sdk.Penalty // nil: none
+	// PolicyName and PolicyVersion are reported in the response's "minfer" field.
+	PolicyName    string
+	PolicyVersion string
+	SamplerName   string
+	// Greedy reports whether the sampler is the greedy one (assert_identity needs it).
+	Greedy bool
+	// Seed seeds the sampler's generator.
+	Seed uint64
+	// Release returns the instances to their pools; may be nil.
+	Release func()
+}
+
+// Resolver makes the plugin instances for a request. An unknown or disallowed plugin
+// name must be returned as a *RequestError naming the field ("minfer.policy", …).
+type Resolver interface {
+	Resolve(ctx context.Context, p Params, hasDraft bool) (*Plugins, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	// ModelID is the name reported by /v1/models and in responses.
+	ModelID string
+	// Tokenizer encodes prompts, renders chat templates and decodes logprob tokens.
+	Tokenizer *tokenizer.Tokenizer
+	// ChatTemplate overrides the model's template when non-empty.
+	ChatTemplate string
+	// NewSession makes one slot's session; it is called Parallel times at New.
+	NewSession func() (*engine.Session, error)
+	Parallel   int // slots (default 4)
+	QueueSize  int // requests waiting for a slot beyond which 503 is returned (default 64)
+	Resolver   Resolver
+	// MaxTokens caps max_tokens (0: up to the context).
+	MaxTokens int
+	// APIKey, when non-empty, is required as "Authorization: Bearer KEY".
+	APIKey string
+	// Log receives one line per request and errors; nil discards.
+	Log io.Writer
+	// Timeouts for the http.Server (0: none).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// Server serves the API. Create it with New.
+type Server struct {
+	opts    Options
+	slots   chan *slot
+	all     []*slot
+	waiting chan struct{} // queue tokens
+	metrics *metrics
+	mux     *http.ServeMux
+	logMu   sync.Mutex
+	created int64
+}
+
+// slot is one sequence: a session used by one request at a time.
+type slot struct {
+	id   int
+	sess *engine.Session
+}
+
+// New makes the slots' sessions and the handler.
+func New(opts Options) (*Server, error) {
+	if opts.Tokenizer == nil || opts.NewSession == nil || opts.Resolver == nil {
+		return nil, errors.New("server: Tokenizer, NewSession and Resolver are required")
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 64
+	}
+	if opts.ModelID == "" {
+		opts.ModelID = "minfer"
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	s := &Server{
+		opts:    opts,
+		slots:   make(chan *slot, opts.Parallel),
+		waiting: make(chan struct{}, opts.QueueSize),
+		metrics: newMetrics(),
+		created: time.Now().Unix(),
+	}
+	for i := 0; i < opts.Parallel; i++ {
+		sess, err := opts.NewSession()
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("server: slot %d: %w", i, err)
+		}
+		sl := &slot{id: i, sess: sess}
+		s.all = append(s.all, sl)
+		s.slots <- sl
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(s.handleChat))
+	s.mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletion))
+	s.mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
+	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &RequestError{Status: http.StatusNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+	})
+	return s, nil
+}
+
+// Handler is the API's http.Handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// FreeSlots is the number of idle slots (for tests and /health).
+func (s *Server) FreeSlots() int { return len(s.slots) }
+
+// Close frees the slots' sessions. Call it after the HTTP server has shut down.
+func (s *Server) Close() {
+	for _, sl := range s.all {
+		sl.sess.Close()
+	}
+	s.all = nil
+}
+
+// ListenAndServe serves on addr until ctx is done, then shuts down gracefully: no new
+// connections, in-flight requests drain for up to grace.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	hs := &http.Server{
+		Handler:      s.mux,
+		ReadTimeout:  s.opts.ReadTimeout,
+		WriteTimeout: s.opts.WriteTimeout,
+		IdleTimeout:  s.opts.IdleTimeout,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("server: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	fmt.Fprintf(s.opts.Log, format+"\n", args...)
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.opts.APIKey == "" {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+			writeError(w, &RequestError{Status: http.StatusUnauthorized, Message: "missing or wrong API key (Authorization: Bearer …)", Code: "invalid_api_key"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// acquire waits for a free slot, or fails when the queue is full or ctx ends.
+func (s *Server) acquire(ctx context.Context) (*slot, error) {
+	select {
+	case sl := <-s.slots:
+		return sl, nil
+	default:
+	}
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+		return nil, &RequestError{Status: http.StatusServiceUnavailable, Message: "server busy: request queue is full", Code: "server_busy"}
+	}
+	s.metrics.queue.Inc()
+	defer func() {
+		<-s.waiting
+		s.metrics.queue.Dec()
+	}()
+	select {
+	case sl := <-s.slots:
+		return sl, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Server) release(sl *slot) { s.slots <- sl }
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": len(s.slots), "slots_total": s.opts.Parallel})
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.opts.ModelID, "object": "model", "created": s.created, "owned_by": "minfer",
+		}},
+	})
+}

@@ -1,0 +1,338 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/sdk"
+)
+
+// greedy is a minimal argmax sampler (the real plugins live outside core).
+type greedy struct{}
+
+func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
+func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	for i, d := range r.Draft {
+		if r.Rows[i].IDs[0] != d {
+			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
+		}
+	}
+	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
+}
+
+type testResolver struct{}
+
+func (testResolver) Resolve(_ context.Context, p Params, _ bool) (*Plugins, error) {
+	for _, f := range []struct{ field, name string }{{"minfer.policy", p.Policy}, {"minfer.sampler", p.Sampler}, {"minfer.penalty", p.Penalty}} {
+		if f.name != "" && f.name != "greedy" {
+			return nil, badRequest(f.field, "unknown plugin %q", f.name)
+		}
+	}
+	return &Plugins{Sampler: greedy{}, SamplerName: "greedy", Greedy: true, PolicyName: "none"}, nil
+}
+
+type vocab struct{ t *tokenizer.Tokenizer }
+
+func (v vocab) IsEOG(id int32) bool { return v.t.IsEOG(id) }
+func (v vocab) NewStream() engine.TextStream {
+	return &stream{d: v.t.NewDecoder()}
+}
+
+type stream struct{ d *tokenizer.StreamDecoder }
+
+func (s *stream) Next(id int32) string { t, _ := s.d.Add(id); return t }
+func (s *stream) Flush() string        { return s.d.Flush() }
+
+// newTestServer serves stories260K on the CPU with the given number of slots.
+func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
+	t.Helper()
+	path := testpath.Path(t, "models", "stories260K.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := model.Load(b, f, model.Options{Name: "target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{
+		ModelID: "stories260K", Tokenizer: tok, Parallel: parallel, QueueSize: 256,
+		NewSession: func() (*engine.Session, error) {
+			return engine.NewSession(engine.Config{Target: m, Vocab: vocab{tok}, Ctx: 256, KVType: backend.KVF16})
+		},
+		Resolver: testResolver{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+		m.Close()
+		b.Close()
+	})
+	return srv, hs
+}
+
+func post(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("response is not JSON: %v", err)
+	}
+	return resp.StatusCode, out
+}
+
+func TestCompletionAndChat(t *testing.T) {
+	_, hs := newTestServer(t, 2)
+	code, out := post(t, hs.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":12,"temperature":0}`)
+	if code != 200 {
+		t.Fatalf("completions: status %d: %v", code, out)
+	}
+	ch := out["choices"].([]any)[0].(map[string]any)
+	if ch["text"].(string) == "" || ch["finish_reason"] != "length" {
+		t.Fatalf("completions: got choice %v", ch)
+	}
+	if u := out["usage"].(map[string]any); u["completion_tokens"].(float64) != 12 {
+		t.Fatalf("usage: got %v, want 12 completion tokens", u)
+	}
+	code, out = post(t, hs.URL+"/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Tell a story"}]}],"max_completion_tokens":8,"logprobs":true,"top_logprobs":2}`)
+	if code != 200 {
+		t.Fatalf("chat: status %d: %v", code, out)
+	}
+	ch = out["choices"].([]any)[0].(map[string]any)
+	msg := ch["message"].(map[string]any)
+	if msg["role"] != "assistant" {
+		t.Fatalf("chat: got message %v", msg)
+	}
+	lp := ch["logprobs"].(map[string]any)["content"].([]any)
+	if len(lp) != 8 {
+		t.Fatalf("logprobs: got %d entries, want 8", len(lp))
+	}
+	first := lp[0].(map[string]any)
+	if top := first["top_logprobs"].([]any); len(top) != 2 || first["logprob"].(float64) > 0 {
+		t.Fatalf("logprobs entry: got %v", first)
+	}
+	if out["minfer"].(map[string]any)["spec"] == nil {
+		t.Fatalf("no minfer.spec in %v", out)
+	}
+}
+
+func TestSameGreedyTextStreamedAndWhole(t *testing.T) {
+	_, hs := newTestServer(t, 1)
+	_, out := post(t, hs.URL+"/v1/completions", `{"prompt":"The cat","max_tokens":16}`)
+	want := out["choices"].([]any)[0].(map[string]any)["text"].(string)
+	resp, err := http.Post(hs.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"The cat","max_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type: got %q", ct)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	got, events := parseSSE(t, string(raw))
+	if got != want {
+		t.Fatalf("streamed text: got %q, want %q", got, want)
+	}
+	last := events[len(events)-1]
+	if last["usage"] == nil || len(last["choices"].([]any)) != 0 {
+		t.Fatalf("last event should carry usage and no choices: %v", last)
+	}
+}
+
+// parseSSE checks the framing byte for byte (every event is "data: JSON\n\n", the
+// stream ends with "data: [DONE]\n\n") and returns the concatenated text.
+func parseSSE(t *testing.T, raw string) (string, []map[string]any) {
+	t.Helper()
+	if !strings.HasSuffix(raw, "data: [DONE]\n\n") {
+		t.Fatalf("stream does not end with the [DONE] event: %q", raw[max(0, len(raw)-80):])
+	}
+	parts := strings.Split(strings.TrimSuffix(raw, "\n\n"), "\n\n")
+	var text strings.Builder
+	var events []map[string]any
+	for i, p := range parts {
+		if !strings.HasPrefix(p, "data: ") || strings.Contains(p, "\n") {
+			t.Fatalf("event %d is not one data line: %q", i, p)
+		}
+		payload := strings.TrimPrefix(p, "data: ")
+		if payload == "[DONE]" {
+			if i != len(parts)-1 {
+				t.Fatalf("[DONE] before the end")
+			}
+			break
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		events = append(events, ev)
+		for _, c := range ev["choices"].([]any) {
+			ch := c.(map[string]any)
+			if s, ok := ch["text"].(string); ok {
+				text.WriteString(s)
+			}
+			if d, ok := ch["delta"].(map[string]any); ok {
+				if s, ok := d["content"].(string); ok {
+					text.WriteString(s)
+				}
+			}
+		}
+	}
+	return text.String(), events
+}
+
+func TestBadRequests(t *testing.T) {
+	_, hs := newTestServer(t, 1)
+	for _, tc := range []struct {
+		name, path, body, param string
+		code                    int
+	}{
+		{"malformed json", "/v1/chat/completions", `{"messages": [`, "", 400},
+		{"empty body", "/v1/chat/completions", ``, "", 400},
+		{"wrong type", "/v1/chat/completions", `{"messages":"hi"}`, "messages", 400},
+		{"no messages", "/v1/chat/completions", `{"messages":[]}`, "messages", 400},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, "messages[0].role", 400},
+		{"missing content", "/v1/chat/completions", `{"messages":[{"role":"user"}]}`, "messages[0].content", 400},
+		{"n=2", "/v1/completions", `{"prompt":"a","n":2}`, "n", 400},
+		{"negative max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":-5}`, "max_tokens", 400},
+		{"huge max_tokens type", "/v1/completions", `{"prompt":"a","max_tokens":1e40}`, "max_tokens", 400},
+		{"temperature", "/v1/completions", `{"prompt":"a","temperature":9}`, "temperature", 400},
+		{"stop type", "/v1/completions", `{"prompt":"a","stop":5}`, "", 400},
+		{"unknown plugin", "/v1/completions", `{"prompt":"a","minfer":{"sampler":"nope"}}`, "minfer.sampler", 400},
+		{"assert identity non-greedy", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":99}}`, "minfer.draft_max", 400},
+		{"prompt missing", "/v1/completions", `{}`, "prompt", 400},
+		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "messages", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := post(t, hs.URL+tc.path, tc.body)
+			if code != tc.code {
+				t.Fatalf("status: got %d, want %d (%v)", code, tc.code, out)
+			}
+			e, ok := out["error"].(map[string]any)
+			if !ok || e["message"] == "" {
+				t.Fatalf("no OpenAI error object: %v", out)
+			}
+			if tc.param != "" && e["param"] != tc.param {
+				t.Fatalf("param: got %v, want %q (%v)", e["param"], tc.param, e["message"])
+			}
+		})
+	}
+}
+
+func TestModelsHealthMetrics(t *testing.T) {
+	_, hs := newTestServer(t, 1)
+	post(t, hs.URL+"/v1/completions", `{"prompt":"a","max_tokens":2}`)
+	for _, tc := range []struct{ path, want string }{
+		{"/v1/models", `"stories260K"`},
+		{"/health", `"ok"`},
+		{"/metrics", "minfer_requests_total"},
+	} {
+		resp, err := http.Get(hs.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), tc.want) {
+			t.Fatalf("%s: status %d, body lacks %s:\n%s", tc.path, resp.StatusCode, tc.want, b)
+		}
+	}
+}
+
+// TestConcurrentStreams runs many streaming clients, some disconnecting mid-stream,
+// and checks every finished response is well-formed and equals the one-at-a-time
+// answer for its prompt, and that no slot or goroutine leaks.
+func TestConcurrentStreams(t *testing.T) {
+	srv, hs := newTestServer(t, 4)
+	prompts := []string{"Once upon a time", "The dog", "Lily was", "One day"}
+	want := map[string]string{}
+	for _, p := range prompts {
+		_, out := post(t, hs.URL+"/v1/completions", fmt.Sprintf(`{"prompt":%q,"max_tokens":10}`, p))
+		want[p] = out["choices"].([]any)[0].(map[string]any)["text"].(string)
+	}
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for r := 0; r < 4; r++ {
+				p := prompts[(c+r)%len(prompts)]
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/completions", strings.NewReader(fmt.Sprintf(`{"prompt":%q,"max_tokens":10,"stream":true}`, p)))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					cancel()
+					errs <- err
+					return
+				}
+				if (c+r)%5 == 0 { // disconnect after the first event
+					bufio.NewReader(resp.Body).ReadString('\n')
+					cancel()
+					resp.Body.Close()
+					continue
+				}
+				raw, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, _ := parseSSE(t, string(raw))
+				if got != want[p] {
+					errs <- fmt.Errorf("prompt %q: got %q, want %q", p, got, want[p])
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.FreeSlots() != 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := srv.FreeSlots(); got != 4 {
+		t.Fatalf("free slots after the load: got %d, want 4", got)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	for runtime.NumGoroutine() > before+4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before+4 {
+		t.Fatalf("goroutines: %d after the load, %d before", g, before)
+	}
+}
