@@ -103,3 +103,6 @@ func dotQ6_KSIMD(n int, w, x []byte) float32 {
 	}
 	return acc.sum()
 }
+
+// tileKernels holds the SIMD tile kernels, filled in tile_amd64.go.
+var tileKernels = map[Type]func(*Tile){}

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -32,6 +33,18 @@ func randomRow(rng *rand.Rand, t Type, n int) []byte {
 			}
 		case Q4_0, Q5_0:
 			f16(blk)
+		case Q4_1, Q5_1, Q8_1, Q5_K:
+			f16(blk)
+			f16(blk[2:])
+		case Q2_K:
+			f16(blk[80:])
+			f16(blk[82:])
+		case Q3_K:
+			f16(blk[108:])
+		case F32:
+			binary.LittleEndian.PutUint32(blk, math.Float32bits(float32(rng.NormFloat64())))
+		case BF16:
+			binary.LittleEndian.PutUint16(blk, F32ToBF16(float32(rng.NormFloat64())))
 		case Q4_K:
 			f16(blk)
 			f16(blk[2:])

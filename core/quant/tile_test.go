@@ -1,0 +1,71 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotTileMatchesVecDot checks that every tile result has exactly VecDot's bits, for
+// shapes with odd counts and strides larger than a row.
+func TestDotTileMatchesVecDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range dotTypes {
+		tr, _ := typ.Lookup()
+		for _, sh := range []struct{ n, rows, nx int }{{256, 1, 1}, {512, 7, 3}, {768, 13, 9}, {2304, 5, 17}} {
+			t.Run(typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
+				wb := mustRowBytes(t, typ, sh.n)
+				xb := mustRowBytes(t, tr.VecDotType, sh.n)
+				tl := &Tile{N: sh.n, Rows: sh.rows, NX: sh.nx, WStride: wb + 3, XStride: xb + 5, OutStride: sh.rows + 2}
+				tl.W = make([]byte, sh.rows*tl.WStride)
+				tl.X = make([]byte, sh.nx*tl.XStride)
+				for r := 0; r < sh.rows; r++ {
+					copy(tl.W[r*tl.WStride:], randomRow(rng, typ, sh.n))
+				}
+				for i := 0; i < sh.nx; i++ {
+					copy(tl.X[i*tl.XStride:], randomRow(rng, tr.VecDotType, sh.n))
+				}
+				tl.Out = make([]float32, sh.nx*tl.OutStride)
+				if err := DotTile(typ, tl); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < sh.nx; i++ {
+					for r := 0; r < sh.rows; r++ {
+						want := tr.VecDot(sh.n, tl.W[r*tl.WStride:], tl.X[i*tl.XStride:])
+						got := tl.Out[i*tl.OutStride+r]
+						if math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("out[%d][%d] = %v, want VecDot's %v", i, r, got, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestDotTileErrors(t *testing.T) {
+	ok := func() *Tile {
+		return &Tile{N: 64, W: make([]byte, 2*68), WStride: 68, Rows: 2, X: make([]byte, 68), XStride: 68, NX: 1, Out: make([]float32, 2), OutStride: 2}
+	}
+	if err := DotTile(Q8_0, ok()); err != nil {
+		t.Fatalf("valid tile: %v", err)
+	}
+	for name, mod := range map[string]func(*Tile){
+		"short W":       func(tl *Tile) { tl.W = tl.W[:100] },
+		"short X":       func(tl *Tile) { tl.X = tl.X[:60] },
+		"short Out":     func(tl *Tile) { tl.Out = tl.Out[:1] },
+		"small stride":  func(tl *Tile) { tl.WStride = 60 },
+		"out stride":    func(tl *Tile) { tl.OutStride = 1 },
+		"bad n":         func(tl *Tile) { tl.N = 48 },
+		"negative rows": func(tl *Tile) { tl.Rows = -1 },
+	} {
+		tl := ok()
+		mod(tl)
+		if err := DotTile(Q8_0, tl); err == nil {
+			t.Errorf("%s: got nil error", name)
+		}
+	}
+	if err := DotTile(IQ2_XXS, ok()); err == nil {
+		t.Error("type without kernel: got nil error")
+	}
+}
