@@ -1,0 +1,560 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/sdk"
+)
+
+func init() {
+	register(&command{name: "run", summary: "generate text from a prompt (speculative with --draft; --chat for a conversation)", run: runRun})
+}
+
+const runUsage = `
+Usage: minfer run [-m MODEL] [-p PROMPT | -f FILE] [flags]
+
+Generates text from a prompt and streams it to stdout; timings go to stderr. With no
+-m and no [model] path in minfer.toml, runs the embedded stories260K model. With
+--draft, decodes speculatively: each round the draft proposes tokens and the target
+verifies them in one forward (greedy output is identical to plain decoding).
+Sampling and penalties run through the plugins named in minfer.toml (or --sampler,
+--penalty, --policy); --temp 0 is greedy.
+
+Examples:
+  minfer run -p "Once upon a time"
+  minfer run -m qwen2.5-0.5b-q8_0.gguf -p "The capital of France is" -n 32 --temp 0
+  minfer run -m target.gguf --draft draft.gguf --depth auto -p "def main():" --verbose
+  minfer run -m model.gguf -f prompt.txt --json --top-logits 5 -n 0
+  minfer run -m chat.gguf --chat            # a conversation on stdin
+`
+
+// runFlags are minfer run's flags. Flags left unset keep minfer.toml's values.
+type runFlags struct {
+	configPath, modelPath, draftPath, prompt, file string
+	n, ctx, batch, threads, topK, repeatLastN      int
+	temp, topP, minP, repeatPenalty                float64
+	seed                                           int64
+	kvType, depth, policy, sampler, penalty        string
+	draftMax, topLogits                            int
+	chat, jsonOut, verbose                         bool
+	stops                                          stringList
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func (f *runFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read (default: ./minfer.toml or the user config)")
+	fs.StringVar(&f.modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded stories260K)")
+	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF for speculative decoding")
+	fs.StringVar(&f.prompt, "p", "", "prompt text")
+	fs.StringVar(&f.file, "f", "", "read the prompt from `FILE`")
+	fs.IntVar(&f.n, "n", 0, "tokens to generate (-1: until end of text or a full context)")
+	fs.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's)")
+	fs.IntVar(&f.ctx, "c", 0, "alias of --ctx")
+	fs.IntVar(&f.batch, "batch", 0, "prompt tokens per forward")
+	fs.IntVar(&f.batch, "b", 0, "alias of --batch")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
+	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
+	fs.Float64Var(&f.temp, "temp", 0, "temperature (0: greedy)")
+	fs.Int64Var(&f.seed, "seed", 0, "sampling seed (-1: random)")
+	fs.Int64Var(&f.seed, "s", 0, "alias of --seed")
+	fs.IntVar(&f.topK, "top-k", 0, "top-k sampling (0: off)")
+	fs.Float64Var(&f.topP, "top-p", 0, "top-p sampling (1: off)")
+	fs.Float64Var(&f.minP, "min-p", 0, "min-p sampling (0: off)")
+	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 0, "repetition penalty (1: off)")
+	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
+	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.BoolVar(&f.chat, "chat", false, "apply the model's chat template; without -p/-f, chat on stdin")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of streaming text")
+	fs.IntVar(&f.topLogits, "top-logits", 0, "with --json: the K best logits of the last prompt position")
+	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
+	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth")
+	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
+	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
+	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
+	fs.BoolVar(&f.verbose, "verbose", false, "print model, memory and speculative statistics to stderr")
+	fs.Var(&f.stops, "stop", "stop string (repeatable)")
+}
+
+// apply overrides cfg with the flags the user set.
+func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
+	var err error
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "m":
+			cfg.Model.Path = f.modelPath
+		case "draft":
+			cfg.Draft.Path = f.draftPath
+		case "n":
+			cfg.Sampling.NPredict = f.n
+		case "ctx", "c":
+			cfg.Model.Ctx = f.ctx
+		case "batch", "b":
+			cfg.Model.Batch = f.batch
+		case "threads", "t":
+			cfg.Model.Threads = f.threads
+		case "temp":
+			cfg.Sampling.Temperature = f.temp
+		case "seed", "s":
+			cfg.Sampling.Seed = f.seed
+		case "top-k":
+			cfg.Sampling.TopK = f.topK
+		case "top-p":
+			cfg.Sampling.TopP = f.topP
+		case "min-p":
+			cfg.Sampling.MinP = f.minP
+		case "repeat-penalty":
+			cfg.Sampling.RepeatPenalty = f.repeatPenalty
+			if cfg.Sampling.Penalty == "" {
+				cfg.Sampling.Penalty = "penalty"
+			}
+		case "repeat-last-n":
+			cfg.Sampling.RepeatLastN = f.repeatLastN
+		case "kv":
+			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
+		case "depth":
+			var d config.Depth
+			if e := d.UnmarshalText([]byte(f.depth)); e != nil {
+				err = usagef("--depth: %v", e)
+			}
+			cfg.Spec.Depth = d
+		case "draft-max":
+			cfg.Spec.DraftMax = f.draftMax
+		case "policy":
+			cfg.Spec.Policy = f.policy
+		case "sampler":
+			cfg.Sampling.Sampler = f.sampler
+		case "penalty":
+			cfg.Sampling.Penalty = f.penalty
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if e := cfg.Validate(); e != nil {
+		return usagef("%v", e)
+	}
+	return nil
+}
+
+func runRun(ctx context.Context, m *Main, args []string) error {
+	var f runFlags
+	fs := m.newFlagSet("run", runUsage)
+	f.define(fs)
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("run: unexpected argument %q (the prompt goes in -p)", rest[0])
+	}
+	if f.prompt != "" && f.file != "" {
+		return usagef("run: -p and -f both given")
+	}
+	if f.topLogits < 0 {
+		return usagef("run: --top-logits %d: want ≥ 0", f.topLogits)
+	}
+	cfg, _, err := config.LoadOrDefault(f.configPath)
+	if err != nil {
+		return err
+	}
+	if err := f.apply(fs, cfg); err != nil {
+		return err
+	}
+	prompt := f.prompt
+	if f.file != "" {
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		prompt = string(b)
+	}
+	if prompt == "" && !f.chat {
+		return usagef("run: no prompt (give -p TEXT, -f FILE or --chat)")
+	}
+	st, err := m.openStack(ctx, cfg, f.verbose)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if f.chat && prompt == "" {
+		return m.chatLoop(ctx, st, cfg, f)
+	}
+	if f.chat {
+		if prompt, err = st.renderChat([]tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
+			return err
+		}
+	}
+	ids, err := st.tok.Encode(prompt, true, f.chat)
+	if err != nil {
+		return err
+	}
+	req, err := st.request(ctx, cfg, ids, f)
+	if err != nil {
+		return err
+	}
+	defer st.closeRequest()
+	if !f.jsonOut {
+		if !f.chat {
+			fmt.Fprint(m.Stdout, prompt)
+		}
+		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
+	}
+	res, err := st.sess.Generate(ctx, req)
+	if err != nil && res == nil {
+		return err
+	}
+	if f.jsonOut {
+		if jerr := writeRunJSON(m.Stdout, res, st.draft != nil); jerr != nil {
+			return jerr
+		}
+	} else {
+		fmt.Fprintln(m.Stdout)
+	}
+	m.printTimings(res, f.verbose && st.draft != nil)
+	return err
+}
+
+// chatLoop is the conversation mode: one user line per turn from stdin; the session
+// keeps the conversation's cache, so each turn only computes its new tokens.
+func (m *Main) chatLoop(ctx context.Context, st *stack, cfg *config.Config, f runFlags) error {
+	var msgs []tokenizer.Message
+	in := bufio.NewScanner(m.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for {
+		fmt.Fprint(m.Stderr, "> ")
+		if !in.Scan() {
+			fmt.Fprintln(m.Stderr)
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		msgs = append(msgs, tokenizer.Message{Role: "user", Content: line})
+		text, err := st.renderChat(msgs)
+		if err != nil {
+			return err
+		}
+		ids, err := st.tok.Encode(text, true, true)
+		if err != nil {
+			return err
+		}
+		req, err := st.request(ctx, cfg, ids, f)
+		if err != nil {
+			return err
+		}
+		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
+		res, err := st.sess.Generate(ctx, req)
+		st.closeRequest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(m.Stdout)
+		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
+		if f.verbose {
+			m.printTimings(res, st.draft != nil)
+		}
+	}
+}
+
+// runJSON is run --json's output.
+type runJSON struct {
+	PromptTokens int               `json:"prompt_tokens"`
+	Tokens       []int32           `json:"tokens"`
+	Text         string            `json:"text"`
+	Stop         engine.StopReason `json:"stop"`
+	Timings      engine.Timings    `json:"timings"`
+	TopLogits    []engine.TopLogit `json:"top_logits,omitempty"`
+	Spec         *engine.SpecStats `json:"spec,omitempty"`
+}
+
+func writeRunJSON(w io.Writer, r *engine.Result, spec bool) error {
+	out := runJSON{PromptTokens: r.PromptTokens, Tokens: r.Tokens, Text: r.Text, Stop: r.Stop,
+		Timings: r.Timings, TopLogits: r.TopLogits}
+	if out.Tokens == nil {
+		out.Tokens = []int32{}
+	}
+	if spec {
+		out.Spec = &r.Spec
+	}
+	return json.NewEncoder(w).Encode(out)
+}
+
+func (m *Main) printTimings(r *engine.Result, spec bool) {
+	t := r.Timings
+	fmt.Fprintf(m.Stderr, "prompt: %d tokens, %.1f ms, %.2f t/s | generated: %d tokens, %.1f ms, %.2f t/s | ttft %.1f ms | stop: %s\n",
+		r.PromptTokens, t.PromptMs, t.PromptTPS, len(r.Tokens), t.GenMs, t.GenTPS, t.TTFTMs, r.Stop)
+	if spec {
+		s := r.Spec
+		fmt.Fprintf(m.Stderr, "spec: policy %s, %d rounds, drafted %d, accepted %d (%.3f), %.2f tokens/round; ms draft %.1f verify %.1f plugins %.1f\n",
+			s.Policy, s.Rounds, s.Drafted, s.Accepted, s.Acceptance, s.TokensPerRound, s.Ms.Draft, s.Ms.Verify, s.Ms.Plugins)
+		for d := 0; d <= 64; d++ {
+			if ds, ok := s.ByDepth[fmt.Sprint(d)]; ok {
+				fmt.Fprintf(m.Stderr, "  depth %2d: %d rounds, %d accepted\n", d, ds.Rounds, ds.Accepted)
+			}
+		}
+	}
+}
+
+// stack is everything a generating command holds: backend, models, tokenizer,
+// session, and the plugin instances of the current request.
+type stack struct {
+	b            backend.Backend
+	target       *model.Model
+	draft        *model.Model
+	tok          *tokenizer.Tokenizer
+	sess         *engine.Session
+	plug         *pluginSet
+	closeRequest func()
+}
+
+// openStack loads the models named by cfg (the embedded model when none) and opens a
+// session.
+func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) (*stack, error) {
+	b, err := newBackend(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{b: b, closeRequest: func() {}}
+	fail := func(err error) (*stack, error) { st.close(); return nil, err }
+	var tf *gguf.File
+	if st.target, tf, err = m.loadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", verbose); err != nil {
+		return fail(err)
+	}
+	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
+		return fail(err)
+	}
+	if cfg.Draft.Path != "" {
+		var df *gguf.File
+		if st.draft, df, err = m.loadModel(b, cfg.ResolvePath(cfg.Draft.Path), "draft", verbose); err != nil {
+			return fail(err)
+		}
+		if err := engine.CheckVocab(tf, df); err != nil {
+			return fail(fmt.Errorf("--draft %s: %w", cfg.Draft.Path, err))
+		}
+	}
+	kt, err := kv.ParseType(cfg.Model.KV)
+	if err != nil {
+		return fail(usagef("%v", err))
+	}
+	st.sess, err = engine.NewSession(engine.Config{Target: st.target, Draft: st.draft, Vocab: tokVocab{st.tok},
+		Ctx: cfg.Model.Ctx, KVType: kt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
+	if err != nil {
+		return fail(err)
+	}
+	if verbose {
+		ctxN := st.sess.Ctx()
+		kvb := kv.SpecBytes(st.target.KVSpec(ctxN, kt))
+		if st.draft != nil {
+			kvb += kv.SpecBytes(st.draft.KVSpec(ctxN, kt))
+		}
+		fmt.Fprintf(m.Stderr, "kv cache: %d positions, %s, %.1f MiB\n", ctxN, kt, float64(kvb)/(1<<20))
+	}
+	if st.plug, err = newPluginSet(ctx, cfg, m.Stderr); err != nil {
+		return fail(err)
+	}
+	return st, nil
+}
+
+func (st *stack) close() {
+	st.closeRequest()
+	if st.plug != nil {
+		st.plug.close()
+	}
+	if st.sess != nil {
+		st.sess.Close()
+	}
+	for _, md := range []*model.Model{st.draft, st.target} {
+		if md != nil {
+			md.Close()
+		}
+	}
+	st.b.Close()
+}
+
+// renderChat applies the model's chat template (chatml when it has none).
+func (st *stack) renderChat(msgs []tokenizer.Message) (string, error) {
+	s, err := st.tok.RenderChat(msgs, true)
+	if errors.Is(err, tokenizer.ErrNoTemplate) {
+		tpl, _ := tokenizer.BuiltinTemplate("chatml")
+		return tokenizer.RenderTemplate(tpl, msgs, true, st.tok.TokenText(st.tok.BOS()), st.tok.TokenText(st.tok.EOS()))
+	}
+	return s, err
+}
+
+// request builds an engine request with fresh plugin instances for ids.
+func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f runFlags) (engine.Request, error) {
+	st.closeRequest()
+	roles, err := st.plug.instances(ctx, cfg, st.draft != nil)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	st.closeRequest = roles.close
+	seed := uint64(cfg.Sampling.Seed)
+	if cfg.Sampling.Seed < 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return engine.Request{Prompt: ids, NPredict: cfg.Sampling.NPredict, Stop: f.stops, Seed: seed,
+		Sampler: roles.sampler, Penalty: roles.penalty, Policy: roles.policy, PolicyName: roles.policyName,
+		TopLogits: f.topLogits}, nil
+}
+
+// newBackend makes the backend cfg asks for. Only the CPU backend exists in this
+// build's engine wiring; "auto" means the CPU.
+func newBackend(cfg *config.Config) (backend.Backend, error) {
+	switch cfg.Model.Device {
+	case config.DeviceCPU, config.DeviceAuto, "":
+		return cpu.New(cpu.Options{Threads: cfg.Model.Threads}), nil
+	}
+	return nil, fmt.Errorf("device %q is not available in this command yet (use cpu)", cfg.Model.Device)
+}
+
+// loadModel opens path (the embedded model when "") and loads it on b under the
+// namespace ns, printing its size (and a progress bar for big files on a terminal).
+func (m *Main) loadModel(b backend.Backend, path, ns string, verbose bool) (*model.Model, *gguf.File, error) {
+	var f *gguf.File
+	var err error
+	name := path
+	if path == "" {
+		name = embeddedName
+		f, err = openEmbedded()
+	} else {
+		f, err = gguf.Open(path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	opt := model.Options{Name: ns}
+	if m.IsTerminal && f.Size() > 256<<20 {
+		opt.Progress = func(done, total int64) {
+			const w = 40
+			k := int(float64(w) * float64(done) / float64(max(total, 1)))
+			fmt.Fprintf(m.Stderr, "\rloading %s [%s%s] %3.0f%%", ns, strings.Repeat("=", k), strings.Repeat(" ", w-k), 100*float64(done)/float64(max(total, 1)))
+			if done == total {
+				fmt.Fprintln(m.Stderr)
+			}
+		}
+	}
+	md, err := model.Load(b, f, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if verbose {
+		p := md.Params
+		fmt.Fprintf(m.Stderr, "%s: %s, %s, %d layers, n_embd %d, heads %d/%d, vocab %d, weights %.1f MiB\n",
+			ns, name, p.Arch, p.Layers, p.Embd, p.Heads, p.KVHeads, p.Vocab, float64(md.WeightBytes)/(1<<20))
+	}
+	return md, f, nil
+}
+
+// tokVocab adapts the tokenizer to the engine.
+type tokVocab struct{ t *tokenizer.Tokenizer }
+
+func (v tokVocab) IsEOG(id int32) bool { return v.t.IsEOG(id) }
+func (v tokVocab) NewStream() engine.TextStream {
+	return tokStream{v.t.NewDecoder()}
+}
+
+type tokStream struct{ d *tokenizer.StreamDecoder }
+
+// Next ignores the decoder's error: the engine only passes ids inside the vocabulary.
+func (s tokStream) Next(id int32) string { t, _ := s.d.Add(id); return t }
+func (s tokStream) Flush() string        { return s.d.Flush() }
+
+// pluginSet is the plugin registry of a command: loaded once, an instance per request.
+type pluginSet struct{ reg *plugins.Registry }
+
+func newPluginSet(ctx context.Context, cfg *config.Config, log io.Writer) (*pluginSet, error) {
+	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, log, plugins.WithDir(cfg.Dir))
+	if err != nil {
+		return nil, err
+	}
+	return &pluginSet{reg: reg}, nil
+}
+
+func (p *pluginSet) close() { p.reg.Close() }
+
+// roles are one request's plugin instances.
+type roles struct {
+	sampler    sdk.Sampler
+	penalty    sdk.Penalty
+	policy     sdk.DepthPolicy
+	policyName string
+	owned      []any
+}
+
+func (r *roles) close() {
+	for _, v := range r.owned {
+		plugins.Release(v)
+	}
+	r.owned = nil
+}
+
+// instances starts the sampler, the penalty (when one is configured) and, with a
+// draft, the depth policy that cfg names, each with the parameters cfg gives it.
+func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool) (*roles, error) {
+	r := &roles{}
+	params := func(name string) (map[string]any, error) {
+		b, err := cfg.PluginParams(name)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("plugin %s params: %w", name, err)
+		}
+		return m, nil
+	}
+	fail := func(err error) (*roles, error) { r.close(); return nil, err }
+	name := cfg.Sampling.SamplerName()
+	ov, err := params(name)
+	if err != nil {
+		return fail(err)
+	}
+	if r.sampler, _, err = p.reg.Sampler(ctx, name, ov); err != nil {
+		return fail(err)
+	}
+	r.owned = append(r.owned, r.sampler)
+	if name := cfg.Sampling.Penalty; name != "" {
+		if ov, err = params(name); err != nil {
+			return fail(err)
+		}
+		if r.penalty, _, err = p.reg.Penalty(ctx, name, ov); err != nil {
+			return fail(err)
+		}
+		r.owned = append(r.owned, r.penalty)
+	}
+	if spec {
+		r.policyName = cfg.Spec.PolicyName()
+		if ov, err = params(r.policyName); err != nil {
+			return fail(err)
+		}
+		if r.policy, _, err = p.reg.Policy(ctx, r.policyName, ov); err != nil {
+			return fail(err)
+		}
+		r.owned = append(r.owned, r.policy)
+	}
+	return r, nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/internal/testpath"
+)
+
+// emptyConfig writes an empty minfer.toml so tests do not depend on the user's.
+func emptyConfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "minfer.toml")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type goldenGreedy struct {
+	Prompt   string `json:"prompt"`
+	Variants struct {
+		Norepack struct {
+			Greedy struct {
+				IDs []int32 `json:"ids"`
+				Hex string  `json:"text_hex"`
+			} `json:"greedy"`
+		} `json:"norepack"`
+	} `json:"variants"`
+}
+
+func TestRunEmbeddedMatchesLlamaCpp(t *testing.T) {
+	var g goldenGreedy
+	b, err := os.ReadFile(testpath.Path(t, "golden", "cases", "stories260K.p1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	want := g.Variants.Norepack.Greedy
+	wantText, _ := hex.DecodeString(want.Hex)
+	cfg := emptyConfig(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"plain", nil},
+		{"speculative, draft = target", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "3"}},
+		{"speculative, adaptive", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "auto"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run", "--config", cfg, "-p", g.Prompt, "-n", "32", "--temp", "0", "--json", "--top-logits", "2"}, tc.args...)
+			out, stderr, err := runCLI(t, "", args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			var got struct {
+				PromptTokens int     `json:"prompt_tokens"`
+				Tokens       []int32 `json:"tokens"`
+				Text         string  `json:"text"`
+				TopLogits    []struct {
+					ID int32 `json:"id"`
+				} `json:"top_logits"`
+				Spec *struct {
+					Rounds   int `json:"rounds"`
+					Drafted  int `json:"drafted"`
+					Accepted int `json:"accepted"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("%v in %q", err, out)
+			}
+			if !slices.Equal(got.Tokens, want.IDs) || got.Text != string(wantText) {
+				t.Fatalf("got %v %q, want %v %q", got.Tokens, got.Text, want.IDs, wantText)
+			}
+			if len(got.TopLogits) != 2 || got.TopLogits[0].ID != want.IDs[0] {
+				t.Fatalf("top logits: got %+v, want 2 led by %d", got.TopLogits, want.IDs[0])
+			}
+			if tc.args != nil && (got.Spec == nil || got.Spec.Drafted == 0 || got.Spec.Accepted != got.Spec.Drafted) {
+				t.Fatalf("spec stats: got %+v, want full acceptance with draft = target", got.Spec)
+			}
+		})
+	}
+}
+
+func TestRunStreamsText(t *testing.T) {
+	out, stderr, err := runCLI(t, "", "run", "--config", emptyConfig(t), "-p", "Once upon a time", "-n", "16", "--seed", "7")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(out, "Once upon a time") || len(out) <= len("Once upon a time\n") {
+		t.Fatalf("got %q, want the prompt and a continuation", out)
+	}
+	if !strings.Contains(stderr, "generated: 16 tokens") {
+		t.Fatalf("stderr: got %q, want timings for 16 tokens", stderr)
+	}
+	again, _, _ := runCLI(t, "", "run", "--config", emptyConfig(t), "-p", "Once upon a time", "-n", "16", "--seed", "7")
+	if again != out {
+		t.Fatalf("same seed, different text: %q vs %q", again, out)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	cfg := emptyConfig(t)
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	os.WriteFile(bad, []byte("GGUF garbage"), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no prompt", []string{}, 2, "no prompt"},
+		{"p and f", []string{"-p", "a", "-f", "b"}, 2, "-p and -f"},
+		{"bad depth", []string{"-p", "a", "--depth", "deep"}, 2, "--depth"},
+		{"bad kv", []string{"-p", "a", "--kv", "q4_0"}, 2, "q4_0"},
+		{"missing model", []string{"-p", "a", "-m", "/nonexistent/model.gguf"}, 1, "/nonexistent/model.gguf"},
+		{"corrupt model", []string{"-p", "a", "-m", bad}, 1, "gguf"},
+		{"prompt too long", []string{"-p", strings.Repeat("Once upon a time ", 40), "--ctx", "32"}, 1, "does not fit the context of 32"},
+		{"unknown sampler", []string{"-p", "a", "--sampler", "nope"}, 2, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := runCLI(t, "", append([]string{"run", "--config", cfg}, tc.args...)...)
+			if got := exitCode(err); got != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got exit %d, %v (stderr %q); want exit %d with %q", got, err, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
