@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/quant"
+)
+
+// synthType is one --type: every 2-D tensor of base (like llama-quantize --pure), or
+// llama-quantize's Q4_K_M mixture when mix is set. ftype is general.file_type
+// (llama_ftype).
+type synthType struct {
+	base  quant.Type
+	mix   bool
+	ftype uint32
+}
+
+var synthTypes = map[string]synthType{
+	"f32":    {base: quant.F32, ftype: 0},
+	"f16":    {base: quant.F16, ftype: 1},
+	"bf16":   {base: quant.BF16, ftype: 32},
+	"q8_0":   {base: quant.Q8_0, ftype: 7},
+	"q4_0":   {base: quant.Q4_0, ftype: 2},
+	"q4_k":   {base: quant.Q4_K, ftype: 14}, // all Q4_K: llama.cpp's nearest label is Q4_K_S
+	"q6_k":   {base: quant.Q6_K, ftype: 18},
+	"q4_k_m": {base: quant.Q4_K, mix: true, ftype: 15},
+}
+
+func synthTypeNames() []string {
+	names := make([]string, 0, len(synthTypes))
+	for n := range synthTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// useMoreBits is llama-quantize's choice of the layers whose attn_v and ffn_down get
+// Q6_K in Q4_K_M: the first and last eighth, and every third layer between.
+func useMoreBits(layer, nLayer int) bool {
+	return layer < nLayer/8 || layer >= 7*nLayer/8 || (layer-nLayer/8)%3 == 2
+}
+
+// role is what a tensor is, for type selection and initialisation.
+type role int
+
+const (
+	roleNorm role = iota // 1-D, F32
+	roleBias             // 1-D, F32
+	roleTokenEmbd
+	roleOutput
+	roleAttnV
+	roleFFNDown
+	roleMatrix // any other 2-D weight
+)
+
+// tensorType picks the type of a 2-D tensor of role r in layer (of nLayer) whose rows
+// have ne0 values, as llama-quantize does for this --type (llama_tensor_get_type).
+func (st synthType) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) quant.Type {
+	t := st.base
+	if st.mix {
+		switch {
+		case r == roleOutput || (r == roleTokenEmbd && tied):
+			// The output (or the embedding that doubles as it) gets Q6_K, or Q8_0 when
+			// its rows do not fit the K-quant block.
+			if ne0%uint64(t.BlockSize()) != 0 {
+				t = quant.Q8_0
+			} else {
+				t = quant.Q6_K
+			}
+		case (r == roleAttnV || r == roleFFNDown) && useMoreBits(layer, nLayer):
+			t = quant.Q6_K
+		}
+	}
+	return typeFallback(t, ne0)
+}
+
+// typeFallback is llama-quantize's tensor_type_fallback: a row length that is not a
+// multiple of the block size moves Q4_K to Q5_0 and Q6_K to Q8_0, and anything still
+// incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
+func typeFallback(t quant.Type, ne0 uint64) quant.Type {
+	if ne0%uint64(t.BlockSize()) == 0 {
+		return t
+	}
+	switch t {
+	case quant.Q4_K:
+		t = quant.Q5_0
+	case quant.Q6_K:
+		t = quant.Q8_0
+	}
+	if ne0%uint64(t.BlockSize()) != 0 {
+		t = quant.F16
+	}
+	return t
+}
+
+// plannedTensor is one tensor of the plan with its initial distribution N(Mean, Std).
+type plannedTensor struct {
+	Name string
+	Type quant.Type
+	Dims []uint64 // ggml order: Dims[0] is the row length (input features)
+	Mean float64
+	Std  float64
+}
+
+// synthPlan is everything about a synthetic model but its weight bytes.
+type synthPlan struct {
+	Opts    synthOptions
+	KVs     []gguf.KV
+	Tensors []plannedTensor
+}
+
+func (p *synthPlan) params() uint64 {
+	var n uint64
+	for _, t := range p.Tensors {
+		e := uint64(1)
+		for _, d := range t.Dims {
+			e *= d
+		}
+		n += e
+	}
+	return n
+}
+
+// planSynth resolves the vocabulary and lists the tensors (names, types, shapes,
+// distributions) and metadata of the model o describes, without generating weights.
+func planSynth(o synthOptions) (*synthPlan, error) {
+	st, ok := synthTypes[o.Type]
+	if !ok {
+		return nil, fmt.Errorf("synth: unknown type %q", o.Type)
+	}
+	voc, err := loadSynthVocab(o)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.NVocab == 0 || voc.n == o.NVocab:
+		o.NVocab = voc.n
+	case voc.n > o.NVocab && o.nVocabExplicit:
+		return nil, fmt.Errorf("synth: vocabulary %s has %d tokens, more than --n-vocab %d", o.Vocab, voc.n, o.NVocab)
+	case voc.n > o.NVocab:
+		o.NVocab = voc.n
+	default:
+		voc.pad(o.NVocab)
+	}
+	p := &synthPlan{Opts: o}
+	p.Tensors = planTensors(o, st)
+	p.KVs = append(modelKVs(o, st), voc.kvs...)
+	return p, nil
+}
+
+func planTensors(o synthOptions, st synthType) []plannedTensor {
+	E, F, V := uint64(o.NEmbd), uint64(o.NFF), uint64(o.NVocab)
+	Q, KV := uint64(o.NHead*o.HeadDim), uint64(o.NHeadKV*o.HeadDim)
+	D := uint64(o.HeadDim)
+	sq := func(n uint64) float64 { return 1 / math.Sqrt(float64(n)) }
+	var ts []plannedTensor
+	add := func(name string, r role, layer int, mean, std float64, dims ...uint64) {
+		t := quant.F32
+		if r != roleNorm && r != roleBias {
+			t = st.tensorType(r, layer, o.NLayer, dims[0], o.Tied)
+		}
+		ts = append(ts, plannedTensor{Name: name, Type: t, Dims: dims, Mean: mean, Std: std})
+	}
+	embStd := 1.0
+	if o.Tied {
+		embStd = 0.02
+	}
+	add("token_embd.weight", roleTokenEmbd, 0, 0, embStd, E, V)
+	for i := range o.NLayer {
+		b := fmt.Sprintf("blk.%d.", i)
+		add(b+"attn_norm.weight", roleNorm, i, 1, 0.1, E)
+		add(b+"attn_q.weight", roleMatrix, i, 0, sq(E), E, Q)
+		if o.Arch == "qwen2" {
+			add(b+"attn_q.bias", roleBias, i, 0, 0.2, Q)
+		}
+		add(b+"attn_k.weight", roleMatrix, i, 0, sq(E), E, KV)
+		if o.Arch == "qwen2" {
+			add(b+"attn_k.bias", roleBias, i, 0, 0.2, KV)
+		}
+		add(b+"attn_v.weight", roleAttnV, i, 0, sq(E), E, KV)
+		if o.Arch == "qwen2" {
+			add(b+"attn_v.bias", roleBias, i, 0, 0.2, KV)
+		}
+		if o.Arch == "qwen3" {
+			add(b+"attn_q_norm.weight", roleNorm, i, 1, 0.1, D)
+			add(b+"attn_k_norm.weight", roleNorm, i, 1, 0.1, D)
+		}
+		add(b+"attn_output.weight", roleMatrix, i, 0, sq(Q), Q, E)
+		add(b+"ffn_norm.weight", roleNorm, i, 1, 0.1, E)
+		add(b+"ffn_gate.weight", roleMatrix, i, 0, sq(E), E, F)
+		add(b+"ffn_up.weight", roleMatrix, i, 0, sq(E), E, F)
+		add(b+"ffn_down.weight", roleFFNDown, i, 0, sq(F), F, E)
+	}
+	if o.Tied {
+		// The output reuses token_embd (std 0.02): scale the final norm so the logits
+		// still have a standard deviation of about 3.
+		s := 3 / (0.02 * math.Sqrt(float64(E)))
+		add("output_norm.weight", roleNorm, 0, s, 0.1*s, E)
+	} else {
+		add("output_norm.weight", roleNorm, 0, 1, 0.1, E)
+		add("output.weight", roleOutput, 0, 0, 3*sq(E), E, V)
+	}
+	return ts
+}
+
+// modelKVs is the general.* and architecture metadata llama.cpp reads.
+func modelKVs(o synthOptions, st synthType) []gguf.KV {
+	a := o.Arch + "."
+	kvs := []gguf.KV{}
+	set := func(k string, v any) {
+		val, err := gguf.NewValue(v)
+		if err != nil {
+			panic("BUG: synth metadata " + k + ": " + err.Error())
+		}
+		kvs = append(kvs, gguf.KV{Key: k, Value: val})
+	}
+	set("general.architecture", o.Arch)
+	set("general.name", o.Name)
+	set("general.description", fmt.Sprintf("synthetic random-weight model written by minfer synth: seed=%d fast=%v type=%s", o.Seed, o.Fast, o.Type))
+	set(a+"block_count", uint32(o.NLayer))
+	set(a+"context_length", uint32(o.Ctx))
+	set(a+"embedding_length", uint32(o.NEmbd))
+	set(a+"feed_forward_length", uint32(o.NFF))
+	set(a+"attention.head_count", uint32(o.NHead))
+	set(a+"attention.head_count_kv", uint32(o.NHeadKV))
+	set(a+"rope.freq_base", float32(o.RopeTheta))
+	set(a+"attention.layer_norm_rms_epsilon", float32(o.RMSEps))
+	if o.HeadDim*o.NHead != o.NEmbd {
+		set(a+"attention.key_length", uint32(o.HeadDim))
+		set(a+"attention.value_length", uint32(o.HeadDim))
+	}
+	set(a+"rope.dimension_count", uint32(o.HeadDim))
+	if o.Arch == "llama" {
+		set(a+"vocab_size", uint32(o.NVocab))
+	}
+	set("general.file_type", st.ftype)
+	set("general.quantization_version", uint32(2))
+	return kvs
+}
+
+// writer returns a gguf.Writer holding the metadata and one streamed tensor per planned
+// tensor; its WriteTo generates the weights.
+func (p *synthPlan) writer(ctx context.Context) (*gguf.Writer, error) {
+	w := gguf.NewWriter()
+	for _, kv := range p.KVs {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			return nil, fmt.Errorf("synth: %w", err)
+		}
+	}
+	for _, t := range p.Tensors {
+		g := newTensorGen(p.Opts.Seed, t, p.Opts.Fast)
+		err := w.AddTensorFunc(t.Name, t.Type, t.Dims, func(dst io.Writer) error { return g.writeTo(ctx, dst) })
+		if err != nil {
+			return nil, fmt.Errorf("synth: %w", err)
+		}
+	}
+	return w, nil
+}
