@@ -12,6 +12,7 @@ import (
 func TestTokenizeCLI(t *testing.T) {
 	spm := testpath.Path(t, "models", "stories260K.gguf")
 	qwen := testpath.Path(t, "tokenizer", "hf", "qwen3", "tokenizer.json")
+	small := testpath.Path(t, "models", "trained", "tokenizer.json") // 4096 tokens: loads fast
 	for _, tc := range []struct {
 		name  string
 		stdin string
@@ -22,10 +23,10 @@ func TestTokenizeCLI(t *testing.T) {
 		{"no-bos", "", []string{"tokenize", "-m", spm, "--json", "--no-bos", "Hello"}, "[346,306,414]\n"},
 		{"ids", "", []string{"tokenize", "-m", spm, "--ids", "Hello"}, "[1, 346, 306, 414]\n"},
 		{"pieces", "", []string{"tokenize", "-m", spm, "--no-bos", "Hi"}, "   320 -> ' H'\n   417 -> 'i'\n"},
-		{"hf plain special text", "", []string{"tokenize", "--tokenizer", qwen, "--json", "<|im_start|>"}, "[27,91,318,4906,91,29]\n"},
+		{"hf plain special text", "", []string{"tokenize", "--tokenizer", small, "--json", "<|endoftext|>"}, "[28,92,1319,1818,594,92,30]\n"},
 		{"hf --special", "", []string{"tokenize", "--tokenizer", qwen, "--json", "--special", "<|im_start|>user"}, "[151644,872]\n"},
-		{"stdin file", "Hello world", []string{"tokenize", "--tokenizer", qwen, "--json", "-f", "-"}, "[9707,1879]\n"},
-		{"empty", "", []string{"tokenize", "--tokenizer", qwen, "--json", "-f", "-"}, "[]\n"},
+		{"stdin file", "Hello world", []string{"tokenize", "--tokenizer", small, "--json", "-f", "-"}, "[3666,317,297,3971]\n"},
+		{"empty", "", []string{"tokenize", "--tokenizer", small, "--json", "-f", "-"}, "[]\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, err := runCLI(t, tc.stdin, tc.args...)
@@ -41,7 +42,7 @@ func TestTokenizeCLI(t *testing.T) {
 
 func TestDetokenizeCLI(t *testing.T) {
 	spm := testpath.Path(t, "models", "stories260K.gguf")
-	qwen := testpath.Path(t, "tokenizer", "hf", "qwen3", "tokenizer.json")
+	small := testpath.Path(t, "models", "trained", "tokenizer.json")
 	for _, tc := range []struct {
 		name  string
 		stdin string
@@ -50,8 +51,8 @@ func TestDetokenizeCLI(t *testing.T) {
 	}{
 		{"spm args", "", []string{"detokenize", "-m", spm, "1", "346", "306", "414"}, "<s> Hello"},
 		{"spm no bos", "", []string{"detokenize", "-m", spm, "346", "306", "414"}, "Hello"},
-		{"hf json list", "", []string{"detokenize", "--tokenizer", qwen, "[9707, 1879]"}, "Hello world"},
-		{"stdin", "[151644,872]\n", []string{"detokenize", "--tokenizer", qwen, "-"}, "<|im_start|>user"},
+		{"hf json list", "", []string{"detokenize", "--tokenizer", small, "[3666, 317, 297, 3971]"}, "Hello world"},
+		{"stdin", "[0,3666,317]\n", []string{"detokenize", "--tokenizer", small, "-"}, "<|endoftext|>Hello"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, err := runCLI(t, tc.stdin, tc.args...)
@@ -81,8 +82,6 @@ func TestTemplateCLI(t *testing.T) {
 	}{
 		{"qwen3 gen", "", []string{"template", "--tokenizer", qwen, "--messages", chat, "--add-generation-prompt"},
 			"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
-		{"qwen3 no gen", "", []string{"template", "--tokenizer", qwen, "--messages", chat},
-			"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"},
 		{"llama3", "", []string{"template", "--tokenizer", llama3, "--messages", chat},
 			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
 		{"builtin stdin", `[{"role":"user","content":"Hi"}]`, []string{"template", "--chat-template", "chatml", "--messages", "-", "--add-generation-prompt"},

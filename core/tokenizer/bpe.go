@@ -64,9 +64,43 @@ type bpeSym struct {
 
 // bpeState is per-Encode scratch space.
 type bpeState struct {
-	syms []bpeSym
-	enc  []byte
-	heap bpeHeap
+	syms  []bpeSym
+	ranks []bpeMerge
+	enc   []byte
+	heap  bpeHeap
+
+	// cache maps a word to its ids (a range of cacheIDs) within one Encode call: running
+	// text repeats most words, and a word's tokens do not depend on its context.
+	cache    map[string]cacheRange
+	cacheIDs []int32
+}
+
+type cacheRange struct{ lo, hi int32 }
+
+const (
+	cacheMaxWord    = 64      // longer words are not cached
+	cacheMaxEntries = 1 << 16 // entries per Encode call
+)
+
+// encodeWordCached is encodeWord with the per-call word cache.
+func (t *Tokenizer) encodeWordCached(st *bpeState, word string, out []int32) []int32 {
+	if len(word) > cacheMaxWord {
+		return t.encodeWord(st, word, out)
+	}
+	if r, ok := st.cache[word]; ok {
+		return append(out, st.cacheIDs[r.lo:r.hi]...)
+	}
+	n := len(out)
+	out = t.encodeWord(st, word, out)
+	if st.cache == nil {
+		st.cache = make(map[string]cacheRange, 1024)
+	}
+	if len(st.cache) < cacheMaxEntries {
+		lo := int32(len(st.cacheIDs))
+		st.cacheIDs = append(st.cacheIDs, out[n:]...)
+		st.cache[word] = cacheRange{lo, int32(len(st.cacheIDs))}
+	}
+	return out
 }
 
 // encodeWord appends the tokens of one pre-tokenized word (raw bytes) to out.
@@ -84,7 +118,7 @@ func (t *Tokenizer) encodeWord(st *bpeState, word string, out []int32) []int32 {
 	}
 	syms[len(syms)-1].next = -1
 	if len(syms) <= 64 {
-		syms = m.mergeSmall(syms)
+		syms = m.mergeSmall(st, syms)
 	} else {
 		syms = m.mergeHeap(st, syms)
 	}
@@ -116,24 +150,50 @@ func (m *bpeModel) rank(a, b int32) (bpeMerge, bool) {
 }
 
 // mergeSmall repeatedly merges the adjacent pair of lowest rank (leftmost on ties): the
-// same order as llama.cpp's priority queue, found by a linear scan, which is faster for
-// short words. Symbols stay in index order; merged-away ones are unlinked.
-func (m *bpeModel) mergeSmall(syms []bpeSym) []bpeSym {
-	for {
-		best, bestRank, bestRes := int32(-1), int32(1<<31-1), int32(0)
-		for i := int32(0); syms[i].next != -1; i = syms[i].next {
-			j := syms[i].next
-			if mg, ok := m.rank(syms[i].id, syms[j].id); ok && mg.rank < bestRank {
-				best, bestRank, bestRes = i, mg.rank, mg.result
+// same order as llama.cpp's priority queue, found by a linear scan over cached pair
+// ranks, which is faster for short words. Symbols stay in index order; merged-away ones
+// are unlinked. ranks[i] is the merge of symbol i with its successor (rank -1: none).
+func (m *bpeModel) mergeSmall(st *bpeState, syms []bpeSym) []bpeSym {
+	ranks := st.ranks[:0]
+	for i := range syms {
+		mg := bpeMerge{rank: -1}
+		if j := syms[i].next; j >= 0 {
+			if x, ok := m.rank(syms[i].id, syms[j].id); ok {
+				mg = x
 			}
+		}
+		ranks = append(ranks, mg)
+	}
+	st.ranks = ranks
+	for {
+		best, bestRank := int32(-1), int32(1<<31-1)
+		prev := int32(-1)
+		bestPrev := int32(-1)
+		for i := int32(0); i != -1; i = syms[i].next {
+			if r := ranks[i].rank; r >= 0 && r < bestRank {
+				best, bestRank, bestPrev = i, r, prev
+			}
+			prev = i
 		}
 		if best < 0 {
 			return syms
 		}
 		j := syms[best].next
-		syms[best].id = bestRes
+		syms[best].id = ranks[best].result
 		syms[best].hi = syms[j].hi
 		syms[best].next = syms[j].next
+		ranks[best] = bpeMerge{rank: -1}
+		if k := syms[best].next; k >= 0 {
+			if x, ok := m.rank(syms[best].id, syms[k].id); ok {
+				ranks[best] = x
+			}
+		}
+		if bestPrev >= 0 {
+			ranks[bestPrev] = bpeMerge{rank: -1}
+			if x, ok := m.rank(syms[bestPrev].id, syms[best].id); ok {
+				ranks[bestPrev] = x
+			}
+		}
 	}
 }
 

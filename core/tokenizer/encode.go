@@ -65,6 +65,11 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 // The error is non-nil only when the vocabulary cannot represent the input (no BOS
 // token although it asks for one, or an SPM vocabulary without byte tokens).
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return t.encode(text, addSpecial, parseSpecial, true)
+}
+
+// encode is Encode; wordCache=false turns off the per-call word cache (benchmarks).
+func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool) ([]int32, error) {
 	out := make([]int32, 0, len(text)/3+2)
 	var frags []fragment
 	if text != "" {
@@ -108,7 +113,11 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32,
 			s := sanitizeUTF8(f.text)
 			ct.reset(s)
 			err = t.pre.split(&ct, &bufs, func(lo, hi int) {
-				out = t.encodeWord(&st, s[lo:hi], out)
+				if wordCache {
+					out = t.encodeWordCached(&st, s[lo:hi], out)
+				} else {
+					out = t.encodeWord(&st, s[lo:hi], out)
+				}
 			})
 			if err != nil {
 				return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)

@@ -276,3 +276,20 @@ func FuzzEncodeDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestWordCacheSameIDs: the per-call word cache never changes the result.
+func TestWordCacheSameIDs(t *testing.T) {
+	tok := loadHF(t, "qwen3")
+	text := mixedText(t, 200<<10)
+	a, err := tok.encode(text, false, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tok.encode(text, false, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalIDs(a, b) {
+		t.Fatal("word cache changed the ids")
+	}
+}
