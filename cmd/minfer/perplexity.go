@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/tokenizer"
+)
+
+func init() {
+	register(&command{name: "perplexity", summary: "perplexity of a model on a text, as llama-perplexity computes it", run: runPerplexity})
+}
+
+const perplexityUsage = `
+Usage: minfer perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks N] [--batch N] [--json]
+
+Computes perplexity exactly as llama.cpp's llama-perplexity does: the text is tokenized
+(with BOS when the model adds one), cut into non-overlapping chunks of --ctx tokens, each
+chunk is run from an empty cache with its first token replaced by BOS, and the second
+half of each chunk is scored. Prints the running value after each chunk, then the final
+estimate with its ± uncertainty. The text needs at least 2 × ctx tokens.
+
+Examples:
+  minfer perplexity -m model.gguf -f wiki.test.raw
+  minfer perplexity -m model.gguf -f ppl.txt --ctx 128 --chunks 4 --json
+`
+
+func runPerplexity(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("perplexity", perplexityUsage)
+	var (
+		configPath, modelPath, file, kvName string
+		nctx, chunks, batch, threads        int
+		jsonOut                             bool
+	)
+	fs.StringVar(&configPath, "config", "", "minfer.toml to read")
+	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
+	fs.StringVar(&file, "f", "", "text `FILE` to score")
+	fs.IntVar(&nctx, "ctx", 512, "tokens per chunk")
+	fs.IntVar(&nctx, "c", 512, "alias of --ctx")
+	fs.IntVar(&chunks, "chunks", -1, "most chunks to score (-1: all)")
+	fs.IntVar(&batch, "batch", 2048, "tokens per forward (at most --ctx)")
+	fs.IntVar(&batch, "b", 2048, "alias of --batch")
+	fs.IntVar(&threads, "threads", 0, "CPU threads (0: physical cores)")
+	fs.IntVar(&threads, "t", 0, "alias of --threads")
+	fs.StringVar(&kvName, "kv", "f16", "KV cache type: f16 or q8_0")
+	fs.BoolVar(&jsonOut, "json", false, "print {ppl_running, ppl_final, n_chunks, scored_tokens} as JSON")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return usagef("perplexity: unexpected argument %q", rest[0])
+	case file == "":
+		return usagef("perplexity: no text (give -f FILE)")
+	case nctx < 4:
+		return usagef("perplexity: --ctx %d too small", nctx)
+	case batch < 1:
+		return usagef("perplexity: --batch %d: want ≥ 1", batch)
+	}
+	kt, err := kv.ParseType(kvName)
+	if err != nil {
+		return usagef("perplexity: %v", err)
+	}
+	cfg, _, err := config.LoadOrDefault(configPath)
+	if err != nil {
+		return err
+	}
+	if modelPath != "" {
+		cfg.Model.Path = modelPath
+	}
+	if threads > 0 {
+		cfg.Model.Threads = threads
+	}
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("perplexity: %w", err)
+	}
+	b, err := newBackend(cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	md, f, err := m.loadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", false)
+	if err != nil {
+		return err
+	}
+	defer md.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return err
+	}
+	ids, err := tok.Encode(string(text), true, false)
+	if err != nil {
+		return err
+	}
+	bos := int32(-1)
+	if tok.AddBOS() {
+		bos = tok.BOS()
+	}
+	if !jsonOut {
+		fmt.Fprintf(m.Stderr, "perplexity: %d tokens, %d per chunk, batch %d\n", len(ids), nctx, min(batch, nctx))
+	}
+	res, err := engine.Perplexity(ctx, md, ids, engine.PerplexityOptions{Ctx: nctx, Batch: batch, Chunks: chunks,
+		BOS: bos, KVType: kt, OnChunk: func(k int, ppl float64) {
+			if !jsonOut {
+				fmt.Fprintf(m.Stdout, "[%d]%.4f,", k+1, ppl)
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(m.Stdout).Encode(res)
+	}
+	fmt.Fprintf(m.Stdout, "\nFinal estimate: PPL = %.4f +/- %.5f\n", res.Final, res.PlusMinus)
+	return nil
+}
