@@ -81,6 +81,9 @@ var preRegexes = map[string][]string{
 	"deepseek-coder": {"[\r\n]", `\s?\p{L}+`, `\s?\p{P}+`, `[一-龥ࠀ-一가-퟿]+`, `\p{N}`},
 	"falcon":         {`[\p{P}\$\+<=>\^~\|\x60]+`, reGPT2, `[0-9][0-9][0-9]`},
 	"starcoder":      {`\p{N}`, reGPT2},
+	"deepseek-v3": {`\p{N}{1,3}`, `[一-龥぀-ゟ゠-ヿ]+`,
+		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+	"tekken": {`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
 	"poro":           {` ?[^(\s|.,!?…。，、।۔،)]+`},
 	"viking":         {` ?[^(\s|.,!?…。，、।۔،)]+`, `\p{N}`},
 }
@@ -132,6 +135,9 @@ var preTypes = map[string]preType{
 	"exaone":         {"starcoder", true, false, false},
 	"minerva-7b":     {"starcoder", true, false, false},
 	"megrez":         {"qwen2", true, false, false},
+	"deepseek-v3":    {"deepseek-v3", false, false, false},
+	"tekken":         {"tekken", false, true, true},
+	"chatglm-bpe":    {"llama3", true, false, false},
 }
 
 // newPreTokenizer compiles a regex list into stages.

@@ -293,3 +293,40 @@ func TestWordCacheSameIDs(t *testing.T) {
 		t.Fatal("word cache changed the ids")
 	}
 }
+
+// TestAllPreTokenizers builds every tokenizer.ggml.pre type and checks, on random text,
+// that its pieces are non-empty and concatenate back to the text.
+func TestAllPreTokenizers(t *testing.T) {
+	loadCptFlags()
+	r := rand.New(rand.NewSource(2))
+	texts := []string{"", "Hello world's 12345 test\n\n  x", "中文ひらがなカタカナ 한국어 ١٢٣"}
+	for i := 0; i < 50; i++ {
+		texts = append(texts, randomText(r, 1+r.Intn(30)))
+	}
+	for name, pt := range preTypes {
+		t.Run(name, func(t *testing.T) {
+			p, err := newPreTokenizer(name, preRegexes[pt.regexes])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ct cpText
+			var bufs [2][]span
+			for _, s := range texts {
+				ct.reset(s)
+				var sb strings.Builder
+				err := p.split(&ct, &bufs, func(lo, hi int) {
+					if hi <= lo {
+						t.Fatalf("empty piece in %q", s)
+					}
+					sb.WriteString(s[lo:hi])
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sb.String() != s {
+					t.Fatalf("pieces of %q join to %q", s, sb.String())
+				}
+			}
+		})
+	}
+}

@@ -154,6 +154,9 @@ func newTokenizer(s *vocabSpec) (*Tokenizer, error) {
 			s.regexes = preRegexes[pt.regexes]
 		}
 		t.cleanSpaces, t.ignoreMerges, t.addBOS = pt.cleanSpaces, pt.ignoreMerges || s.ignoreMerges, pt.addBOS
+		if pre == "chatglm-bpe" {
+			t.bos = noToken // llama.cpp: no BOS unless tokenizer.ggml.bos_token_id says so
+		}
 		p, err := newPreTokenizer(pre, s.regexes)
 		if err != nil {
 			return nil, err
