@@ -84,8 +84,8 @@ var preRegexes = map[string][]string{
 	"deepseek-v3": {`\p{N}{1,3}`, `[一-龥぀-ゟ゠-ヿ]+`,
 		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
 	"tekken": {`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
-	"poro":           {` ?[^(\s|.,!?…。，、।۔،)]+`},
-	"viking":         {` ?[^(\s|.,!?…。，、।۔،)]+`, `\p{N}`},
+	"poro":   {` ?[^(\s|.,!?…。，、।۔،)]+`},
+	"viking": {` ?[^(\s|.,!?…。，、।۔،)]+`, `\p{N}`},
 }
 
 // preTypes maps tokenizer.ggml.pre to (regex list, clean_spaces, ignore_merges,
