@@ -7,8 +7,6 @@ import (
 	"unsafe"
 )
 
-func ptr[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
-
 // Device attribute ids (CUdevice_attribute).
 const (
 	attrMaxThreadsPerBlock  = 1
@@ -62,10 +60,10 @@ func NewContext(ord int) (*Context, error) {
 		return nil, fmt.Errorf("cuda: device %d does not exist (%d device(s))", ord, n)
 	}
 	c := &Context{}
-	if err := check("cuDeviceGet", call(drv.cuDeviceGet, ptr(&c.dev), uintptr(ord))); err != nil {
+	if err := check("cuDeviceGet", call(drv.cuDeviceGet, uintptr(unsafe.Pointer(&c.dev)), uintptr(ord))); err != nil {
 		return nil, err
 	}
-	if err := check("cuDevicePrimaryCtxRetain", call(drv.cuDevicePrimaryCtxRetain, ptr(&c.ctx), uintptr(c.dev))); err != nil {
+	if err := check("cuDevicePrimaryCtxRetain", call(drv.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&c.ctx)), uintptr(c.dev))); err != nil {
 		return nil, err
 	}
 	leave := c.Enter()
@@ -79,7 +77,7 @@ func NewContext(ord int) (*Context, error) {
 
 func (c *Context) readProps() error {
 	var name [256]byte
-	if err := check("cuDeviceGetName", call(drv.cuDeviceGetName, ptr(&name[0]), 256, uintptr(c.dev))); err != nil {
+	if err := check("cuDeviceGetName", call(drv.cuDeviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(c.dev))); err != nil {
 		return err
 	}
 	c.Props.Name = string(name[:max(0, bytes.IndexByte(name[:], 0))])
@@ -95,13 +93,13 @@ func (c *Context) readProps() error {
 	}
 	for _, a := range attrs {
 		var v int32
-		if err := check("cuDeviceGetAttribute", call(drv.cuDeviceGetAttribute, ptr(&v), uintptr(a.id), uintptr(c.dev))); err != nil {
+		if err := check("cuDeviceGetAttribute", call(drv.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a.id), uintptr(c.dev))); err != nil {
 			return fmt.Errorf("attribute %d: %w", a.id, err)
 		}
 		*a.dst = int(v)
 	}
 	var total uint64
-	if err := check("cuDeviceTotalMem", call(drv.cuDeviceTotalMem, ptr(&total), uintptr(c.dev))); err != nil {
+	if err := check("cuDeviceTotalMem", call(drv.cuDeviceTotalMem, uintptr(unsafe.Pointer(&total)), uintptr(c.dev))); err != nil {
 		return err
 	}
 	c.Props.TotalMem = int64(total)
@@ -133,7 +131,7 @@ func (c *Context) Synchronize() error {
 // MemInfo returns the free and total device memory in bytes.
 func (c *Context) MemInfo() (free, total int64, err error) {
 	var f, t uint64
-	err = check("cuMemGetInfo", call(drv.cuMemGetInfo, ptr(&f), ptr(&t)))
+	err = check("cuMemGetInfo", call(drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t))))
 	return int64(f), int64(t), err
 }
 
@@ -146,7 +144,7 @@ func Alloc(n int64) (DevicePtr, error) {
 		n = 1
 	}
 	var p DevicePtr
-	if err := check("cuMemAlloc", call(drv.cuMemAlloc, ptr(&p), uintptr(n))); err != nil {
+	if err := check("cuMemAlloc", call(drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n))); err != nil {
 		return 0, fmt.Errorf("%w (%d bytes)", err, n)
 	}
 	return p, nil
@@ -182,7 +180,7 @@ type Stream struct{ h uintptr }
 // NewStream creates a non-blocking stream (no implicit sync with the legacy stream).
 func NewStream() (*Stream, error) {
 	s := &Stream{}
-	err := check("cuStreamCreate", call(drv.cuStreamCreate, ptr(&s.h), 1))
+	err := check("cuStreamCreate", call(drv.cuStreamCreate, uintptr(unsafe.Pointer(&s.h)), 1))
 	return s, err
 }
 
@@ -253,12 +251,12 @@ func (s *Stream) BeginCapture(mode int) error {
 // EndCapture stops recording and instantiates the captured graph.
 func (s *Stream) EndCapture() (*Graph, error) {
 	var g uintptr
-	if err := check("cuStreamEndCapture", call(drv.cuStreamEndCapture, s.h, ptr(&g))); err != nil {
+	if err := check("cuStreamEndCapture", call(drv.cuStreamEndCapture, s.h, uintptr(unsafe.Pointer(&g)))); err != nil {
 		return nil, err
 	}
 	defer call(drv.cuGraphDestroy, g)
 	var exec uintptr
-	if err := check("cuGraphInstantiateWithFlags", call(drv.cuGraphInstantiateWithFlags, ptr(&exec), g, 0)); err != nil {
+	if err := check("cuGraphInstantiateWithFlags", call(drv.cuGraphInstantiateWithFlags, uintptr(unsafe.Pointer(&exec)), g, 0)); err != nil {
 		return nil, err
 	}
 	return &Graph{exec: exec}, nil
@@ -288,7 +286,7 @@ type Event struct{ h uintptr }
 // NewEvent creates a timing event.
 func NewEvent() (*Event, error) {
 	e := &Event{}
-	err := check("cuEventCreate", call(drv.cuEventCreate, ptr(&e.h), 0))
+	err := check("cuEventCreate", call(drv.cuEventCreate, uintptr(unsafe.Pointer(&e.h)), 0))
 	return e, err
 }
 
@@ -305,7 +303,7 @@ func (e *Event) Synchronize() error {
 // Elapsed is the time in milliseconds from start to end (both recorded and done).
 func Elapsed(start, end *Event) (float32, error) {
 	var ms float32
-	err := check("cuEventElapsedTime", call(drv.cuEventElapsedTime, ptr(&ms), start.h, end.h))
+	err := check("cuEventElapsedTime", call(drv.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start.h, end.h))
 	return ms, err
 }
 

@@ -17,6 +17,7 @@ package cuda
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 )
 
 // drv holds the driver entry points; zero where the symbol is absent.
@@ -123,7 +124,7 @@ func DriverVersion() (int, error) {
 		return 0, err
 	}
 	var v int32
-	err := check("cuDriverGetVersion", call(drv.cuDriverGetVersion, ptr(&v)))
+	err := check("cuDriverGetVersion", call(drv.cuDriverGetVersion, uintptr(unsafe.Pointer(&v))))
 	return int(v), err
 }
 
@@ -133,6 +134,6 @@ func DeviceCount() (int, error) {
 		return 0, err
 	}
 	var n int32
-	err := check("cuDeviceGetCount", call(drv.cuDeviceGetCount, ptr(&n)))
+	err := check("cuDeviceGetCount", call(drv.cuDeviceGetCount, uintptr(unsafe.Pointer(&n))))
 	return int(n), err
 }

@@ -32,6 +32,11 @@ func dlsym(h uintptr, name string) uintptr {
 	return p
 }
 
+// call invokes a C function. Out-parameters must be passed as
+// uintptr(unsafe.Pointer(&x)) written in the call's argument list: uintptrescapes then
+// moves x to the heap, so a stack move during the call cannot strand the C write.
+//
+//go:uintptrescapes
 func call(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return r

@@ -18,7 +18,7 @@ func LoadModule(name string, image []byte) (*Module, error) {
 		return nil, fmt.Errorf("cuda: module %s: empty image", name)
 	}
 	m := &Module{name: name}
-	if err := check("cuModuleLoadData", call(drv.cuModuleLoadData, ptr(&m.h), uintptr(unsafe.Pointer(&image[0])))); err != nil {
+	if err := check("cuModuleLoadData", call(drv.cuModuleLoadData, uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&image[0])))); err != nil {
 		return nil, fmt.Errorf("module %s: %w", name, err)
 	}
 	return m, nil
@@ -28,7 +28,7 @@ func LoadModule(name string, image []byte) (*Module, error) {
 func (m *Module) Function(name string) (*Function, error) {
 	cname := append([]byte(name), 0)
 	f := &Function{name: name}
-	if err := check("cuModuleGetFunction", call(drv.cuModuleGetFunction, ptr(&f.h), m.h, uintptr(unsafe.Pointer(&cname[0])))); err != nil {
+	if err := check("cuModuleGetFunction", call(drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0])))); err != nil {
 		return nil, fmt.Errorf("module %s: kernel %s: %w", m.name, name, err)
 	}
 	return f, nil

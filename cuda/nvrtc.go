@@ -49,7 +49,7 @@ func loadNVRTC() error {
 			}
 		}
 		var maj, min int32
-		if r := call(nvrtc.version, ptr(&maj), ptr(&min)); r != 0 {
+		if r := call(nvrtc.version, uintptr(unsafe.Pointer(&maj)), uintptr(unsafe.Pointer(&min))); int32(r) != 0 {
 			nvrtc.err = nvrtcError("nvrtcVersion", r)
 			return
 		}
@@ -179,11 +179,11 @@ func nvrtcCompile(src Source, opts CompileOptions) ([]byte, error) {
 		incs[i] = cstr([]byte(n))
 	}
 	var prog uintptr
-	if r := call(nvrtc.create, ptr(&prog), cstr(src.Code), cstr([]byte(src.Name)), uintptr(len(names)),
-		uintptr(unsafe.Pointer(&hdrs[0])), uintptr(unsafe.Pointer(&incs[0]))); r != 0 {
+	if r := call(nvrtc.create, uintptr(unsafe.Pointer(&prog)), cstr(src.Code), cstr([]byte(src.Name)), uintptr(len(names)),
+		uintptr(unsafe.Pointer(&hdrs[0])), uintptr(unsafe.Pointer(&incs[0]))); int32(r) != 0 {
 		return nil, nvrtcError("nvrtcCreateProgram", r)
 	}
-	defer call(nvrtc.destroy, ptr(&prog))
+	defer func() { call(nvrtc.destroy, uintptr(unsafe.Pointer(&prog))) }()
 	args := []string{"--gpu-architecture=" + opts.Arch, "-std=c++17", "--fmad=true"}
 	for _, d := range opts.Defines {
 		args = append(args, "-D"+d)
@@ -194,18 +194,18 @@ func nvrtcCompile(src Source, opts CompileOptions) ([]byte, error) {
 	}
 	r := call(nvrtc.compile, prog, uintptr(len(args)), uintptr(unsafe.Pointer(&argv[0])))
 	runtime.KeepAlive(keep)
-	if r != 0 {
+	if int32(r) != 0 {
 		return nil, fmt.Errorf("%w: %s: %s", nvrtcError("nvrtcCompileProgram", r), src.Name, programLog(prog))
 	}
 	var n uintptr
-	if r := call(nvrtc.cubinSize, prog, ptr(&n)); r != 0 {
+	if r := call(nvrtc.cubinSize, prog, uintptr(unsafe.Pointer(&n))); int32(r) != 0 {
 		return nil, nvrtcError("nvrtcGetCUBINSize", r)
 	}
 	bin := make([]byte, n)
 	if n == 0 {
 		return nil, fmt.Errorf("cuda: nvrtc produced no CUBIN for %s", src.Name)
 	}
-	if r := call(nvrtc.cubin, prog, uintptr(unsafe.Pointer(&bin[0]))); r != 0 {
+	if r := call(nvrtc.cubin, prog, uintptr(unsafe.Pointer(&bin[0]))); int32(r) != 0 {
 		return nil, nvrtcError("nvrtcGetCUBIN", r)
 	}
 	return bin, nil
@@ -213,11 +213,11 @@ func nvrtcCompile(src Source, opts CompileOptions) ([]byte, error) {
 
 func programLog(prog uintptr) string {
 	var n uintptr
-	if call(nvrtc.logSize, prog, ptr(&n)) != 0 || n <= 1 {
+	if int32(call(nvrtc.logSize, prog, uintptr(unsafe.Pointer(&n)))) != 0 || n <= 1 {
 		return "(no log)"
 	}
 	b := make([]byte, n)
-	if call(nvrtc.log, prog, uintptr(unsafe.Pointer(&b[0]))) != 0 {
+	if int32(call(nvrtc.log, prog, uintptr(unsafe.Pointer(&b[0])))) != 0 {
 		return "(no log)"
 	}
 	return strings.TrimRight(string(b), "\x00\n")

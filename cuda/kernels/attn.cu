@@ -15,11 +15,15 @@ static __device__ __forceinline__ float kv_at(const void *c, const u16 *cd, i64 
 template <bool Q8>
 static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                  const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
-                                 int nsplit, float scale) {
+                                 int nsplit, float scale, int ctx, int *err) {
     extern __shared__ float sm[];
     __shared__ float red[32];
     float *sq = sm, *ss = sm + hd;
     const int h = blockIdx.x, r = blockIdx.y, s = blockIdx.z;
+    if (pos[r] < 0 || pos[r] >= ctx) {
+        if (threadIdx.x == 0 && h == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
+        return;
+    }
     const int p1 = pos[r] + 1, start = s * chunk;
     if (start >= p1) return;
     const int end = min(start + chunk, p1), n = end - start;
@@ -55,20 +59,25 @@ static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, 
 }
 
 extern "C" __global__ void attn_part_f16(const float *q, const void *kc, const void *vc, const int *pos, float *part,
-                                         int heads, int kvheads, int hd, int chunk, int nsplit, float scale) {
-    attn_part<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, scale);
+                                         int heads, int kvheads, int hd, int chunk, int nsplit, float scale, int ctx,
+                                         int *err) {
+    attn_part<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
 }
 
 extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                         const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
-                                        int nsplit, float scale) {
-    attn_part<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, scale);
+                                        int nsplit, float scale, int ctx, int *err) {
+    attn_part<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
 }
 
 // Grid (heads, nt), threads over hd.
 extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
-                                        int nsplit) {
+                                        int nsplit, int ctx) {
     const int h = blockIdx.x, r = blockIdx.y;
+    if (pos[r] < 0 || pos[r] >= ctx) {  // recorded by attn_part
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[((i64)r * heads + h) * hd + d] = 0.0f;
+        return;
+    }
     const int ns = pos[r] / chunk + 1;
     const float *p = part + ((i64)r * heads + h) * nsplit * (hd + 2);
     float M = NEG_INF;

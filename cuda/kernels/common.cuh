@@ -15,6 +15,7 @@ typedef long long i64;
 // Error codes written to the backend's device error word (first error wins).
 #define ERR_EMBED_ID 1
 #define ERR_KV_POS 2
+#define ERR_ATTN_POS 3
 
 static __device__ __forceinline__ float h2f(u16 h) {
     float f;

@@ -1,0 +1,248 @@
+package cuda
+
+import (
+	"fmt"
+
+	"slices"
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/cuda"
+)
+
+func kvOf(x backend.KV, what string) *KV {
+	kv, ok := x.(*KV)
+	if !ok || kv == nil {
+		panic(fmt.Sprintf("BUG: cuda: %s: KV %T is not a CUDA cache", what, x))
+	}
+	if kv.k == 0 {
+		panic(fmt.Sprintf("BUG: cuda: %s: KV cache used after Free", what))
+	}
+	return kv
+}
+
+func checkAttn(kv *KV, layer int, a backend.Attn) error {
+	s := kv.spec
+	switch {
+	case layer < 0 || layer >= s.Layers:
+		return fmt.Errorf("layer %d outside [0, %d)", layer, s.Layers)
+	case a.KVHeads != s.KVHeads || a.HeadDim != s.HeadDim:
+		return fmt.Errorf("attn %d KV heads × %d disagrees with the cache's %d × %d", a.KVHeads, a.HeadDim, s.KVHeads, s.HeadDim)
+	case a.Heads < 1 || a.Heads%a.KVHeads != 0:
+		return fmt.Errorf("%d heads is not a multiple of %d KV heads", a.Heads, a.KVHeads)
+	}
+	return nil
+}
+
+// layerPtrs are the cache arrays of one layer.
+func (kv *KV) layerPtrs(layer int) (k, v, kd, vd cuda.DevicePtr) {
+	k = kv.k + cuda.DevicePtr(int64(layer)*kv.layerVals)
+	v = kv.v + cuda.DevicePtr(int64(layer)*kv.layerVals)
+	if kv.kd != 0 {
+		kd = kv.kd + cuda.DevicePtr(int64(layer)*kv.layerScales)
+		vd = kv.vd + cuda.DevicePtr(int64(layer)*kv.layerScales)
+	}
+	return
+}
+
+// freqFactors returns the device copy of RoPE frequency factors (uploaded once per
+// distinct slice content, so a graph capture never copies from the host).
+func (b *Backend) freqFactors(ff []float32) cuda.DevicePtr {
+	if ff == nil {
+		return 0
+	}
+	key := "ff:" + string(unsafe.Slice((*byte)(unsafe.Pointer(&ff[0])), 4*len(ff)))
+	if s := b.scratch[key]; s != nil {
+		return s.p
+	}
+	p, err := b.alloc("RoPE freq factors", int64(4*len(ff)))
+	if err == nil {
+		err = cuda.CopyHtoD(p, unsafe.Slice((*byte)(unsafe.Pointer(&ff[0])), 4*len(ff)))
+	}
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	b.scratch[key] = &scratch{p: p, n: int64(4 * len(ff))}
+	return p
+}
+
+// RoPEStoreKV rotates q and k in place and stores k and v at (layer, pos[i]). A
+// position outside the cache is recorded (by the kernel) and its row not stored.
+func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int, pos backend.Buffer, nt int, r backend.RoPE, a backend.Attn) {
+	checkNT(nt, "RoPEStoreKV")
+	kv := kvOf(kvx, "RoPEStoreKV")
+	if err := checkAttn(kv, layer, a); err != nil {
+		b.failf("RoPEStoreKV: %v", err)
+		return
+	}
+	switch {
+	case r.Mode != backend.RoPENormal && r.Mode != backend.RoPENeoX:
+		b.failf("RoPEStoreKV: unknown RoPE mode %d", r.Mode)
+		return
+	case r.Dims < 2 || r.Dims%2 != 0 || r.Dims > a.HeadDim:
+		b.failf("RoPEStoreKV: rotated dims %d must be even and in [2, head dim %d]", r.Dims, a.HeadDim)
+		return
+	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
+		b.failf("RoPEStoreKV: %d freq factors, want dims/2 = %d", len(r.FreqFactors), r.Dims/2)
+		return
+	}
+	hd, kvdim := a.HeadDim, a.KVHeads*a.HeadDim
+	qs, ks, vs := f32(q, nt*a.Heads*hd, "RoPEStoreKV q"), f32(k, nt*kvdim, "RoPEStoreKV k"), f32(v, nt*kvdim, "RoPEStoreKV v")
+	ps := i32(pos, nt, "RoPEStoreKV pos")
+	defer b.enter()()
+	ff := b.freqFactors(r.FreqFactors)
+	if r.FreqFactors != nil && ff == 0 {
+		return
+	}
+	neox := 0
+	if r.Mode == backend.RoPENeoX {
+		neox = 1
+	}
+	b.launch("rope", cuda.Dim3{X: nt, Y: a.Heads + a.KVHeads}, cuda.Dim3{X: max(32, ceilDiv(r.Dims/2, 32)*32)}, 0,
+		cuda.P(qs.p), cuda.P(ks.p), cuda.P(ps.p), cuda.P(ff), cuda.I(a.Heads), cuda.I(a.KVHeads),
+		cuda.I(hd), cuda.I(r.Dims), cuda.I(neox), cuda.F(r.Base), cuda.F(r.FreqScale))
+	kc, vc, kd, vd := kv.layerPtrs(layer)
+	grid := cuda.Dim3{X: ceilDiv(kvdim, 256), Y: nt, Z: 2}
+	if kv.spec.Type == backend.KVF16 {
+		b.launch("kv_store_f16", grid, cuda.Dim3{X: 256}, 0, cuda.P(ks.p), cuda.P(vs.p), cuda.P(kc), cuda.P(vc),
+			cuda.P(ps.p), cuda.I(kvdim), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+	} else {
+		b.launch("kv_store_q8", grid, cuda.Dim3{X: 256}, 0, cuda.P(ks.p), cuda.P(vs.p), cuda.P(kc), cuda.P(kd),
+			cuda.P(vc), cuda.P(vd), cuda.P(ps.p), cuda.I(kvdim), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+	}
+}
+
+// Attention: causal softmax(q·Kᵀ·Scale)·V over positions 0..pos[i], split-K (attn.cu).
+func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, pos backend.Buffer, nt int, a backend.Attn) {
+	checkNT(nt, "Attention")
+	kv := kvOf(kvx, "Attention")
+	if err := checkAttn(kv, layer, a); err != nil {
+		b.failf("Attention: %v", err)
+		return
+	}
+	hd := a.HeadDim
+	ds, qs := f32(dst, nt*a.Heads*hd, "Attention dst"), f32(q, nt*a.Heads*hd, "Attention q")
+	ps := i32(pos, nt, "Attention pos")
+	defer b.enter()()
+	part := b.scratchFor("attn", int64(nt)*int64(a.Heads)*int64(kv.nsplit)*int64(hd+2)*4)
+	if part == 0 {
+		return
+	}
+	kc, vc, kd, vd := kv.layerPtrs(layer)
+	grid := cuda.Dim3{X: a.Heads, Y: nt, Z: kv.nsplit}
+	shared := 4 * (hd + kv.chunk)
+	if kv.spec.Type == backend.KVF16 {
+		b.launch("attn_part_f16", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(vc), cuda.P(ps.p),
+			cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.F(a.Scale),
+			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+	} else {
+		b.launch("attn_part_q8", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(kd), cuda.P(vc), cuda.P(vd),
+			cuda.P(ps.p), cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.F(a.Scale),
+			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+	}
+	b.launch("attn_combine", cuda.Dim3{X: a.Heads, Y: nt}, cuda.Dim3{X: rowThreads(min(hd, 256))}, 0,
+		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.I(kv.spec.Ctx))
+}
+
+// TopK computes each row's k best (value desc, id asc) on the device when k ≤ the
+// tier's TopKMaxK, else on the host from the whole rows; NaN ranks below every number.
+func (b *Backend) TopK(logits backend.Buffer, nt, n, k int, ids []int32, vals []float32) error {
+	if b.closed {
+		return errClosed
+	}
+	checkNT(nt, "TopK")
+	l := f32(logits, nt*n, "TopK logits")
+	defer b.enter()()
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	if k < 1 || k > n {
+		return fmt.Errorf("cuda: TopK: k = %d outside [1, %d]", k, n)
+	}
+	if len(ids) < nt*k || len(vals) < nt*k {
+		panic(fmt.Sprintf("BUG: cuda: TopK: ids/vals hold %d/%d values, need %d", len(ids), len(vals), nt*k))
+	}
+	if k > b.tier.TopKMaxK {
+		return b.topKHost(l, nt, n, k, ids, vals)
+	}
+	sc := b.scratchFor("topk", int64(8*nt*k))
+	if sc == 0 {
+		return b.takeErr()
+	}
+	idp, valp := sc, sc+cuda.DevicePtr(4*nt*k)
+	b.launch("topk", cuda.Dim3{X: nt}, cuda.Dim3{X: 1024}, 0, cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.P(idp), cuda.P(valp))
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*nt*k), idp); err != nil {
+		return err
+	}
+	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*nt*k), valp)
+}
+
+func (b *Backend) topKHost(l *Buffer, nt, n, k int, ids []int32, vals []float32) error {
+	row := make([]float32, n)
+	idx := make([]int32, n)
+	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
+	for r := range nt {
+		if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
+			return err
+		}
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortFunc(idx, func(x, y int32) int {
+			switch {
+			case above(row[x], row[y]):
+				return -1
+			case above(row[y], row[x]):
+				return 1
+			}
+			return int(x - y)
+		})
+		for j := range k {
+			ids[r*k+j], vals[r*k+j] = idx[j], row[idx[j]]
+		}
+	}
+	return nil
+}
+
+// Run replays the graph captured for key, capturing it (by calling record) on first
+// use. record must only enqueue ops (no ReadF32, TopK or Sync) and use the same buffers
+// on every call with that key. With MINFER_NO_GRAPHS=1 record runs every time.
+func (b *Backend) Run(key string, record func()) error {
+	if b.closed {
+		return errClosed
+	}
+	defer b.enter()()
+	if noGraphs {
+		record()
+		return nil
+	}
+	if g := b.graphs[key]; g != nil {
+		return g.Launch(b.stream)
+	}
+	if err := b.stream.BeginCapture(cuda.CaptureRelaxed); err != nil {
+		return fmt.Errorf("graph %q: %w", key, err)
+	}
+	pending := b.err
+	b.err = nil
+	b.capturing = true
+	record()
+	b.capturing = false
+	g, err := b.stream.EndCapture()
+	if rec := b.err; rec != nil {
+		b.err = pending
+		if g != nil {
+			g.Destroy()
+		}
+		return fmt.Errorf("graph %q: capture: %w", key, rec)
+	}
+	b.err = pending
+	if err != nil {
+		return fmt.Errorf("graph %q: %w", key, err)
+	}
+	b.graphs[key] = g
+	return g.Launch(b.stream)
+}

@@ -1,0 +1,232 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/cuda"
+)
+
+// Buffer is n elements of 4 bytes (float32 or int32) in device memory.
+type Buffer struct {
+	p   cuda.DevicePtr
+	n   int
+	i32 bool
+}
+
+// Len is the number of elements.
+func (x *Buffer) Len() int { return x.n }
+
+func (b *Backend) newBuf(n int, i32 bool) (backend.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: buffer of %d elements: negative length", n)
+	}
+	defer b.enter()()
+	p, err := b.alloc(fmt.Sprintf("buffer of %d elements", n), int64(max(n, 1))*4)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.stream.Memset32(p, 0, max(n, 1)); err != nil {
+		b.free(p)
+		return nil, err
+	}
+	return &Buffer{p: p, n: n, i32: i32}, nil
+}
+
+// NewF32 allocates a zeroed float32 buffer of n elements.
+func (b *Backend) NewF32(n int) (backend.Buffer, error) { return b.newBuf(n, false) }
+
+// NewI32 allocates a zeroed int32 buffer of n elements.
+func (b *Backend) NewI32(n int) (backend.Buffer, error) { return b.newBuf(n, true) }
+
+// buf checks a buffer belongs to this backend, has the element type and holds need
+// elements; anything else is a programming error.
+func buf(x backend.Buffer, need int, i32 bool, what string) *Buffer {
+	d, ok := x.(*Buffer)
+	if !ok || d == nil {
+		panic(fmt.Sprintf("BUG: cuda: %s: buffer %T is not a CUDA buffer", what, x))
+	}
+	if d.i32 != i32 {
+		panic(fmt.Sprintf("BUG: cuda: %s: wrong element type", what))
+	}
+	if d.p == 0 {
+		panic(fmt.Sprintf("BUG: cuda: %s: buffer used after Free", what))
+	}
+	if need > d.n {
+		panic(fmt.Sprintf("BUG: cuda: %s: buffer holds %d elements, need %d", what, d.n, need))
+	}
+	return d
+}
+
+func f32(x backend.Buffer, need int, what string) *Buffer { return buf(x, need, false, what) }
+func i32(x backend.Buffer, need int, what string) *Buffer { return buf(x, need, true, what) }
+
+// at is the address of element i.
+func (x *Buffer) at(i int) cuda.DevicePtr { return x.p + cuda.DevicePtr(4*i) }
+
+// WriteF32 copies src into dst[off:] (enqueued; src may be reused on return).
+func (b *Backend) WriteF32(dst backend.Buffer, off int, src []float32) {
+	d := f32(dst, off+len(src), "WriteF32")
+	if len(src) == 0 {
+		return
+	}
+	defer b.enter()()
+	b.fail(b.stream.CopyHtoD(d.at(off), unsafe.Pointer(&src[0]), 4*len(src)))
+}
+
+// WriteI32 copies src into dst[off:] (enqueued; src may be reused on return).
+func (b *Backend) WriteI32(dst backend.Buffer, off int, src []int32) {
+	d := i32(dst, off+len(src), "WriteI32")
+	if len(src) == 0 {
+		return
+	}
+	defer b.enter()()
+	b.fail(b.stream.CopyHtoD(d.at(off), unsafe.Pointer(&src[0]), 4*len(src)))
+}
+
+// ReadF32 waits for enqueued work, then copies src[off:off+len(dst)] to dst.
+func (b *Backend) ReadF32(src backend.Buffer, off int, dst []float32) error {
+	if b.closed {
+		return errClosed
+	}
+	s := f32(src, off+len(dst), "ReadF32")
+	defer b.enter()()
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), s.at(off))
+}
+
+// KV is one sequence's cache: per layer, K and V as [Ctx][KVHeads*HeadDim] halves (F16)
+// or int8 values plus f16 scales per 32 values (Q8_0).
+type KV struct {
+	spec          backend.KVSpec
+	k, v          cuda.DevicePtr // values
+	kd, vd        cuda.DevicePtr // Q8_0 scales
+	bytes         int64
+	layerVals     int64 // bytes of one layer's K values
+	layerScales   int64
+	chunk, nsplit int // attention split (fixed by Ctx)
+}
+
+// Spec is the cache's shape.
+func (kv *KV) Spec() backend.KVSpec { return kv.spec }
+
+// Bytes is the device memory the cache holds.
+func (kv *KV) Bytes() int64 { return kv.bytes }
+
+// NewKV allocates one sequence's cache after checking it fits in free device memory.
+func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
+	if spec.Layers < 1 || spec.KVHeads < 1 || spec.HeadDim < 1 || spec.Ctx < 1 {
+		return nil, fmt.Errorf("cuda: KV cache %+v: every size must be positive", spec)
+	}
+	if spec.HeadDim > 512 {
+		return nil, fmt.Errorf("cuda: KV cache: head dim %d above the supported 512", spec.HeadDim)
+	}
+	kv := &KV{spec: spec}
+	vals := int64(spec.Ctx) * int64(spec.KVHeads) * int64(spec.HeadDim)
+	switch spec.Type {
+	case backend.KVF16:
+		kv.layerVals = 2 * vals
+	case backend.KVQ8_0:
+		if spec.HeadDim%32 != 0 {
+			return nil, fmt.Errorf("cuda: Q8_0 KV cache needs a head dim multiple of 32, got %d", spec.HeadDim)
+		}
+		kv.layerVals, kv.layerScales = vals, vals/32*2
+	default:
+		return nil, fmt.Errorf("cuda: KV cache type %v not supported", spec.Type)
+	}
+	per := kv.layerVals + kv.layerScales
+	kv.bytes = 2 * per * int64(spec.Layers)
+	defer b.enter()()
+	what := fmt.Sprintf("KV cache (%d layers × %d positions, %v)", spec.Layers, spec.Ctx, spec.Type)
+	n := kv.layerVals * int64(spec.Layers)
+	var err error
+	if kv.k, err = b.alloc(what, n); err != nil {
+		return nil, err
+	}
+	if kv.v, err = b.alloc(what, n); err != nil {
+		b.free(kv.k)
+		return nil, err
+	}
+	if kv.layerScales > 0 {
+		ns := kv.layerScales * int64(spec.Layers)
+		if kv.kd, err = b.alloc(what, ns); err == nil {
+			kv.vd, err = b.alloc(what, ns)
+		}
+		if err != nil {
+			b.free(kv.k)
+			b.free(kv.v)
+			b.free(kv.kd)
+			return nil, err
+		}
+	}
+	kv.chunk, kv.nsplit = b.attnSplit(spec.Ctx)
+	fmt.Fprintf(b.log, "cuda: KV cache %.1f MiB (%d layers, ctx %d, %v)\n", mib(kv.bytes), spec.Layers, spec.Ctx, spec.Type)
+	return kv, nil
+}
+
+// attnSplit picks the positions per attention block for a cache of ctx positions:
+// the tier's chunk, grown (in multiples of 32) so splits stay ≤ AttnMaxSplits.
+func (b *Backend) attnSplit(ctx int) (chunk, nsplit int) {
+	chunk = b.tier.AttnChunk
+	if ceilDiv(ctx, chunk) > b.tier.AttnMaxSplits {
+		chunk = ceilDiv(ceilDiv(ctx, b.tier.AttnMaxSplits), 32) * 32
+	}
+	return chunk, ceilDiv(ctx, chunk)
+}
+
+// Free releases a buffer, weight or KV cache.
+func (b *Backend) Free(x any) {
+	defer b.enter()()
+	switch v := x.(type) {
+	case *Buffer:
+		b.free(v.p)
+		v.p = 0
+	case *Weight:
+		for _, p := range []cuda.DevicePtr{v.q, v.d, v.e} {
+			b.free(p)
+		}
+		b.uploaded -= v.bytes
+		v.q, v.d, v.e = 0, 0, 0
+	case *KV:
+		for _, p := range []cuda.DevicePtr{v.k, v.v, v.kd, v.vd} {
+			b.free(p)
+		}
+		v.k, v.v, v.kd, v.vd = 0, 0, 0, 0
+	default:
+		panic(fmt.Sprintf("BUG: cuda: Free(%T)", x))
+	}
+}
+
+// scratch is a device area reused by an op across calls.
+type scratch struct {
+	p cuda.DevicePtr
+	n int64
+}
+
+// scratchFor returns at least n bytes of the named scratch area. A grown area's old
+// memory is retired, not freed: graphs captured earlier still point at it.
+func (b *Backend) scratchFor(name string, n int64) cuda.DevicePtr {
+	s := b.scratch[name]
+	if s != nil && s.n >= n {
+		return s.p
+	}
+	n = max(n, 1<<20)
+	if s != nil {
+		n = max(n, 2*s.n)
+		b.retired = append(b.retired, s.p)
+		delete(b.allocs, s.p)
+	}
+	p, err := b.alloc("scratch "+name, n)
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	b.scratch[name] = &scratch{p: p, n: n}
+	return p
+}

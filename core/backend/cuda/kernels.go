@@ -1,0 +1,95 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/kernels"
+)
+
+// wlayouts are the weight layouts the kernels know (common.cuh WType), by kernel suffix.
+var wlayouts = []string{"f32", "f16", "q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
+
+// kernelNames lists every entry point per source file; Open fails if one is missing.
+func kernelNames() map[string][]string {
+	m := map[string][]string{
+		"quantize.cu":    {"quantize_q8"},
+		"norm.cu":        {"rmsnorm"},
+		"elementwise.cu": {"swiglu", "add", "add_bias"},
+		"rope.cu":        {"rope"},
+		"kvstore.cu":     {"kv_store_f16", "kv_store_q8"},
+		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},
+		"topk.cu":        {"topk"},
+	}
+	for _, w := range wlayouts {
+		m["embed.cu"] = append(m["embed.cu"], "embed_"+w)
+	}
+	for _, w := range []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v", "f16s", "f32v", "f32s"} {
+		for nt := 1; nt <= 8; nt++ {
+			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%s_%d", w, nt))
+		}
+	}
+	return m
+}
+
+// loadKernels compiles every source (in parallel; NVRTC programs are independent) and
+// loads the modules into the current context.
+func (b *Backend) loadKernels(cacheDir string) error {
+	names := kernelNames()
+	for _, src := range kernels.Names() {
+		if _, ok := names[src]; !ok {
+			return fmt.Errorf("BUG: cuda: kernel source %s has no entry list", src)
+		}
+	}
+	type result struct {
+		bin []byte
+		err error
+	}
+	files := kernels.Names()
+	res := make([]result, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, hdrs, err := kernels.Source(f)
+			if err != nil {
+				res[i].err = err
+				return
+			}
+			res[i].bin, res[i].err = cuda.Compile(cuda.Source{Name: f, Code: code, Headers: hdrs},
+				cuda.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
+		}()
+	}
+	wg.Wait()
+	for i, f := range files {
+		if res[i].err != nil {
+			return res[i].err
+		}
+		m, err := cuda.LoadModule(f, res[i].bin)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		for _, k := range names[f] {
+			fn, err := m.Function(k)
+			if err != nil {
+				return err
+			}
+			b.fns[k] = fn
+		}
+	}
+	return nil
+}
+
+// launch enqueues kernel name; a failure is recorded.
+func (b *Backend) launch(name string, grid, block cuda.Dim3, shared int, args ...cuda.Arg) {
+	fn, ok := b.fns[name]
+	if !ok {
+		panic("BUG: cuda: no kernel " + name)
+	}
+	b.fail(b.l.Launch(b.stream, fn, grid, block, shared, args...))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

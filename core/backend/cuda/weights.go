@@ -1,0 +1,137 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
+	"github.com/minfer/minfer/cuda"
+)
+
+// Weight is a matrix resident on the device in one of the kernel layouts (common.cuh):
+// q holds the values, d the per-block scales, e the Q5_0 high bits.
+type Weight struct {
+	name       string
+	t          quant.Type // the type it was given
+	layout     string     // kernel suffix: "q4_k", "f32", …
+	rows, cols int
+	q, d, e    cuda.DevicePtr
+	bytes      int64
+}
+
+// Type is the type the weight was made from (its device layout may differ).
+func (w *Weight) Type() quant.Type { return w.t }
+
+// Rows is the number of rows.
+func (w *Weight) Rows() int { return w.rows }
+
+// Cols is the number of values per row.
+func (w *Weight) Cols() int { return w.cols }
+
+// Layout names the device layout ("q4_k", "f32" for a dequantized fallback, …).
+func (w *Weight) Layout() string { return w.layout }
+
+// nativeLayout maps types the kernels read directly to their layout.
+var nativeLayout = map[quant.Type]string{
+	quant.F32: "f32", quant.F16: "f16", quant.Q4_0: "q4_0", quant.Q5_0: "q5_0", quant.Q8_0: "q8_0",
+	quant.Q4_K: "q4_k", quant.Q5_K: "q5_k", quant.Q6_K: "q6_k",
+}
+
+// packed is a weight rearranged for the device.
+type packed struct{ q, d, e []byte }
+
+// pack splits GGUF blocks into the layout arrays. Types the kernels cannot read are
+// dequantized to F32 (exact, at 4 bytes per value); one-row weights (norms, biases)
+// always become F32 since the vector kernels read float32.
+func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
+	layout, native := nativeLayout[t]
+	if !native || rows == 1 && t != quant.F32 {
+		f := make([]float32, rows*cols)
+		if err := quant.Dequantize(t, f, data); err != nil {
+			return "", packed{}, fmt.Errorf("no CUDA kernel for %v and cannot dequantize it: %w", t, err)
+		}
+		out := make([]byte, 4*len(f))
+		for i, v := range f {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+		}
+		return "f32", packed{q: out}, nil
+	}
+	nb := len(data) / max(t.BlockBytes(), 1)
+	split := func(bs, dOff, qOff, qLen, eOff, eLen int) packed {
+		p := packed{q: make([]byte, nb*qLen), d: make([]byte, nb*2)}
+		if eLen > 0 {
+			p.e = make([]byte, nb*eLen)
+		}
+		for i := range nb {
+			b := data[i*bs : (i+1)*bs]
+			copy(p.d[2*i:], b[dOff:dOff+2])
+			copy(p.q[i*qLen:], b[qOff:qOff+qLen])
+			if eLen > 0 {
+				copy(p.e[i*eLen:], b[eOff:eOff+eLen])
+			}
+		}
+		return p
+	}
+	switch t {
+	case quant.Q4_0: // d(2) qs(16)
+		return layout, split(18, 0, 2, 16, 0, 0), nil
+	case quant.Q5_0: // d(2) qh(4) qs(16)
+		return layout, split(22, 0, 6, 16, 2, 4), nil
+	case quant.Q8_0: // d(2) qs(32)
+		return layout, split(34, 0, 2, 32, 0, 0), nil
+	case quant.Q6_K: // ql(128) qh(64) scales(16) d(2)
+		return layout, split(210, 208, 0, 208, 0, 0), nil
+	}
+	return layout, packed{q: data}, nil // F32, F16, Q4_K, Q5_K as stored
+}
+
+// NewWeight uploads a rows × cols weight of type t from its GGUF bytes (copied; data
+// need not outlive the call). It fails clearly when the type has no kernel and cannot
+// be dequantized, when the size is wrong, or when the weight does not fit in memory.
+func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []byte) (backend.Weight, error) {
+	if rows < 1 || cols < 1 {
+		return nil, fmt.Errorf("cuda: weight %q: shape %d × %d", name, rows, cols)
+	}
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: weight %q: %w", name, err)
+	}
+	if int64(len(data)) != int64(rb)*int64(rows) {
+		return nil, fmt.Errorf("cuda: weight %q: %d bytes, want %d for %d × %d %v", name, len(data), int64(rb)*int64(rows), rows, cols, t)
+	}
+	layout, p, err := pack(t, rows, cols, data)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: weight %q: %w", name, err)
+	}
+	defer b.enter()()
+	w := &Weight{name: name, t: t, layout: layout, rows: rows, cols: cols}
+	what := fmt.Sprintf("weight %q (%v %d × %d)", name, t, rows, cols)
+	for _, part := range []struct {
+		dst *cuda.DevicePtr
+		src []byte
+	}{{&w.q, p.q}, {&w.d, p.d}, {&w.e, p.e}} {
+		if len(part.src) == 0 {
+			continue
+		}
+		ptr, err := b.alloc(what, int64(len(part.src)))
+		if err == nil {
+			err = cuda.CopyHtoD(ptr, part.src)
+			*part.dst = ptr
+		}
+		if err != nil {
+			b.free(w.q)
+			b.free(w.d)
+			b.free(w.e)
+			return nil, err
+		}
+		w.bytes += int64(len(part.src))
+	}
+	before := b.uploaded
+	b.uploaded += w.bytes
+	if before>>30 != b.uploaded>>30 {
+		fmt.Fprintf(b.log, "cuda: uploaded %.1f GiB of weights\n", float64(b.uploaded)/(1<<30))
+	}
+	return w, nil
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu-check.sh builds the GPU test binary and the minfer binary here (no GPU, no cgo
+# needed) and prints the command that runs them on a machine with a CUDA device.
+#
+#   scripts/gpu-check.sh            build into .dev/ and print the device command
+#   scripts/gpu-check.sh device     (on the GPU machine) run every GPU test group and the
+#                                   matmul benchmark; logs go to $OUT (or .dev/out)
+#
+# .dev/ is gitignored; carry it to the GPU machine. The tests read test models from
+# .dev/testdata (a copy of the few ../shared/testdata files they need).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" != device ]]; then
+	mkdir -p .dev/testdata/models/synthetic
+	CGO_ENABLED=0 go test -c -tags cuda -o .dev/cuda.test ./core/backend/cuda
+	CGO_ENABLED=0 go build -o .dev/minfer ./cmd/minfer
+	src=../shared/testdata/models
+	cp "$src/stories260K.gguf" .dev/testdata/models/
+	for m in llama qwen2 qwen3; do
+		for q in q8_0 q4_0 q4_k_m q6_k; do cp "$src/synthetic/synth-$m-$q.gguf" .dev/testdata/models/synthetic/; done
+	done
+	cp "$src/synthetic/synth-llama-f16.gguf" "$src/synthetic/synth-qwen2-f16.gguf" .dev/testdata/models/synthetic/
+	du -sh .dev
+	echo "device command (run tool, carry [\".dev\"]):  bash scripts/gpu-check.sh device"
+	exit 0
+fi
+
+out=${OUT:-.dev/out}
+mkdir -p "$out"
+export MINFER_TESTDATA=$PWD/.dev/testdata MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-/tmp/minfer-kcache}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
+status=0
+# One process per group: a kernel fault poisons the CUDA context of its process only.
+for group in Smoke MatMulVsCPU MatMulRowIdentity TopKVsCPU GraphReplay Conformance ModelVsCPU; do
+	echo "=== $group"
+	if ! ./.dev/cuda.test -test.run "^Test$group\$" -test.timeout 300s ${VERBOSE:+-test.v} >"$out/$group.log" 2>&1; then
+		status=1
+		echo "FAIL $group"; grep -E -- "--- FAIL|panic|Error|error" "$out/$group.log" | head -40
+	else
+		echo "ok   $group"; grep -E "relative error|greedy|Available|SMs" "$out/$group.log" | head -20 || true
+	fi
+done
+if [[ "${BENCH:-1}" == 1 ]]; then
+	echo "=== BenchmarkMatMul"
+	./.dev/cuda.test -test.run '^$' -test.bench MatMul -test.benchtime 50x 2>&1 | tee "$out/bench.log" | grep -E "^Benchmark|FAIL|panic" || true
+fi
+exit $status
