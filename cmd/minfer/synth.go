@@ -21,7 +21,7 @@ func init() {
 
 const synthUsage = `
 Usage: minfer synth --arch ARCH (--preset NAME | SHAPE FLAGS) --type TYPE [--vocab FILE]
-                    [--seed N] [--fast] [--tied] -o OUT.gguf
+                    [--seed N] [--fast] [--tied] (-o OUT.gguf | --dry-run)
 
 Writes a model with random weights and real shapes, tensor names and metadata as
 llama.cpp's converter and llama-quantize would write them, so llama.cpp and minfer load it.
@@ -47,8 +47,11 @@ template). Without --vocab a byte-level BPE vocabulary of n_vocab tokens is gene
 A vocabulary smaller than n_vocab is padded with [PAD] tokens; a larger one raises
 n_vocab to its size, unless --n-vocab was given (then it is an error).
 
+--dry-run prints the planned tensors (name, type, shape, bytes) and writes nothing.
+
 Examples:
   minfer synth --preset qwen2.5-0.5b --type q8_0 -o qwen-0.5b-q8_0.gguf
+  minfer synth --preset qwen2.5-14b --type q4_k_m --dry-run
   minfer synth --preset qwen2.5-7b --type q4_k_m --fast -o qwen-7b-q4_k_m.gguf
   minfer synth --preset qwen2.5-0.5b --type f16 --vocab hf/qwen3/tokenizer.json --seed 7 -o target.gguf
   minfer synth --preset qwen2.5-0.5b --type q4_k_m --vocab hf/qwen3/tokenizer.json --seed 7 -o draft.gguf
@@ -117,8 +120,10 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 		preset  string
 		out     string
 		seed    uint64
+		dryRun  bool
 		outFlag = fs.String("o", "", "output `FILE` (required)")
 	)
+	fs.BoolVar(&dryRun, "dry-run", false, "print the planned tensors; write nothing")
 	fs.StringVar(&o.Arch, "arch", "", "architecture: llama, qwen2 or qwen3 (implied by --preset)")
 	fs.StringVar(&preset, "preset", "", "real model shapes: "+strings.Join(presetNames(), ", "))
 	fs.StringVar(&o.Name, "name", "", "general.name (default: from the preset or synth-ARCH)")
@@ -149,7 +154,7 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	if out == "" {
 		out = *outFlag
 	}
-	if out == "" {
+	if out == "" && !dryRun {
 		return usagef("synth: -o OUT.gguf is required")
 	}
 	set := map[string]bool{}
@@ -157,6 +162,14 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	opts, err := resolveSynthOptions(o, preset, set)
 	if err != nil {
 		return usageError{err}
+	}
+	if dryRun {
+		plan, err := planSynth(opts)
+		if err != nil {
+			return err
+		}
+		plan.print(m.Stdout)
+		return nil
 	}
 	start := time.Now()
 	n, err := writeSynth(ctx, opts, out, m.Stderr)
@@ -300,4 +313,32 @@ func writeSynth(ctx context.Context, o synthOptions, path string, log io.Writer)
 	}
 	fmt.Fprintf(log, "synth: %s %s, %d tensors, %s params\n", o.Arch, o.Name, len(plan.Tensors), humanCount(plan.params()))
 	return n, nil
+}
+
+// print writes the plan as a table: name, type, shape, bytes, then totals.
+func (p *synthPlan) print(w io.Writer) {
+	o := p.Opts
+	fmt.Fprintf(w, "%s %s: n_embd %d, %d layers, %d/%d heads of %d, n_ff %d, n_vocab %d, ctx %d, tied %v, type %s\n",
+		o.Arch, o.Name, o.NEmbd, o.NLayer, o.NHead, o.NHeadKV, o.HeadDim, o.NFF, o.NVocab, o.Ctx, o.Tied, o.Type)
+	nameW := 0
+	for _, t := range p.Tensors {
+		nameW = max(nameW, len(t.Name))
+	}
+	var total uint64
+	for _, t := range p.Tensors {
+		size := p.tensorBytes(t)
+		total += size
+		fmt.Fprintf(w, "  %-*s  %-5s  %-16s  %12d\n", nameW, t.Name, t.Type, shapeString(t.Dims), size)
+	}
+	fmt.Fprintf(w, "%d tensors, %s params, %s of tensor data, %d metadata keys\n",
+		len(p.Tensors), humanCount(p.params()), humanBytes(total), len(p.KVs))
+}
+
+func (p *synthPlan) tensorBytes(t plannedTensor) uint64 {
+	rows := uint64(1)
+	for _, d := range t.Dims[1:] {
+		rows *= d
+	}
+	rb, _ := t.Type.RowBytes(int(t.Dims[0]))
+	return rows * uint64(rb)
 }

@@ -461,3 +461,19 @@ func TestSynthCancel(t *testing.T) {
 		t.Errorf("WriteTo with a cancelled context: err = %v, want context canceled", err)
 	}
 }
+
+func TestSynthDryRun(t *testing.T) {
+	out, _, err := runCLI(t, "", "synth", "--preset", "qwen2.5-7b", "--type", "q4_k_m", "--dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"qwen2 Qwen2.5-7B-synth: n_embd 3584, 28 layers, 28/4 heads of 128, n_ff 18944, n_vocab 152064",
+		"  output.weight ", "Q6_K   3584 x 152064",
+		"339 tensors, 7.62 B params, 4.36 GiB of tensor data",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q", want)
+		}
+	}
+}
