@@ -1,0 +1,72 @@
+package cpu_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/backendtest"
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/quant"
+)
+
+// Qwen2.5-0.5B's matmul shapes (rows × cols): q/o projection, gate/up, down, and the
+// tied output head.
+var benchShapes = []struct {
+	name       string
+	rows, cols int
+}{
+	{"896x896", 896, 896},
+	{"4864x896", 4864, 896},
+	{"896x4864", 896, 4864},
+	{"151936x896", 151936, 896},
+}
+
+// BenchmarkMatMul reports weight bytes streamed per second (wGB/s) and, for nt > 1,
+// rows per second. The weights are random but of the real byte size.
+func BenchmarkMatMul(b *testing.B) {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.F16} {
+		for _, s := range benchShapes {
+			cols := s.cols
+			if typ.BlockSize() == quant.QK_K && cols%quant.QK_K != 0 {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(s.rows)))
+			w, err := backendtest.RandomWeight(rng, typ, min(s.rows, 4096), cols, 0.5)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Tile the random rows up to the full height (quantizing 150k rows is slow).
+			data := make([]byte, 0, len(w.Data)*(s.rows/w.Rows+1))
+			for len(data) < len(w.Data)/w.Rows*s.rows {
+				data = append(data, w.Data...)
+			}
+			data = data[:len(w.Data)/w.Rows*s.rows]
+			for _, nt := range []int{1, 64} {
+				b.Run(fmt.Sprintf("%s/%s/nt=%d", typ, s.name, nt), func(b *testing.B) {
+					be := cpu.New(cpu.Options{})
+					defer be.Close()
+					wt, err := be.NewWeight("w", typ, s.rows, cols, data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					x, _ := be.NewF32(nt * cols)
+					xs := make([]float32, nt*cols)
+					for i := range xs {
+						xs[i] = float32(rng.NormFloat64())
+					}
+					be.WriteF32(x, 0, xs)
+					dst, _ := be.NewF32(nt * s.rows)
+					var _ backend.Backend = be
+					b.SetBytes(int64(len(data)))
+					b.ResetTimer()
+					for range b.N {
+						be.MatMul(dst, wt, x, nt)
+					}
+					b.ReportMetric(float64(nt)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+				})
+			}
+		}
+	}
+}
