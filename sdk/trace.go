@@ -58,7 +58,7 @@ func NewTraceRound(seq int, policy string, d DepthDecision, o RoundOutcome) Trac
 	}
 	return TraceRound{Seq: seq, Round: o.Round, Policy: policy, Depth: d.Depth, MinConf: d.MinConf,
 		MaxDepth: o.MaxDepth, Drafted: o.Drafted, Accepted: o.Accepted, Accept: acc,
-		Conf: append([]float32(nil), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs}
+		Conf: append(make([]float32, 0, len(o.DraftConf)), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs}
 }
 
 // ReadTrace reads a JSON-lines trace. Blank lines are skipped; a malformed or

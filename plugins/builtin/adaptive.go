@@ -23,9 +23,10 @@ import (
 // posterior follows a shifting acceptance) and relaxed by `relax` every round (so a
 // position not drafted for a long time is eventually tried again). The prior of position
 // j is centred on the estimate of position j-1, with strength prior_strength, so
-// untried depths inherit what shallower positions show. A depth is scored with each a_j
-// raised by `optimism` posterior standard deviations: depths not yet observed score
-// optimistically and get tried.
+// untried depths inherit what shallower positions show. A depth is also scored with each
+// a_j raised by `optimism` posterior standard deviations times the prior's share of the
+// evidence: depths not yet observed score optimistically and get tried, while the bonus
+// of well-observed positions vanishes (it would otherwise compound over deep depths).
 //
 // step is the minimum draft time per token over the last `window` drafting rounds, and
 // verify(nt) the minimum verify time over the last `window` rounds with nt rows; an nt not
@@ -49,8 +50,7 @@ type Adaptive struct {
 	steps      ring      // draft ns per token
 	verify     []ring    // by nt
 	est        []float64 // scratch: verify cost by nt
-	acc        []float64 // scratch: optimistic a_j
-	scores     []float64 // scratch: expected tokens per ns by depth
+	mean, opt  []float64 // scratch: expected tokens per ns by depth (see score)
 }
 
 type adaptiveParams struct {
@@ -110,10 +110,7 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 		a.cur = min(a.p.Start, bound)
 		return a.decision(), nil
 	}
-	best, scores := a.best(bound)
-	if a.cur > bound || scores[best] > scores[a.cur]*(1+a.p.Hysteresis) {
-		a.cur = best
-	}
+	a.cur = a.choose(bound)
 	return a.decision(), nil
 }
 
@@ -159,72 +156,75 @@ func (a *Adaptive) grow(n int) {
 	}
 }
 
-// best scores every depth 0..bound and returns the best and the scores.
-func (a *Adaptive) best(bound int) (int, []float64) {
+// score fills a.mean and a.opt with the expected tokens per ns of every depth
+// 0..bound: with posterior-mean acceptances, and with acceptances raised by `optimism`
+// standard deviations.
+func (a *Adaptive) score(bound int) {
 	a.grow(bound + 2)
 	est := a.verifyEstimates(bound + 1)
 	step, ok := a.steps.min()
 	if !ok {
 		step = 0
 	}
-	// optimistic acceptance per position, chained priors
-	a.acc = append(a.acc[:0], 0)
-	mean := a.p.PriorMean
-	for j := 1; j <= bound; j++ {
-		s, f, k := a.succ[j], a.fail[j], a.p.PriorStrength
-		mean = (k*mean + s) / (k + s + f)
-		sd := math.Sqrt(mean * (1 - mean) / (k + s + f + 1))
-		a.acc = append(a.acc, math.Min(1, mean+a.p.Optimism*sd))
-	}
-	a.scores = append(a.scores[:0], make([]float64, bound+1)...)
-	scores := a.scores
-	best, tokens, reach := 0, 1.0, 1.0
+	a.mean = append(a.mean[:0], make([]float64, bound+1)...)
+	a.opt = append(a.opt[:0], make([]float64, bound+1)...)
+	prior := a.p.PriorMean // chained: position j's prior is centred on position j-1's mean
+	tokM, tokO, reachM, reachO := 1.0, 1.0, 1.0, 1.0
 	for d := 0; d <= bound; d++ {
 		if d > 0 {
-			reach *= a.acc[d]
-			tokens += reach
+			s, f, k := a.succ[d], a.fail[d], a.p.PriorStrength
+			m := (k*prior + s) / (k + s + f)
+			// the bonus fades with evidence faster than the standard deviation does, so
+			// it explores untried positions without inflating well-observed deep ones
+			sd := math.Sqrt(m * (1 - m) / (k + s + f + 1))
+			bonus := a.p.Optimism * sd * k / (k + s + f)
+			prior = m
+			reachM *= m
+			reachO *= math.Min(1, m+bonus)
+			tokM += reachM
+			tokO += reachO
 		}
-		cost := float64(d)*step + est[d+1]
-		scores[d] = tokens / math.Max(cost, 1)
-		if scores[d] > scores[best] {
+		cost := math.Max(float64(d)*step+est[d+1], 1)
+		a.mean[d], a.opt[d] = tokM/cost, tokO/cost
+	}
+}
+
+// choose returns the depth for the next round: the depth with the best optimistic score,
+// if its gain over the current depth exceeds the hysteresis margin, or if it is better
+// in expectation than the current depth is even optimistically; else the current depth.
+func (a *Adaptive) choose(bound int) int {
+	a.score(bound)
+	if a.cur > bound {
+		a.cur = bound
+	}
+	best := 0
+	for d := range a.opt {
+		if a.opt[d] > a.opt[best] {
 			best = d
 		}
 	}
-	return best, scores
+	if a.opt[best] > a.opt[a.cur]*(1+a.p.Hysteresis) || a.mean[best] > a.opt[a.cur] {
+		return best
+	}
+	return a.cur
 }
 
-// verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima.
+// verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima. An nt not
+// measured yet gets the optimistic lower bound that monotonicity allows (verify cost
+// does not fall as nt grows): the nearest measurement below it, or 0 below every
+// measurement; so it scores well and gets tried once. Since timings only err upwards,
+// every estimate is also capped by the estimates of larger nt.
 func (a *Adaptive) verifyEstimates(maxNT int) []float64 {
 	a.est = a.est[:0]
+	below := 0.0
 	for nt := 0; nt <= maxNT; nt++ {
-		v, ok := a.verify[nt].min()
-		if !ok {
-			v = math.NaN()
+		if v, ok := a.verify[nt].min(); ok {
+			below = v
 		}
-		a.est = append(a.est, v)
+		a.est = append(a.est, below)
 	}
-	lo := -1 // last measured nt
-	for nt := 1; nt <= maxNT; nt++ {
-		if !math.IsNaN(a.est[nt]) {
-			if lo < 0 { // flat below the first measurement
-				for k := 1; k < nt; k++ {
-					a.est[k] = a.est[nt]
-				}
-			} else {
-				for k := lo + 1; k < nt; k++ { // linear between measurements
-					w := float64(k-lo) / float64(nt-lo)
-					a.est[k] = a.est[lo]*(1-w) + a.est[nt]*w
-				}
-			}
-			lo = nt
-		}
-	}
-	for k := max(lo+1, 1); k <= maxNT; k++ { // flat beyond the last
-		if lo < 0 {
-			a.est[k] = 1
-		} else {
-			a.est[k] = a.est[lo]
-		}
+	for nt := maxNT - 1; nt >= 0; nt-- {
+		a.est[nt] = math.Min(a.est[nt], a.est[nt+1])
 	}
 	return a.est
 }

@@ -1,0 +1,261 @@
+package builtin
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// A simulated speculative decoder: per-position acceptance probabilities and a cost
+// model stand in for the draft and target models, so depth policies can be judged
+// against the best static depth with the same luck (pre-drawn uniforms per round and
+// position) and fixed seeds.
+
+type regime struct {
+	name     string
+	rounds   int
+	maxDepth int
+	accept   func(round int) float64 // probability that each drafted position is accepted
+	step     float64                 // draft ns per token
+	verify   func(nt int) float64    // target ns for nt rows
+}
+
+func flat(base, perRow float64) func(int) float64 {
+	return func(nt int) float64 { return base + perRow*float64(nt) }
+}
+
+func kink(base, perRow, at, jump float64) func(int) float64 {
+	return func(nt int) float64 {
+		v := base + perRow*float64(nt)
+		if float64(nt) > at {
+			v += jump
+		}
+		return v
+	}
+}
+
+func constant(p float64) func(int) float64 { return func(int) float64 { return p } }
+
+var regimes = []regime{
+	{"high", 3000, 16, constant(0.9), 100e3, flat(1e6, 10e3)},
+	{"low", 3000, 16, constant(0.4), 100e3, flat(1e6, 10e3)},
+	{"kink", 3000, 16, constant(0.85), 60e3, kink(1e6, 10e3, 4, 1e6)},
+	{"shifting", 4000, 16, func(r int) float64 {
+		if r/400%2 == 0 {
+			return 0.92
+		}
+		return 0.25
+	}, 80e3, flat(1e6, 10e3)},
+	{"collapse", 3000, 16, constant(0), 150e3, flat(1e6, 10e3)},
+}
+
+// expected returns the analytic tokens per ns of static depth d under acceptance p.
+func (g regime) expected(d int, p float64) float64 {
+	tokens, reach := 1.0, 1.0
+	for k := 1; k <= d; k++ {
+		reach *= p
+		tokens += reach
+	}
+	return tokens / (float64(d)*g.step + g.verify(d+1))
+}
+
+// bestStatic is the analytic best static depth under acceptance p.
+func (g regime) bestStatic(p float64) (int, float64) {
+	best, bt := 0, 0.0
+	for d := 0; d <= g.maxDepth; d++ {
+		if v := g.expected(d, p); v > bt {
+			best, bt = d, v
+		}
+	}
+	return best, bt
+}
+
+type simResult struct {
+	tokens, ns float64
+	depths     []int
+}
+
+func (s simResult) rate() float64 { return s.tokens / s.ns * 1e9 } // tokens per second
+
+// simulate runs policy p through regime g with the luck of seed.
+func simulate(t testing.TB, g regime, p sdk.DepthPolicy, seed uint64) simResult {
+	t.Helper()
+	luck := rand.New(rand.NewPCG(seed, 1))
+	noise := rand.New(rand.NewPCG(seed, 2))
+	var res simResult
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: g.maxDepth}
+	u := make([]float64, g.maxDepth)
+	for r := 0; r < g.rounds; r++ {
+		for i := range u {
+			u[i] = luck.Float64()
+		}
+		dec, err := p.NextDepth(context.Background(), last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := min(max(dec.Depth, 0), g.maxDepth)
+		acc := 0
+		for acc < d && u[acc] < g.accept(r) {
+			acc++
+		}
+		cost := float64(d)*g.step + g.verify(d+1)
+		res.tokens += float64(acc + 1)
+		res.ns += cost
+		res.depths = append(res.depths, d)
+		jitter := func(v float64) int64 { return int64(v * (1 + 0.2*noise.Float64())) } // measurements only err upwards
+		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: d, Accepted: acc, DraftNs: jitter(float64(d) * g.step),
+			VerifyNs: jitter(g.verify(d + 1)), MaxDepth: g.maxDepth, DraftConf: make([]float32, d)}
+	}
+	return res
+}
+
+func mustPolicy(t testing.TB, name string, params string) sdk.DepthPolicy {
+	t.Helper()
+	p, ok := Lookup(name)
+	if !ok {
+		t.Fatalf("no builtin %s", name)
+	}
+	pol, err := p.NewPolicy([]byte(params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// convergeRounds is the stated bound: after it, the adaptive policy plays a depth whose
+// analytic throughput is within the hysteresis margin (10%) of the best static depth's
+// in at least 95% of rounds, in every stationary regime.
+const convergeRounds = 150
+
+func TestAdaptiveSimulation(t *testing.T) {
+	params := `{"draft_max":16}`
+	for _, g := range regimes {
+		t.Run(g.name, func(t *testing.T) {
+			const seed = 7
+			ad := simulate(t, g, mustPolicy(t, "adaptive", params), seed)
+			ucb := simulate(t, g, mustPolicy(t, "ucb", params), seed)
+			bestD, bestRate := -1, 0.0
+			plain := 0.0
+			for d := 0; d <= g.maxDepth; d++ {
+				s := simulate(t, g, mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)), seed)
+				if s.rate() > bestRate {
+					bestD, bestRate = d, s.rate()
+				}
+				if d == 0 {
+					plain = s.rate()
+				}
+			}
+			t.Logf("%-8s tokens/s: adaptive %.1f (%.3f of best), ucb %.1f (%.3f), best static d=%d %.1f, plain %.1f",
+				g.name, ad.rate(), ad.rate()/bestRate, ucb.rate(), ucb.rate()/bestRate, bestD, bestRate, plain)
+
+			switch g.name {
+			case "shifting":
+				if ad.rate() <= bestRate {
+					t.Errorf("shifting: adaptive %.1f tokens/s, want more than the best static depth (d=%d, %.1f)", ad.rate(), bestD, bestRate)
+				}
+				return
+			case "collapse":
+				if ad.rate() < plain*0.99 {
+					t.Errorf("collapse: adaptive %.1f tokens/s, want ≥ 99%% of plain decoding's %.1f", ad.rate(), plain)
+				}
+			}
+			p := g.accept(0)
+			_, best := g.bestStatic(p)
+			good := 0
+			for _, d := range ad.depths[convergeRounds:] {
+				if g.expected(d, p)*1.10 >= best {
+					good++
+				}
+			}
+			frac := float64(good) / float64(len(ad.depths)-convergeRounds)
+			if frac < 0.95 {
+				t.Errorf("after %d rounds, %.1f%% of the depths played are within 10%% of the best static; want ≥ 95%%", convergeRounds, 100*frac)
+			}
+			if ad.rate() < 0.9*bestRate {
+				t.Errorf("adaptive %.1f tokens/s, want ≥ 90%% of the best static %.1f", ad.rate(), bestRate)
+			}
+		})
+	}
+}
+
+func TestAdaptiveRespectsBounds(t *testing.T) {
+	p := mustPolicy(t, "adaptive", `{"draft_max":6,"start":10}`)
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 3}
+	for r := 0; r < 200; r++ {
+		d, err := p.NextDepth(context.Background(), last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := 3
+		if r > 100 {
+			bound = 5
+		}
+		if d.Depth > bound || d.Depth < 0 {
+			t.Fatalf("round %d: depth %d, want within [0, %d]", r, d.Depth, bound)
+		}
+		last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: d.Depth, Accepted: d.Depth, DraftNs: 1000 * int64(d.Depth),
+			VerifyNs: 100000, MaxDepth: bound}
+		if r >= 100 {
+			last.MaxDepth = 5
+		}
+	}
+}
+
+var updateTrace = flag.Bool("update-trace", false, "rewrite testdata/rounds.jsonl from the simulator")
+
+// TestRecordedTrace keeps testdata/rounds.jsonl, the recorded trace the parity test and
+// `minfer policy replay` tests use: the adaptive policy on the shifting regime, with
+// draft confidences, written by -update-trace.
+func TestRecordedTrace(t *testing.T) {
+	path := filepath.Join("testdata", "rounds.jsonl")
+	if *updateTrace {
+		g := regimes[3]
+		g.rounds = 600
+		p := mustPolicy(t, "adaptive", `{"draft_max":12}`)
+		var rounds []sdk.TraceRound
+		luck := rand.New(rand.NewPCG(11, 3))
+		last := sdk.RoundOutcome{Round: -1, MaxDepth: 12}
+		for r := 0; r < g.rounds; r++ {
+			dec, _ := p.NextDepth(context.Background(), last)
+			d := dec.Depth
+			acc := 0
+			for acc < d && luck.Float64() < g.accept(r) {
+				acc++
+			}
+			conf := make([]float32, d)
+			for i := range conf {
+				conf[i] = float32(math.Round((0.3+0.7*luck.Float64())*1000) / 1000)
+			}
+			last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: d, Accepted: acc, DraftConf: conf,
+				DraftNs: int64(float64(d) * g.step * (1 + 0.2*luck.Float64())), VerifyNs: int64(g.verify(d+1) * (1 + 0.2*luck.Float64())), MaxDepth: 12}
+			rounds = append(rounds, sdk.NewTraceRound(0, "adaptive", dec, last))
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sdk.WriteTrace(f, rounds); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rounds, err := sdk.ReadTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) != 600 {
+		t.Fatalf("got %d rounds, want 600", len(rounds))
+	}
+}
