@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+)
+
+func init() {
+	register(&command{name: "bench", summary: "prompt-processing and generation speed (llama-bench's pp/tg tests)", run: runBench})
+}
+
+const benchUsage = `
+Usage: minfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]
+
+Measures what llama-bench measures: ppN processes N random tokens as one prompt
+(forwards of --batch tokens) and tgN generates N tokens one at a time, each repetition
+from a fresh KV cache, after one warm-up run. Prints mean ± standard deviation of
+tokens per second over the repetitions, as a table or JSON. -p 0 or -n 0 skips a test.
+
+Examples:
+  minfer bench -m qwen2.5-0.5b-q8_0.gguf
+  minfer bench -m model.gguf -p 64 -n 16 -t 2 -r 3 --json
+`
+
+// benchResult is one test's line (llama-bench's JSON field names where they exist).
+type benchResult struct {
+	Model     string    `json:"model_filename"`
+	Type      string    `json:"model_type"`
+	SizeBytes int64     `json:"model_size"`
+	Params    int64     `json:"model_n_params"`
+	Threads   int       `json:"n_threads"`
+	KV        string    `json:"type_kv"`
+	Test      string    `json:"test"`
+	NPrompt   int       `json:"n_prompt"`
+	NGen      int       `json:"n_gen"`
+	AvgTS     float64   `json:"avg_ts"`
+	StddevTS  float64   `json:"stddev_ts"`
+	SamplesTS []float64 `json:"samples_ts"`
+}
+
+func runBench(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("bench", benchUsage)
+	var (
+		configPath, modelPath, kvName string
+		np, ng, reps, threads, batch  int
+		jsonOut                       bool
+	)
+	fs.StringVar(&configPath, "config", "", "minfer.toml to read")
+	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
+	fs.IntVar(&np, "p", 512, "prompt tokens of the pp test (0: skip)")
+	fs.IntVar(&ng, "n", 128, "generated tokens of the tg test (0: skip)")
+	fs.IntVar(&reps, "r", 5, "repetitions")
+	fs.IntVar(&threads, "threads", 0, "CPU threads (0: physical cores)")
+	fs.IntVar(&threads, "t", 0, "alias of --threads")
+	fs.IntVar(&batch, "batch", 512, "tokens per forward in the pp test")
+	fs.IntVar(&batch, "b", 512, "alias of --batch")
+	fs.StringVar(&kvName, "kv", "f16", "KV cache type: f16 or q8_0")
+	fs.BoolVar(&jsonOut, "json", false, "print a JSON array of results")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return usagef("bench: unexpected argument %q", rest[0])
+	case np < 0 || ng < 0 || np+ng == 0:
+		return usagef("bench: -p %d -n %d: want counts ≥ 0, not both 0", np, ng)
+	case reps < 1 || batch < 1:
+		return usagef("bench: -r and --batch must be ≥ 1")
+	}
+	kt, err := kv.ParseType(kvName)
+	if err != nil {
+		return usagef("bench: %v", err)
+	}
+	cfg, _, err := config.LoadOrDefault(configPath)
+	if err != nil {
+		return err
+	}
+	if modelPath != "" {
+		cfg.Model.Path = modelPath
+	}
+	cfg.Model.Threads = threads
+	b, err := newBackend(cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	path := cfg.ResolvePath(cfg.Model.Path)
+	md, f, err := m.loadModel(b, path, "target", false)
+	if err != nil {
+		return err
+	}
+	defer md.Close()
+	cache, err := md.NewKV(np+ng, kt)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	base := benchResult{Model: filepath.Base(path), SizeBytes: md.WeightBytes, Params: paramCount(md), KV: kt.String(), Threads: threads}
+	if path == "" {
+		base.Model = embeddedName
+	}
+	base.Type = "-"
+	if ft, err := f.GetUint("general.file_type"); err == nil {
+		base.Type = fileTypeName(ft)
+	}
+	if base.Threads == 0 {
+		base.Threads = cpuThreads(b)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var results []benchResult
+	for _, test := range []struct {
+		name   string
+		n      int
+		chunk  int
+		pp, tg int
+	}{{"pp", np, batch, np, 0}, {"tg", ng, 1, 0, ng}} {
+		if test.n == 0 {
+			continue
+		}
+		ids := make([]int32, test.n)
+		run := func() (float64, error) {
+			for i := range ids {
+				ids[i] = int32(rng.IntN(md.Params.Vocab))
+			}
+			cache.Reset()
+			t0 := time.Now()
+			for p := 0; p < len(ids); p += test.chunk {
+				if _, err := md.Forward(ids[p:min(p+test.chunk, len(ids))], cache, false); err != nil {
+					return 0, err
+				}
+			}
+			return float64(test.n) / time.Since(t0).Seconds(), nil
+		}
+		if _, err := run(); err != nil { // warm-up
+			return err
+		}
+		r := base
+		r.Test, r.NPrompt, r.NGen = fmt.Sprintf("%s%d", test.name, test.n), test.pp, test.tg
+		for range reps {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ts, err := run()
+			if err != nil {
+				return err
+			}
+			r.SamplesTS = append(r.SamplesTS, ts)
+		}
+		r.AvgTS, r.StddevTS = meanStd(r.SamplesTS)
+		results = append(results, r)
+	}
+	if jsonOut {
+		return json.NewEncoder(m.Stdout).Encode(results)
+	}
+	fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %10s | %8s | %7s | %4s | %8s | %20s |\n", "model", "type", "size", "params", "backend", "kv", "test", "t/s")
+	fmt.Fprintf(m.Stdout, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(8), dashes(10), dashes(8), dashes(7), dashes(4), dashes(8), dashes(20))
+	for _, r := range results {
+		fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %6.2f MiB | %6.2f M | cpu %3d | %4s | %8s | %20s |\n", r.Model, r.Type,
+			float64(r.SizeBytes)/(1<<20), float64(r.Params)/1e6, r.Threads, r.KV, r.Test, fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS))
+	}
+	return nil
+}
+
+func dashes(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '-'
+	}
+	return string(b)
+}
+
+// meanStd is the mean and sample standard deviation (llama-bench's stdev).
+func meanStd(xs []float64) (float64, float64) {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	mean := s / float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var v float64
+	for _, x := range xs {
+		v += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(v / float64(len(xs)-1))
+}
+
+// paramCount is the number of weights of the model (its tensors' elements).
+func paramCount(md *model.Model) int64 {
+	var n int64
+	for _, t := range md.File().Tensors {
+		n += int64(t.Elements())
+	}
+	return n
+}
+
+// fileTypeName names llama.cpp's general.file_type values minfer meets most.
+func fileTypeName(ft uint64) string {
+	names := map[uint64]string{0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+		10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+	if n, ok := names[ft]; ok {
+		return n
+	}
+	return fmt.Sprintf("ftype %d", ft)
+}
+
+// cpuThreads reports the thread count of a CPU backend.
+func cpuThreads(b any) int {
+	if t, ok := b.(interface{ Threads() int }); ok {
+		return t.Threads()
+	}
+	return 0
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchJSON(t *testing.T) {
+	out, stderr, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "-p", "16", "-n", "4", "-r", "2", "-t", "1", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var got []benchResult
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if len(got) != 2 || got[0].Test != "pp16" || got[1].Test != "tg4" || got[0].NPrompt != 16 || got[1].NGen != 4 {
+		t.Fatalf("got %+v, want pp16 and tg4", got)
+	}
+	for _, r := range got {
+		if len(r.SamplesTS) != 2 || !(r.AvgTS > 0) || r.Threads != 1 || r.Model != embeddedName {
+			t.Fatalf("%s: got %+v", r.Test, r)
+		}
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	out, _, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "-p", "0", "-n", "2", "-r", "1", "-t", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "| tg2 ") && !strings.Contains(out, "tg2 |") {
+		t.Fatalf("table: got %q, want a tg2 line", out)
+	}
+	if strings.Contains(out, "pp0") {
+		t.Fatalf("table: -p 0 should skip pp, got %q", out)
+	}
+	if _, _, err := runCLI(t, "", "bench", "-p", "0", "-n", "0"); exitCode(err) != 2 {
+		t.Fatalf("-p 0 -n 0: got %v, want a usage error", err)
+	}
+}
