@@ -1,0 +1,111 @@
+package cuda
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/core/quant"
+	"github.com/minfer/minfer/cuda"
+)
+
+// These tests need no GPU: they check the host-side packing and choosers.
+
+func TestPackSplitsBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	tests := []struct {
+		t                    quant.Type
+		layout               string
+		dOff, qOff, qLen, bs int
+		eOff, eLen           int
+	}{
+		{quant.Q4_0, "q4_0", 0, 2, 16, 18, 0, 0},
+		{quant.Q5_0, "q5_0", 0, 6, 16, 22, 2, 4},
+		{quant.Q8_0, "q8_0", 0, 2, 32, 34, 0, 0},
+		{quant.Q6_K, "q6_k", 208, 0, 208, 210, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.layout, func(t *testing.T) {
+			const rows, cols = 3, 512
+			rb, _ := tt.t.RowBytes(cols)
+			data := make([]byte, rows*rb)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			layout, p, err := pack(tt.t, rows, cols, data)
+			if err != nil || layout != tt.layout {
+				t.Fatalf("pack: got %q, %v; want %q", layout, err, tt.layout)
+			}
+			nb := len(data) / tt.bs
+			if len(p.q) != nb*tt.qLen || len(p.d) != 2*nb || len(p.e) != nb*tt.eLen {
+				t.Fatalf("sizes q %d d %d e %d for %d blocks", len(p.q), len(p.d), len(p.e), nb)
+			}
+			for i := range nb {
+				blk := data[i*tt.bs:]
+				if !bytes.Equal(p.q[i*tt.qLen:(i+1)*tt.qLen], blk[tt.qOff:tt.qOff+tt.qLen]) ||
+					!bytes.Equal(p.d[2*i:2*i+2], blk[tt.dOff:tt.dOff+2]) ||
+					tt.eLen > 0 && !bytes.Equal(p.e[i*tt.eLen:(i+1)*tt.eLen], blk[tt.eOff:tt.eOff+tt.eLen]) {
+					t.Fatalf("block %d not split as the layout says", i)
+				}
+			}
+		})
+	}
+}
+
+func TestPackPassThroughAndFallback(t *testing.T) {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q4_K, quant.Q5_K} {
+		rb, _ := typ.RowBytes(256)
+		data := bytes.Repeat([]byte{0x11}, 2*rb)
+		layout, p, err := pack(typ, 2, 256, data)
+		if err != nil || !bytes.Equal(p.q, data) || p.d != nil {
+			t.Errorf("%v: got layout %q err %v; want the bytes as stored", typ, layout, err)
+		}
+	}
+	// A type without kernels is dequantized to F32; so is every one-row weight.
+	src := []float32{1, -2, 3.5, 0.25}
+	f16 := make([]byte, 8)
+	quant.F32RowToF16(f16, src)
+	layout, p, err := pack(quant.F16, 1, 4, f16)
+	if err != nil || layout != "f32" || len(p.q) != 16 {
+		t.Fatalf("one-row F16: got %q, %d bytes, %v; want f32, 16 bytes", layout, len(p.q), err)
+	}
+	q41 := make([]byte, 40)
+	vals := make([]float32, 64)
+	for i := range vals {
+		vals[i] = float32(i%7) - 3
+	}
+	if err := quant.Quantize(quant.Q4_1, q41, vals); err != nil {
+		t.Fatal(err)
+	}
+	if layout, p, err := pack(quant.Q4_1, 2, 32, q41); err != nil || layout != "f32" || len(p.q) != 256 {
+		t.Errorf("Q4_1: got layout %q, %d bytes, %v; want the 256-byte f32 fallback", layout, len(p.q), err)
+	}
+	if _, _, err := pack(quant.IQ2_XXS, 1, 256, make([]byte, 66)); err == nil || !strings.Contains(err.Error(), "no CUDA kernel") {
+		t.Errorf("IQ2_XXS: got %v, want a no-kernel error", err)
+	}
+}
+
+func TestAttnSplit(t *testing.T) {
+	tier, _ := cuda.TierFor(9, 0)
+	b := &Backend{tier: tier}
+	for _, ctx := range []int{1, 255, 256, 4096, 8192, 8193, 32768, 131072} {
+		chunk, n := b.attnSplit(ctx)
+		if n > tier.AttnMaxSplits || chunk*n < ctx || chunk%32 != 0 || (n-1)*chunk >= ctx {
+			t.Errorf("ctx %d: chunk %d × %d splits", ctx, chunk, n)
+		}
+	}
+}
+
+func TestOpenWithoutGPU(t *testing.T) {
+	if ok, _ := Available(); ok {
+		t.Skip("a CUDA device is present")
+	}
+	ok, why := Available()
+	if ok || !strings.Contains(why, "libcuda.so.1 not found") {
+		t.Errorf("Available: got %v, %q; want false and a missing-driver reason", ok, why)
+	}
+	if _, err := Open(Options{}); err == nil || !strings.Contains(err.Error(), "libcuda.so.1 not found") {
+		t.Errorf("Open: got %v, want a missing-driver error", err)
+	}
+}
