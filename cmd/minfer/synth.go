@@ -26,12 +26,12 @@ Usage: minfer synth --arch ARCH (--preset NAME | SHAPE FLAGS) --type TYPE [--voc
 Writes a model with random weights and real shapes, tensor names and metadata as
 llama.cpp's converter and llama-quantize would write them, so llama.cpp and minfer load it.
 
-Weights are drawn per tensor from N(mean, std) (see synth_weights.go for the scales, which
-keep the logits well spread) with a generator seeded by (--seed, tensor name), in float32,
-then converted to --type: the same --seed gives the same float weights whatever the type,
-so a Q4_K_M draft and an F16 target of one seed are a real speculative pair. --fast skips
-the float weights and writes random but valid blocks directly (a 7B Q4_K_M in seconds,
-for speed benchmarks only).
+Weights are drawn per tensor from normal distributions scaled so the logits are well
+spread (std ≈ 3), by a generator seeded with (--seed, tensor name), in float32, then
+converted to --type: the same --seed gives the same float weights whatever the type, so
+a Q4_K_M draft and an F16 target of one seed are a real speculative pair. --fast skips
+the float weights of quantized tensors and writes random but valid blocks directly (a
+7B Q4_K_M in seconds, for speed benchmarks only); float types are unaffected.
 
 Types: f32 f16 bf16 q8_0 q4_0 q4_k q6_k (every 2-D tensor of that type, like
 llama-quantize --pure) and q4_k_m (llama-quantize's Q4_K_M mixture: Q6_K for output and
