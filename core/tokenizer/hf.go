@@ -53,11 +53,11 @@ type hfFile struct {
 	AddedTokens  []hfAddedToken `json:"added_tokens"`
 	PreTokenizer *hfPreTok      `json:"pre_tokenizer"`
 	Model        struct {
-		Type         string           `json:"type"`
-		Vocab        map[string]int64 `json:"vocab"`
-		Merges       json.RawMessage  `json:"merges"`
-		IgnoreMerges bool             `json:"ignore_merges"`
-		ByteFallback bool             `json:"byte_fallback"`
+		Type         string      `json:"type"`
+		Vocab        hfVocab     `json:"vocab"`
+		Merges       hfMergeList `json:"merges"`
+		IgnoreMerges bool        `json:"ignore_merges"`
+		ByteFallback bool        `json:"byte_fallback"`
 	} `json:"model"`
 }
 
@@ -90,11 +90,7 @@ func readHF(path string) (*vocabSpec, error) {
 	if err := hfPreTokenizer(f.PreTokenizer, s); err != nil {
 		return nil, err
 	}
-	merges, err := hfMerges(f.Model.Merges)
-	if err != nil {
-		return nil, err
-	}
-	s.merges = merges
+	s.merges = f.Model.Merges
 
 	n := int64(0)
 	for _, id := range f.Model.Vocab {
@@ -200,36 +196,6 @@ func regexpQuote(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-func hfMerges(raw json.RawMessage) ([][2]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var strs []string
-	if err := json.Unmarshal(raw, &strs); err == nil {
-		out := make([][2]string, 0, len(strs))
-		for i, m := range strs {
-			a, b, ok := splitMerge(m)
-			if !ok {
-				return nil, fmt.Errorf("merge %d %q: no space separator", i, m)
-			}
-			out = append(out, [2]string{a, b})
-		}
-		return out, nil
-	}
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, fmt.Errorf("model.merges: %w", err)
-	}
-	out := make([][2]string, 0, len(pairs))
-	for i, p := range pairs {
-		if len(p) != 2 {
-			return nil, fmt.Errorf("merge %d has %d parts, want 2", i, len(p))
-		}
-		out = append(out, [2]string{p[0], p[1]})
-	}
-	return out, nil
 }
 
 // splitMerge splits "a b" at the first space after the first byte (llama.cpp's rule).
