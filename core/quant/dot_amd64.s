@@ -378,6 +378,74 @@ DATA allOnes<>+30(SB)/1, $0xff
 DATA allOnes<>+31(SB)/1, $0xff
 GLOBL allOnes<>(SB), RODATA|NOPTR, $32
 
+DATA signBits<>+0(SB)/1, $0x80
+DATA signBits<>+1(SB)/1, $0x80
+DATA signBits<>+2(SB)/1, $0x80
+DATA signBits<>+3(SB)/1, $0x80
+DATA signBits<>+4(SB)/1, $0x80
+DATA signBits<>+5(SB)/1, $0x80
+DATA signBits<>+6(SB)/1, $0x80
+DATA signBits<>+7(SB)/1, $0x80
+DATA signBits<>+8(SB)/1, $0x80
+DATA signBits<>+9(SB)/1, $0x80
+DATA signBits<>+10(SB)/1, $0x80
+DATA signBits<>+11(SB)/1, $0x80
+DATA signBits<>+12(SB)/1, $0x80
+DATA signBits<>+13(SB)/1, $0x80
+DATA signBits<>+14(SB)/1, $0x80
+DATA signBits<>+15(SB)/1, $0x80
+DATA signBits<>+16(SB)/1, $0x80
+DATA signBits<>+17(SB)/1, $0x80
+DATA signBits<>+18(SB)/1, $0x80
+DATA signBits<>+19(SB)/1, $0x80
+DATA signBits<>+20(SB)/1, $0x80
+DATA signBits<>+21(SB)/1, $0x80
+DATA signBits<>+22(SB)/1, $0x80
+DATA signBits<>+23(SB)/1, $0x80
+DATA signBits<>+24(SB)/1, $0x80
+DATA signBits<>+25(SB)/1, $0x80
+DATA signBits<>+26(SB)/1, $0x80
+DATA signBits<>+27(SB)/1, $0x80
+DATA signBits<>+28(SB)/1, $0x80
+DATA signBits<>+29(SB)/1, $0x80
+DATA signBits<>+30(SB)/1, $0x80
+DATA signBits<>+31(SB)/1, $0x80
+GLOBL signBits<>(SB), RODATA|NOPTR, $32
+
+DATA onesU8<>+0(SB)/1, $0x01
+DATA onesU8<>+1(SB)/1, $0x01
+DATA onesU8<>+2(SB)/1, $0x01
+DATA onesU8<>+3(SB)/1, $0x01
+DATA onesU8<>+4(SB)/1, $0x01
+DATA onesU8<>+5(SB)/1, $0x01
+DATA onesU8<>+6(SB)/1, $0x01
+DATA onesU8<>+7(SB)/1, $0x01
+DATA onesU8<>+8(SB)/1, $0x01
+DATA onesU8<>+9(SB)/1, $0x01
+DATA onesU8<>+10(SB)/1, $0x01
+DATA onesU8<>+11(SB)/1, $0x01
+DATA onesU8<>+12(SB)/1, $0x01
+DATA onesU8<>+13(SB)/1, $0x01
+DATA onesU8<>+14(SB)/1, $0x01
+DATA onesU8<>+15(SB)/1, $0x01
+DATA onesU8<>+16(SB)/1, $0x01
+DATA onesU8<>+17(SB)/1, $0x01
+DATA onesU8<>+18(SB)/1, $0x01
+DATA onesU8<>+19(SB)/1, $0x01
+DATA onesU8<>+20(SB)/1, $0x01
+DATA onesU8<>+21(SB)/1, $0x01
+DATA onesU8<>+22(SB)/1, $0x01
+DATA onesU8<>+23(SB)/1, $0x01
+DATA onesU8<>+24(SB)/1, $0x01
+DATA onesU8<>+25(SB)/1, $0x01
+DATA onesU8<>+26(SB)/1, $0x01
+DATA onesU8<>+27(SB)/1, $0x01
+DATA onesU8<>+28(SB)/1, $0x01
+DATA onesU8<>+29(SB)/1, $0x01
+DATA onesU8<>+30(SB)/1, $0x01
+DATA onesU8<>+31(SB)/1, $0x01
+GLOBL onesU8<>(SB), RODATA|NOPTR, $32
+
 DATA bitsShuf<>+0(SB)/1, $0x00
 DATA bitsShuf<>+1(SB)/1, $0x00
 DATA bitsShuf<>+2(SB)/1, $0x00
@@ -1444,5 +1512,721 @@ q6k_loop:
 	JMP          q6k_loop
 
 q6k_done:
+	VZEROUPPER
+	RET
+
+// func prepQ8Tile(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·prepQ8Tile(SB), NOSPLIT, $0-8
+	MOVQ    a+0(FP), R13
+	MOVQ    (R13), BX
+	MOVQ    40(R13), R12
+	MOVQ    16(R13), CX
+	MOVQ    32(R13), R9
+	VMOVD   R9, X12
+	VMOVDQU onesU8<>+0(SB), Y13
+
+prep_row:
+	TESTQ CX, CX
+	JZ    prep_done
+	MOVQ  BX, AX
+	MOVQ  R12, DX
+	MOVQ  24(R13), R14
+
+prep_group:
+	TESTQ   R14, R14
+	JZ      prep_next
+	VPXOR   X14, X14, X14
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	CMPQ    R14, $0x01
+	JL      prep_loaded
+	VMOVDQU 2(AX), Y0
+	VPINSRW $0x00, (AX), X14, X14
+	CMPQ    R14, $0x02
+	JL      prep_loaded
+	VMOVDQU 36(AX), Y1
+	VPINSRW $0x01, 34(AX), X14, X14
+	CMPQ    R14, $0x03
+	JL      prep_loaded
+	VMOVDQU 70(AX), Y2
+	VPINSRW $0x02, 68(AX), X14, X14
+	CMPQ    R14, $0x04
+	JL      prep_loaded
+	VMOVDQU 104(AX), Y3
+	VPINSRW $0x03, 102(AX), X14, X14
+	CMPQ    R14, $0x05
+	JL      prep_loaded
+	VMOVDQU 138(AX), Y4
+	VPINSRW $0x04, 136(AX), X14, X14
+	CMPQ    R14, $0x06
+	JL      prep_loaded
+	VMOVDQU 172(AX), Y5
+	VPINSRW $0x05, 170(AX), X14, X14
+	CMPQ    R14, $0x07
+	JL      prep_loaded
+	VMOVDQU 206(AX), Y6
+	VPINSRW $0x06, 204(AX), X14, X14
+	CMPQ    R14, $0x08
+	JL      prep_loaded
+	VMOVDQU 240(AX), Y7
+	VPINSRW $0x07, 238(AX), X14, X14
+
+prep_loaded:
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	VPXORD      Y24, Y24, Y24
+	VMOVDQU64   Y16, (DX)
+	VPDPBUSD    Y16, Y13, Y24
+	VMOVDQU64   Y17, 32(DX)
+	VPDPBUSD    Y17, Y13, Y24
+	VMOVDQU64   Y18, 64(DX)
+	VPDPBUSD    Y18, Y13, Y24
+	VMOVDQU64   Y19, 96(DX)
+	VPDPBUSD    Y19, Y13, Y24
+	VMOVDQU64   Y20, 128(DX)
+	VPDPBUSD    Y20, Y13, Y24
+	VMOVDQU64   Y21, 160(DX)
+	VPDPBUSD    Y21, Y13, Y24
+	VMOVDQU64   Y22, 192(DX)
+	VPDPBUSD    Y22, Y13, Y24
+	VMOVDQU64   Y23, 224(DX)
+	VPDPBUSD    Y23, Y13, Y24
+	VMOVDQU64   Y24, Y0
+	VPSLLD      X12, Y0, Y0
+	VPXOR       Y1, Y1, Y1
+	VPSUBD      Y0, Y1, Y1
+	VMOVDQU     Y1, 256(DX)
+	VCVTPH2PS   X14, Y2
+	VMOVUPS     Y2, 288(DX)
+	ADDQ        $0x00000110, AX
+	ADDQ        $0x00000140, DX
+	SUBQ        $0x08, R14
+	JAE         prep_group
+	XORQ        R14, R14
+	JMP         prep_group
+
+prep_next:
+	ADDQ 8(R13), BX
+	ADDQ 48(R13), R12
+	DECQ CX
+	JMP  prep_row
+
+prep_done:
+	VZEROUPPER
+	RET
+
+// func tileQ8_0VNNI(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·tileQ8_0VNNI(SB), NOSPLIT, $8-8
+	MOVQ a+0(FP), R13
+	MOVQ (R13), BX
+	MOVQ 88(R13), R12
+	MOVQ 16(R13), CX
+
+tileQ8_0VNNI_row:
+	TESTQ  CX, CX
+	JZ     tileQ8_0VNNI_done
+	MOVQ   80(R13), R11
+	MOVQ   72(R13), R9
+	MOVQ   R9, (SP)
+	VXORPS Y0, Y0, Y0
+
+tileQ8_0VNNI_zero:
+	VMOVUPS Y0, (R11)
+	ADDQ    $0x20, R11
+	DECQ    (SP)
+	JNZ     tileQ8_0VNNI_zero
+	MOVQ    BX, AX
+	MOVQ    24(R13), DX
+	MOVQ    64(R13), R14
+
+tileQ8_0VNNI_group:
+	TESTQ   R14, R14
+	JZ      tileQ8_0VNNI_finish
+	VPXOR   X14, X14, X14
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VPXOR   Y2, Y2, Y2
+	VPXOR   Y3, Y3, Y3
+	VPXOR   Y4, Y4, Y4
+	VPXOR   Y5, Y5, Y5
+	VPXOR   Y6, Y6, Y6
+	VPXOR   Y7, Y7, Y7
+	CMPQ    R14, $0x01
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 2(AX), Y0
+	VPXOR   signBits<>+0(SB), Y0, Y0
+	VPINSRW $0x00, (AX), X14, X14
+	CMPQ    R14, $0x02
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 36(AX), Y1
+	VPXOR   signBits<>+0(SB), Y1, Y1
+	VPINSRW $0x01, 34(AX), X14, X14
+	CMPQ    R14, $0x03
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 70(AX), Y2
+	VPXOR   signBits<>+0(SB), Y2, Y2
+	VPINSRW $0x02, 68(AX), X14, X14
+	CMPQ    R14, $0x04
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 104(AX), Y3
+	VPXOR   signBits<>+0(SB), Y3, Y3
+	VPINSRW $0x03, 102(AX), X14, X14
+	CMPQ    R14, $0x05
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 138(AX), Y4
+	VPXOR   signBits<>+0(SB), Y4, Y4
+	VPINSRW $0x04, 136(AX), X14, X14
+	CMPQ    R14, $0x06
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 172(AX), Y5
+	VPXOR   signBits<>+0(SB), Y5, Y5
+	VPINSRW $0x05, 170(AX), X14, X14
+	CMPQ    R14, $0x07
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 206(AX), Y6
+	VPXOR   signBits<>+0(SB), Y6, Y6
+	VPINSRW $0x06, 204(AX), X14, X14
+	CMPQ    R14, $0x08
+	JL      tileQ8_0VNNI_loaded
+	VMOVDQU 240(AX), Y7
+	VPXOR   signBits<>+0(SB), Y7, Y7
+	VPINSRW $0x07, 238(AX), X14, X14
+
+tileQ8_0VNNI_loaded:
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	VCVTPH2PS   X14, Y14
+	MOVQ        72(R13), R9
+	MOVQ        R9, (SP)
+	MOVQ        DX, R8
+	MOVQ        80(R13), R11
+
+tileQ8_0VNNI_act:
+	VMOVDQU   256(R8), Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	VPDPBUSD  (R8), Y16, Y0
+	VPDPBUSD  32(R8), Y17, Y1
+	VPDPBUSD  64(R8), Y18, Y2
+	VPDPBUSD  96(R8), Y19, Y3
+	VPDPBUSD  128(R8), Y20, Y0
+	VPDPBUSD  160(R8), Y21, Y1
+	VPDPBUSD  192(R8), Y22, Y2
+	VPDPBUSD  224(R8), Y23, Y3
+	VPADDD    Y1, Y0, Y0
+	VPADDD    Y3, Y2, Y2
+	VPADDD    Y2, Y0, Y0
+	VMULPS    288(R8), Y14, Y9
+	VCVTDQ2PS Y0, Y0
+	VMULPS    Y9, Y0, Y0
+	VADDPS    (R11), Y0, Y0
+	VMOVUPS   Y0, (R11)
+	ADDQ      48(R13), R8
+	ADDQ      $0x20, R11
+	DECQ      (SP)
+	JNZ       tileQ8_0VNNI_act
+	ADDQ      $0x00000140, DX
+	ADDQ      $0x00000110, AX
+	SUBQ      $0x08, R14
+	JAE       tileQ8_0VNNI_group
+	XORQ      R14, R14
+	JMP       tileQ8_0VNNI_group
+
+tileQ8_0VNNI_finish:
+	MOVQ 80(R13), R11
+	MOVQ 72(R13), R9
+	MOVQ R9, (SP)
+	MOVQ R12, R8
+
+tileQ8_0VNNI_out:
+	VMOVUPS      (R11), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         96(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ8_0VNNI_out
+	ADDQ         8(R13), BX
+	ADDQ         $0x04, R12
+	DECQ         CX
+	JMP          tileQ8_0VNNI_row
+
+tileQ8_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func tileQ4_0VNNI(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·tileQ4_0VNNI(SB), NOSPLIT, $8-8
+	MOVQ a+0(FP), R13
+	MOVQ (R13), BX
+	MOVQ 88(R13), R12
+	MOVQ 16(R13), CX
+
+tileQ4_0VNNI_row:
+	TESTQ  CX, CX
+	JZ     tileQ4_0VNNI_done
+	MOVQ   80(R13), R11
+	MOVQ   72(R13), R9
+	MOVQ   R9, (SP)
+	VXORPS Y0, Y0, Y0
+
+tileQ4_0VNNI_zero:
+	VMOVUPS Y0, (R11)
+	ADDQ    $0x20, R11
+	DECQ    (SP)
+	JNZ     tileQ4_0VNNI_zero
+	MOVQ    BX, AX
+	MOVQ    24(R13), DX
+	MOVQ    64(R13), R14
+
+tileQ4_0VNNI_group:
+	TESTQ          R14, R14
+	JZ             tileQ4_0VNNI_finish
+	VPXOR          X14, X14, X14
+	VPXOR          Y0, Y0, Y0
+	VPXOR          Y1, Y1, Y1
+	VPXOR          Y2, Y2, Y2
+	VPXOR          Y3, Y3, Y3
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	CMPQ           R14, $0x01
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y15
+	VPBLENDD       $0xf0, Y15, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPINSRW        $0x00, (AX), X14, X14
+	CMPQ           R14, $0x02
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 20(AX), Y1
+	VPSRLW         $0x04, Y1, Y15
+	VPBLENDD       $0xf0, Y15, Y1, Y1
+	VPAND          mask0F<>+0(SB), Y1, Y1
+	VPINSRW        $0x01, 18(AX), X14, X14
+	CMPQ           R14, $0x03
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 38(AX), Y2
+	VPSRLW         $0x04, Y2, Y15
+	VPBLENDD       $0xf0, Y15, Y2, Y2
+	VPAND          mask0F<>+0(SB), Y2, Y2
+	VPINSRW        $0x02, 36(AX), X14, X14
+	CMPQ           R14, $0x04
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 56(AX), Y3
+	VPSRLW         $0x04, Y3, Y15
+	VPBLENDD       $0xf0, Y15, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPINSRW        $0x03, 54(AX), X14, X14
+	CMPQ           R14, $0x05
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 74(AX), Y4
+	VPSRLW         $0x04, Y4, Y15
+	VPBLENDD       $0xf0, Y15, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPINSRW        $0x04, 72(AX), X14, X14
+	CMPQ           R14, $0x06
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 92(AX), Y5
+	VPSRLW         $0x04, Y5, Y15
+	VPBLENDD       $0xf0, Y15, Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPINSRW        $0x05, 90(AX), X14, X14
+	CMPQ           R14, $0x07
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 110(AX), Y6
+	VPSRLW         $0x04, Y6, Y15
+	VPBLENDD       $0xf0, Y15, Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPINSRW        $0x06, 108(AX), X14, X14
+	CMPQ           R14, $0x08
+	JL             tileQ4_0VNNI_loaded
+	VBROADCASTI128 128(AX), Y7
+	VPSRLW         $0x04, Y7, Y15
+	VPBLENDD       $0xf0, Y15, Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPINSRW        $0x07, 126(AX), X14, X14
+
+tileQ4_0VNNI_loaded:
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	VCVTPH2PS   X14, Y14
+	MOVQ        72(R13), R9
+	MOVQ        R9, (SP)
+	MOVQ        DX, R8
+	MOVQ        80(R13), R11
+
+tileQ4_0VNNI_act:
+	VMOVDQU   256(R8), Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	VPDPBUSD  (R8), Y16, Y0
+	VPDPBUSD  32(R8), Y17, Y1
+	VPDPBUSD  64(R8), Y18, Y2
+	VPDPBUSD  96(R8), Y19, Y3
+	VPDPBUSD  128(R8), Y20, Y0
+	VPDPBUSD  160(R8), Y21, Y1
+	VPDPBUSD  192(R8), Y22, Y2
+	VPDPBUSD  224(R8), Y23, Y3
+	VPADDD    Y1, Y0, Y0
+	VPADDD    Y3, Y2, Y2
+	VPADDD    Y2, Y0, Y0
+	VMULPS    288(R8), Y14, Y9
+	VCVTDQ2PS Y0, Y0
+	VMULPS    Y9, Y0, Y0
+	VADDPS    (R11), Y0, Y0
+	VMOVUPS   Y0, (R11)
+	ADDQ      48(R13), R8
+	ADDQ      $0x20, R11
+	DECQ      (SP)
+	JNZ       tileQ4_0VNNI_act
+	ADDQ      $0x00000140, DX
+	ADDQ      $0x00000090, AX
+	SUBQ      $0x08, R14
+	JAE       tileQ4_0VNNI_group
+	XORQ      R14, R14
+	JMP       tileQ4_0VNNI_group
+
+tileQ4_0VNNI_finish:
+	MOVQ 80(R13), R11
+	MOVQ 72(R13), R9
+	MOVQ R9, (SP)
+	MOVQ R12, R8
+
+tileQ4_0VNNI_out:
+	VMOVUPS      (R11), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         96(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ4_0VNNI_out
+	ADDQ         8(R13), BX
+	ADDQ         $0x04, R12
+	DECQ         CX
+	JMP          tileQ4_0VNNI_row
+
+tileQ4_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func tileQ5_0VNNI(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·tileQ5_0VNNI(SB), NOSPLIT, $8-8
+	MOVQ a+0(FP), R13
+	MOVQ (R13), BX
+	MOVQ 88(R13), R12
+	MOVQ 16(R13), CX
+
+tileQ5_0VNNI_row:
+	TESTQ  CX, CX
+	JZ     tileQ5_0VNNI_done
+	MOVQ   80(R13), R11
+	MOVQ   72(R13), R9
+	MOVQ   R9, (SP)
+	VXORPS Y0, Y0, Y0
+
+tileQ5_0VNNI_zero:
+	VMOVUPS Y0, (R11)
+	ADDQ    $0x20, R11
+	DECQ    (SP)
+	JNZ     tileQ5_0VNNI_zero
+	MOVQ    BX, AX
+	MOVQ    24(R13), DX
+	MOVQ    64(R13), R14
+
+tileQ5_0VNNI_group:
+	TESTQ          R14, R14
+	JZ             tileQ5_0VNNI_finish
+	VPXOR          X14, X14, X14
+	VPXOR          Y0, Y0, Y0
+	VPXOR          Y1, Y1, Y1
+	VPXOR          Y2, Y2, Y2
+	VPXOR          Y3, Y3, Y3
+	VPXOR          Y4, Y4, Y4
+	VPXOR          Y5, Y5, Y5
+	VPXOR          Y6, Y6, Y6
+	VPXOR          Y7, Y7, Y7
+	CMPQ           R14, $0x01
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y15
+	VPBLENDD       $0xf0, Y15, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y0, Y0
+	VPINSRW        $0x00, (AX), X14, X14
+	CMPQ           R14, $0x02
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 28(AX), Y1
+	VPSRLW         $0x04, Y1, Y15
+	VPBLENDD       $0xf0, Y15, Y1, Y1
+	VPAND          mask0F<>+0(SB), Y1, Y1
+	VPBROADCASTD   24(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y1, Y1
+	VPINSRW        $0x01, 22(AX), X14, X14
+	CMPQ           R14, $0x03
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 50(AX), Y2
+	VPSRLW         $0x04, Y2, Y15
+	VPBLENDD       $0xf0, Y15, Y2, Y2
+	VPAND          mask0F<>+0(SB), Y2, Y2
+	VPBROADCASTD   46(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y2, Y2
+	VPINSRW        $0x02, 44(AX), X14, X14
+	CMPQ           R14, $0x04
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 72(AX), Y3
+	VPSRLW         $0x04, Y3, Y15
+	VPBLENDD       $0xf0, Y15, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   68(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y3, Y3
+	VPINSRW        $0x03, 66(AX), X14, X14
+	CMPQ           R14, $0x05
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 94(AX), Y4
+	VPSRLW         $0x04, Y4, Y15
+	VPBLENDD       $0xf0, Y15, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   90(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y4, Y4
+	VPINSRW        $0x04, 88(AX), X14, X14
+	CMPQ           R14, $0x06
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 116(AX), Y5
+	VPSRLW         $0x04, Y5, Y15
+	VPBLENDD       $0xf0, Y15, Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   112(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y5, Y5
+	VPINSRW        $0x05, 110(AX), X14, X14
+	CMPQ           R14, $0x07
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 138(AX), Y6
+	VPSRLW         $0x04, Y6, Y15
+	VPBLENDD       $0xf0, Y15, Y6, Y6
+	VPAND          mask0F<>+0(SB), Y6, Y6
+	VPBROADCASTD   134(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y6, Y6
+	VPINSRW        $0x06, 132(AX), X14, X14
+	CMPQ           R14, $0x08
+	JL             tileQ5_0VNNI_loaded
+	VBROADCASTI128 160(AX), Y7
+	VPSRLW         $0x04, Y7, Y15
+	VPBLENDD       $0xf0, Y15, Y7, Y7
+	VPAND          mask0F<>+0(SB), Y7, Y7
+	VPBROADCASTD   156(AX), Y15
+	VPSHUFB        bitsShuf<>+0(SB), Y15, Y15
+	VPOR           bitsMask<>+0(SB), Y15, Y15
+	VPCMPEQB       allOnes<>+0(SB), Y15, Y15
+	VPAND          sixteen<>+0(SB), Y15, Y15
+	VPOR           Y15, Y7, Y7
+	VPINSRW        $0x07, 154(AX), X14, X14
+
+tileQ5_0VNNI_loaded:
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	VCVTPH2PS   X14, Y14
+	MOVQ        72(R13), R9
+	MOVQ        R9, (SP)
+	MOVQ        DX, R8
+	MOVQ        80(R13), R11
+
+tileQ5_0VNNI_act:
+	VMOVDQU   256(R8), Y0
+	VPXOR     Y1, Y1, Y1
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	VPDPBUSD  (R8), Y16, Y0
+	VPDPBUSD  32(R8), Y17, Y1
+	VPDPBUSD  64(R8), Y18, Y2
+	VPDPBUSD  96(R8), Y19, Y3
+	VPDPBUSD  128(R8), Y20, Y0
+	VPDPBUSD  160(R8), Y21, Y1
+	VPDPBUSD  192(R8), Y22, Y2
+	VPDPBUSD  224(R8), Y23, Y3
+	VPADDD    Y1, Y0, Y0
+	VPADDD    Y3, Y2, Y2
+	VPADDD    Y2, Y0, Y0
+	VMULPS    288(R8), Y14, Y9
+	VCVTDQ2PS Y0, Y0
+	VMULPS    Y9, Y0, Y0
+	VADDPS    (R11), Y0, Y0
+	VMOVUPS   Y0, (R11)
+	ADDQ      48(R13), R8
+	ADDQ      $0x20, R11
+	DECQ      (SP)
+	JNZ       tileQ5_0VNNI_act
+	ADDQ      $0x00000140, DX
+	ADDQ      $0x000000b0, AX
+	SUBQ      $0x08, R14
+	JAE       tileQ5_0VNNI_group
+	XORQ      R14, R14
+	JMP       tileQ5_0VNNI_group
+
+tileQ5_0VNNI_finish:
+	MOVQ 80(R13), R11
+	MOVQ 72(R13), R9
+	MOVQ R9, (SP)
+	MOVQ R12, R8
+
+tileQ5_0VNNI_out:
+	VMOVUPS      (R11), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         96(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ5_0VNNI_out
+	ADDQ         8(R13), BX
+	ADDQ         $0x04, R12
+	DECQ         CX
+	JMP          tileQ5_0VNNI_row
+
+tileQ5_0VNNI_done:
 	VZEROUPPER
 	RET

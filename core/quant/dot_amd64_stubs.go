@@ -33,3 +33,23 @@ func q4KIntsAVX2(w *byte, x *byte, nb int, out *int32)
 //
 //go:noescape
 func q6KIntsAVX2(w *byte, x *byte, nb int, out *int32)
+
+// prepQ8Tile writes the prepared form of a.nx Q8_0 activation rows (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func prepQ8Tile(a *uintptr)
+
+// tileQ8_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func tileQ8_0VNNI(a *uintptr)
+
+// tileQ4_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func tileQ4_0VNNI(a *uintptr)
+
+// tileQ5_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func tileQ5_0VNNI(a *uintptr)

@@ -12,7 +12,12 @@ func TestDotTileMatchesVecDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, typ := range dotTypes {
 		tr, _ := typ.Lookup()
-		for _, sh := range []struct{ n, rows, nx int }{{256, 1, 1}, {512, 7, 3}, {768, 13, 9}, {2304, 5, 17}} {
+		shapes := []struct{ n, rows, nx int }{{256, 1, 1}, {512, 7, 3}, {768, 13, 9}, {2304, 5, 17}}
+		if tr.BlockSize == 32 {
+			// Rows that end in a partial group of eight blocks (29 and 2 blocks).
+			shapes = append(shapes, struct{ n, rows, nx int }{928, 6, 5}, struct{ n, rows, nx int }{64, 3, 4})
+		}
+		for _, sh := range shapes {
 			t.Run(typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
 				wb := mustRowBytes(t, typ, sh.n)
 				xb := mustRowBytes(t, tr.VecDotType, sh.n)
@@ -67,5 +72,34 @@ func TestDotTileErrors(t *testing.T) {
 	}
 	if err := DotTile(IQ2_XXS, ok()); err == nil {
 		t.Error("type without kernel: got nil error")
+	}
+}
+
+// BenchmarkDotTile measures a prompt-sized tile: 256 weight rows of 4864 values (one
+// worker's share of a Qwen2.5-0.5B ffn_down) against 64 activation rows. MB/s counts
+// the weight bytes once per activation row, as VecDot's benchmark does.
+func BenchmarkDotTile(b *testing.B) {
+	const n, rows, nx = 4864, 256, 64
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, Q4_K, Q6_K} {
+		tr, _ := typ.Lookup()
+		for _, path := range []string{"tile", "vecdot"} {
+			b.Run(typ.String()+"/"+path, func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(3, 3))
+				wb := mustRowBytes(b, typ, n)
+				xb := mustRowBytes(b, tr.VecDotType, n)
+				tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
+					W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
+				b.SetBytes(int64(wb * rows * nx))
+				for i := 0; i < b.N; i++ {
+					if path == "tile" {
+						if err := DotTile(typ, tl); err != nil {
+							b.Fatal(err)
+						}
+					} else {
+						dotTileGo(tr.VecDot, tl)
+					}
+				}
+			})
+		}
 	}
 }

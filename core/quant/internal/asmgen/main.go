@@ -31,6 +31,7 @@ func main() {
 	dotF16()
 	q4KInts()
 	q6KInts()
+	tileKernels()
 	Generate()
 }
 
@@ -56,6 +57,8 @@ func constants() {
 	sixteens = splat("sixteens", 16)
 	thirtyTwos = splat("thirtyTwos", 32)
 	allOnes = splat("allOnes", 0xff)
+	signBits = splat("signBits", 0x80)
+	onesU8 = splat("onesU8", 1)
 	// Byte i of a broadcast 32-bit qh gets qh's byte i/8; OR-ing 0xff minus bit i%8 and
 	// comparing with 0xff leaves 0xff exactly where bit i of qh is set.
 	bitsShuf = bytes32("bitsShuf", func(i int) byte { return byte(i / 8) })

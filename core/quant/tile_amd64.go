@@ -1,0 +1,95 @@
+package quant
+
+import (
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasVNNI selects the tile kernels: VPDPBUSD on 256-bit registers (AVX512_VNNI with
+// AVX512VL) besides the AVX2/F16C of the block kernels.
+var hasVNNI = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
+func init() {
+	if !hasVNNI {
+		return
+	}
+	// The shift is log2 of the bias the kernel's unsigned levels carry: Q8_0 levels are
+	// w+128, Q4_0 and Q5_0 levels are q = value+8 and value+16.
+	tileKernels[Q8_0] = func(tl *Tile) { tileQ8(tl, 7, tileQ8_0VNNI, dotQ8_0SIMD) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileQ8(tl, 3, tileQ4_0VNNI, dotQ4_0SIMD) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileQ8(tl, 4, tileQ5_0VNNI, dotQ5_0SIMD) }
+}
+
+// tileArgs is read by the generated tile kernels at fixed offsets (internal/asmgen's
+// ta* constants): every field is 8 bytes, in this order.
+type tileArgs struct {
+	w         *byte
+	wStride   int
+	rows      int
+	xq        *byte // prepared activations (prepArgs.out)
+	_, _      uintptr
+	xqStride  int // bytes from one prepared row to the next
+	_         int
+	nb        int // blocks per row
+	nx        int
+	acc       *float32 // 8 lanes per activation row
+	out       *float32
+	outStride int // bytes
+}
+
+// prepArgs is read by prepQ8Tile: nx Q8_0 rows of nb blocks at x become prepared rows
+// at out (see internal/asmgen: levels transposed by dwords, −Σx<<shift, float32 scales).
+type prepArgs struct {
+	x         *byte
+	xStride   int
+	nx        int
+	nb        int
+	shift     int
+	out       *byte
+	outStride int
+}
+
+// tileMinRows is the fewest activation rows for which the tile kernel pays: it unpacks
+// and transposes each weight group once per call and prepares the activations, which a
+// single-row (decode) matmul cannot amortize; VecDot gives the same bits there.
+const tileMinRows = 4
+
+const prepGroupBytes = 320
+
+type tileScratch struct {
+	prep []byte
+	acc  []float32
+}
+
+var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
+
+func tileQ8(tl *Tile, shift int, kernel func(*uintptr), dot func(int, []byte, []byte) float32) {
+	if tl.NX < tileMinRows {
+		dotTileGo(dot, tl)
+		return
+	}
+	nb := tl.N / qk
+	groups := (nb + 7) / 8
+	s := tileScratchPool.Get().(*tileScratch)
+	need := tl.NX * groups * prepGroupBytes
+	if cap(s.prep) < need {
+		s.prep = make([]byte, need)
+	}
+	if cap(s.acc) < 8*tl.NX {
+		s.acc = make([]float32, 8*tl.NX)
+	}
+	s.prep, s.acc = s.prep[:need], s.acc[:8*tl.NX]
+	p := prepArgs{x: &tl.X[0], xStride: tl.XStride, nx: tl.NX, nb: nb, shift: shift,
+		out: &s.prep[0], outStride: groups * prepGroupBytes}
+	prepQ8Tile((*uintptr)(unsafe.Pointer(&p)))
+	a := tileArgs{
+		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows,
+		xq: &s.prep[0], xqStride: groups * prepGroupBytes,
+		nb: nb, nx: tl.NX, acc: &s.acc[0],
+		out: &tl.Out[0], outStride: tl.OutStride * 4,
+	}
+	kernel((*uintptr)(unsafe.Pointer(&a)))
+	tileScratchPool.Put(s)
+}
