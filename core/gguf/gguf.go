@@ -320,6 +320,19 @@ func tensorSize(t quant.Type, dims []uint64) (uint64, error) {
 	return blocks * bb, nil
 }
 
+// alignmentOf validates a general.alignment value: a u32 (llama.cpp and gguf-py read
+// it as one) that is a power of two, at most 2^30.
+func alignmentOf(v Value) (uint64, error) {
+	if v.Type != TypeUint32 {
+		return 0, fmt.Errorf("key %q is %s, want u32", KeyAlignment, v.typeName())
+	}
+	a := uint64(v.V.(uint32))
+	if a == 0 || a&(a-1) != 0 || a > 1<<30 {
+		return 0, fmt.Errorf("key %q: %d is not a power of two ≤ 2^30", KeyAlignment, a)
+	}
+	return a, nil
+}
+
 // alignUp rounds n up to a multiple of a (a power of two); ok is false on overflow.
 func alignUp(n, a uint64) (uint64, bool) {
 	r := (n + a - 1) &^ (a - 1)

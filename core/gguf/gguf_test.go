@@ -361,6 +361,7 @@ func TestWriterErrors(t *testing.T) {
 		{"mistyped Value", func(w *Writer) error { return w.Set("k", Value{Type: TypeUint32, V: "x"}) }, "holds Go string"},
 		{"bad alignment", func(w *Writer) error { return w.SetAlignment(48) }, "not a power of two"},
 		{"bad alignment key", func(w *Writer) error { return w.Set(KeyAlignment, uint32(0)) }, "not a power of two"},
+		{"alignment not u32", func(w *Writer) error { return w.Set(KeyAlignment, uint64(64)) }, "is u64, want u32"},
 		{"duplicate tensor", func(w *Writer) error {
 			w.AddTensor("x", quant.F32, []uint64{1}, make([]byte, 4))
 			return w.AddTensor("x", quant.F32, []uint64{1}, make([]byte, 4))

@@ -75,7 +75,9 @@ func TestHostileInputs(t *testing.T) {
 		{"duplicate key", newFB(3, 0, 2).str("x").u32(uint32(TypeUint8)).raw(1).str("x").u32(uint32(TypeUint8)).raw(1).b, `duplicate key "x"`},
 		{"alignment not power of two", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(48).b, "not a power of two"},
 		{"alignment zero", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(0).b, "not a power of two"},
-		{"alignment a string", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeString)).str("32").b, "not a power of two"},
+		{"alignment a string", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeString)).str("32").b, `key "general.alignment" is string, want u32`},
+		{"alignment a u64", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint64)).u64(64).b, "is u64, want u32"},
+		{"alignment too large", newFB(3, 0, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(1 << 31).b, "not a power of two ≤ 2^30"},
 		{"tensor name too long", newFB(3, 1, 0).u64(1 << 62).zeros(24).b, "tensor #0 name: string length"},
 		{"too many dims", newFB(3, 1, 0).tensor("t", 0, 0, 1, 1, 1, 1, 1).b, `tensor "t": 5 dimensions (max 4)`},
 		{"unknown tensor type", newFB(3, 1, 0).tensor("t", 99, 0, 4).data(16).b, `tensor "t": unknown tensor type 99`},
@@ -116,7 +118,7 @@ func TestValidEdgeCases(t *testing.T) {
 		{"version 2", newFB(2, 0, 0).b},
 		{"zero-size tensor", newFB(3, 1, 0).tensor("t", 0, 0, 0).data(0).b},
 		{"scalar tensor", newFB(3, 1, 0).tensor("t", 0, 0).data(4).b},
-		{"alignment 64 as u64", newFB(3, 1, 1).str(KeyAlignment).u32(uint32(TypeUint64)).u64(64).tensor("t", 0, 64, 1).data(128).b},
+		{"alignment 64", newFB(3, 1, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(64).tensor("t", 0, 64, 1).data(128).b},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -144,11 +144,9 @@ func parse(data []byte) (*File, error) {
 		f.KVs = append(f.KVs, KV{Key: key, Value: v})
 	}
 	if v, ok := f.Get(KeyAlignment); ok {
-		a, ok := v.Uint()
-		if !ok || a == 0 || a&(a-1) != 0 || a > 1<<30 {
-			return nil, fmt.Errorf("key %q: %s is not a power of two", KeyAlignment, v)
+		if f.Alignment, err = alignmentOf(v); err != nil {
+			return nil, err
 		}
-		f.Alignment = a
 	}
 	if err := f.parseTensors(r, nTensors); err != nil {
 		return nil, err

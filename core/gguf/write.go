@@ -50,8 +50,8 @@ func (w *Writer) fail(err error) error {
 // SetAlignment sets the data alignment (a power of two) and records it as the uint32
 // key general.alignment, as llama.cpp expects.
 func (w *Writer) SetAlignment(n uint64) error {
-	if n == 0 || n&(n-1) != 0 || n > 1<<30 {
-		return w.fail(fmt.Errorf("gguf: alignment %d is not a power of two", n))
+	if n > 1<<30 {
+		return w.fail(fmt.Errorf("gguf: alignment %d is not a power of two ≤ 2^30", n))
 	}
 	return w.Set(KeyAlignment, uint32(n))
 }
@@ -66,9 +66,9 @@ func (w *Writer) Set(key string, v any) error {
 		return w.fail(fmt.Errorf("gguf: key %q: %w", key, err))
 	}
 	if key == KeyAlignment {
-		a, ok := val.Uint()
-		if !ok || a == 0 || a&(a-1) != 0 || a > 1<<30 {
-			return w.fail(fmt.Errorf("gguf: key %q: %s is not a power of two", key, val))
+		a, err := alignmentOf(val)
+		if err != nil {
+			return w.fail(fmt.Errorf("gguf: %w", err))
 		}
 		if len(w.tensors) > 0 && a != w.alignment {
 			return w.fail(fmt.Errorf("gguf: key %q: alignment changed after tensors were added", key))
