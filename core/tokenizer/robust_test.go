@@ -94,6 +94,9 @@ func TestEncodeRobust(t *testing.T) {
 			}
 			t.Run(vname+"/"+in.name, func(t *testing.T) {
 				for _, special := range []bool{false, true} {
+					if special && len(in.text) > 1000 {
+						continue
+					}
 					ids, err := tok.Encode(in.text, true, special)
 					if err != nil {
 						t.Fatalf("Encode: %v", err)

@@ -118,19 +118,25 @@ func TestHFVectors(t *testing.T) {
 	}
 }
 
-// loadGGUF opens a GGUF and builds its tokenizer.
+// loadGGUF opens a GGUF and builds its tokenizer, once per test binary.
 func loadGGUF(t testing.TB, elem ...string) *Tokenizer {
 	t.Helper()
-	f, err := gguf.Open(testpath.Path(t, elem...))
-	if err != nil {
-		t.Fatal(err)
+	p := testpath.Path(t, elem...)
+	v, _ := hfOnce.LoadOrStore(p, &hfLoad{})
+	l := v.(*hfLoad)
+	l.once.Do(func() {
+		f, err := gguf.Open(p)
+		if err != nil {
+			l.err = err
+			return
+		}
+		defer f.Close()
+		l.tok, l.err = FromGGUF(f)
+	})
+	if l.err != nil {
+		t.Fatal(l.err)
 	}
-	defer f.Close()
-	tok, err := FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return l.tok
 }
 
 // ggufVocabs are the vocab-only GGUFs with test vectors that FromGGUF supports (bert-bge
