@@ -1,0 +1,220 @@
+package cpu
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
+)
+
+func TestCpuinfoCores(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     int
+	}{
+		{"two sockets, hyper-threads", "processor: 0\nphysical id: 0\ncore id: 0\n\nprocessor: 1\nphysical id: 0\ncore id: 0\n\n" +
+			"processor: 2\nphysical id: 1\ncore id: 0\n\nprocessor: 3\nphysical id: 1\ncore id: 1\n", 3},
+		{"no topology lines", "processor: 0\nmodel name: x\n\nprocessor: 1\n", 0},
+		{"empty", "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cpuinfoCores([]byte(tc.in)); got != tc.want {
+				t.Errorf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSysfsCores(t *testing.T) {
+	dir := t.TempDir()
+	cpus := []struct {
+		name        string
+		pkg, core   string
+		online      string
+		hasTopology bool
+	}{
+		{"cpu0", "0", "0", "", true},
+		{"cpu1", "0", "0", "1", true}, // hyper-thread sibling of cpu0
+		{"cpu2", "0", "1", "1", true},
+		{"cpu3", "0", "2", "0", true}, // offline
+		{"cpu4", "", "", "", false},   // no topology
+	}
+	for _, c := range cpus {
+		d := filepath.Join(dir, c.name)
+		if err := os.MkdirAll(filepath.Join(d, "topology"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if c.online != "" {
+			os.WriteFile(filepath.Join(d, "online"), []byte(c.online+"\n"), 0o644)
+		}
+		if c.hasTopology {
+			os.WriteFile(filepath.Join(d, "topology", "core_id"), []byte(c.core+"\n"), 0o644)
+			os.WriteFile(filepath.Join(d, "topology", "physical_package_id"), []byte(c.pkg+"\n"), 0o644)
+		}
+	}
+	if got := sysfsCores(dir); got != 2 {
+		t.Errorf("got %d cores, want 2", got)
+	}
+	if n := PhysicalCores(); n < 1 {
+		t.Errorf("PhysicalCores() = %d, want ≥ 1", n)
+	}
+}
+
+func TestPoolChunks(t *testing.T) {
+	for _, threads := range []int{1, 2, 5} {
+		p := newPool(threads)
+		for _, tc := range []struct{ total, chunk int }{{0, 4}, {1, 4}, {10, 3}, {1000, 7}, {5, 0}} {
+			var hits = make([]atomic.Int32, tc.total)
+			p.chunks(tc.total, tc.chunk, func(w, lo, hi int) {
+				if w < 0 || w >= threads {
+					t.Errorf("worker %d of %d", w, threads)
+				}
+				for i := lo; i < hi; i++ {
+					hits[i].Add(1)
+				}
+			})
+			for i := range hits {
+				if got := hits[i].Load(); got != 1 {
+					t.Fatalf("threads=%d total=%d chunk=%d: item %d done %d times, want 1", threads, tc.total, tc.chunk, i, got)
+				}
+			}
+		}
+		p.close()
+	}
+}
+
+// TestReduce16 pins the _mm512_reduce_add_ps tree: each value is a distinct power of
+// two, so any other pairing would round differently.
+func TestReduce16(t *testing.T) {
+	var v [16]float32
+	for i := range v {
+		v[i] = float32(math.Ldexp(1, 30*(i%2)-i))
+	}
+	h := [8]float32{}
+	for i := range h {
+		h[i] = v[i+8] + v[i]
+	}
+	want := ((h[4] + h[0]) + (h[6] + h[2])) + ((h[5] + h[1]) + (h[7] + h[3]))
+	if got := reduce16(&v); got != want {
+		t.Errorf("got %g, want %g", got, want)
+	}
+}
+
+// TestFloatDotsAgainstFloat64 checks the ggml-order float dots against exact float64
+// sums within float32 accumulation error.
+func TestFloatDotsAgainstFloat64(t *testing.T) {
+	for _, n := range []int{16, 64, 96, 172, 896} {
+		x := make([]float32, n)
+		y := make([]float32, n)
+		x16 := make([]uint16, n)
+		y16 := make([]uint16, n)
+		var want, want16, norm float64
+		for i := range x {
+			x[i] = float32(math.Sin(float64(i)*1.3)) * 2
+			y[i] = float32(math.Cos(float64(i)*0.7)) - 0.3
+			x16[i], y16[i] = quant.F32ToF16(x[i]), quant.F32ToF16(y[i])
+			want += float64(x[i]) * float64(y[i])
+			want16 += float64(quant.F16ToF32(x16[i])) * float64(quant.F16ToF32(y16[i]))
+			norm += math.Abs(float64(x[i]) * float64(y[i]))
+		}
+		tol := 1e-6 * norm
+		check := func(name string, got float32, want float64) {
+			if math.Abs(float64(got)-want) > tol {
+				t.Errorf("n=%d %s: got %g, want %g", n, name, got, want)
+			}
+		}
+		check("dotVecF32", dotVecF32(x, y), want)
+		check("dotVecF16", dotVecF16(x16, y16), want16)
+		if n%16 == 0 {
+			check("dotLanes16F32", dotLanes16F32(x, y), want)
+			check("dotLanes16F16", dotLanes16F16(x16, y16), want16)
+		}
+	}
+}
+
+func TestVExpf(t *testing.T) {
+	for x := float32(-87); x < 88; x += 0.37 { // normal results
+		got := float64(vExpf(x))
+		want := math.Exp(float64(x))
+		if math.Abs(got-want) > 3e-7*want {
+			t.Fatalf("vExpf(%g) = %g, want %g (> 2.5 ulp)", x, got, want)
+		}
+	}
+	if got := vExpf(200); !math.IsInf(float64(got), 1) {
+		t.Errorf("vExpf(200) = %g, want +Inf", got)
+	}
+	if got := vExpf(-200); got != 0 {
+		t.Errorf("vExpf(-200) = %g, want 0", got)
+	}
+	if got := vExpf(float32(math.NaN())); got == got {
+		t.Errorf("vExpf(NaN) = %g, want NaN", got)
+	}
+}
+
+// TestRoPECache checks the float32 theta recurrence against float64 within its known
+// drift, and that freq factors divide theta.
+func TestRoPECache(t *testing.T) {
+	r := backend.RoPE{Mode: backend.RoPENeoX, Dims: 64, Base: 1e6, FreqScale: 0.5, FreqFactors: make([]float32, 32)}
+	for i := range r.FreqFactors {
+		r.FreqFactors[i] = float32(1 + i%4)
+	}
+	cache := make([]float32, 64)
+	for _, p := range []int32{0, 1, 17, 500} {
+		ropeCache(cache, p, r)
+		for i := range 32 {
+			theta := float64(p) * math.Pow(1e6, -2*float64(i)/64) * 0.5 / float64(r.FreqFactors[i])
+			if d := math.Abs(float64(cache[2*i]) - math.Cos(theta)); d > 1e-4*(1+theta) {
+				t.Fatalf("pos %d pair %d: cos %g, want %g", p, i, cache[2*i], math.Cos(theta))
+			}
+			if d := math.Abs(float64(cache[2*i+1]) - math.Sin(theta)); d > 1e-4*(1+theta) {
+				t.Fatalf("pos %d pair %d: sin %g, want %g", p, i, cache[2*i+1], math.Sin(theta))
+			}
+		}
+	}
+}
+
+func TestFreeAndClose(t *testing.T) {
+	b := New(Options{Threads: 2})
+	buf, _ := b.NewF32(4)
+	b.Free(buf)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Errorf("WriteF32 after Free: no panic")
+			}
+		}()
+		b.WriteF32(buf, 0, []float32{1})
+	}()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err == nil {
+		t.Errorf("Sync after Close: got nil error")
+	}
+	if _, err := b.NewWeight("w", quant.F32, 1, 1, make([]byte, 4)); err == nil {
+		t.Errorf("NewWeight after Close: got nil error")
+	}
+}
+
+// TestMisalignedWeight: F32 data at an odd address is copied, not misread.
+func TestMisalignedWeight(t *testing.T) {
+	b := New(Options{Threads: 1})
+	defer b.Close()
+	raw := make([]byte, 1+8)
+	for i, v := range []float32{1.5, -2} {
+		bits := math.Float32bits(v)
+		raw[1+4*i], raw[2+4*i], raw[3+4*i], raw[4+4*i] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+	w, err := b.NewWeight("w", quant.F32, 1, 2, raw[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.(*Weight).f32; got[0] != 1.5 || got[1] != -2 {
+		t.Errorf("got %v, want [1.5 -2]", got)
+	}
+}
