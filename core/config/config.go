@@ -81,7 +81,7 @@ const DepthAuto Depth = -1
 func (d *Depth) UnmarshalTOML(v any) error {
 	switch v := v.(type) {
 	case int64:
-		if v < 0 || v > 1<<20 {
+		if v < 0 || v > maxDepthValue {
 			return fmt.Errorf("depth %d: want \"auto\" or an integer ≥ 0", v)
 		}
 		*d = Depth(v)
@@ -92,7 +92,11 @@ func (d *Depth) UnmarshalTOML(v any) error {
 	return fmt.Errorf("depth: got %T, want \"auto\" or an integer", v)
 }
 
-// UnmarshalText parses "auto" or a non-negative integer (flags use it too).
+// maxDepthValue keeps a parsed depth far from int overflow; Validate then bounds it by
+// draft_max.
+const maxDepthValue = 1 << 30
+
+// UnmarshalText parses "auto" or a non-negative integer.
 func (d *Depth) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
 	if s == "auto" {
@@ -100,12 +104,17 @@ func (d *Depth) UnmarshalText(b []byte) error {
 		return nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 1<<20 {
+	if err != nil || n < 0 || n > maxDepthValue {
 		return fmt.Errorf("depth %q: want \"auto\" or an integer ≥ 0", s)
 	}
 	*d = Depth(n)
 	return nil
 }
+
+// Set implements flag.Value, so a command can bind --depth N|auto to Spec.Depth:
+//
+//	fs.Var(&cfg.Spec.Depth, "depth", `draft depth: "auto" (the policy decides) or N`)
+func (d *Depth) Set(s string) error { return d.UnmarshalText([]byte(s)) }
 
 // MarshalText writes "auto" or the integer.
 func (d Depth) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

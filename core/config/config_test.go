@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -171,10 +172,12 @@ func TestWrongTypes(t *testing.T) {
 		{"array elements", "[server]\nallow_plugins = [\"greedy\", 3]\n", 2, []string{"[server] allow_plugins: wrong type array, want an array of strings"}},
 		{"scalar for section", "model = \"x.gguf\"\n", 1, []string{`model = "x.gguf": wrong type string, want a table`}},
 		{"scalar for plugin", "[plugins]\nmine = \"file:x.wasm\"\n", 2, []string{"[plugins] mine", "want a table"}},
-		{"bool for depth", "[spec]\ndepth = false\n", 2, []string{`[spec] depth = false: wrong type boolean, want "auto" or an integer`}},
+		{"bool for depth", "[spec]\ndepth = false\n", 2, []string{`[spec] depth = false: want "auto" or an integer ≥ 0`}},
 		{"table for params", "[plugins.mine]\nsource = \"file:x.wasm\"\nparams = 3\n", 3, []string{"[plugins.mine] params = 3: wrong type integer, want a table"}},
 		{"bad duration", "[plugins.mine]\nsource = \"file:x.wasm\"\ntimeout = \"fast\"\n", 3, []string{"t.toml:3", "fast"}},
-		{"bad depth string", "[spec]\ndepth = \"deep\"\n", 2, []string{"t.toml:2", `depth "deep"`}},
+		{"bad depth string", "[spec]\ndepth = \"deep\"\n", 2, []string{`t.toml:2: [spec] depth = "deep": want "auto" or an integer ≥ 0`}},
+		{"negative depth", "[spec]\ndepth = -1\n", 2, []string{`[spec] depth = -1: want "auto" or an integer ≥ 0`}},
+		{"dotted key below a scalar", "[model]\nkv.bits = 4\n", 2, []string{"[model] kv: wrong type table, want a string"}},
 		{"syntax", "[model]\npath = \"unterminated\n", 2, []string{"t.toml:2"}},
 		{"duplicate key", "[model]\nctx = 1\nctx = 2\n", 3, []string{"t.toml:3", "ctx"}},
 	} {
@@ -195,6 +198,24 @@ func TestSeveralErrorsAreAllReported(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+func TestManyErrorsAreCapped(t *testing.T) {
+	var b strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&b, "k%d = %d\n", i, i)
+	}
+	_, err := Parse([]byte(b.String()), "t.toml")
+	if err == nil {
+		t.Fatal("got no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != maxErrors+1 || !strings.Contains(lines[maxErrors], "and 490 more problems") {
+		t.Fatalf("got %d lines, last %q; want %d problems and a count of the rest", len(lines), lines[len(lines)-1], maxErrors)
+	}
+	if _, err := Parse(make([]byte, MaxFileBytes+1), "big.toml"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized file: got %v", err)
 	}
 }
 

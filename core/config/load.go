@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -26,6 +27,8 @@ type Error struct {
 	Key   string // dotted TOML key ("model.kv", "plugins.x.source"); "" for syntax errors
 	Value string // the offending value as TOML would write it; may be ""
 	Msg   string
+
+	at string // the key whose line places the error, when not Key
 }
 
 func (e *Error) Error() string {
@@ -83,12 +86,20 @@ func Find() (path string, ok bool) {
 
 // Load reads and parses the file at path (see Parse).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(data, path)
 }
+
+// MaxFileBytes bounds a configuration file; Parse refuses larger documents.
+const MaxFileBytes = 1 << 20
 
 // LoadOrDefault loads path when it is not "", else the file Find returns, else returns
 // Default(). file is the path used ("" for the defaults).
@@ -111,6 +122,9 @@ func LoadOrDefault(path string) (c *Config, file string, err error) {
 // inside a plugin's params table); a value of the wrong TOML type; an invalid value
 // (see Validate). Each names the key and, where the file has it, its line.
 func Parse(data []byte, filename string) (*Config, error) {
+	if len(data) > MaxFileBytes {
+		return nil, &Error{File: filename, Msg: fmt.Sprintf("larger than %d bytes: not a configuration file?", MaxFileBytes)}
+	}
 	doc := string(data)
 	var raw map[string]any
 	md, err := toml.Decode(doc, &raw)
@@ -224,16 +238,31 @@ func decodeError(err error, filename string) error {
 	return &Error{File: filename, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 }
 
+// maxErrors bounds the problems reported at once: each costs a decode to place, and
+// a file with hundreds of problems is best fixed from the top.
+const maxErrors = 10
+
 // placeErrors sets File and Line of each error and joins them.
 func placeErrors(errs []*Error, doc, filename string) error {
-	out := make([]error, len(errs))
+	var more int
+	if len(errs) > maxErrors {
+		errs, more = errs[:maxErrors], len(errs)-maxErrors
+	}
+	out := make([]error, len(errs), len(errs)+1)
 	for i, e := range errs {
 		e.File = filename
+		at := e.Key
+		if e.at != "" {
+			at = e.at
+		}
 		// A key absent from the file (a missing source) is placed at its table.
-		for k := strings.Split(e.Key, "."); e.Line == 0 && e.Key != "" && len(k) > 0; k = k[:len(k)-1] {
+		for k := strings.Split(at, "."); e.Line == 0 && at != "" && len(k) > 0; k = k[:len(k)-1] {
 			e.Line = keyLine(doc, k)
 		}
 		out[i] = e
+	}
+	if more > 0 {
+		out = append(out, &Error{File: filename, Msg: fmt.Sprintf("… and %d more problems", more)})
 	}
 	return errors.Join(out...)
 }
@@ -251,11 +280,12 @@ var (
 // error. Below a plugin's params nothing is checked. Children of a bad key are skipped.
 func checkKeys(md toml.MetaData, raw map[string]any) []*Error {
 	var errs []*Error
-	var bad []toml.Key
+	bad := map[string]bool{} // keys already reported: their children are skipped
+	markBad := func(k toml.Key) { bad[k.String()] = true }
 outer:
 	for _, k := range md.Keys() {
-		for _, b := range bad {
-			if hasPrefix(k, b) {
+		for i := 1; i <= len(k); i++ {
+			if bad[k[:i].String()] {
 				continue outer
 			}
 		}
@@ -268,35 +298,30 @@ outer:
 				f, ok := fieldByTag(t, name)
 				if !ok {
 					errs = append(errs, &Error{Key: k[:i+1].String(), Msg: "unknown key (known: " + strings.Join(tagNames(t), ", ") + ")"})
-					bad = append(bad, k[:i+1])
+					markBad(k[:i+1])
 					continue outer
 				}
 				t = f.Type
 			case t.Kind() == reflect.Map:
 				t = t.Elem()
-			default:
-				continue outer // below a scalar: its type error is already reported
+			default: // a dotted key below a scalar: the scalar is a table in the file
+				want, _ := typeOK(t, nil)
+				errs = append(errs, &Error{Key: k[:i].String(), Msg: "wrong type table, want " + want, at: k.String()})
+				markBad(k[:i])
+				continue outer
 			}
 		}
 		v := rawAt(raw, k)
 		if want, ok := typeOK(t, v); !ok {
-			errs = append(errs, &Error{Key: k.String(), Value: shortValue(v), Msg: fmt.Sprintf("wrong type %s, want %s", tomlType(v), want)})
-			bad = append(bad, k)
+			msg := fmt.Sprintf("wrong type %s, want %s", tomlType(v), want)
+			if t == typeOfDepth {
+				msg = "want " + want
+			}
+			errs = append(errs, &Error{Key: k.String(), Value: shortValue(v), Msg: msg})
+			markBad(k)
 		}
 	}
 	return errs
-}
-
-func hasPrefix(k, p toml.Key) bool {
-	if len(k) < len(p) {
-		return false
-	}
-	for i := range p {
-		if k[i] != p[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
@@ -339,11 +364,8 @@ func typeOK(t reflect.Type, v any) (want string, ok bool) {
 		_, ok := v.(string)
 		return `a duration string such as "100ms" or "2s"`, ok
 	case typeOfDepth:
-		switch v.(type) {
-		case string, int64:
-			return `"auto" or an integer`, true
-		}
-		return `"auto" or an integer`, false
+		var d Depth
+		return `"auto" or an integer ≥ 0`, v != nil && d.UnmarshalTOML(v) == nil
 	case typeOfStrings:
 		a, ok := v.([]any)
 		for _, e := range a {

@@ -21,7 +21,6 @@ func TestInvalidValues(t *testing.T) {
 		{"threads", "[model]\nthreads = -1\n", 2, []string{"[model] threads = -1"}},
 		{"draft_max", "[spec]\ndraft_max = 0\n", 2, []string{"[spec] draft_max = 0: want an integer in [1, 256]"}},
 		{"depth over max", "[spec]\ndraft_max = 4\ndepth = 8\n", 3, []string{"[spec] depth = 8", "draft_max = 4"}},
-		{"negative depth", "[spec]\ndepth = -2\n", 2, []string{"[spec]", "depth -2"}},
 		{"unknown policy", "[spec]\npolicy = \"wizard\"\n", 2, []string{`[spec] policy = "wizard": no plugin "wizard" declared`, "adaptive"}},
 		{"policy of wrong role", "[spec]\npolicy = \"greedy\"\n", 2, []string{`plugin "greedy" is not a policy plugin`}},
 		{"fallback same", "[spec]\nfallback = \"adaptive\"\n", 2, []string{"[spec] fallback", "is the policy itself"}},
