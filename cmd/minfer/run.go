@@ -359,8 +359,12 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 	if err != nil {
 		return fail(usagef("%v", err))
 	}
+	dkt, err := kv.ParseType(cfg.Draft.KV)
+	if err != nil {
+		return fail(usagef("%v", err))
+	}
 	st.sess, err = engine.NewSession(engine.Config{Target: st.target, Draft: st.draft, Vocab: tokVocab{st.tok},
-		Ctx: cfg.Model.Ctx, KVType: kt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
+		Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
 	if err != nil {
 		return fail(err)
 	}
@@ -368,7 +372,7 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 		ctxN := st.sess.Ctx()
 		kvb := kv.SpecBytes(st.target.KVSpec(ctxN, kt))
 		if st.draft != nil {
-			kvb += kv.SpecBytes(st.draft.KVSpec(ctxN, kt))
+			kvb += kv.SpecBytes(st.draft.KVSpec(ctxN, dkt))
 		}
 		fmt.Fprintf(m.Stderr, "kv cache: %d positions, %s, %.1f MiB\n", ctxN, kt, float64(kvb)/(1<<20))
 	}

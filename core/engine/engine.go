@@ -33,6 +33,8 @@ type Config struct {
 	// Ctx is the context length of both caches (0: the target's training context).
 	Ctx    int
 	KVType backend.KVType
+	// DraftKVType is the draft cache's element type (minfer.toml's [draft] kv).
+	DraftKVType backend.KVType
 	// Batch is the most tokens a prefill forward takes at once (default 512).
 	Batch int
 	// DraftMax bounds the depth of a round (default 16); the backend's identity bound
@@ -144,7 +146,7 @@ func NewSession(cfg Config) (*Session, error) {
 			s.Close()
 			return nil, fmt.Errorf("engine: draft vocabulary (%d) larger than the target's (%d)", cfg.Draft.Params.Vocab, cfg.Target.Params.Vocab)
 		}
-		dc, err := cfg.Draft.NewKV(tc.Ctx(), cfg.KVType)
+		dc, err := cfg.Draft.NewKV(tc.Ctx(), cfg.DraftKVType)
 		if err != nil {
 			s.Close()
 			return nil, err

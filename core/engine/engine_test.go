@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -304,5 +306,44 @@ func TestPrefixReuse(t *testing.T) {
 	fresh := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: p2, NPredict: 5})
 	if !slices.Equal(r2.Tokens, fresh.Tokens) {
 		t.Fatalf("reused prefix changed the output: got %v, want %v", r2.Tokens, fresh.Tokens)
+	}
+}
+
+func TestSmallerDraftVocabulary(t *testing.T) {
+	// the target soon emits ids the 40-token draft lacks; rounds then fall back to
+	// depth 0 and the output stays plain decoding's
+	prompt := []int32{1, 2, 3}
+	plain := generate(t, &fakeLM{v: 97, n: 256}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 40})
+	got := generate(t, &fakeLM{v: 97, n: 256}, &fakeLM{v: 40, n: 256}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(4)})
+	if !slices.Equal(got.Tokens, plain.Tokens) {
+		t.Fatalf("got %v, want %v", got.Tokens, plain.Tokens)
+	}
+	if got.Spec.ByDepth["0"].Rounds == 0 {
+		t.Fatalf("by depth %v: want depth-0 rounds after the first id beyond the draft vocabulary", got.Spec.ByDepth)
+	}
+}
+
+func TestCheckVocab(t *testing.T) {
+	open := func(rel string) *gguf.File {
+		f, err := gguf.Open(testpath.Path(t, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	qwen2 := open("models/synthetic/synth-qwen2-q8_0.gguf")
+	for _, tc := range []struct {
+		draft string
+		want  string
+	}{
+		{"models/synthetic/synth-qwen3-q4_0.gguf", ""},
+		{"models/synthetic/synth-llama-q4_0.gguf", "differ"},
+		{"models/stories260K.gguf", "more than 128 apart"},
+	} {
+		err := CheckVocab(qwen2, open(tc.draft))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: got %v, want %q", tc.draft, err, tc.want)
+		}
 	}
 }

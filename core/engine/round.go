@@ -176,7 +176,15 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 		return nil
 	}
 	s := g.s
-	logits, err := feedLast(s.draft, s.hist[s.draft.len():], s.batch)
+	pending := s.hist[s.draft.len():]
+	for _, id := range pending {
+		if int(id) >= s.draft.vocab() {
+			// a target token the (smaller) draft vocabulary lacks: the draft cannot
+			// follow the sequence any more, so rounds fall back to depth 0
+			return nil
+		}
+	}
+	logits, err := feedLast(s.draft, pending, s.batch)
 	if err != nil {
 		return err
 	}

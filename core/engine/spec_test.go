@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/model"
+)
+
+// specRun generates n greedy tokens from prompt with target (and draft at depth d).
+func specRun(t *testing.T, target, draft *model.Model, kt backend.KVType, pen bool, d int, prompt []int32, n int) *Result {
+	t.Helper()
+	s, err := NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: 256, KVType: kt, DraftKVType: kt, Batch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	req := Request{Prompt: prompt, NPredict: n, Sampler: greedy{}}
+	if draft != nil {
+		req.Policy = FixedDepth(d)
+	}
+	if pen {
+		req.Penalty = &repPenalty{window: 6, p: 0.25} // p < 1 favours seen tokens: the exact window decides
+	}
+	res, err := s.Generate(bg, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestSpeculativeGreedyIdentity: with the greedy sampler, speculative output equals
+// plain sequential output token for token on the synthetic models of every
+// architecture: draft = target (every draft accepted, d+1 tokens per round), the
+// target in another quantization, and an unrelated model; depths 1…16, with and
+// without a penalty window, with F16 and Q8_0 caches.
+func TestSpeculativeGreedyIdentity(t *testing.T) {
+	const n = 20
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	load := func(name, ns string) *model.Model {
+		return loadTestModel(t, b, "models/"+name+".gguf", ns)
+	}
+	prompt := []int32{1, 450, 1996, 1354, 1701, 432, 12, 1002}
+	for _, arch := range []struct {
+		name, unrelated string
+	}{
+		{"llama", "synthetic/synth-qwen2-q4_0"},
+		{"qwen2", "synthetic/synth-qwen3-q4_0"},
+		{"qwen3", "synthetic/synth-llama-q4_0"},
+	} {
+		target := load("synthetic/synth-"+arch.name+"-q8_0", "target")
+		self := load("synthetic/synth-"+arch.name+"-q8_0", "draft")
+		quant := load("synthetic/synth-"+arch.name+"-q4_0", "draft-q4")
+		other := load(arch.unrelated, "draft-other")
+		p := prompt
+		type variant struct {
+			kt  backend.KVType
+			pen bool
+		}
+		variants := []variant{{backend.KVF16, false}, {backend.KVQ8_0, true}, {backend.KVF16, true}, {backend.KVQ8_0, false}}
+		plain := map[variant][]int32{}
+		for _, v := range variants {
+			plain[v] = specRun(t, target, nil, v.kt, v.pen, 0, p, n).Tokens
+		}
+		if slices.Equal(plain[variants[0]], plain[variants[2]]) {
+			t.Fatalf("%s: the penalty changed nothing; the test would not see a wrong history", arch.name)
+		}
+		for d := 1; d <= 16; d++ {
+			v := variants[d%len(variants)]
+			name := fmt.Sprintf("%s/depth %d/%s/penalty=%t", arch.name, d, v.kt, v.pen)
+			// draft = target: identical, and without a penalty (which the greedy draft
+			// does not apply) fully accepted
+			r := specRun(t, target, self, v.kt, v.pen, d, p, n)
+			if !slices.Equal(r.Tokens, plain[v]) {
+				t.Fatalf("%s, draft = target: got %v, want %v", name, r.Tokens, plain[v])
+			}
+			if !v.pen && (r.Spec.Accepted != r.Spec.Drafted || r.Spec.ByDepth[strconv.Itoa(d)].Rounds != n/(d+1)) {
+				t.Fatalf("%s, draft = target: accepted %d of %d, by depth %v; want all, %d full rounds", name, r.Spec.Accepted, r.Spec.Drafted, r.Spec.ByDepth, n/(d+1))
+			}
+			// the target quantized differently, and an unrelated model
+			for _, dr := range []*model.Model{quant, other} {
+				if dr == other && d != 1 && d != 3 && d != 7 {
+					continue // depths 1, 3, 7 for the unrelated draft (it rejects nearly all: slow)
+				}
+				r := specRun(t, target, dr, v.kt, v.pen, d, p, n)
+				if !slices.Equal(r.Tokens, plain[v]) {
+					t.Fatalf("%s, draft %s: got %v, want %v", name, dr.Name, r.Tokens, plain[v])
+				}
+			}
+		}
+	}
+}
