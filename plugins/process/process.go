@@ -136,10 +136,12 @@ func Open(ctx context.Context, name, path string, opts Options) (*Client, error)
 		logOut = io.Discard
 	}
 	prefix := "plugin " + name + ": "
+	cmd := exec.Command(path)
+	orphanKill(cmd)
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sp.Handshake,
 		VersionedPlugins: sp.ClientPlugins(),
-		Cmd:              exec.Command(path),
+		Cmd:              cmd,
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     opts.StartTimeout,

@@ -24,7 +24,7 @@ var (
 
 // testBinary builds the programs under testdata once per test binary and returns the
 // path of the one named name (testplugin, v2plugin).
-func testBinary(t *testing.T, name string) string {
+func testBinary(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "minfer-process-test")
@@ -42,7 +42,7 @@ func testBinary(t *testing.T, name string) string {
 	return filepath.Join(buildDir, name)
 }
 
-func testPlugin(t *testing.T) string { return testBinary(t, "testplugin") }
+func testPlugin(t testing.TB) string { return testBinary(t, "testplugin") }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

@@ -25,7 +25,8 @@
 //
 // The package also holds the protocol the host (plugins/process) speaks: the handshake,
 // the versioned plugin sets and the client stubs (Conn). It imports the standard
-// library, go-plugin and gRPC only.
+// library, go-plugin and gRPC only. PROTOCOL.md describes the protocol as bytes, for
+// plugins in other languages.
 package process
 
 import (

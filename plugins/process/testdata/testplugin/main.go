@@ -48,6 +48,10 @@ func misbehave(ctx context.Context, mode string) error {
 	case "fail":
 		return errors.New("testplugin: failing on purpose")
 	}
+	// The host's deadline must arrive with every call.
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("testplugin: call without a deadline")
+	}
 	return ctx.Err()
 }
 
