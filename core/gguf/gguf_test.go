@@ -437,3 +437,15 @@ func TestStreamingAndAlignment(t *testing.T) {
 		t.Errorf("after Close: TensorData not nil or Close not idempotent")
 	}
 }
+
+// BenchmarkOpen opens the largest vocab file (102400 tokens, 99757 merges as strings).
+func BenchmarkOpen(b *testing.B) {
+	p := testpath.Path(b, "tokenizer", "ggml-vocab-deepseek-llm.gguf")
+	for b.Loop() {
+		f, err := Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}

@@ -79,6 +79,41 @@ func (r *reader) str(what string) (string, error) {
 	return string(b), nil
 }
 
+// strings reads n GGUF strings into one backing allocation: a first pass checks every
+// length against the file, a second copies the bytes once and slices the items from it
+// (a 150k-token vocabulary is then two allocations, not 150k).
+func (r *reader) strings(n uint64) ([]string, error) {
+	start := r.pos
+	for i := range n {
+		l, err := r.u64("array item string length")
+		if err != nil {
+			return nil, err
+		}
+		if l > r.remaining() {
+			return nil, fmt.Errorf("array item %d: string length %d exceeds file (%d bytes left at offset %d)", i, l, r.remaining(), r.pos)
+		}
+		r.pos += l
+	}
+	total := r.pos - start - 8*n
+	r.pos = start
+	var b strings.Builder
+	b.Grow(int(total))
+	lens := make([]uint64, n)
+	for i := range lens {
+		lens[i] = binary.LittleEndian.Uint64(r.data[r.pos:])
+		b.Write(r.data[r.pos+8 : r.pos+8+lens[i]])
+		r.pos += 8 + lens[i]
+	}
+	all := b.String()
+	out := make([]string, n)
+	off := uint64(0)
+	for i, l := range lens {
+		out[i] = all[off : off+l]
+		off += l
+	}
+	return out, nil
+}
+
 func parse(data []byte) (*File, error) {
 	r := &reader{data: data}
 	if len(data) < 4 {
@@ -296,13 +331,9 @@ func (r *reader) array(depth int) (Value, error) {
 	out := Value{Type: TypeArray, Elem: elem}
 	switch elem {
 	case TypeString:
-		s := make([]string, n)
-		for i := range s {
-			if s[i], err = r.str(fmt.Sprintf("array item %d", i)); err != nil {
-				return Value{}, err
-			}
+		if out.V, err = r.strings(n); err != nil {
+			return Value{}, err
 		}
-		out.V = s
 	case TypeArray:
 		s := make([]Value, n)
 		for i := range s {
