@@ -446,6 +446,108 @@ DATA onesU8<>+30(SB)/1, $0x01
 DATA onesU8<>+31(SB)/1, $0x01
 GLOBL onesU8<>(SB), RODATA|NOPTR, $32
 
+DATA mask3F<>+0(SB)/1, $0x3f
+DATA mask3F<>+1(SB)/1, $0x3f
+DATA mask3F<>+2(SB)/1, $0x3f
+DATA mask3F<>+3(SB)/1, $0x3f
+DATA mask3F<>+4(SB)/1, $0x3f
+DATA mask3F<>+5(SB)/1, $0x3f
+DATA mask3F<>+6(SB)/1, $0x3f
+DATA mask3F<>+7(SB)/1, $0x3f
+DATA mask3F<>+8(SB)/1, $0x3f
+DATA mask3F<>+9(SB)/1, $0x3f
+DATA mask3F<>+10(SB)/1, $0x3f
+DATA mask3F<>+11(SB)/1, $0x3f
+DATA mask3F<>+12(SB)/1, $0x3f
+DATA mask3F<>+13(SB)/1, $0x3f
+DATA mask3F<>+14(SB)/1, $0x3f
+DATA mask3F<>+15(SB)/1, $0x3f
+DATA mask3F<>+16(SB)/1, $0x3f
+DATA mask3F<>+17(SB)/1, $0x3f
+DATA mask3F<>+18(SB)/1, $0x3f
+DATA mask3F<>+19(SB)/1, $0x3f
+DATA mask3F<>+20(SB)/1, $0x3f
+DATA mask3F<>+21(SB)/1, $0x3f
+DATA mask3F<>+22(SB)/1, $0x3f
+DATA mask3F<>+23(SB)/1, $0x3f
+DATA mask3F<>+24(SB)/1, $0x3f
+DATA mask3F<>+25(SB)/1, $0x3f
+DATA mask3F<>+26(SB)/1, $0x3f
+DATA mask3F<>+27(SB)/1, $0x3f
+DATA mask3F<>+28(SB)/1, $0x3f
+DATA mask3F<>+29(SB)/1, $0x3f
+DATA mask3F<>+30(SB)/1, $0x3f
+DATA mask3F<>+31(SB)/1, $0x3f
+GLOBL mask3F<>(SB), RODATA|NOPTR, $32
+
+DATA shift04<>+0(SB)/1, $0x00
+DATA shift04<>+1(SB)/1, $0x00
+DATA shift04<>+2(SB)/1, $0x00
+DATA shift04<>+3(SB)/1, $0x00
+DATA shift04<>+4(SB)/1, $0x04
+DATA shift04<>+5(SB)/1, $0x00
+DATA shift04<>+6(SB)/1, $0x00
+DATA shift04<>+7(SB)/1, $0x00
+DATA shift04<>+8(SB)/1, $0x00
+DATA shift04<>+9(SB)/1, $0x00
+DATA shift04<>+10(SB)/1, $0x00
+DATA shift04<>+11(SB)/1, $0x00
+DATA shift04<>+12(SB)/1, $0x00
+DATA shift04<>+13(SB)/1, $0x00
+DATA shift04<>+14(SB)/1, $0x00
+DATA shift04<>+15(SB)/1, $0x00
+DATA shift04<>+16(SB)/1, $0x00
+DATA shift04<>+17(SB)/1, $0x00
+DATA shift04<>+18(SB)/1, $0x00
+DATA shift04<>+19(SB)/1, $0x00
+DATA shift04<>+20(SB)/1, $0x00
+DATA shift04<>+21(SB)/1, $0x00
+DATA shift04<>+22(SB)/1, $0x00
+DATA shift04<>+23(SB)/1, $0x00
+DATA shift04<>+24(SB)/1, $0x00
+DATA shift04<>+25(SB)/1, $0x00
+DATA shift04<>+26(SB)/1, $0x00
+DATA shift04<>+27(SB)/1, $0x00
+DATA shift04<>+28(SB)/1, $0x00
+DATA shift04<>+29(SB)/1, $0x00
+DATA shift04<>+30(SB)/1, $0x00
+DATA shift04<>+31(SB)/1, $0x00
+GLOBL shift04<>(SB), RODATA|NOPTR, $32
+
+DATA evenOdd<>+0(SB)/1, $0x00
+DATA evenOdd<>+1(SB)/1, $0x02
+DATA evenOdd<>+2(SB)/1, $0x04
+DATA evenOdd<>+3(SB)/1, $0x06
+DATA evenOdd<>+4(SB)/1, $0x08
+DATA evenOdd<>+5(SB)/1, $0x0a
+DATA evenOdd<>+6(SB)/1, $0x0c
+DATA evenOdd<>+7(SB)/1, $0x0e
+DATA evenOdd<>+8(SB)/1, $0x01
+DATA evenOdd<>+9(SB)/1, $0x03
+DATA evenOdd<>+10(SB)/1, $0x05
+DATA evenOdd<>+11(SB)/1, $0x07
+DATA evenOdd<>+12(SB)/1, $0x09
+DATA evenOdd<>+13(SB)/1, $0x0b
+DATA evenOdd<>+14(SB)/1, $0x0d
+DATA evenOdd<>+15(SB)/1, $0x0f
+DATA evenOdd<>+16(SB)/1, $0x00
+DATA evenOdd<>+17(SB)/1, $0x00
+DATA evenOdd<>+18(SB)/1, $0x00
+DATA evenOdd<>+19(SB)/1, $0x00
+DATA evenOdd<>+20(SB)/1, $0x00
+DATA evenOdd<>+21(SB)/1, $0x00
+DATA evenOdd<>+22(SB)/1, $0x00
+DATA evenOdd<>+23(SB)/1, $0x00
+DATA evenOdd<>+24(SB)/1, $0x00
+DATA evenOdd<>+25(SB)/1, $0x00
+DATA evenOdd<>+26(SB)/1, $0x00
+DATA evenOdd<>+27(SB)/1, $0x00
+DATA evenOdd<>+28(SB)/1, $0x00
+DATA evenOdd<>+29(SB)/1, $0x00
+DATA evenOdd<>+30(SB)/1, $0x00
+DATA evenOdd<>+31(SB)/1, $0x00
+GLOBL evenOdd<>(SB), RODATA|NOPTR, $32
+
 DATA bitsShuf<>+0(SB)/1, $0x00
 DATA bitsShuf<>+1(SB)/1, $0x00
 DATA bitsShuf<>+2(SB)/1, $0x00
@@ -2228,5 +2330,341 @@ tileQ5_0VNNI_out:
 	JMP          tileQ5_0VNNI_row
 
 tileQ5_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func tileQ4_KVNNI(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·tileQ4_KVNNI(SB), NOSPLIT, $8-8
+	MOVQ a+0(FP), R13
+	MOVQ (R13), BX
+	MOVQ 88(R13), R12
+	MOVQ 16(R13), CX
+
+tileQ4_KVNNI_row:
+	TESTQ  CX, CX
+	JZ     tileQ4_KVNNI_done
+	MOVQ   80(R13), R11
+	MOVQ   72(R13), R9
+	MOVQ   R9, (SP)
+	VXORPS Y0, Y0, Y0
+
+tileQ4_KVNNI_zero:
+	VMOVUPS Y0, (R11)
+	ADDQ    $0x20, R11
+	DECQ    (SP)
+	JNZ     tileQ4_KVNNI_zero
+	MOVQ    BX, AX
+	MOVQ    24(R13), DX
+	MOVQ    64(R13), R14
+	XORQ    R10, R10
+
+tileQ4_KVNNI_block:
+	TESTQ       R14, R14
+	JZ          tileQ4_KVNNI_finish
+	VMOVDQU     16(AX), Y0
+	VPSRLW      $0x04, Y0, Y1
+	VPAND       mask0F<>+0(SB), Y0, Y0
+	VPAND       mask0F<>+0(SB), Y1, Y1
+	VMOVDQU     48(AX), Y2
+	VPSRLW      $0x04, Y2, Y3
+	VPAND       mask0F<>+0(SB), Y2, Y2
+	VPAND       mask0F<>+0(SB), Y3, Y3
+	VMOVDQU     80(AX), Y4
+	VPSRLW      $0x04, Y4, Y5
+	VPAND       mask0F<>+0(SB), Y4, Y4
+	VPAND       mask0F<>+0(SB), Y5, Y5
+	VMOVDQU     112(AX), Y6
+	VPSRLW      $0x04, Y6, Y7
+	VPAND       mask0F<>+0(SB), Y6, Y6
+	VPAND       mask0F<>+0(SB), Y7, Y7
+	VMOVDQU     4(AX), X12
+	VPSHUFD     $0xaa, X12, X13
+	VPSRLVD     shift04<>+0(SB), X13, X13
+	VPAND       mask0F<>+0(SB), X13, X13
+	VPSRLD      $0x06, X12, X14
+	VPAND       mask03<>+0(SB), X14, X14
+	VPSLLD      $0x04, X14, X14
+	VPOR        X14, X13, X13
+	VPAND       mask3F<>+0(SB), X12, X12
+	VPUNPCKLDQ  X13, X12, X12
+	VPSRLDQ     $0x08, X12, X13
+	VPMOVZXBD   X12, Y12
+	VPMOVZXBD   X13, Y13
+	VPXOR       X15, X15, X15
+	VPINSRW     $0x00, (AX), X15, X15
+	VPINSRW     $0x01, 2(AX), X15, X15
+	VCVTPH2PS   X15, X15
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	MOVQ        72(R13), R9
+	MOVQ        R9, (SP)
+	MOVQ        DX, R8
+	MOVQ        80(R13), R11
+	ADDQ        R10, R11
+
+tileQ4_KVNNI_act:
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPDPBUSD     (R8), Y16, Y0
+	VPDPBUSD     32(R8), Y17, Y1
+	VPDPBUSD     64(R8), Y18, Y2
+	VPDPBUSD     96(R8), Y19, Y3
+	VPDPBUSD     128(R8), Y20, Y0
+	VPDPBUSD     160(R8), Y21, Y1
+	VPDPBUSD     192(R8), Y22, Y2
+	VPDPBUSD     224(R8), Y23, Y3
+	VPADDD       Y1, Y0, Y0
+	VPADDD       Y3, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMULLD      Y12, Y0, Y0
+	VPMULLD      256(R8), Y13, Y4
+	VPHADDD      Y4, Y0, Y0
+	VPHADDD      Y0, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X4
+	VPADDD       X4, X0, X0
+	VCVTDQ2PS    X0, X0
+	VBROADCASTSS 352(R8), X4
+	VMULPS       X4, X15, X4
+	VMULPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VSUBSS       X4, X0, X0
+	VADDSS       (R11), X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         48(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ4_KVNNI_act
+	ADDQ         $0x00000180, DX
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x04, R10
+	ANDQ         $0x1f, R10
+	DECQ         R14
+	JMP          tileQ4_KVNNI_block
+
+tileQ4_KVNNI_finish:
+	MOVQ 80(R13), R11
+	MOVQ 72(R13), R9
+	MOVQ R9, (SP)
+	MOVQ R12, R8
+
+tileQ4_KVNNI_out:
+	VMOVUPS      (R11), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         96(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ4_KVNNI_out
+	ADDQ         8(R13), BX
+	ADDQ         $0x04, R12
+	DECQ         CX
+	JMP          tileQ4_KVNNI_row
+
+tileQ4_KVNNI_done:
+	VZEROUPPER
+	RET
+
+// func tileQ6_KVNNI(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512_VNNI, F16C
+TEXT ·tileQ6_KVNNI(SB), NOSPLIT, $8-8
+	MOVQ a+0(FP), R13
+	MOVQ (R13), BX
+	MOVQ 88(R13), R12
+	MOVQ 16(R13), CX
+
+tileQ6_KVNNI_row:
+	TESTQ  CX, CX
+	JZ     tileQ6_KVNNI_done
+	MOVQ   80(R13), R11
+	MOVQ   72(R13), R9
+	MOVQ   R9, (SP)
+	VXORPS Y0, Y0, Y0
+
+tileQ6_KVNNI_zero:
+	VMOVUPS Y0, (R11)
+	ADDQ    $0x20, R11
+	DECQ    (SP)
+	JNZ     tileQ6_KVNNI_zero
+	MOVQ    BX, AX
+	MOVQ    24(R13), DX
+	MOVQ    64(R13), R14
+	XORQ    R10, R10
+
+tileQ6_KVNNI_block:
+	TESTQ       R14, R14
+	JZ          tileQ6_KVNNI_finish
+	VMOVDQU     128(AX), Y8
+	VMOVDQU     (AX), Y9
+	VMOVDQU     32(AX), Y10
+	VPAND       mask0F<>+0(SB), Y9, Y0
+	VPAND       mask03<>+0(SB), Y8, Y11
+	VPSLLW      $0x04, Y11, Y11
+	VPOR        Y11, Y0, Y0
+	VPAND       mask0F<>+0(SB), Y10, Y1
+	VPAND       mask0C<>+0(SB), Y8, Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPOR        Y11, Y1, Y1
+	VPSRLW      $0x04, Y9, Y2
+	VPAND       mask0F<>+0(SB), Y2, Y2
+	VPAND       mask30<>+0(SB), Y8, Y11
+	VPOR        Y11, Y2, Y2
+	VPSRLW      $0x04, Y10, Y3
+	VPAND       mask0F<>+0(SB), Y3, Y3
+	VPAND       maskC0<>+0(SB), Y8, Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPOR        Y11, Y3, Y3
+	VMOVDQU     160(AX), Y8
+	VMOVDQU     64(AX), Y9
+	VMOVDQU     96(AX), Y10
+	VPAND       mask0F<>+0(SB), Y9, Y4
+	VPAND       mask03<>+0(SB), Y8, Y11
+	VPSLLW      $0x04, Y11, Y11
+	VPOR        Y11, Y4, Y4
+	VPAND       mask0F<>+0(SB), Y10, Y5
+	VPAND       mask0C<>+0(SB), Y8, Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPOR        Y11, Y5, Y5
+	VPSRLW      $0x04, Y9, Y6
+	VPAND       mask0F<>+0(SB), Y6, Y6
+	VPAND       mask30<>+0(SB), Y8, Y11
+	VPOR        Y11, Y6, Y6
+	VPSRLW      $0x04, Y10, Y7
+	VPAND       mask0F<>+0(SB), Y7, Y7
+	VPAND       maskC0<>+0(SB), Y8, Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPOR        Y11, Y7, Y7
+	VMOVDQU     192(AX), X12
+	VPSHUFB     evenOdd<>+0(SB), X12, X12
+	VPSRLDQ     $0x08, X12, X13
+	VPMOVSXBD   X12, Y12
+	VPMOVSXBD   X13, Y13
+	VPXOR       X15, X15, X15
+	VPINSRW     $0x00, 208(AX), X15, X15
+	VCVTPH2PS   X15, X15
+	VPUNPCKLDQ  Y1, Y0, Y8
+	VPUNPCKHDQ  Y1, Y0, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y11
+	VPUNPCKLQDQ Y10, Y8, Y0
+	VPUNPCKHQDQ Y10, Y8, Y1
+	VPUNPCKLQDQ Y11, Y9, Y2
+	VPUNPCKHQDQ Y11, Y9, Y3
+	VPUNPCKLDQ  Y5, Y4, Y8
+	VPUNPCKHDQ  Y5, Y4, Y9
+	VPUNPCKLDQ  Y7, Y6, Y10
+	VPUNPCKHDQ  Y7, Y6, Y11
+	VPUNPCKLQDQ Y10, Y8, Y4
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y11, Y9, Y6
+	VPUNPCKHQDQ Y11, Y9, Y7
+	VSHUFI64X2  $0x00, Y4, Y0, Y16
+	VSHUFI64X2  $0x03, Y4, Y0, Y20
+	VSHUFI64X2  $0x00, Y5, Y1, Y17
+	VSHUFI64X2  $0x03, Y5, Y1, Y21
+	VSHUFI64X2  $0x00, Y6, Y2, Y18
+	VSHUFI64X2  $0x03, Y6, Y2, Y22
+	VSHUFI64X2  $0x00, Y7, Y3, Y19
+	VSHUFI64X2  $0x03, Y7, Y3, Y23
+	MOVQ        72(R13), R9
+	MOVQ        R9, (SP)
+	MOVQ        DX, R8
+	MOVQ        80(R13), R11
+	ADDQ        R10, R11
+
+tileQ6_KVNNI_act:
+	VMOVDQU      288(R8), Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      320(R8), Y2
+	VPXOR        Y3, Y3, Y3
+	VPDPBUSD     (R8), Y16, Y0
+	VPDPBUSD     32(R8), Y17, Y1
+	VPDPBUSD     64(R8), Y18, Y0
+	VPDPBUSD     96(R8), Y19, Y1
+	VPDPBUSD     128(R8), Y20, Y2
+	VPDPBUSD     160(R8), Y21, Y3
+	VPDPBUSD     192(R8), Y22, Y2
+	VPDPBUSD     224(R8), Y23, Y3
+	VPADDD       Y1, Y0, Y0
+	VPADDD       Y3, Y2, Y2
+	VPMULLD      Y12, Y0, Y0
+	VPMULLD      Y13, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X4
+	VPADDD       X4, X0, X0
+	VPSHUFD      $0x4e, X0, X4
+	VPADDD       X4, X0, X0
+	VPSHUFD      $0xb1, X0, X4
+	VPADDD       X4, X0, X0
+	VCVTDQ2PS    X0, X0
+	VMULSS       352(R8), X15, X4
+	VMULSS       X4, X0, X0
+	VADDSS       (R11), X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         48(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ6_KVNNI_act
+	ADDQ         $0x00000180, DX
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x04, R10
+	ANDQ         $0x1f, R10
+	DECQ         R14
+	JMP          tileQ6_KVNNI_block
+
+tileQ6_KVNNI_finish:
+	MOVQ 80(R13), R11
+	MOVQ 72(R13), R9
+	MOVQ R9, (SP)
+	MOVQ R12, R8
+
+tileQ6_KVNNI_out:
+	VMOVUPS      (R11), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         96(R13), R8
+	ADDQ         $0x20, R11
+	DECQ         (SP)
+	JNZ          tileQ6_KVNNI_out
+	ADDQ         8(R13), BX
+	ADDQ         $0x04, R12
+	DECQ         CX
+	JMP          tileQ6_KVNNI_row
+
+tileQ6_KVNNI_done:
 	VZEROUPPER
 	RET

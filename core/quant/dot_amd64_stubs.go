@@ -53,3 +53,13 @@ func tileQ4_0VNNI(a *uintptr)
 //
 //go:noescape
 func tileQ5_0VNNI(a *uintptr)
+
+// tileQ4_KVNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func tileQ4_KVNNI(a *uintptr)
+
+// tileQ6_KVNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
+//
+//go:noescape
+func tileQ6_KVNNI(a *uintptr)

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"sync"
 	"unsafe"
 
@@ -20,6 +21,8 @@ func init() {
 	tileKernels[Q8_0] = func(tl *Tile) { tileQ8(tl, 7, tileQ8_0VNNI, dotQ8_0SIMD) }
 	tileKernels[Q4_0] = func(tl *Tile) { tileQ8(tl, 3, tileQ4_0VNNI, dotQ4_0SIMD) }
 	tileKernels[Q5_0] = func(tl *Tile) { tileQ8(tl, 4, tileQ5_0VNNI, dotQ5_0SIMD) }
+	tileKernels[Q4_K] = func(tl *Tile) { tileK(tl, tileQ4_KVNNI, dotQ4_KSIMD) }
+	tileKernels[Q6_K] = func(tl *Tile) { tileK(tl, tileQ6_KVNNI, dotQ6_KSIMD) }
 }
 
 // tileArgs is read by the generated tile kernels at fixed offsets (internal/asmgen's
@@ -87,6 +90,59 @@ func tileQ8(tl *Tile, shift int, kernel func(*uintptr), dot func(int, []byte, []
 	a := tileArgs{
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows,
 		xq: &s.prep[0], xqStride: groups * prepGroupBytes,
+		nb: nb, nx: tl.NX, acc: &s.acc[0],
+		out: &tl.Out[0], outStride: tl.OutStride * 4,
+	}
+	kernel((*uintptr)(unsafe.Pointer(&a)))
+	tileScratchPool.Put(s)
+}
+
+// kPrepBytes is the prepared size of one Q8_K block for the K-quant tile kernels (see
+// internal/asmgen/tilek.go): levels transposed by dwords across the eight 32-value
+// chunks, int32 bsum pairs, int32 −32·bsums of the even and the odd groups, float32 d.
+const kPrepBytes = 384
+
+// prepQ8K writes the prepared form of tl's Q8_K activation rows into dst.
+func prepQ8K(dst []byte, tl *Tile, nb int) {
+	for t := 0; t < tl.NX; t++ {
+		x := tl.X[t*tl.XStride:]
+		for b := 0; b < nb; b++ {
+			blk := x[b*q8_KBytes : (b+1)*q8_KBytes]
+			out := dst[(t*nb+b)*kPrepBytes : (t*nb+b+1)*kPrepBytes]
+			qs := blk[4 : 4+QK_K]
+			for c := 0; c < 8; c++ {
+				for j := 0; j < 8; j++ {
+					copy(out[32*j+4*c:32*j+4*c+4], qs[32*c+4*j:32*c+4*j+4])
+				}
+				e, o := q8KBsum(blk, 2*c), q8KBsum(blk, 2*c+1)
+				binary.LittleEndian.PutUint32(out[256+4*c:], uint32(e+o))
+				binary.LittleEndian.PutUint32(out[288+4*c:], uint32(-32*e))
+				binary.LittleEndian.PutUint32(out[320+4*c:], uint32(-32*o))
+			}
+			copy(out[352:356], blk[:4])
+		}
+	}
+}
+
+func tileK(tl *Tile, kernel func(*uintptr), dot func(int, []byte, []byte) float32) {
+	if tl.NX < tileMinRows {
+		dotTileGo(dot, tl)
+		return
+	}
+	nb := tl.N / QK_K
+	s := tileScratchPool.Get().(*tileScratch)
+	need := tl.NX * nb * kPrepBytes
+	if cap(s.prep) < need {
+		s.prep = make([]byte, need)
+	}
+	if cap(s.acc) < 8*tl.NX {
+		s.acc = make([]float32, 8*tl.NX)
+	}
+	s.prep, s.acc = s.prep[:need], s.acc[:8*tl.NX]
+	prepQ8K(s.prep, tl, nb)
+	a := tileArgs{
+		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows,
+		xq: &s.prep[0], xqStride: nb * kPrepBytes,
 		nb: nb, nx: tl.NX, acc: &s.acc[0],
 		out: &tl.Out[0], outStride: tl.OutStride * 4,
 	}

@@ -32,6 +32,7 @@ func main() {
 	q4KInts()
 	q6KInts()
 	tileKernels()
+	kTiles()
 	Generate()
 }
 
@@ -59,6 +60,15 @@ func constants() {
 	allOnes = splat("allOnes", 0xff)
 	signBits = splat("signBits", 0x80)
 	onesU8 = splat("onesU8", 1)
+	mask3F = splat("mask3F", 0x3f)
+	shift04 = bytes32("shift04", func(i int) byte { return map[int]byte{4: 4}[i] })
+	// Q6_K: the 16 scale bytes reordered as the 8 even-group scales, then the 8 odd.
+	evenOdd = bytes32("evenOdd", func(i int) byte {
+		if i >= 16 {
+			return 0
+		}
+		return byte(2*(i%8) + i/8)
+	})
 	// Byte i of a broadcast 32-bit qh gets qh's byte i/8; OR-ing 0xff minus bit i%8 and
 	// comparing with 0xff leaves 0xff exactly where bit i of qh is set.
 	bitsShuf = bytes32("bitsShuf", func(i int) byte { return byte(i / 8) })
