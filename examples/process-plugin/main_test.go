@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/plugins/process"
 	"github.com/minfer/minfer/sdk"
 )
@@ -121,5 +123,61 @@ fallback = "adaptive"
 	}
 	if _, err := c.Sampler(); err == nil {
 		t.Fatal("Sampler of a policy-only plugin: got no error")
+	}
+}
+
+// TestEngineUsesIt runs `minfer run` speculatively with the plugin as depth policy
+// (draft = target, so every draft token is accepted) and checks from the --json stats
+// that the engine asked it for each round's depth: the step policy starts at 2 and
+// climbs by one per fully accepted round. Greedy output must equal plain decoding.
+func TestEngineUsesIt(t *testing.T) {
+	dir := t.TempDir()
+	for pkg, out := range map[string]string{".": "bin/step", "../../cmd/minfer": "minfer"} {
+		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	cfg := "[plugins.step]\nsource = \"process:./bin/step\"\nparams = { start = 2 }\n\n[spec]\npolicy = \"step\"\n\n[sampling]\ntemperature = 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "minfer.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	type result struct {
+		Text string `json:"text"`
+		Spec *struct {
+			Policy  string                    `json:"policy"`
+			Rounds  int                       `json:"rounds"`
+			ByDepth map[string]map[string]int `json:"by_depth"`
+		} `json:"spec"`
+	}
+	run := func(args ...string) result {
+		t.Helper()
+		args = append([]string{"run", "--config", filepath.Join(dir, "minfer.toml"), "-m", model,
+			"-p", "Once upon a time", "-n", "24", "--json"}, args...)
+		cmd := exec.Command(filepath.Join(dir, "minfer"), args...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("minfer %v: %v\n%s", args, err, out)
+		}
+		var r result
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("minfer --json output: %v\n%s", err, out)
+		}
+		return r
+	}
+	spec := run("--draft", model)
+	if spec.Spec == nil || spec.Spec.Policy != "step" || spec.Spec.Rounds == 0 {
+		t.Fatalf("spec stats: got %+v, want rounds decided by policy step", spec.Spec)
+	}
+	// 24 tokens, all accepted: rounds of depth 2, 3, 4, 5 (+1 token each) make 18; the
+	// rest at the depth the remaining budget allows.
+	for _, d := range []string{"2", "3", "4"} {
+		if spec.Spec.ByDepth[d]["rounds"] != 1 {
+			t.Errorf("by_depth: got %v, want one round at each of depths 2, 3, 4", spec.Spec.ByDepth)
+			break
+		}
+	}
+	if plain := run(); plain.Text != spec.Text {
+		t.Fatalf("greedy identity: speculative %q, plain %q", spec.Text, plain.Text)
 	}
 }
