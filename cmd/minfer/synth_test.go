@@ -272,6 +272,22 @@ func TestSynthWritesLoadableModels(t *testing.T) {
 				}
 				path := writeSynthFile(t, args...)
 				checkSynthFile(t, path)
+				fl := map[string]string{"type": typ, "n-vocab": "512"}
+				for k, v := range synthFamilies[fam] {
+					if k != "n-vocab" {
+						fl[k] = v
+					}
+				}
+				f, err := gguf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				got := map[string]tensorSpec{}
+				for _, ti := range f.Tensors {
+					got[ti.Name] = tensorSpec{ti.Type, ti.Dims}
+				}
+				compareSpecs(t, got, planSpecs(mustPlan(t, "", fl)))
 			})
 		}
 	}
