@@ -209,28 +209,40 @@ func (c *Client) Info() sp.Info { return c.info }
 // PID returns the plugin process id.
 func (c *Client) PID() int { return c.pid }
 
-// Policy creates a depth-policy instance in the plugin (one per sequence). The value
-// also implements io.Closer, freeing the instance in the plugin.
-func (c *Client) Policy() (sdk.DepthPolicy, error) {
-	in, err := c.newInstance(sdk.RolePolicy)
+// Policy creates a depth-policy instance in the plugin (one per sequence) with
+// Options.Params. The value also implements io.Closer, freeing the instance in the
+// plugin.
+func (c *Client) Policy() (sdk.DepthPolicy, error) { return c.PolicyWith(nil) }
+
+// Sampler creates a sampler instance (one per sequence); it implements io.Closer too.
+func (c *Client) Sampler() (sdk.Sampler, error) { return c.SamplerWith(nil) }
+
+// Penalty creates a penalty instance (one per sequence); it implements io.Closer too.
+func (c *Client) Penalty() (sdk.Penalty, error) { return c.PenaltyWith(nil) }
+
+// PolicyWith is Policy with the instance's own params (a JSON object; nil =
+// Options.Params), e.g. a request's overrides: params travel with each instance, so
+// one process serves instances with different params.
+func (c *Client) PolicyWith(params []byte) (sdk.DepthPolicy, error) {
+	in, err := c.newInstance(sdk.RolePolicy, params)
 	if err != nil {
 		return nil, err
 	}
 	return &policy{in}, nil
 }
 
-// Sampler creates a sampler instance (one per sequence); it implements io.Closer too.
-func (c *Client) Sampler() (sdk.Sampler, error) {
-	in, err := c.newInstance(sdk.RoleSampler)
+// SamplerWith is Sampler with the instance's own params (see PolicyWith).
+func (c *Client) SamplerWith(params []byte) (sdk.Sampler, error) {
+	in, err := c.newInstance(sdk.RoleSampler, params)
 	if err != nil {
 		return nil, err
 	}
 	return &sampler{in}, nil
 }
 
-// Penalty creates a penalty instance (one per sequence); it implements io.Closer too.
-func (c *Client) Penalty() (sdk.Penalty, error) {
-	in, err := c.newInstance(sdk.RolePenalty)
+// PenaltyWith is Penalty with the instance's own params (see PolicyWith).
+func (c *Client) PenaltyWith(params []byte) (sdk.Penalty, error) {
+	in, err := c.newInstance(sdk.RolePenalty, params)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +274,10 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-func (c *Client) newInstance(role sdk.Role) (*instance, error) {
+func (c *Client) newInstance(role sdk.Role, params []byte) (*instance, error) {
+	if params == nil {
+		params = c.opts.Params
+	}
 	fail := func(err error) error { return &Error{Plugin: c.name, Role: role, Method: "New", Err: err} }
 	if c.isClosed() {
 		return nil, fail(ErrClosed)
@@ -272,7 +287,7 @@ func (c *Client) newInstance(role sdk.Role) (*instance, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
 	defer cancel()
-	in, err := c.conn.New(ctx, role, c.opts.Params)
+	in, err := c.conn.New(ctx, role, params)
 	if err != nil {
 		return nil, fail(c.cause(ctx, err))
 	}

@@ -97,6 +97,17 @@ func TestAllRoles(t *testing.T) {
 		if got, err := q.NextDepth(ctx, last); err != nil || got.Depth != 3 {
 			t.Fatalf("second instance: got %+v, %v; want depth 3", got, err)
 		}
+		// And may have its own params, in the same process.
+		bad, err := c.PolicyWith([]byte(`{"mode": "fail"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bad.NextDepth(ctx, last); err == nil || !strings.Contains(err.Error(), "failing on purpose") {
+			t.Fatalf("instance with its own params: got %v, want its failure", err)
+		}
+		if got, err := p.NextDepth(ctx, last); err != nil || got.Depth != 5 {
+			t.Fatalf("first instance after another failed: got %+v, %v; want depth 5", got, err)
+		}
 	})
 
 	t.Run("sampler", func(t *testing.T) {
@@ -354,8 +365,13 @@ func TestPluginOutputIsLogged(t *testing.T) {
 	if _, err := p.NextDepth(context.Background(), sdk.RoundOutcome{Round: 7}); err != nil {
 		t.Fatal(err)
 	}
+	// The plugin's stderr streams to the host asynchronously: wait for the line.
+	const want = "plugin test: testplugin: NextDepth after round 7\n"
+	for i := 0; i < 500 && !strings.Contains(log.String(), want); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	c.Close()
-	if !strings.Contains(log.String(), "plugin test: testplugin: NextDepth after round 7\n") {
+	if !strings.Contains(log.String(), want) {
 		t.Fatalf("log lacks the plugin's stderr line:\n%s", log.String())
 	}
 }
