@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/model"
+)
+
+func init() {
+	register(&command{name: "specbench", summary: "speculative decoding speed and acceptance per draft depth", run: runSpecbench})
+}
+
+const specbenchUsage = `
+Usage: minfer specbench -m TARGET --draft DRAFT [--depths 0,1,2,3,4,8,auto]
+                        [--prompts FILE]... [--prompt-count N] [--prompt-tokens T]
+                        [-n 128] [-r 3] [--warmup SECONDS] [--json]
+
+For each depth (0 = plain decoding through the same round loop, auto = the configured
+depth policy, adaptive by default), generates -n greedy tokens from every prompt and
+reports generation tokens/s (mean ± stddev over repetitions), acceptance (accepted /
+drafted), tokens per round and the speedup over depth 0. Repetitions are interleaved:
+each repetition runs every depth in turn, so drift in machine speed spreads over all
+depths. A warm-up of --warmup seconds runs first.
+
+Prompts: each --prompts FILE is tokenized and --prompt-count prompts of --prompt-tokens
+tokens are taken at offsets i·(tokens − prompt-tokens)/count (as the trained pair's
+train-report.json draws them); without --prompts a few built-in prompts are used.
+
+It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16
+rows (after a 64-token prefix), and the draft's cost per one-token step.
+
+Examples:
+  minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf
+  minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf --prompts eval-prose.txt \
+      --prompts eval-code.txt --prompt-count 8 --depths 0,1,2,4,auto -n 64 -r 2 --json
+`
+
+// specDepthResult is one depth's line.
+type specDepthResult struct {
+	Depth          string    `json:"depth"`
+	TPSMean        float64   `json:"tokens_per_s"`
+	TPSStd         float64   `json:"tokens_per_s_stddev"`
+	Acceptance     float64   `json:"acceptance"`
+	TokensPerRound float64   `json:"tokens_per_round"`
+	Speedup        float64   `json:"speedup"`
+	PerPrompt      []float64 `json:"per_prompt_acceptance"`
+	samples        []float64
+	drafted        int
+	accepted       int
+	rounds         int
+	emitted        int
+	ppDrafted      []int
+	ppAccepted     []int
+}
+
+type specbenchResult struct {
+	Target      string            `json:"target"`
+	Draft       string            `json:"draft"`
+	Prompts     int               `json:"prompts"`
+	NPredict    int               `json:"n_predict"`
+	Reps        int               `json:"repetitions"`
+	Depths      []specDepthResult `json:"depths"`
+	VerifyMs    []float64         `json:"verify_cost_ms"` // [nt-1]: ms per target forward of nt rows
+	DraftStepMs float64           `json:"draft_step_ms"`
+}
+
+var defaultSpecPrompts = []string{
+	"Once upon a time, there was a little girl named Lily. She loved to play",
+	"The quick brown fox jumps over the lazy dog. Then",
+	"def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+	"In the beginning of the twentieth century, the city",
+}
+
+func runSpecbench(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("specbench", specbenchUsage)
+	var (
+		f                  runFlags
+		depthList          string
+		prompts            stringList
+		count, ptoks, reps int
+		warmup             float64
+	)
+	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read")
+	fs.StringVar(&f.modelPath, "m", "", "target model GGUF")
+	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF")
+	fs.StringVar(&depthList, "depths", "0,1,2,3,4,8,auto", "comma-separated depths (auto = the depth policy)")
+	fs.Var(&prompts, "prompts", "text `FILE` to draw prompts from (repeatable)")
+	fs.IntVar(&count, "prompt-count", 8, "prompts drawn from each --prompts file")
+	fs.IntVar(&ptoks, "prompt-tokens", 64, "tokens per drawn prompt")
+	fs.IntVar(&f.n, "n", 128, "tokens generated per prompt")
+	fs.IntVar(&reps, "r", 3, "repetitions")
+	fs.Float64Var(&warmup, "warmup", 1, "warm-up time in seconds")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
+	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
+	fs.IntVar(&f.draftMax, "draft-max", 0, "largest depth the policy may choose")
+	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin for auto")
+	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	depths, err := parseDepths(depthList)
+	switch {
+	case err != nil:
+		return err
+	case len(rest) > 0:
+		return usagef("specbench: unexpected argument %q", rest[0])
+	case f.draftPath == "":
+		return usagef("specbench: no draft model (give --draft DRAFT)")
+	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1:
+		return usagef("specbench: -n, -r, --prompt-count and --prompt-tokens must be ≥ 1")
+	}
+	cfg, _, err := config.LoadOrDefault(f.configPath)
+	if err != nil {
+		return err
+	}
+	if err := f.apply(fs, cfg); err != nil {
+		return err
+	}
+	cfg.Sampling.Temperature, cfg.Sampling.Sampler, cfg.Sampling.Penalty = 0, "", "" // greedy: speculation is exact
+	st, err := m.openStack(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ids, err := specPrompts(st, prompts, count, ptoks)
+	if err != nil {
+		return err
+	}
+	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
+	for _, d := range depths {
+		res.Depths = append(res.Depths, specDepthResult{Depth: d.String(), ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
+	}
+	one := func(d config.Depth, prompt []int32, r *specDepthResult, pi int) error {
+		c := *cfg
+		c.Spec.Depth = d
+		if err := st.sess.Reset(); err != nil {
+			return err
+		}
+		req, err := st.request(ctx, &c, prompt, runFlags{})
+		if err != nil {
+			return err
+		}
+		req.NPredict = f.n
+		out, err := st.sess.Generate(ctx, req)
+		st.closeRequest()
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			if n := len(out.Tokens); n > 1 && out.Timings.GenMs > 0 {
+				r.samples = append(r.samples, float64(n-1)/out.Timings.GenMs*1000)
+			}
+			r.drafted += out.Spec.Drafted
+			r.accepted += out.Spec.Accepted
+			r.rounds += out.Spec.Rounds
+			r.emitted += len(out.Tokens)
+			r.ppDrafted[pi] += out.Spec.Drafted
+			r.ppAccepted[pi] += out.Spec.Accepted
+		}
+		return nil
+	}
+	for t0 := time.Now(); time.Since(t0).Seconds() < warmup; {
+		for _, d := range depths {
+			if err := one(d, ids[0], nil, 0); err != nil {
+				return err
+			}
+		}
+	}
+	for rep := range reps {
+		for di, d := range depths {
+			if !f.jsonOut {
+				fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, d)
+			}
+			for pi, p := range ids {
+				if err := one(d, p, &res.Depths[di], pi); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !f.jsonOut {
+		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
+	}
+	summarizeDepths(res.Depths, len(ids))
+	if res.VerifyMs, res.DraftStepMs, err = verifyCurve(st.target, st.draft, 16); err != nil {
+		return err
+	}
+	if f.jsonOut {
+		return json.NewEncoder(m.Stdout).Encode(res)
+	}
+	printSpecbench(m, &res)
+	return nil
+}
+
+// summarize turns the raw counts into the reported figures (tokens/s per repetition
+// is the mean over prompts of each prompt's generation rate).
+func summarizeDepths(ds []specDepthResult, nPrompts int) {
+	for i := range ds {
+		d := &ds[i]
+		// samples hold one rate per (repetition, prompt); average per repetition
+		var perRep []float64
+		for j := 0; j+nPrompts <= len(d.samples); j += nPrompts {
+			m, _ := meanStd(d.samples[j : j+nPrompts])
+			perRep = append(perRep, m)
+		}
+		if len(perRep) > 0 {
+			d.TPSMean, d.TPSStd = meanStd(perRep)
+		}
+		if d.drafted > 0 {
+			d.Acceptance = float64(d.accepted) / float64(d.drafted)
+		}
+		if d.rounds > 0 {
+			d.TokensPerRound = float64(d.emitted) / float64(d.rounds)
+		}
+		d.PerPrompt = make([]float64, len(d.ppDrafted))
+		for p := range d.ppDrafted {
+			if d.ppDrafted[p] > 0 {
+				d.PerPrompt[p] = float64(d.ppAccepted[p]) / float64(d.ppDrafted[p])
+			}
+		}
+	}
+	var base float64
+	for _, d := range ds {
+		if d.Depth == "0" {
+			base = d.TPSMean
+		}
+	}
+	for i := range ds {
+		if base > 0 {
+			ds[i].Speedup = ds[i].TPSMean / base
+		}
+	}
+}
+
+func printSpecbench(m *Main, r *specbenchResult) {
+	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
+	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup |\n", "tokens/s")
+	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- |\n", dashes(18))
+	for _, d := range r.Depths {
+		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %6.2fx |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, d.Speedup)
+	}
+	fmt.Fprintf(m.Stdout, "\nverify cost C_T(nt), ms per target forward:\n")
+	for i, ms := range r.VerifyMs {
+		fmt.Fprintf(m.Stdout, "  nt %2d: %7.3f ms (%.2f× nt=1)\n", i+1, ms, ms/r.VerifyMs[0])
+	}
+	fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
+}
+
+// parseDepths reads "0,1,2,auto".
+func parseDepths(s string) ([]config.Depth, error) {
+	var out []config.Depth
+	for _, p := range strings.Split(s, ",") {
+		var d config.Depth
+		if err := d.UnmarshalText([]byte(strings.TrimSpace(p))); err != nil {
+			return nil, usagef("specbench: --depths: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// specPrompts tokenizes the prompts: count evenly spaced windows of ptoks tokens per
+// file, or the built-in prompts.
+func specPrompts(st *stack, files []string, count, ptoks int) ([][]int32, error) {
+	var out [][]int32
+	bos := []int32{}
+	if st.tok.AddBOS() {
+		bos = append(bos, st.tok.BOS())
+	}
+	if len(files) == 0 {
+		for _, p := range defaultSpecPrompts {
+			ids, err := st.tok.Encode(p, true, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ids)
+		}
+		return out, nil
+	}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("specbench: %w", err)
+		}
+		ids, err := st.tok.Encode(string(text), false, false)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) < ptoks {
+			return nil, fmt.Errorf("specbench: %s has %d tokens, fewer than --prompt-tokens %d", f, len(ids), ptoks)
+		}
+		for i := range count {
+			off := i * (len(ids) - ptoks) / count // the offsets of train-report.json's simulation
+			out = append(out, append(append([]int32{}, bos...), ids[off:off+ptoks]...))
+		}
+	}
+	return out, nil
+}
+
+// verifyCurve times target forwards of nt = 1…maxNT rows after a 64-token prefix
+// (median of repeated runs) and one-token draft steps.
+func verifyCurve(target, draft *model.Model, maxNT int) ([]float64, float64, error) {
+	const prefix, runs = 64, 7
+	timeIt := func(md *model.Model, nt int) (float64, error) {
+		c, err := md.NewKV(prefix+maxNT, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		ids := make([]int32, prefix+maxNT)
+		for i := range ids {
+			ids[i] = int32((i*2654435761 + 7) % md.Params.Vocab)
+		}
+		if _, err := md.Forward(ids[:prefix], c, false); err != nil {
+			return 0, err
+		}
+		var ts []float64
+		for range runs {
+			if err := c.Truncate(prefix); err != nil {
+				return 0, err
+			}
+			t0 := time.Now()
+			if _, err := md.Forward(ids[prefix:prefix+nt], c, true); err != nil {
+				return 0, err
+			}
+			ts = append(ts, float64(time.Since(t0).Nanoseconds())/1e6)
+		}
+		return median(ts), nil
+	}
+	var curve []float64
+	for nt := 1; nt <= maxNT; nt++ {
+		ms, err := timeIt(target, nt)
+		if err != nil {
+			return nil, 0, err
+		}
+		curve = append(curve, ms)
+	}
+	ds, err := timeIt(draft, 1)
+	return curve, ds, err
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[len(s)/2]
+}

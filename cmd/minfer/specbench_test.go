@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/internal/testpath"
+)
+
+func TestSpecbenchDraftIsTarget(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	out, stderr, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--draft", model,
+		"--depths", "0,3,auto", "-n", "12", "-r", "2", "--warmup", "0", "-t", "1", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var got specbenchResult
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || got.Prompts != len(defaultSpecPrompts) {
+		t.Fatalf("got %+v", got)
+	}
+	d0, d3 := got.Depths[0], got.Depths[1]
+	if d0.Depth != "0" || d0.TokensPerRound != 1 || d0.Speedup != 1 || !(d0.TPSMean > 0) {
+		t.Fatalf("depth 0: got %+v", d0)
+	}
+	// draft = target: every draft accepted; 12 tokens in rounds of 4 (3 drafts + 1)
+	if d3.Acceptance != 1 || d3.TokensPerRound != 4 {
+		t.Fatalf("depth 3: got acceptance %v, tokens/round %v; want 1 and 4", d3.Acceptance, d3.TokensPerRound)
+	}
+}
+
+func TestSpecbenchErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "no draft"},
+		{[]string{"--draft", "x.gguf", "--depths", "1,deep"}, "--depths"},
+		{[]string{"--draft", "x.gguf", "-n", "0"}, "must be ≥ 1"},
+	} {
+		_, _, err := runCLI(t, "", append([]string{"specbench", "--config", emptyConfig(t)}, tc.args...)...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
