@@ -68,6 +68,27 @@ func TestRootFileHasEveryKey(t *testing.T) {
 	walk(t, typeOfConfig, nil)
 }
 
+// TestRootFileIsCommented: in minfer.toml every key outside the plugin tables (which
+// share one block of documentation) has a comment line right above it.
+func TestRootFileIsCommented(t *testing.T) {
+	data, err := os.ReadFile(rootFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	section := ""
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "["):
+			section = l
+		case l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(section, "[plugins."):
+		case i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#"):
+			t.Errorf("minfer.toml:%d: %s %q has no comment above it", i+1, section, l)
+		}
+	}
+}
+
 func TestEmptyDocumentIsDefault(t *testing.T) {
 	got, err := Parse(nil, "")
 	if err != nil {
