@@ -132,10 +132,11 @@ func TestUnknownKeys(t *testing.T) {
 		want []string
 	}{
 		{"top level", "# c\nbogus = 1\n", 2, []string{"t.toml:2", "bogus: unknown key", "model, draft"}},
-		{"unknown section", "[model]\nkv = \"f16\"\n\n[modle]\npath = \"x\"\n", 4, []string{"modle: unknown key"}},
+		{"unknown section", "[model]\nkv = \"f16\"\n\n[modle]\npath = \"x\"\n", 4, []string{`modle: unknown key; did you mean "model"?`}},
+		{"misspelt key", "[sampling]\ntemprature = 0.5\n", 2, []string{`[sampling] temprature: unknown key; did you mean "temperature"?`}},
 		{"in section", "[model]\npath = \"a.gguf\"\nctxsize = 4096\n", 3, []string{"[model] ctxsize: unknown key", "path, device, ctx"}},
 		{"dotted key", "model.pth = \"a\"\n", 1, []string{"[model] pth: unknown key"}},
-		{"case differs", "[model]\nPath = \"a\"\n", 2, []string{"[model] Path: unknown key"}},
+		{"case differs", "[model]\nPath = \"a\"\n", 2, []string{`[model] Path: unknown key; did you mean "path"?`}},
 		{"in plugin table", "[plugins.mine]\nsource = \"file:x.wasm\"\n\nmemroy_mb = 5\n", 4, []string{"[plugins.mine] memroy_mb: unknown key", "source, params"}},
 		{"inline plugin table", "plugins.mine = { source = \"file:x.wasm\", tmeout = \"1s\" }\n", 1, []string{"[plugins.mine] tmeout: unknown key"}},
 		{"sub-table of section", "[server.tls]\ncert = \"x\"\n", 1, []string{"[server] tls: unknown key"}},

@@ -297,7 +297,11 @@ outer:
 			case t.Kind() == reflect.Struct:
 				f, ok := fieldByTag(t, name)
 				if !ok {
-					errs = append(errs, &Error{Key: k[:i+1].String(), Msg: "unknown key (known: " + strings.Join(tagNames(t), ", ") + ")"})
+					msg := "unknown key"
+					if near := nearest(name, tagNames(t)); near != "" {
+						msg += fmt.Sprintf("; did you mean %q?", near)
+					}
+					errs = append(errs, &Error{Key: k[:i+1].String(), Msg: msg + " (known: " + strings.Join(tagNames(t), ", ") + ")"})
 					markBad(k[:i+1])
 					continue outer
 				}
@@ -342,6 +346,42 @@ func tagNames(t reflect.Type) []string {
 		}
 	}
 	return names
+}
+
+// nearest returns the known name closest to name when it is a likely misspelling
+// (edit distance ≤ 2, or ≤ 1 for short names), else "".
+func nearest(name string, known []string) string {
+	best, bestD := "", 3
+	if len(name) <= 4 {
+		bestD = 2
+	}
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // rawAt returns the decoded value at key k, nil if a step is not a table.
