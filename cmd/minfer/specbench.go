@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,8 @@ Usage: minfer specbench -m TARGET --draft DRAFT [--depths 0,1,2,3,4,8,auto]
 For each depth (0 = plain decoding through the same round loop, auto = the configured
 depth policy, adaptive by default), generates -n greedy tokens from every prompt and
 reports generation tokens/s (mean ± stddev over repetitions), acceptance (accepted /
-drafted), tokens per round and the speedup over depth 0. Repetitions are interleaved:
+drafted), tokens per round, the speedup over depth 0, and whether every prompt's
+output equals depth 0's (the greedy identity). Repetitions are interleaved:
 each repetition runs every depth in turn, so drift in machine speed spreads over all
 depths. A warm-up of --warmup seconds runs first.
 
@@ -50,13 +52,17 @@ type specDepthResult struct {
 	TokensPerRound float64   `json:"tokens_per_round"`
 	Speedup        float64   `json:"speedup"`
 	PerPrompt      []float64 `json:"per_prompt_acceptance"`
-	samples        []float64
-	drafted        int
-	accepted       int
-	rounds         int
-	emitted        int
-	ppDrafted      []int
-	ppAccepted     []int
+	// Identical: every prompt's tokens equal depth 0's (greedy identity); false also
+	// when depth 0 was not run.
+	Identical  bool `json:"identical_to_depth0"`
+	index      int
+	samples    []float64
+	drafted    int
+	accepted   int
+	rounds     int
+	emitted    int
+	ppDrafted  []int
+	ppAccepted []int
 }
 
 type specbenchResult struct {
@@ -135,9 +141,17 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
-	for _, d := range depths {
-		res.Depths = append(res.Depths, specDepthResult{Depth: d.String(), ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
+	for i, d := range depths {
+		res.Depths = append(res.Depths, specDepthResult{Depth: d.String(), index: i, ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
 	}
+	if slices.Index(depths, 0) > 0 { // depth 0 first, so every other depth can be compared with it
+		i := slices.Index(depths, 0)
+		depths[0], depths[i] = depths[i], depths[0]
+		res.Depths[0], res.Depths[i] = res.Depths[i], res.Depths[0]
+		res.Depths[0].index, res.Depths[i].index = 0, i
+	}
+	plain := make([][]int32, len(ids)) // depth 0's tokens per prompt
+	mismatch := make([]bool, len(depths))
 	one := func(d config.Depth, prompt []int32, r *specDepthResult, pi int) error {
 		c := *cfg
 		c.Spec.Depth = d
@@ -155,6 +169,12 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 			return err
 		}
 		if r != nil {
+			if d == 0 && plain[pi] == nil {
+				plain[pi] = out.Tokens
+			}
+			if plain[pi] == nil || !slices.Equal(plain[pi], out.Tokens) {
+				mismatch[r.index] = true
+			}
 			if n := len(out.Tokens); n > 1 && out.Timings.GenMs > 0 {
 				r.samples = append(r.samples, float64(n-1)/out.Timings.GenMs*1000)
 			}
@@ -190,6 +210,9 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
 	}
 	summarizeDepths(res.Depths, len(ids))
+	for i := range res.Depths {
+		res.Depths[i].Identical = !mismatch[i]
+	}
 	if res.VerifyMs, res.DraftStepMs, err = verifyCurve(st.target, st.draft, 16); err != nil {
 		return err
 	}
@@ -242,10 +265,10 @@ func summarizeDepths(ds []specDepthResult, nPrompts int) {
 
 func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
-	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup |\n", "tokens/s")
-	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- |\n", dashes(18))
+	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup | = depth 0 |\n", "tokens/s")
+	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- |\n", dashes(18))
 	for _, d := range r.Depths {
-		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %6.2fx |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, d.Speedup)
+		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %6.2fx | %9t |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, d.Speedup, d.Identical)
 	}
 	fmt.Fprintf(m.Stdout, "\nverify cost C_T(nt), ms per target forward:\n")
 	for i, ms := range r.VerifyMs {

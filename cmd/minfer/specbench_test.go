@@ -11,7 +11,7 @@ import (
 func TestSpecbenchDraftIsTarget(t *testing.T) {
 	model := testpath.Path(t, "models", "stories260K.gguf")
 	out, stderr, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--draft", model,
-		"--depths", "0,3,auto", "-n", "12", "-r", "2", "--warmup", "0", "-t", "1", "--json")
+		"--depths", "3,0,auto", "-n", "12", "-r", "2", "--warmup", "0", "-t", "1", "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -22,11 +22,16 @@ func TestSpecbenchDraftIsTarget(t *testing.T) {
 	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || got.Prompts != len(defaultSpecPrompts) {
 		t.Fatalf("got %+v", got)
 	}
-	d0, d3 := got.Depths[0], got.Depths[1]
+	d0, d3 := got.Depths[0], got.Depths[1] // depth 0 is moved first
 	if d0.Depth != "0" || d0.TokensPerRound != 1 || d0.Speedup != 1 || !(d0.TPSMean > 0) {
 		t.Fatalf("depth 0: got %+v", d0)
 	}
 	// draft = target: every draft accepted; 12 tokens in rounds of 4 (3 drafts + 1)
+	for _, d := range got.Depths {
+		if !d.Identical {
+			t.Fatalf("depth %s: output differs from depth 0", d.Depth)
+		}
+	}
 	if d3.Acceptance != 1 || d3.TokensPerRound != 4 {
 		t.Fatalf("depth 3: got acceptance %v, tokens/round %v; want 1 and 4", d3.Acceptance, d3.TokensPerRound)
 	}
