@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/server"
+	"github.com/minfer/minfer/sdk"
+)
+
+func init() {
+	register(&command{name: "serve", summary: "OpenAI-compatible HTTP server (chat, completions, models, metrics)", run: runServe})
+}
+
+const serveUsage = `
+Usage: minfer serve [-m MODEL] [--draft DRAFT] [--addr HOST:PORT] [flags]
+
+Serves the OpenAI API on the model: POST /v1/chat/completions, POST /v1/completions,
+GET /v1/models, GET /health, GET /metrics (Prometheus). --parallel sequences run at
+once; further requests queue. A request may choose plugins declared in minfer.toml
+and allowed by [server] allow_plugins through its "minfer" field:
+  {"minfer": {"policy": "ucb", "sampler": "greedy", "draft_max": 4, "assert_identity": true}}
+Ctrl-C (SIGINT/SIGTERM) stops accepting connections and drains requests in flight.
+
+Examples:
+  minfer serve                                   # the embedded model on 127.0.0.1:8080
+  minfer serve -m qwen2.5-0.5b-q8_0.gguf --addr 0.0.0.0:8080 --parallel 8
+  minfer serve -m target.gguf --draft draft.gguf --config minfer.toml
+  curl -s localhost:8080/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'
+`
+
+func runServe(ctx context.Context, m *Main, args []string) error {
+	var f runFlags
+	var addr, apiKeyEnv string
+	var parallel, maxTokens int
+	var grace time.Duration
+	fs := m.newFlagSet("serve", serveUsage)
+	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read (default: ./minfer.toml or the user config)")
+	fs.StringVar(&f.modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded stories260K)")
+	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF for speculative decoding")
+	fs.IntVar(&f.ctx, "ctx", 0, "context length per sequence (0: the model's)")
+	fs.IntVar(&f.ctx, "c", 0, "alias of --ctx")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
+	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
+	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.Float64Var(&f.temp, "temp", 0, "default temperature when a request gives none (0: greedy)")
+	fs.StringVar(&f.policy, "policy", "", "default depth-policy plugin")
+	fs.StringVar(&f.sampler, "sampler", "", "default sampler plugin")
+	fs.StringVar(&f.penalty, "penalty", "", "default penalty plugin")
+	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth")
+	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
+	fs.StringVar(&addr, "addr", "", "listen address (default: [server] addr, 127.0.0.1:8080)")
+	fs.IntVar(&parallel, "parallel", 0, "sequences served at once (default: [server] parallel, 4)")
+	fs.IntVar(&parallel, "np", 0, "alias of --parallel")
+	fs.IntVar(&maxTokens, "max-tokens", 0, "cap on a request's max_tokens (default: [server] max_tokens)")
+	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default: [server] api_key_env)")
+	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
+	fs.BoolVar(&f.verbose, "verbose", false, "log every request to stderr")
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("serve: unexpected argument %q", rest[0])
+	}
+	cfg, _, err := config.LoadOrDefault(f.configPath)
+	if err != nil {
+		return err
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "addr":
+			cfg.Server.Addr = addr
+		case "parallel", "np":
+			cfg.Server.Parallel = parallel
+		case "max-tokens":
+			cfg.Server.MaxTokens = maxTokens
+		case "api-key-env":
+			cfg.Server.APIKeyEnv = apiKeyEnv
+		}
+	})
+	if err := f.apply(fs, cfg); err != nil {
+		return err
+	}
+	srv, st, err := m.newServer(ctx, cfg, f.verbose)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	defer srv.Close()
+	return srv.ListenAndServe(ctx, cfg.Server.Addr, grace, func(a net.Addr) {
+		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", cfg.Model.Path, a, cfg.Server.Parallel)
+	})
+}
+
+// newServer loads the models and plugins of cfg and makes the API server with its slots.
+func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) (*server.Server, *stack, error) {
+	st, err := m.openStack(ctx, cfg, verbose)
+	if err != nil {
+		return nil, nil, err
+	}
+	kt, _ := kv.ParseType(cfg.Model.KV)
+	dkt, _ := kv.ParseType(cfg.Draft.KV)
+	apiKey := ""
+	if cfg.Server.APIKeyEnv != "" {
+		if apiKey = os.Getenv(cfg.Server.APIKeyEnv); apiKey == "" {
+			st.close()
+			return nil, nil, fmt.Errorf("serve: [server] api_key_env names %s, which is empty or unset", cfg.Server.APIKeyEnv)
+		}
+	}
+	id := cfg.Model.Path
+	if id == "" {
+		id = embeddedName
+	}
+	logw := m.Stderr
+	if !verbose {
+		logw = nil
+	}
+	srv, err := server.New(server.Options{
+		ModelID:   id,
+		Tokenizer: st.tok,
+		NewSession: func() (*engine.Session, error) {
+			return engine.NewSession(engine.Config{Target: st.target, Draft: st.draft, Vocab: tokVocab{st.tok},
+				Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
+		},
+		Parallel: cfg.Server.Parallel, QueueSize: cfg.Server.Queue,
+		Resolver:  &serveResolver{st: st, cfg: cfg},
+		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw,
+		ReadTimeout: cfg.Server.ReadTimeout, WriteTimeout: cfg.Server.WriteTimeout, IdleTimeout: cfg.Server.IdleTimeout,
+	})
+	if err != nil {
+		st.close()
+		return nil, nil, err
+	}
+	return srv, st, nil
+}
+
+// serveResolver turns a request's sampling parameters and plugin choices into plugin
+// instances: the config's defaults, overridden by what the request sets.
+type serveResolver struct {
+	st  *stack
+	cfg *config.Config
+}
+
+func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft bool) (*server.Plugins, error) {
+	c := *r.cfg
+	s := &c.Sampling
+	for _, ch := range []struct {
+		role  sdk.Role
+		name  string
+		field string
+		dst   *string
+	}{
+		{sdk.RolePolicy, p.Policy, "minfer.policy", &c.Spec.Policy},
+		{sdk.RoleSampler, p.Sampler, "minfer.sampler", &s.Sampler},
+		{sdk.RolePenalty, p.Penalty, "minfer.penalty", &s.Penalty},
+	} {
+		if ch.name == "" {
+			continue
+		}
+		if err := r.cfg.CheckRequestPlugin(ch.role, ch.name); err != nil {
+			return nil, &server.RequestError{Param: ch.field, Message: err.Error()}
+		}
+		*ch.dst = ch.name
+	}
+	setF := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setF(&s.Temperature, p.Temperature)
+	setF(&s.TopP, p.TopP)
+	setF(&s.MinP, p.MinP)
+	if p.TopK != nil {
+		s.TopK = *p.TopK
+	}
+	if p.Seed != nil {
+		s.Seed = *p.Seed
+	}
+	if p.RepeatLastN != nil {
+		s.RepeatLastN = *p.RepeatLastN
+	}
+	if p.PresencePenalty != nil || p.FrequencyPenalty != nil || p.RepeatPenalty != nil {
+		setF(&s.PresencePenalty, p.PresencePenalty)
+		setF(&s.FrequencyPenalty, p.FrequencyPenalty)
+		setF(&s.RepeatPenalty, p.RepeatPenalty)
+		if s.Penalty == "" {
+			s.Penalty = "penalty"
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, &server.RequestError{Message: err.Error()}
+	}
+	roles, err := r.st.plug.instances(ctx, &c, hasDraft)
+	if err != nil {
+		return nil, err
+	}
+	seed := uint64(s.Seed)
+	if s.Seed < 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	pl := &server.Plugins{
+		Policy: roles.policy, Sampler: roles.sampler, Penalty: roles.penalty,
+		PolicyName: roles.policyName, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
+		Seed: seed, Release: roles.close,
+	}
+	if p.DraftMax != nil && pl.Policy != nil {
+		pl.Policy = capDepth{pl.Policy, *p.DraftMax}
+	}
+	return pl, nil
+}
+
+// capDepth bounds a policy's depth (a request's minfer.draft_max).
+type capDepth struct {
+	sdk.DepthPolicy
+	max int
+}
+
+func (c capDepth) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	d, err := c.DepthPolicy.NextDepth(ctx, last)
+	d.Depth = min(d.Depth, c.max)
+	return d, err
+}
