@@ -67,52 +67,6 @@ func randomRow(rng *rand.Rand, t Type, n int) []byte {
 	return row
 }
 
-// TestSIMDMatchesGo runs every SIMD kernel and its pure-Go definition on random blocks
-// of many lengths (whole 8-block groups and every tail length) and wants identical bits,
-// and identical integer block sums for the K-quant kernels.
-func TestSIMDMatchesGo(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2/F16C on this CPU: only the pure-Go kernels run")
-	}
-	rng := rand.New(rand.NewPCG(11, 12))
-	for typ, k := range simdKernels {
-		tr, _ := typ.Lookup()
-		bs := max(tr.BlockSize, 32)
-		for nb := 1; nb <= 40; nb++ {
-			n := nb * bs
-			for rep := 0; rep < 5; rep++ {
-				w := randomRow(rng, typ, n)
-				x := randomRow(rng, tr.VecDotType, n)
-				got, want := k[0](n, w, x), k[1](n, w, x)
-				if math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("%s n=%d: SIMD %v (%#x), pure Go %v (%#x)", typ, n, got, math.Float32bits(got), want, math.Float32bits(want))
-				}
-			}
-		}
-	}
-	t.Run("Q4_K ints", func(t *testing.T) {
-		for rep := 0; rep < 200; rep++ {
-			w, x := randomRow(rng, Q4_K, QK_K), randomRow(rng, Q8_K, QK_K)
-			var out [2]int32
-			q4KIntsAVX2(&w[0], &x[0], 1, &out[0])
-			isum, summs := q4KInts(w, x)
-			if out[0] != isum || out[1] != summs {
-				t.Fatalf("got (%d, %d), want (%d, %d)", out[0], out[1], isum, summs)
-			}
-		}
-	})
-	t.Run("Q6_K ints", func(t *testing.T) {
-		for rep := 0; rep < 200; rep++ {
-			w, x := randomRow(rng, Q6_K, QK_K), randomRow(rng, Q8_K, QK_K)
-			var out int32
-			q6KIntsAVX2(&w[0], &x[0], 1, &out)
-			if isum, _ := q6KInts(w, x); out != isum {
-				t.Fatalf("got %d, want %d", out, isum)
-			}
-		}
-	})
-}
-
 // BenchmarkVecDot measures each kernel on one 4864-value row (Qwen2.5-0.5B's n_ff) whose
 // weights (4.9 MB in all) exceed the L2 cache, as in a real matmul; SetBytes counts the
 // weight bytes, so MB/s is weight throughput.
