@@ -133,3 +133,42 @@ func TestRunErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRunChatAndStop(t *testing.T) {
+	cfg := emptyConfig(t)
+	// conversation mode: two user lines on stdin, one reply each
+	out, stderr, err := runCLI(t, "Hello\nTell me a story\n", "run", "--config", cfg, "--chat", "-n", "8", "--temp", "0")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if got := strings.Count(out, "\n"); got != 2 {
+		t.Fatalf("chat: got %d reply lines in %q, want 2", got, out)
+	}
+	if strings.Count(stderr, "> ") != 3 {
+		t.Fatalf("chat: prompts on stderr: got %q, want 3", stderr)
+	}
+	// a stop string ends the text just before it
+	full, _, err := runCLI(t, "", "run", "--config", cfg, "-p", "Once upon a time", "-n", "32", "--temp", "0", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Text string }
+	json.Unmarshal([]byte(full), &r)
+	words := strings.Fields(r.Text)
+	if len(words) < 4 {
+		t.Fatalf("too little text to pick a stop string: %q", r.Text)
+	}
+	stop := words[3]
+	cut, _, err := runCLI(t, "", "run", "--config", cfg, "-p", "Once upon a time", "-n", "32", "--temp", "0", "--json", "--stop", stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Text string
+		Stop string
+	}
+	json.Unmarshal([]byte(cut), &c)
+	if want := r.Text[:strings.Index(r.Text, stop)]; c.Text != want || c.Stop != "stop" {
+		t.Fatalf("--stop %q: got %q (%s), want %q (stop)", stop, c.Text, c.Stop, want)
+	}
+}
