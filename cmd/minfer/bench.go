@@ -86,7 +86,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if modelPath != "" {
-		cfg.Model.Path = modelPath
+		cfg.Model.Path = absPath(modelPath)
 	}
 	cfg.Model.Threads = threads
 	b, err := newBackend(cfg)

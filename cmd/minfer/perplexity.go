@@ -72,7 +72,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if modelPath != "" {
-		cfg.Model.Path = modelPath
+		cfg.Model.Path = absPath(modelPath)
 	}
 	if threads > 0 {
 		cfg.Model.Threads = threads

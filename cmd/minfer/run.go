@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -102,10 +103,10 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 	var err error
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "m":
-			cfg.Model.Path = f.modelPath
+		case "m": // command-line paths are relative to the working directory, not the config
+			cfg.Model.Path = absPath(f.modelPath)
 		case "draft":
-			cfg.Draft.Path = f.draftPath
+			cfg.Draft.Path = absPath(f.draftPath)
 		case "n":
 			cfg.Sampling.NPredict = f.n
 		case "ctx", "c":
@@ -156,6 +157,15 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 		return usagef("%v", e)
 	}
 	return nil
+}
+
+// absPath makes a command-line path absolute (config.ResolvePath would otherwise
+// resolve it against the config file's directory).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil && p != "" {
+		return a
+	}
+	return p
 }
 
 func runRun(ctx context.Context, m *Main, args []string) error {

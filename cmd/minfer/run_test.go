@@ -172,3 +172,16 @@ func TestRunChatAndStop(t *testing.T) {
 		t.Fatalf("--stop %q: got %q (%s), want %q (stop)", stop, c.Text, c.Stop, want)
 	}
 }
+
+// TestRunRelativeModelPath: -m is relative to the working directory even when
+// minfer.toml lives elsewhere (its own paths are relative to it).
+func TestRunRelativeModelPath(t *testing.T) {
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, testpath.Path(t, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runCLI(t, "", "run", "--config", emptyConfig(t), "-m", rel, "-p", "Once", "-n", "2"); err != nil {
+		t.Fatalf("-m %s: %v\n%s", rel, err, stderr)
+	}
+}
