@@ -18,11 +18,11 @@ func init() {
 	}
 	// The shift is log2 of the bias the kernel's unsigned levels carry: Q8_0 levels are
 	// w+128, Q4_0 and Q5_0 levels are q = value+8 and value+16.
-	tileKernels[Q8_0] = func(tl *Tile) { tileQ8(tl, 7, tileQ8_0VNNI, dotQ8_0SIMD) }
-	tileKernels[Q4_0] = func(tl *Tile) { tileQ8(tl, 3, tileQ4_0VNNI, dotQ4_0SIMD) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileQ8(tl, 4, tileQ5_0VNNI, dotQ5_0SIMD) }
-	tileKernels[Q4_K] = func(tl *Tile) { tileK(tl, tileQ4_KVNNI, dotQ4_KSIMD) }
-	tileKernels[Q6_K] = func(tl *Tile) { tileK(tl, tileQ6_KVNNI, dotQ6_KSIMD) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileQ8(tl, 7, tileQ8_0VNNI) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileQ8(tl, 3, tileQ4_0VNNI) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileQ8(tl, 4, tileQ5_0VNNI) }
+	tileKernels[Q4_K] = func(tl *Tile) { tileK(tl, tileQ4_KVNNI) }
+	tileKernels[Q6_K] = func(tl *Tile) { tileK(tl, tileQ6_KVNNI) }
 }
 
 // tileArgs is read by the generated tile kernels at fixed offsets (internal/asmgen's
@@ -54,11 +54,6 @@ type prepArgs struct {
 	outStride int
 }
 
-// tileMinRows is the fewest activation rows for which the tile kernel pays: it unpacks
-// and transposes each weight group once per call and prepares the activations, which a
-// single-row (decode) matmul cannot amortize; VecDot gives the same bits there.
-const tileMinRows = 4
-
 const prepGroupBytes = 320
 
 type tileScratch struct {
@@ -68,11 +63,10 @@ type tileScratch struct {
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
-func tileQ8(tl *Tile, shift int, kernel func(*uintptr), dot func(int, []byte, []byte) float32) {
-	if tl.NX < tileMinRows {
-		dotTileGo(dot, tl)
-		return
-	}
+// tileQ8 runs a 32-block tile kernel. It pays from one activation row on: unpacking
+// and transposing a weight group costs less than the horizontal reductions VecDot does
+// per block (BenchmarkDotTileSmall: 1.2-2× VecDot at one row, 2-2.5× at two or three).
+func tileQ8(tl *Tile, shift int, kernel func(*uintptr)) {
 	nb := tl.N / qk
 	groups := (nb + 7) / 8
 	s := tileScratchPool.Get().(*tileScratch)
@@ -124,11 +118,7 @@ func prepQ8K(dst []byte, tl *Tile, nb int) {
 	}
 }
 
-func tileK(tl *Tile, kernel func(*uintptr), dot func(int, []byte, []byte) float32) {
-	if tl.NX < tileMinRows {
-		dotTileGo(dot, tl)
-		return
-	}
+func tileK(tl *Tile, kernel func(*uintptr)) {
 	nb := tl.N / QK_K
 	s := tileScratchPool.Get().(*tileScratch)
 	need := tl.NX * nb * kPrepBytes

@@ -103,3 +103,35 @@ func BenchmarkDotTile(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDotTileSmall compares the tile kernels with VecDot for decode-sized tiles
+// (1-3 activation rows): the tile kernels are used from one row on.
+func BenchmarkDotTileSmall(b *testing.B) {
+	const n, rows = 4864, 256
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+		tr, _ := typ.Lookup()
+		k := tileKernels[typ]
+		if k == nil {
+			b.Skip("no tile kernels on this CPU")
+		}
+		for _, nx := range []int{1, 2, 3} {
+			for _, path := range []string{"tile", "vecdot"} {
+				b.Run(typ.String()+"/"+itoa(nx)+"/"+path, func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(3, 3))
+					wb := mustRowBytes(b, typ, n)
+					xb := mustRowBytes(b, tr.VecDotType, n)
+					tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
+						W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
+					b.SetBytes(int64(wb * rows * nx))
+					for i := 0; i < b.N; i++ {
+						if path == "tile" {
+							k(tl)
+						} else {
+							dotTileGo(tr.VecDot, tl)
+						}
+					}
+				})
+			}
+		}
+	}
+}
