@@ -106,7 +106,7 @@ func prepQ8K(dst []byte, tl *Tile, nb int) {
 			qs := blk[4 : 4+QK_K]
 			for c := 0; c < 8; c++ {
 				for j := 0; j < 8; j++ {
-					copy(out[32*j+4*c:32*j+4*c+4], qs[32*c+4*j:32*c+4*j+4])
+					binary.LittleEndian.PutUint32(out[32*j+4*c:], binary.LittleEndian.Uint32(qs[32*c+4*j:]))
 				}
 				e, o := q8KBsum(blk, 2*c), q8KBsum(blk, 2*c+1)
 				binary.LittleEndian.PutUint32(out[256+4*c:], uint32(e+o))
