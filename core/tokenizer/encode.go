@@ -75,7 +75,7 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 	if text != "" {
 		frags = t.partition(text, parseSpecial)
 	}
-	if addSpecial && t.addBOS {
+	if addSpecial && (t.addBOS || t.kind == kindWPM) { // llama.cpp: WPM always adds [CLS]
 		if t.bos == noToken {
 			return nil, fmt.Errorf("tokenizer: vocabulary asks for BOS but has no BOS token")
 		}
@@ -123,6 +123,22 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 				return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
 			}
 		}
+	}
+	if t.kind == kindWPM {
+		for _, f := range frags {
+			if f.tok != noToken {
+				out = append(out, f.tok)
+			} else {
+				out = t.encodeWPM(f.text, out)
+			}
+		}
+		if addSpecial {
+			if t.sep == noToken {
+				return nil, fmt.Errorf("tokenizer: WordPiece vocabulary has no SEP token")
+			}
+			out = append(out, t.sep)
+		}
+		return out, nil
 	}
 	if addSpecial && t.addEOS {
 		if t.eos == noToken {

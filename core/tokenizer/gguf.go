@@ -58,11 +58,11 @@ func readGGUF(f *gguf.File) (*vocabSpec, error) {
 		return nil, err
 	}
 	switch s.model {
-	case "llama", "gpt2":
+	case "llama", "gpt2", "bert":
 	case "no_vocab", "none":
 		return nil, fmt.Errorf("%s = %q: the model has no vocabulary", keyModel, s.model)
 	default:
-		return nil, fmt.Errorf("%s = %q is not supported (want llama or gpt2)", keyModel, s.model)
+		return nil, fmt.Errorf("%s = %q is not supported (want llama, gpt2 or bert)", keyModel, s.model)
 	}
 	optString := func(key string, dst *string) error {
 		v, err := f.GetString(key)

@@ -16,6 +16,9 @@ type vectorSet struct {
 func allVectorSets() []vectorSet {
 	var sets []vectorSet
 	for _, name := range ggufVocabs {
+		if name == "bert-bge" {
+			continue // WordPiece lowercases and drops accents: no round trip in llama.cpp either
+		}
 		file := "ggml-vocab-" + name + ".gguf"
 		sets = append(sets, vectorSet{
 			name: name,

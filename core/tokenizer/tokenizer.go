@@ -1,6 +1,7 @@
 // Package tokenizer turns text into token ids and back exactly as llama.cpp does, for
-// SentencePiece-style ("llama") and byte-level BPE ("gpt2") vocabularies read from GGUF
-// metadata or from a Hugging Face tokenizer.json, and renders chat templates.
+// SentencePiece-style ("llama"), byte-level BPE ("gpt2") and WordPiece ("bert")
+// vocabularies read from GGUF metadata, byte-level BPE from a Hugging Face
+// tokenizer.json, and renders chat templates.
 //
 // A Tokenizer is immutable after construction and safe for concurrent use. Token ids are
 // int32 in [0, NVocab()).
@@ -61,6 +62,7 @@ type kind int
 const (
 	kindSPM kind = iota
 	kindBPE
+	kindWPM
 )
 
 const noToken int32 = -1
@@ -107,6 +109,9 @@ type Tokenizer struct {
 
 	// SPM
 	byteTok [256]int32 // <0xNN> (or the raw byte) token, noToken if absent
+
+	// WPM
+	maxTokenLen int
 
 	// BPE
 	pre     *preTokenizer
@@ -162,8 +167,12 @@ func newTokenizer(s *vocabSpec) (*Tokenizer, error) {
 			return nil, err
 		}
 		t.pre = p
+	case "bert":
+		t.kind = kindWPM
+		t.bos, t.eos, t.unk, t.sep, t.pad = 101, noToken, 100, 102, 0
+		t.addBOS, t.cleanSpaces = true, true
 	default:
-		return nil, fmt.Errorf("unsupported tokenizer model %q (want llama or gpt2)", s.model)
+		return nil, fmt.Errorf("unsupported tokenizer model %q (want llama, gpt2 or bert)", s.model)
 	}
 	if s.prefix != nil {
 		t.addSpacePrefix = *s.prefix
@@ -189,6 +198,7 @@ func newTokenizer(s *vocabSpec) (*Tokenizer, error) {
 		if _, dup := t.toID[w]; !dup { // a duplicate text keeps its first id
 			t.toID[w] = int32(i)
 		}
+		t.maxTokenLen = max(t.maxTokenLen, len(w))
 	}
 
 	if t.kind == kindBPE {
@@ -365,7 +375,7 @@ func (t *Tokenizer) pieceUncached(id int32) string {
 		return tok.text
 	}
 	switch t.kind {
-	case kindSPM:
+	case kindSPM, kindWPM:
 		if tok.attr&attrNormal != 0 {
 			return strings.ReplaceAll(tok.text, "\u2581", " ")
 		}

@@ -139,9 +139,8 @@ func loadGGUF(t testing.TB, elem ...string) *Tokenizer {
 	return l.tok
 }
 
-// ggufVocabs are the vocab-only GGUFs with test vectors that FromGGUF supports (bert-bge
-// is a WordPiece vocabulary, which minfer does not implement).
-var ggufVocabs = []string{"deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-spm", "mpt", "phi-3", "refact", "starcoder"}
+// ggufVocabs are the vocab-only GGUFs with test vectors.
+var ggufVocabs = []string{"bert-bge", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-spm", "mpt", "phi-3", "refact", "starcoder"}
 
 func TestGGUFVectors(t *testing.T) {
 	for _, name := range ggufVocabs {
