@@ -10,7 +10,7 @@ import (
 
 // TestRowIdentity: a forward over nt rows gives every row exactly the bits of nt
 // single-token forwards at the same positions (nt = 1…64), for every architecture and
-// both KV cache types. This is what speculative decoding's greedy identity rests on.
+// both KV cache types; so does a last-row-only forward's one row. This is what speculative decoding's greedy identity rests on.
 func TestRowIdentity(t *testing.T) {
 	const maxNT = 64
 	b := cpu.New(cpu.Options{Threads: 2})
@@ -82,6 +82,24 @@ func TestRowIdentity(t *testing.T) {
 						w := single[pos0*v+i]
 						if math.Float32bits(got[i]) != math.Float32bits(w) {
 							t.Fatalf("nt %d (from position %d): row %d logit %d: got %v, want %v bit for bit", nt, pos0, i/v, i%v, got[i], w)
+						}
+					}
+					if nt%8 != 1 {
+						continue
+					}
+					// last row only (the last layer then runs for that row alone)
+					kv.Reset()
+					l, err = m.Forward(ids[:pos0+nt], kv, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := m.ReadLogits(l, got[:v]); err != nil {
+						t.Fatal(err)
+					}
+					for i := range v {
+						w := single[(pos0+nt-1)*v+i]
+						if math.Float32bits(got[i]) != math.Float32bits(w) {
+							t.Fatalf("last row of %d: logit %d: got %v, want %v bit for bit", pos0+nt, i, got[i], w)
 						}
 					}
 				}

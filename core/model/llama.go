@@ -19,7 +19,7 @@ func init() {
 // forwardLlama is one forward pass over s.nt tokens (also qwen2's: it differs only by
 // its biases, which llama may have too).
 func forwardLlama(b backend.Backend, p *Params, w *Weights, s *pass) {
-	nt, eps := s.nt, p.RMSEps
+	nt, eps, r := s.nt, p.RMSEps, s.rows()
 	b.Embed(s.x, w.TokEmbd, s.ids, nt) // x (nt, embd)
 	for l := range w.Layers {
 		L := &w.Layers[l]
@@ -32,18 +32,19 @@ func forwardLlama(b backend.Backend, p *Params, w *Weights, s *pass) {
 		addBias(b, s.k, L.Bk, nt)
 		addBias(b, s.v, L.Bv, nt)
 		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, nt, p.Rope, p.Attn) // cache (layer, pos, kv_dim) ← k, v
-		b.Attention(s.att, s.q, s.kv, l, s.pos, nt, p.Attn)              // att (nt, heads*head_dim)
-		b.MatMul(s.xb, L.Wo, s.att, nt)                                  // xb (nt, embd)
-		b.Add(s.x, s.xb, nt*p.Embd)                                      // x += attention
+		r = s.narrow(b, p, l, r)                                         // n = nt, or 1 in the last layer of a last-row forward
+		b.Attention(s.att, r.q, s.kv, l, r.pos, r.n, p.Attn)             // att (n, heads*head_dim)
+		b.MatMul(s.xb, L.Wo, s.att, r.n)                                 // xb (n, embd)
+		b.Add(r.x, s.xb, r.n*p.Embd)                                     // x += attention
 		// feed-forward
-		b.RMSNorm(s.xb, s.x, L.FFNNorm, nt, eps) // xb (nt, embd)
-		b.MatMul(s.gate, L.Gate, s.xb, nt)       // gate (nt, ff)
-		b.MatMul(s.up, L.Up, s.xb, nt)           // up (nt, ff)
-		b.SwiGLU(s.gate, s.gate, s.up, nt, p.FF) // gate = silu(gate) * up
-		b.MatMul(s.xb, L.Down, s.gate, nt)       // xb (nt, embd)
-		b.Add(s.x, s.xb, nt*p.Embd)              // x += feed-forward
+		b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, eps) // xb (n, embd)
+		b.MatMul(s.gate, L.Gate, s.xb, r.n)       // gate (n, ff)
+		b.MatMul(s.up, L.Up, s.xb, r.n)           // up (n, ff)
+		b.SwiGLU(s.gate, s.gate, s.up, r.n, p.FF) // gate = silu(gate) * up
+		b.MatMul(s.xb, L.Down, s.gate, r.n)       // xb (n, embd)
+		b.Add(r.x, s.xb, r.n*p.Embd)              // x += feed-forward
 	}
-	s.classify(b, p, w) // logits (nt or 1, vocab)
+	s.classify(b, p, w, r) // logits (nt or 1, vocab)
 }
 
 // addBias adds an optional bias to every row.

@@ -187,6 +187,7 @@ func (m *Model) Forward(ids []int32, c *kv.Cache, all bool) (Logits, error) {
 	}
 	m.b.WriteI32(s.ids, 0, ids)
 	m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
+	m.b.WriteI32(s.posl, 0, s.hostPos[nt-1:nt])
 	s.nt, s.all, s.kv = nt, all, c.Device()
 	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
 	if m.graphs != nil {
@@ -267,6 +268,8 @@ type pass struct {
 	gate   backend.Buffer // (cap, ff)
 	up     backend.Buffer // (cap, ff)
 	xl     backend.Buffer // (1, embd) last row
+	ql     backend.Buffer // (1, qdim) last row's query
+	posl   backend.Buffer // I32 (1) last row's position
 	out1   backend.Buffer // (1, vocab)
 	outAll backend.Buffer // (cap, vocab), allocated on first all-rows forward
 
@@ -281,15 +284,42 @@ func (s *pass) logits(all bool) backend.Buffer {
 	return s.out1
 }
 
+// rows is the part of a forward's batch that the rest of a layer computes: every
+// row, or after narrow in the last layer of a last-row-only forward, just the last.
+type rows struct {
+	n      int
+	x, q   backend.Buffer // residual (n, embd), rotated queries (n, qdim)
+	pos    backend.Buffer // I32 (n)
+	narrow bool
+}
+
+// all returns the whole batch.
+func (s *pass) rows() rows { return rows{n: s.nt, x: s.x, q: s.q, pos: s.pos} }
+
+// narrow, in the last layer of a forward that only needs the last row's logits and
+// after every row's K/V is stored, keeps just the last row: attention, output
+// projection and feed-forward then run for one row instead of nt (llama.cpp does the
+// same with inp_out_ids). Row identity makes the result the same bits.
+func (s *pass) narrow(b backend.Backend, p *Params, l int, r rows) rows {
+	if s.all || s.nt == 1 || l != p.Layers-1 {
+		return r
+	}
+	b.CopyRows(s.xl, s.x, s.nt-1, 1, p.Embd)   // xl (1, embd)
+	b.CopyRows(s.ql, s.q, s.nt-1, 1, p.QDim()) // ql (1, qdim)
+	return rows{n: 1, x: s.xl, q: s.ql, pos: s.posl, narrow: true}
+}
+
 // classify applies the output norm and the classifier to the rows asked for: every
 // row into outAll, or the last row into out1.
-func (s *pass) classify(b backend.Backend, p *Params, w *Weights) {
+func (s *pass) classify(b backend.Backend, p *Params, w *Weights, r rows) {
 	if s.all {
-		b.RMSNorm(s.xb, s.x, w.OutNorm, s.nt, p.RMSEps) // xb (nt, embd)
-		b.MatMul(s.outAll, w.Output, s.xb, s.nt)        // logits (nt, vocab)
+		b.RMSNorm(s.xb, r.x, w.OutNorm, r.n, p.RMSEps) // xb (nt, embd)
+		b.MatMul(s.outAll, w.Output, s.xb, r.n)        // logits (nt, vocab)
 		return
 	}
-	b.CopyRows(s.xl, s.x, s.nt-1, 1, p.Embd)      // xl (1, embd)
+	if !r.narrow { // a one-row forward: the last row is the only one
+		b.CopyRows(s.xl, r.x, r.n-1, 1, p.Embd) // xl (1, embd)
+	}
 	b.RMSNorm(s.xl, s.xl, w.OutNorm, 1, p.RMSEps) // xl (1, embd)
 	b.MatMul(s.out1, w.Output, s.xl, 1)           // logits (1, vocab)
 }
@@ -330,12 +360,12 @@ func (m *Model) pass(nt int, all bool) (*pass, error) {
 			}
 			return buf
 		}
-		s.ids, s.pos = i32(c), i32(c)
+		s.ids, s.pos, s.posl = i32(c), i32(c), i32(1)
 		s.x, s.xb = f32(c*p.Embd), f32(c*p.Embd)
 		s.q, s.att = f32(c*p.QDim()), f32(c*p.QDim())
 		s.k, s.v = f32(c*p.KVDim()), f32(c*p.KVDim())
 		s.gate, s.up = f32(c*p.FF), f32(c*p.FF)
-		s.xl, s.out1 = f32(p.Embd), f32(p.Vocab)
+		s.xl, s.ql, s.out1 = f32(p.Embd), f32(p.QDim()), f32(p.Vocab)
 		if err != nil {
 			s.free(m.b)
 			return nil, fmt.Errorf("model %s: scratch for %d rows: %w", m.Name, c, err)
