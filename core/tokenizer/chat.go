@@ -9,11 +9,42 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// Message is one chat turn. Role is "system", "user", "assistant" or "tool" (templates
-// decide what other roles mean); Content is the text.
+// Message is one chat turn, as in the OpenAI API. Role is "system", "user", "assistant"
+// or "tool" (templates decide what other roles mean); Content is the text. The optional
+// fields reach the template only when set (templates test them with "is defined"):
+// ReasoningContent (an assistant's thinking), ToolCalls (an assistant's calls),
+// ToolCallID and Name (a tool result).
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"`
+}
+
+// ToolCall is one function call of an assistant message (OpenAI format: Arguments is
+// the JSON text of the arguments).
+type ToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// RenderOptions are the optional template variables.
+type RenderOptions struct {
+	// Tools are the tool definitions (JSON-decoded OpenAI "tools" entries), passed as
+	// the tools variable when non-empty.
+	Tools []any
+	// EnableThinking, when set, is passed as enable_thinking (Qwen3: false skips the
+	// thinking block).
+	EnableThinking *bool
+	// Vars are further variables; they never replace messages, add_generation_prompt,
+	// bos_token, eos_token, tools or enable_thinking.
+	Vars map[string]any
 }
 
 // ErrNoTemplate is returned by RenderChat when the model ships no chat template.
@@ -23,10 +54,15 @@ var ErrNoTemplate = errors.New("tokenizer: model has no chat template (choose a 
 // vocabulary's BOS and EOS texts as bos_token and eos_token. It returns ErrNoTemplate
 // when the model has none.
 func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderChatOptions(msgs, addGenerationPrompt, RenderOptions{})
+}
+
+// RenderChatOptions is RenderChat with tools, enable_thinking and further variables.
+func (t *Tokenizer) RenderChatOptions(msgs []Message, addGenerationPrompt bool, o RenderOptions) (string, error) {
 	if t.chatTpl == "" {
 		return "", ErrNoTemplate
 	}
-	return RenderTemplate(t.chatTpl, msgs, addGenerationPrompt, t.TokenText(t.bos), t.TokenText(t.eos))
+	return RenderTemplateOptions(t.chatTpl, msgs, addGenerationPrompt, t.TokenText(t.bos), t.TokenText(t.eos), o)
 }
 
 var tplCache sync.Map // template source → *jinja.Template (compiled templates are immutable)
@@ -36,6 +72,11 @@ var tplCache sync.Map // template source → *jinja.Template (compiled templates
 // bos_token and eos_token. Templates are compiled once per distinct source. Errors name
 // the template problem (syntax or a failing expression).
 func RenderTemplate(tmpl string, msgs []Message, addGenerationPrompt bool, bos, eos string) (string, error) {
+	return RenderTemplateOptions(tmpl, msgs, addGenerationPrompt, bos, eos, RenderOptions{})
+}
+
+// RenderTemplateOptions is RenderTemplate with the optional variables of o.
+func RenderTemplateOptions(tmpl string, msgs []Message, addGenerationPrompt bool, bos, eos string, o RenderOptions) (string, error) {
 	var tp *jinja.Template
 	if v, ok := tplCache.Load(tmpl); ok {
 		tp = v.(*jinja.Template)
@@ -47,20 +88,60 @@ func RenderTemplate(tmpl string, msgs []Message, addGenerationPrompt bool, bos, 
 		tplCache.Store(tmpl, c)
 		tp = c
 	}
+	vars := map[string]any{}
+	for k, v := range o.Vars {
+		vars[k] = v
+	}
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		list[i] = messageVar(m)
 	}
-	out, err := tp.Render(map[string]any{
-		"messages":              list,
-		"add_generation_prompt": addGenerationPrompt,
-		"bos_token":             bos,
-		"eos_token":             eos,
-	})
+	vars["messages"] = list
+	vars["add_generation_prompt"] = addGenerationPrompt
+	vars["bos_token"] = bos
+	vars["eos_token"] = eos
+	if len(o.Tools) > 0 {
+		vars["tools"] = o.Tools
+	}
+	if o.EnableThinking != nil {
+		vars["enable_thinking"] = *o.EnableThinking
+	}
+	out, err := tp.Render(vars)
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: chat template: %w", err)
 	}
 	return out, nil
+}
+
+// messageVar is the template's view of m: only the fields that are set.
+func messageVar(m Message) map[string]any {
+	v := map[string]any{"role": m.Role, "content": m.Content}
+	if m.ReasoningContent != "" {
+		v["reasoning_content"] = m.ReasoningContent
+	}
+	if m.ToolCallID != "" {
+		v["tool_call_id"] = m.ToolCallID
+	}
+	if m.Name != "" {
+		v["name"] = m.Name
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := make([]any, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			typ := c.Type
+			if typ == "" {
+				typ = "function"
+			}
+			call := map[string]any{"type": typ, "function": map[string]any{
+				"name": c.Function.Name, "arguments": c.Function.Arguments}}
+			if c.ID != "" {
+				call["id"] = c.ID
+			}
+			calls[i] = call
+		}
+		v["tool_calls"] = calls
+	}
+	return v
 }
 
 // BuiltinTemplate returns the Jinja source of a built-in chat template for models that

@@ -59,10 +59,10 @@ func TestRendersJSON(t *testing.T) {
 func TestRealTemplates(t *testing.T) {
 	qwen, llama := loadHF(t, "qwen3"), loadHF(t, "llama3")
 	multi := []Message{
-		{"system", "You are terse."},
-		{"user", "Hi"},
-		{"assistant", "Hello."},
-		{"user", "  Spaces  "},
+		{Role: "system", Content: "You are terse."},
+		{Role: "user", Content: "Hi"},
+		{Role: "assistant", Content: "Hello."},
+		{Role: "user", Content: "  Spaces  "},
 	}
 	for _, tc := range []struct {
 		name   string
@@ -74,12 +74,12 @@ func TestRealTemplates(t *testing.T) {
 		{"qwen3 multi-turn", qwen, multi, true,
 			"<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\n  Spaces  <|im_end|>\n<|im_start|>assistant\n"},
 		{"qwen3 think stripped from history", qwen, []Message{
-			{"user", "a"}, {"assistant", "<think>\nr\n</think>\n\nb"}, {"user", "c"}}, false,
+			{Role: "user", Content: "a"}, {Role: "assistant", Content: "<think>\nr\n</think>\n\nb"}, {Role: "user", Content: "c"}}, false,
 			"<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n<|im_start|>user\nc<|im_end|>\n"},
 		{"qwen3 think kept after last query", qwen, []Message{
-			{"user", "a"}, {"assistant", "<think>\nr\n</think>\n\nb"}}, false,
+			{Role: "user", Content: "a"}, {Role: "assistant", Content: "<think>\nr\n</think>\n\nb"}}, false,
 			"<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nb<|im_end|>\n"},
-		{"qwen3 tool turn", qwen, []Message{{"user", "w?"}, {"tool", "sunny"}}, true,
+		{"qwen3 tool turn", qwen, []Message{{Role: "user", Content: "w?"}, {Role: "tool", Content: "sunny"}}, true,
 			"<|im_start|>user\nw?<|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n"},
 		{"llama3 multi-turn trims", llama, multi, true,
 			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nSpaces<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -97,7 +97,7 @@ func TestRealTemplates(t *testing.T) {
 }
 
 func TestBuiltinTemplates(t *testing.T) {
-	msgs := []Message{{"system", "S"}, {"user", " U1 "}, {"assistant", "A1"}, {"user", "U2"}}
+	msgs := []Message{{Role: "system", Content: "S"}, {Role: "user", Content: " U1 "}, {Role: "assistant", Content: "A1"}, {Role: "user", Content: "U2"}}
 	for _, tc := range []struct{ name, want string }{
 		{"chatml", "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n U1 <|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"},
 		{"llama3", "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
@@ -132,7 +132,45 @@ func TestTemplateErrors(t *testing.T) {
 		t.Fatal("raise_exception not reported")
 	}
 	spm := loadGGUF(t, "models", "stories260K.gguf")
-	if _, err := spm.RenderChat([]Message{{"user", "x"}}, true); err != ErrNoTemplate {
+	if _, err := spm.RenderChat([]Message{{Role: "user", Content: "x"}}, true); err != ErrNoTemplate {
 		t.Fatalf("RenderChat without template: %v, want ErrNoTemplate", err)
+	}
+}
+
+// TestQwen3ToolsAndThinking drives the Qwen3 template's tools, tool-call, tool-result,
+// reasoning and enable_thinking branches.
+func TestQwen3ToolsAndThinking(t *testing.T) {
+	qwen := loadHF(t, "qwen3")
+	call := ToolCall{}
+	call.Function.Name = "get_weather"
+	call.Function.Arguments = `{"city": "Paris"}`
+	msgs := []Message{
+		{Role: "system", Content: "S"},
+		{Role: "user", Content: "weather?"},
+		{Role: "assistant", Content: "Checking.", ReasoningContent: "need a tool", ToolCalls: []ToolCall{call}},
+		{Role: "tool", Content: "sunny", ToolCallID: "1", Name: "get_weather"},
+		{Role: "tool", Content: "warm"},
+	}
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}}
+	off := false
+	got, err := qwen.RenderChatOptions(msgs, true, RenderOptions{Tools: tools, EnableThinking: &off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<|im_start|>system\nS\n\n# Tools",
+		`{"function": {"name": "get_weather"}, "type": "function"}`,
+		"<|im_start|>assistant\n<think>\nneed a tool\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n",
+		"<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\nwarm\n</tool_response><|im_end|>\n",
+		"<|im_start|>assistant\n<think>\n\n</think>\n\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered prompt lacks %q:\n%s", want, got)
+		}
+	}
+	// Vars never override the core variables.
+	got2, err := qwen.RenderChatOptions(msgs[:2], true, RenderOptions{Vars: map[string]any{"add_generation_prompt": false}})
+	if err != nil || !strings.HasSuffix(got2, "<|im_start|>assistant\n") {
+		t.Fatalf("Vars overrode add_generation_prompt: %q %v", got2, err)
 	}
 }
