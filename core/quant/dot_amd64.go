@@ -106,3 +106,34 @@ func dotQ6_KSIMD(n int, w, x []byte) float32 {
 
 // tileKernels holds the SIMD tile kernels, filled in tile_amd64.go.
 var tileKernels = map[Type]func(*Tile){}
+
+func init() {
+	if !hasAVX2 {
+		return
+	}
+	table[Q8_0].FromFloat = fromFloatQ8_0SIMD
+	table[Q8_K].FromFloat = fromFloatQ8_KSIMD
+}
+
+func fromFloatQ8_0SIMD(dst []byte, src []float32) {
+	nb := len(src) / qk
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*q8_0Bytes-1]
+	fromFloatQ8_0AVX2(&dst[0], &src[0], nb)
+}
+
+// fromFloatQ8_KSIMD is quantizeQ8_K with the levels from SIMD code and the group sums
+// added here.
+func fromFloatQ8_KSIMD(dst []byte, src []float32) {
+	nb := len(src) / QK_K
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*q8_KBytes-1]
+	fromFloatQ8_KAVX2(&dst[0], &src[0], nb)
+	for b := 0; b < nb; b++ {
+		q8KBsums(dst[b*q8_KBytes : (b+1)*q8_KBytes])
+	}
+}

@@ -2668,3 +2668,364 @@ tileQ6_KVNNI_out:
 tileQ6_KVNNI_done:
 	VZEROUPPER
 	RET
+
+DATA absMask<>+0(SB)/4, $0x7fffffff
+DATA absMask<>+4(SB)/4, $0x7fffffff
+DATA absMask<>+8(SB)/4, $0x7fffffff
+DATA absMask<>+12(SB)/4, $0x7fffffff
+DATA absMask<>+16(SB)/4, $0x7fffffff
+DATA absMask<>+20(SB)/4, $0x7fffffff
+DATA absMask<>+24(SB)/4, $0x7fffffff
+DATA absMask<>+28(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $32
+
+DATA packPerm<>+0(SB)/4, $0x00000000
+DATA packPerm<>+4(SB)/4, $0x00000004
+DATA packPerm<>+8(SB)/4, $0x00000001
+DATA packPerm<>+12(SB)/4, $0x00000005
+DATA packPerm<>+16(SB)/4, $0x00000002
+DATA packPerm<>+20(SB)/4, $0x00000006
+DATA packPerm<>+24(SB)/4, $0x00000003
+DATA packPerm<>+28(SB)/4, $0x00000007
+GLOBL packPerm<>(SB), RODATA|NOPTR, $32
+
+DATA f127<>+0(SB)/4, $0x42fe0000
+GLOBL f127<>(SB), RODATA|NOPTR, $4
+
+DATA fNeg127<>+0(SB)/4, $0xc2fe0000
+GLOBL fNeg127<>(SB), RODATA|NOPTR, $4
+
+DATA fOne<>+0(SB)/4, $0x3f800000
+GLOBL fOne<>(SB), RODATA|NOPTR, $4
+
+// func fromFloatQ8_0AVX2(dst *byte, src *float32, nb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·fromFloatQ8_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    nb+16(FP), CX
+	VMOVUPS absMask<>+0(SB), Y15
+	VMOVDQU packPerm<>+0(SB), Y14
+
+ff80_block:
+	TESTQ        CX, CX
+	JZ           ff80_done
+	VMOVUPS      (SI), Y0
+	VMOVUPS      32(SI), Y1
+	VMOVUPS      64(SI), Y2
+	VMOVUPS      96(SI), Y3
+	VANDPS       Y15, Y0, Y4
+	VANDPS       Y15, Y1, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       Y15, Y2, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       Y15, Y3, Y5
+	VMAXPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VMAXPS       X5, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VMAXPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VMAXSS       X5, X4, X4
+	VDIVSS       f127<>+0(SB), X4, X5
+	VCVTPS2PH    $0x00, X5, X6
+	VMOVD        X6, R8
+	MOVW         R8, (DI)
+	VMOVSS       f127<>+0(SB), X7
+	VDIVSS       X4, X7, X7
+	VXORPS       X8, X8, X8
+	VCMPSS       $0x00, X8, X4, X9
+	VANDNPS      X7, X9, X7
+	VBROADCASTSS X7, Y7
+	VMULPS       Y7, Y0, Y0
+	VMULPS       Y7, Y1, Y1
+	VMULPS       Y7, Y2, Y2
+	VMULPS       Y7, Y3, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 2(DI)
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x22, DI
+	DECQ         CX
+	JMP          ff80_block
+
+ff80_done:
+	VZEROUPPER
+	RET
+
+// func fromFloatQ8_KAVX2(dst *byte, src *float32, nb int)
+// Requires: AVX, AVX2
+TEXT ·fromFloatQ8_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    nb+16(FP), CX
+	VMOVUPS absMask<>+0(SB), Y15
+	VMOVDQU packPerm<>+0(SB), Y14
+
+ff8k_block:
+	TESTQ        CX, CX
+	JZ           ff8k_done
+	VXORPS       Y4, Y4, Y4
+	VANDPS       (SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       32(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       64(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       96(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       128(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       160(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       192(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       224(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       256(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       288(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       320(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       352(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       384(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       416(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       448(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       480(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       512(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       544(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       576(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       608(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       640(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       672(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       704(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       736(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       768(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       800(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       832(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       864(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       896(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       928(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       960(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VANDPS       992(SI), Y15, Y5
+	VMAXPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VMAXPS       X5, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VMAXPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VMAXSS       X5, X4, X4
+	VXORPS       X8, X8, X8
+	VUCOMISS     X8, X4
+	JNE          ff8k_nonzero
+	VXORPS       Y0, Y0, Y0
+	VMOVDQU      Y0, (DI)
+	VMOVDQU      Y0, 32(DI)
+	VMOVDQU      Y0, 64(DI)
+	VMOVDQU      Y0, 96(DI)
+	VMOVDQU      Y0, 128(DI)
+	VMOVDQU      Y0, 160(DI)
+	VMOVDQU      Y0, 192(DI)
+	VMOVDQU      Y0, 224(DI)
+	VMOVDQU      Y0, 256(DI)
+	JMP          ff8k_next
+
+ff8k_nonzero:
+	VBROADCASTSS X4, Y5
+	MOVQ         SI, R10
+
+ff8k_find:
+	VANDPS    (R10), Y15, Y6
+	VCMPPS    $0x00, Y5, Y6, Y6
+	VMOVMSKPS Y6, R8
+	TESTL     R8, R8
+	JNZ       ff8k_found
+	ADDQ      $0x20, R10
+	JMP       ff8k_find
+
+ff8k_found:
+	BSFL         R8, R9
+	VMOVSS       (R10)(R9*4), X6
+	VMOVSS       fNeg127<>+0(SB), X7
+	VDIVSS       X6, X7, X7
+	VMOVSS       fOne<>+0(SB), X8
+	VDIVSS       X7, X8, X8
+	VMOVSS       X8, (DI)
+	VBROADCASTSS X7, Y7
+	VMULPS       (SI), Y7, Y0
+	VMULPS       32(SI), Y7, Y1
+	VMULPS       64(SI), Y7, Y2
+	VMULPS       96(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 4(DI)
+	VMULPS       128(SI), Y7, Y0
+	VMULPS       160(SI), Y7, Y1
+	VMULPS       192(SI), Y7, Y2
+	VMULPS       224(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 36(DI)
+	VMULPS       256(SI), Y7, Y0
+	VMULPS       288(SI), Y7, Y1
+	VMULPS       320(SI), Y7, Y2
+	VMULPS       352(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 68(DI)
+	VMULPS       384(SI), Y7, Y0
+	VMULPS       416(SI), Y7, Y1
+	VMULPS       448(SI), Y7, Y2
+	VMULPS       480(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 100(DI)
+	VMULPS       512(SI), Y7, Y0
+	VMULPS       544(SI), Y7, Y1
+	VMULPS       576(SI), Y7, Y2
+	VMULPS       608(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 132(DI)
+	VMULPS       640(SI), Y7, Y0
+	VMULPS       672(SI), Y7, Y1
+	VMULPS       704(SI), Y7, Y2
+	VMULPS       736(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 164(DI)
+	VMULPS       768(SI), Y7, Y0
+	VMULPS       800(SI), Y7, Y1
+	VMULPS       832(SI), Y7, Y2
+	VMULPS       864(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 196(DI)
+	VMULPS       896(SI), Y7, Y0
+	VMULPS       928(SI), Y7, Y1
+	VMULPS       960(SI), Y7, Y2
+	VMULPS       992(SI), Y7, Y3
+	VROUNDPS     $0x00, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VROUNDPS     $0x00, Y1, Y1
+	VCVTPS2DQ    Y1, Y1
+	VROUNDPS     $0x00, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VROUNDPS     $0x00, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, 228(DI)
+
+ff8k_next:
+	ADDQ $0x00000400, SI
+	ADDQ $0x00000124, DI
+	DECQ CX
+	JMP  ff8k_block
+
+ff8k_done:
+	VZEROUPPER
+	RET

@@ -63,3 +63,13 @@ func tileQ4_KVNNI(a *uintptr)
 //
 //go:noescape
 func tileQ6_KVNNI(a *uintptr)
+
+// fromFloatQ8_0AVX2 quantizes nb blocks of 32 floats to Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2, F16C).
+//
+//go:noescape
+func fromFloatQ8_0AVX2(dst *byte, src *float32, nb int)
+
+// fromFloatQ8_KAVX2 writes d and qs of nb Q8_K blocks as quantize_row_q8_K_ref (AVX2); bsums are left to the caller.
+//
+//go:noescape
+func fromFloatQ8_KAVX2(dst *byte, src *float32, nb int)

@@ -516,13 +516,22 @@ func quantizeQ8_K(dst []byte, src []float32) {
 		for j, v := range x {
 			qs[j] = byte(int8(min(127, nearestInt(float32(iscale*v)))))
 		}
-		for j := 0; j < QK_K/16; j++ {
-			sum := 0
-			for _, q := range qs[16*j : 16*j+16] {
-				sum += int(int8(q))
-			}
-			binary.LittleEndian.PutUint16(b[4+QK_K+2*j:], uint16(int16(sum)))
-		}
+		q8KBsums(b)
 		binary.LittleEndian.PutUint32(b, math.Float32bits(1/iscale))
+	}
+}
+
+// q8KBsums fills the sixteen group sums of a Q8_K block from its levels, eight bytes at
+// a time: Σ int8 = Σ (byte XOR 0x80) − 128·8, the unsigned bytes summed in 16-bit lanes.
+func q8KBsums(b []byte) {
+	qs := b[4 : 4+QK_K]
+	for g := 0; g < QK_K/16; g++ {
+		s := int32(0)
+		for h := 0; h < 2; h++ {
+			v := binary.LittleEndian.Uint64(qs[16*g+8*h:]) ^ 0x8080808080808080
+			v = v&0x00ff00ff00ff00ff + v>>8&0x00ff00ff00ff00ff
+			s += int32(v*0x0001000100010001>>48) - 128*8
+		}
+		binary.LittleEndian.PutUint16(b[4+QK_K+2*g:], uint16(int16(s)))
 	}
 }

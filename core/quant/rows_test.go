@@ -103,3 +103,19 @@ func BenchmarkVecDot(b *testing.B) {
 }
 
 var sink float32
+
+// BenchmarkFromFloat measures the activation quantizers on one 4864-value row; MB/s
+// counts the float32 input.
+func BenchmarkFromFloat(b *testing.B) {
+	x := randNormal(1, 4864, 1)
+	for _, t := range []Type{Q8_0, Q8_1, Q8_K, F16} {
+		tr, _ := t.Lookup()
+		dst := make([]byte, mustRowBytes(b, t, len(x)))
+		b.Run(t.String(), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for i := 0; i < b.N; i++ {
+				tr.FromFloat(dst, x)
+			}
+		})
+	}
+}

@@ -51,3 +51,52 @@ func TestSIMDMatchesGo(t *testing.T) {
 		}
 	})
 }
+
+// TestFromFloatSIMDMatchesGo compares the SIMD activation quantizers with the pure-Go
+// ones byte for byte on random rows with zero blocks, exact ties, and blocks whose
+// largest magnitude occurs with both signs.
+func TestFromFloatSIMDMatchesGo(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/F16C on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	tests := []struct {
+		typ       Type
+		simd, ref func([]byte, []float32)
+	}{
+		{Q8_0, fromFloatQ8_0SIMD, fromFloatQ8_0},
+		{Q8_K, fromFloatQ8_KSIMD, quantizeQ8_K},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ.String(), func(t *testing.T) {
+			for rep := 0; rep < 50; rep++ {
+				n := QK_K * (1 + rng.IntN(6))
+				x := randNormal(rng.Uint64(), n, float32(math.Pow(2, float64(rng.IntN(20)-10))))
+				switch rep % 5 {
+				case 1: // a zero block
+					clear(x[:QK_K])
+				case 2: // amax 127 in every block, so the scale is ±1 and k+0.5 is a tie
+					for i := range x {
+						x[i] = float32(rng.IntN(254)-127) + 0.5
+						if i%32 == 0 {
+							x[i] = 127
+						}
+					}
+				case 3: // largest magnitude with both signs, the negative one first
+					x[5], x[9] = -50, 50
+				case 4:
+					x[7], x[3] = -50, 50
+				}
+				got := make([]byte, mustRowBytes(t, tt.typ, n))
+				want := make([]byte, len(got))
+				tt.simd(got, x)
+				tt.ref(want, x)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("rep %d, byte %d: SIMD %#x, pure Go %#x", rep, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ func main() {
 	q6KInts()
 	tileKernels()
 	kTiles()
+	fromFloatConstants()
+	fromFloatQ8_0()
+	fromFloatQ8_K()
 	Generate()
 }
 
