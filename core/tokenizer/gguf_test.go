@@ -88,4 +88,22 @@ func TestFromGGUFMinimal(t *testing.T) {
 	if !tok.IsEOG(2) || tok.IsEOG(1) {
 		t.Fatal("EOG set wrong")
 	}
+
+	// gpt2's default BOS/EOS id 11 does not exist in a 3-token vocabulary.
+	small, err := FromGGUF(ggufWith(t, map[string]any{
+		"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": []string{"a", "b", "ab"},
+		"tokenizer.ggml.merges": []string{"a b"}, "tokenizer.ggml.add_bos_token": true,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.BOS() != -1 || small.EOS() != -1 || small.AddBOS() {
+		t.Fatalf("BOS %d EOS %d AddBOS %v, want -1 -1 false", small.BOS(), small.EOS(), small.AddBOS())
+	}
+	if _, err := small.Encode("ab", true, false); err == nil {
+		t.Fatal("Encode with add_bos_token but no BOS token: no error")
+	}
+	if ids, err := small.Encode("ab", false, false); err != nil || !equalIDs(ids, []int32{2}) {
+		t.Fatalf("Encode(ab) = %v, %v; want [2]", ids, err)
+	}
 }

@@ -247,6 +247,11 @@ func (t *Tokenizer) setSpecialIDs(s *vocabSpec) {
 			*sl.p = int32(id)
 		}
 	}
+	for _, p := range []*int32{&t.bos, &t.eos, &t.unk, &t.sep, &t.pad} {
+		if *p >= int32(n) { // a default id (gpt2's 11, SPM's 1/2) that a tiny vocabulary lacks
+			*p = noToken
+		}
+	}
 	if s.addBOS != nil {
 		t.addBOS = *s.addBOS
 	}
