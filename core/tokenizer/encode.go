@@ -61,7 +61,8 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 // addSpecial adds BOS (and EOS) where the vocabulary asks for them; parseSpecial lets
 // control-token text in the input (e.g. "<|im_start|>") become that token instead of
 // being tokenized as plain text. User-defined tokens are always matched. Invalid UTF-8
-// is handled as llama.cpp does: byte tokens for SPM, U+FFFD for byte-level BPE.
+// is handled as llama.cpp does: byte tokens for SPM, U+FFFD for byte-level BPE, dropped
+// by WordPiece.
 // The error is non-nil only when the vocabulary cannot represent the input (no BOS
 // token although it asks for one, or an SPM vocabulary without byte tokens).
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -123,8 +124,7 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 				return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
 			}
 		}
-	}
-	if t.kind == kindWPM {
+	case kindWPM:
 		for _, f := range frags {
 			if f.tok != noToken {
 				out = append(out, f.tok)
@@ -132,7 +132,9 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 				out = t.encodeWPM(f.text, out)
 			}
 		}
-		if addSpecial {
+	}
+	if t.kind == kindWPM {
+		if addSpecial { // llama.cpp: WPM always ends with [SEP]
 			if t.sep == noToken {
 				return nil, fmt.Errorf("tokenizer: WordPiece vocabulary has no SEP token")
 			}
