@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/sdk"
@@ -87,6 +86,7 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.BoolVar(&f.chat, "chat", false, "apply the model's chat template; without -p/-f, chat on stdin")
+	fs.BoolVar(&f.chat, "cnv", false, "alias of --chat")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of streaming text")
 	fs.IntVar(&f.topLogits, "top-logits", 0, "with --json: the K best logits of the last prompt position")
 	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
@@ -211,12 +211,16 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if f.chat && prompt == "" {
 		return m.chatLoop(ctx, st, cfg, f)
 	}
+	var ids []int32
 	if f.chat {
-		if prompt, err = st.renderChat([]tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
+		// the server's rendering and tokenization, so run, the REPL and the server agree
+		if prompt, err = server.RenderChat(st.tok, "", []tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
 			return err
 		}
+		ids, err = server.EncodePrompt(st.tok, prompt)
+	} else {
+		ids, err = st.tok.Encode(prompt, true, false)
 	}
-	ids, err := st.tok.Encode(prompt, true, f.chat)
 	if err != nil {
 		return err
 	}
@@ -244,49 +248,6 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	m.printTimings(res, f.verbose && st.draft != nil)
 	return err
-}
-
-// chatLoop is the conversation mode: one user line per turn from stdin; the session
-// keeps the conversation's cache, so each turn only computes its new tokens.
-func (m *Main) chatLoop(ctx context.Context, st *stack, cfg *config.Config, f runFlags) error {
-	var msgs []tokenizer.Message
-	in := bufio.NewScanner(m.Stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	for {
-		fmt.Fprint(m.Stderr, "> ")
-		if !in.Scan() {
-			fmt.Fprintln(m.Stderr)
-			return in.Err()
-		}
-		line := strings.TrimSpace(in.Text())
-		if line == "" {
-			continue
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "user", Content: line})
-		text, err := st.renderChat(msgs)
-		if err != nil {
-			return err
-		}
-		ids, err := st.tok.Encode(text, true, true)
-		if err != nil {
-			return err
-		}
-		req, err := st.request(ctx, cfg, ids, f)
-		if err != nil {
-			return err
-		}
-		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
-		res, err := st.sess.Generate(ctx, req)
-		st.closeRequest()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(m.Stdout)
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
-		if f.verbose {
-			m.printTimings(res, st.draft != nil)
-		}
-	}
 }
 
 // runJSON is run --json's output.
@@ -406,16 +367,6 @@ func (st *stack) close() {
 		}
 	}
 	st.b.Close()
-}
-
-// renderChat applies the model's chat template (chatml when it has none).
-func (st *stack) renderChat(msgs []tokenizer.Message) (string, error) {
-	s, err := st.tok.RenderChat(msgs, true)
-	if errors.Is(err, tokenizer.ErrNoTemplate) {
-		tpl, _ := tokenizer.BuiltinTemplate("chatml")
-		return tokenizer.RenderTemplate(tpl, msgs, true, st.tok.TokenText(st.tok.BOS()), st.tok.TokenText(st.tok.EOS()))
-	}
-	return s, err
 }
 
 // request builds an engine request with fresh plugin instances for ids.

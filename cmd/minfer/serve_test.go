@@ -47,14 +47,18 @@ func startServe(t *testing.T, args ...string) (string, func() error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if mm := re.FindStringSubmatch(stderr.String()); mm != nil {
-			stop := func() error {
-				cancel()
-				select {
-				case err := <-done:
-					return err
-				case <-time.After(30 * time.Second):
-					return fmt.Errorf("serve did not shut down")
-				}
+			var once sync.Once
+			var stopErr error
+			stop := func() error { // idempotent: tests call it and t.Cleanup calls it again
+				once.Do(func() {
+					cancel()
+					select {
+					case stopErr = <-done:
+					case <-time.After(30 * time.Second):
+						stopErr = fmt.Errorf("serve did not shut down")
+					}
+				})
+				return stopErr
 			}
 			t.Cleanup(func() { stop() })
 			return "http://" + mm[1], stop
