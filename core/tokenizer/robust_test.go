@@ -334,3 +334,31 @@ func TestAllPreTokenizers(t *testing.T) {
 		})
 	}
 }
+
+// FuzzStreamDecoder feeds arbitrary bytes as SPM byte tokens: the chunks always add up to
+// the bytes, and when the bytes are valid UTF-8 every chunk is too.
+func FuzzStreamDecoder(f *testing.F) {
+	for _, s := range []string{"", "abc", "é😀中", "\xff\xfe", "\xe4\xb8", "a\xf0\x9f\x98"} {
+		f.Add([]byte(s))
+	}
+	spm := loadGGUF(f, "tokenizer", "ggml-vocab-llama-spm.gguf")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := spm.NewDecoder()
+		var all strings.Builder
+		valid := utf8.Valid(data)
+		for _, b := range data {
+			s, err := d.Add(spm.byteTok[b])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if valid && !utf8.ValidString(s) {
+				t.Fatalf("chunk %q of valid input %q", s, data)
+			}
+			all.WriteString(s)
+		}
+		all.WriteString(d.Flush())
+		if all.String() != string(data) {
+			t.Fatalf("chunks %q, want %q", all.String(), data)
+		}
+	})
+}
