@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/plugins/builtin"
@@ -21,7 +22,12 @@ func TestDefaultRegistry(t *testing.T) {
 			if native {
 				opts = append(opts, WithNativeBuiltins())
 			}
-			r, err := NewRegistry(ctx, config.Default().Plugins, nil, opts...)
+			decls := config.Default().Plugins
+			for k, v := range decls {
+				v.Timeout = 5 * time.Second // generous: tests share a loaded machine
+				decls[k] = v
+			}
+			r, err := NewRegistry(ctx, decls, nil, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

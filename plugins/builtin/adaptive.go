@@ -166,8 +166,8 @@ func (a *Adaptive) score(bound int) {
 	if !ok {
 		step = 0
 	}
-	a.mean = append(a.mean[:0], make([]float64, bound+1)...)
-	a.opt = append(a.opt[:0], make([]float64, bound+1)...)
+	a.mean = resize(a.mean, bound+1)
+	a.opt = resize(a.opt, bound+1)
 	prior := a.p.PriorMean // chained: position j's prior is centred on position j-1's mean
 	tokM, tokO, reachM, reachO := 1.0, 1.0, 1.0, 1.0
 	for d := 0; d <= bound; d++ {
@@ -180,11 +180,11 @@ func (a *Adaptive) score(bound int) {
 			bonus := a.p.Optimism * sd * k / (k + s + f)
 			prior = m
 			reachM *= m
-			reachO *= math.Min(1, m+bonus)
+			reachO *= min(1, m+bonus)
 			tokM += reachM
 			tokO += reachO
 		}
-		cost := math.Max(float64(d)*step+est[d+1], 1)
+		cost := max(float64(d)*step+est[d+1], 1)
 		a.mean[d], a.opt[d] = tokM/cost, tokO/cost
 	}
 }
@@ -224,44 +224,59 @@ func (a *Adaptive) verifyEstimates(maxNT int) []float64 {
 		a.est = append(a.est, below)
 	}
 	for nt := maxNT - 1; nt >= 0; nt-- {
-		a.est[nt] = math.Min(a.est[nt], a.est[nt+1])
+		if a.est[nt+1] < a.est[nt] {
+			a.est[nt] = a.est[nt+1]
+		}
 	}
 	return a.est
 }
 
-// ring keeps the last n values and answers their minimum.
+// ring keeps the last n values and their minimum (recomputed only when the minimum
+// leaves the window: plain comparisons, since every call costs in WebAssembly).
 type ring struct {
 	v    []float64
 	next int
-	full bool
+	n    int
+	lo   float64
 }
 
 func newRing(n int) ring { return ring{v: make([]float64, n)} }
 
 func (r *ring) push(x float64) {
+	old := r.v[r.next]
 	r.v[r.next] = x
 	r.next++
 	if r.next == len(r.v) {
-		r.next, r.full = 0, true
+		r.next = 0
+	}
+	switch {
+	case r.n < len(r.v):
+		r.n++
+		if r.n == 1 || x < r.lo {
+			r.lo = x
+		}
+	case x <= r.lo:
+		r.lo = x
+	case old == r.lo: // the minimum left the window
+		r.lo = r.v[0]
+		for _, y := range r.v[1:] {
+			if y < r.lo {
+				r.lo = y
+			}
+		}
 	}
 }
 
-func (r *ring) min() (float64, bool) {
-	n := r.next
-	if r.full {
-		n = len(r.v)
-	}
-	if n == 0 {
-		return 0, false
-	}
-	m := r.v[0]
-	for _, x := range r.v[1:n] {
-		m = math.Min(m, x)
-	}
-	return m, true
-}
+func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
 
 // String describes the policy's parameters (for logs).
 func (a *Adaptive) String() string {
 	return fmt.Sprintf("adaptive(draft_max=%d hysteresis=%.2f window=%d)", a.p.DraftMax, a.p.Hysteresis, a.p.Window)
+}
+
+func resize(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
 }

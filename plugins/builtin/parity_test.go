@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/plugins/builtin"
 	"github.com/minfer/minfer/plugins/wasm"
@@ -18,7 +19,7 @@ import (
 
 func loadWasm(t *testing.T) *wasm.Module {
 	t.Helper()
-	m, err := wasm.Load(context.Background(), builtin.WASM, wasm.Options{Name: "builtin", SHA256: builtin.SHA256(), Instances: 1})
+	m, err := wasm.Load(context.Background(), builtin.WASM, wasm.Options{Name: "builtin", SHA256: builtin.SHA256(), Instances: 1, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func loadWasm(t *testing.T) *wasm.Module {
 }
 
 func readTrace(t *testing.T) []sdk.TraceRound {
-	f, err := os.Open(filepath.Join("testdata", "rounds.jsonl"))
+	f, err := os.Open(filepath.Join("..", "golden", "shifting.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/minfer/minfer/sdk"
 )
@@ -109,13 +109,24 @@ func (s *Sampling) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleRe
 // with their probabilities (summing to 1).
 func (s *Sampling) distribution(row *sdk.SampleRow) {
 	s.idx = s.idx[:0]
+	sorted := true
 	for j := range row.IDs {
 		s.idx = append(s.idx, j)
+		if j > 0 && better(row, j, j-1) {
+			sorted = false
+		}
 	}
-	sort.SliceStable(s.idx, func(a, b int) bool {
-		la, lb := row.Logits[s.idx[a]], row.Logits[s.idx[b]]
-		return la > lb || la == lb && row.IDs[s.idx[a]] < row.IDs[s.idx[b]]
-	})
+	if !sorted { // top-K rows arrive sorted; full rows (top_k 0) do not
+		slices.SortFunc(s.idx, func(a, b int) int {
+			switch {
+			case better(row, a, b):
+				return -1
+			case better(row, b, a):
+				return 1
+			}
+			return 0
+		})
+	}
 	if k := s.p.TopK; k > 0 && k < len(s.idx) {
 		s.idx = s.idx[:k]
 	}
@@ -158,6 +169,13 @@ func (s *Sampling) distribution(row *sdk.SampleRow) {
 	for k := range s.probs {
 		s.probs[k] /= sum
 	}
+}
+
+// better reports whether candidate a of row ranks before candidate b: a higher logit,
+// or an equal logit and a lower id.
+func better(row *sdk.SampleRow, a, b int) bool {
+	la, lb := row.Logits[a], row.Logits[b]
+	return la > lb || la == lb && row.IDs[a] < row.IDs[b]
 }
 
 // draw picks a kept candidate with probability ∝ s.probs, excluding token `without`

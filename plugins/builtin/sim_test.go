@@ -208,54 +208,62 @@ func TestAdaptiveRespectsBounds(t *testing.T) {
 	}
 }
 
-var updateTrace = flag.Bool("update-trace", false, "rewrite testdata/rounds.jsonl from the simulator")
+var updateTrace = flag.Bool("update-trace", false, "rewrite ../golden/*.jsonl from the simulator")
 
-// TestRecordedTrace keeps testdata/rounds.jsonl, the recorded trace the parity test and
-// `minfer policy replay` tests use: the adaptive policy on the shifting regime, with
-// draft confidences, written by -update-trace.
-func TestRecordedTrace(t *testing.T) {
-	path := filepath.Join("testdata", "rounds.jsonl")
-	if *updateTrace {
-		g := regimes[3]
-		g.rounds = 600
-		p := mustPolicy(t, "adaptive", `{"draft_max":12}`)
-		var rounds []sdk.TraceRound
-		luck := rand.New(rand.NewPCG(11, 3))
-		last := sdk.RoundOutcome{Round: -1, MaxDepth: 12}
-		for r := 0; r < g.rounds; r++ {
-			dec, _ := p.NextDepth(context.Background(), last)
-			d := dec.Depth
-			acc := 0
-			for acc < d && luck.Float64() < g.accept(r) {
-				acc++
-			}
-			conf := make([]float32, d)
-			for i := range conf {
-				conf[i] = float32(math.Round((0.3+0.7*luck.Float64())*1000) / 1000)
-			}
-			last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: d, Accepted: acc, DraftConf: conf,
-				DraftNs: int64(float64(d) * g.step * (1 + 0.2*luck.Float64())), VerifyNs: int64(g.verify(d+1) * (1 + 0.2*luck.Float64())), MaxDepth: 12}
-			rounds = append(rounds, sdk.NewTraceRound(0, "adaptive", dec, last))
+// TestGoldenTraces keeps ../golden/*.jsonl, the recorded traces that the parity test,
+// `minfer plugin check` and `minfer policy replay` use: the adaptive policy on the
+// shifting and kink regimes with draft confidences, rewritten by -update-trace.
+func TestGoldenTraces(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		regime int
+		rounds int
+	}{{"shifting.jsonl", 3, 600}, {"kink.jsonl", 2, 300}} {
+		path := filepath.Join("..", "golden", tc.file)
+		if *updateTrace {
+			writeTrace(t, path, regimes[tc.regime], tc.rounds)
 		}
-		f, err := os.Create(path)
+		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sdk.WriteTrace(f, rounds); err != nil {
+		rounds, err := sdk.ReadTrace(f)
+		f.Close()
+		if err != nil {
 			t.Fatal(err)
 		}
-		f.Close()
+		if len(rounds) != tc.rounds {
+			t.Fatalf("%s: got %d rounds, want %d", tc.file, len(rounds), tc.rounds)
+		}
 	}
-	f, err := os.Open(path)
+}
+
+func writeTrace(t *testing.T, path string, g regime, n int) {
+	p := mustPolicy(t, "adaptive", `{"draft_max":12}`)
+	var rounds []sdk.TraceRound
+	luck := rand.New(rand.NewPCG(11, 3))
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 12}
+	for r := 0; r < n; r++ {
+		dec, _ := p.NextDepth(context.Background(), last)
+		d := dec.Depth
+		acc := 0
+		for acc < d && luck.Float64() < g.accept(r) {
+			acc++
+		}
+		conf := make([]float32, d)
+		for i := range conf {
+			conf[i] = float32(math.Round((0.3+0.7*luck.Float64())*1000) / 1000)
+		}
+		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: d, Accepted: acc, DraftConf: conf,
+			DraftNs: int64(float64(d) * g.step * (1 + 0.2*luck.Float64())), VerifyNs: int64(g.verify(d+1) * (1 + 0.2*luck.Float64())), MaxDepth: 12}
+		rounds = append(rounds, sdk.NewTraceRound(0, "adaptive", dec, last))
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rounds, err := sdk.ReadTrace(f)
-	if err != nil {
+	if err := sdk.WriteTrace(f, rounds); err != nil {
 		t.Fatal(err)
-	}
-	if len(rounds) != 600 {
-		t.Fatalf("got %d rounds, want 600", len(rounds))
 	}
 }

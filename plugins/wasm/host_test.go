@@ -24,7 +24,7 @@ var (
 func loadBuiltin(t testing.TB) *Module {
 	t.Helper()
 	builtinOnce.Do(func() {
-		builtinMod, builtinErr = Load(context.Background(), builtin.WASM, Options{Name: "builtin", SHA256: builtin.SHA256()})
+		builtinMod, builtinErr = Load(context.Background(), builtin.WASM, Options{Name: "builtin", SHA256: builtin.SHA256(), Timeout: 5 * time.Second})
 	})
 	if builtinErr != nil {
 		t.Fatal(builtinErr)

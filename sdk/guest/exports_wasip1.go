@@ -14,6 +14,10 @@ var (
 	// until minfer_free.
 	bufs    = map[uint32][]byte{}
 	lastErr []byte
+	// lastPtr and lastBuf cache the latest allocation: the host reuses one buffer, so
+	// most calls skip the map.
+	lastPtr uint32
+	lastBuf []byte
 )
 
 func addr(b []byte) uint32 {
@@ -27,6 +31,9 @@ func pack(b []byte) int64 { return sdk.Pack(addr(b), uint32(len(b))) }
 
 // view returns the first n bytes of the buffer minfer_alloc returned at ptr.
 func view(ptr, n int32) ([]byte, bool) {
+	if uint32(ptr) == lastPtr && int(n) <= len(lastBuf) {
+		return lastBuf[:n], true
+	}
 	b, ok := bufs[uint32(ptr)]
 	if !ok || n < 0 || int(n) > len(b) {
 		return nil, false
@@ -67,11 +74,17 @@ func alloc(size int32) int32 {
 	}
 	b := make([]byte, size)
 	bufs[addr(b)] = b
+	lastPtr, lastBuf = addr(b), b
 	return int32(addr(b))
 }
 
 //go:wasmexport minfer_free
-func free(ptr, size int32) { delete(bufs, uint32(ptr)) }
+func free(ptr, size int32) {
+	delete(bufs, uint32(ptr))
+	if uint32(ptr) == lastPtr {
+		lastPtr, lastBuf = 0, nil
+	}
+}
 
 //go:wasmexport minfer_last_error
 func lastError() int64 { return pack(lastErr) }

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/sdk"
+)
+
+const pluginUsage = `
+Usage:
+  minfer plugin list  [--config FILE] [--json]
+  minfer plugin check FILE.wasm [--plugin NAME] [--params JSON] [--timeout D] [--memory-mb N]
+  minfer plugin new   policy|sampler|penalty DIR [--name NAME] [--module PATH] [--minfer DIR]
+
+list loads every plugin declared in the config ([plugins.NAME]; the built-ins are always
+declared) and prints its name, roles, version, source, ABI version and checksum.
+
+check is the conformance kit for plugin authors: it loads a WebAssembly module, validates
+its exports, ABI version and info record, then for each plugin it declares runs a
+self-test round, edge-case inputs, the golden traces (policies, with the counterfactual
+tokens/s) and, for samplers, determinism and the greedy identity check. It exits 1 if
+any check fails.
+
+new writes a plugin skeleton of the given role (main.go, README.md, and go.mod unless DIR
+lies inside the minfer module) that builds with
+  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o NAME.wasm .
+--minfer points its go.mod at a minfer checkout (replace directive).
+
+Examples:
+  minfer plugin list
+  minfer plugin list --config minfer.toml --json
+  minfer plugin check ./mypolicy.wasm
+  minfer plugin check ./sampler.wasm --params '{"temperature":0.7}'
+  minfer plugin new policy ./mypolicy --minfer ~/src/minfer
+  cd mypolicy && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o mypolicy.wasm .
+`
+
+func init() {
+	register(&command{
+		name:    "plugin",
+		summary: "list declared plugins, check a .wasm plugin, scaffold a new one",
+		run:     runPlugin,
+	})
+}
+
+type pluginFlags struct {
+	config   string
+	json     bool
+	plugin   string
+	params   string
+	timeout  time.Duration
+	memoryMB int
+	name     string
+	module   string
+	minfer   string
+}
+
+func runPlugin(ctx context.Context, m *Main, args []string) error {
+	var f pluginFlags
+	fs := m.newFlagSet("plugin", pluginUsage)
+	fs.StringVar(&f.config, "config", "", "list: minfer.toml to read (default: the one minfer would use)")
+	fs.BoolVar(&f.json, "json", false, "list, check: print JSON")
+	fs.StringVar(&f.plugin, "plugin", "", "check: only the plugin `NAME` of the module")
+	fs.StringVar(&f.params, "params", "{}", "check: params as a `JSON` object")
+	fs.DurationVar(&f.timeout, "timeout", 0, "check: per-call deadline (default 100ms)")
+	fs.IntVar(&f.memoryMB, "memory-mb", 0, "check: memory cap in MB (default 64)")
+	fs.StringVar(&f.name, "name", "", "new: plugin `NAME` (default: DIR's base name)")
+	fs.StringVar(&f.module, "module", "", "new: Go module `PATH` (default example.com/NAME)")
+	fs.StringVar(&f.minfer, "minfer", "", "new: minfer checkout `DIR` for a replace directive")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return usagef("plugin: missing subcommand (want list, check or new)")
+	}
+	switch pos[0] {
+	case "list":
+		if len(pos) != 1 {
+			return usagef("plugin list: takes no arguments, got %q", pos[1:])
+		}
+		return pluginList(ctx, m, f)
+	case "check":
+		if len(pos) != 2 {
+			return usagef("plugin check: want one FILE.wasm, got %d arguments", len(pos)-1)
+		}
+		return pluginCheck(ctx, m, f, pos[1])
+	case "new":
+		if len(pos) != 3 {
+			return usagef("plugin new: want ROLE DIR (ROLE: policy, sampler or penalty)")
+		}
+		return pluginNew(m, f, pos[1], pos[2])
+	}
+	return usagef("plugin: unknown subcommand %q (want list, check or new)", pos[0])
+}
+
+type pluginRow struct {
+	Name     string   `json:"name"`
+	Roles    []string `json:"roles"`
+	Version  string   `json:"version"`
+	Source   string   `json:"source"`
+	ABI      string   `json:"abi,omitempty"`
+	Checksum string   `json:"sha256,omitempty"`
+	TopK     *int     `json:"top_k,omitempty"`
+}
+
+func pluginList(ctx context.Context, m *Main, f pluginFlags) error {
+	cfg, _, err := config.LoadOrDefault(f.config)
+	if err != nil {
+		return err
+	}
+	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, m.Stderr, plugins.WithDir(cfg.Dir), plugins.WithInstances(1))
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	var rows []pluginRow
+	for _, name := range reg.Names() {
+		info, _ := reg.Info(name)
+		r := pluginRow{Name: name, Version: info.Version, Source: info.Source, Checksum: info.Checksum}
+		for _, role := range info.Roles {
+			r.Roles = append(r.Roles, string(role))
+		}
+		if info.ABIMajor > 0 {
+			r.ABI = fmt.Sprintf("v%d.%d", info.ABIMajor, info.ABIMinor)
+		}
+		if info.Has(sdk.RoleSampler) {
+			k := info.Needs.TopK
+			r.TopK = &k
+		}
+		rows = append(rows, r)
+	}
+	if f.json {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLES\tVERSION\tSOURCE\tABI\tSHA256")
+	for _, r := range rows {
+		sum := r.Checksum
+		if len(sum) > 12 {
+			sum = sum[:12]
+		}
+		abi := r.ABI
+		if abi == "" {
+			abi = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum)
+	}
+	return tw.Flush()
+}
+
+// errChecksFailed makes `plugin check` exit 1 after printing its report.
+type errChecksFailed int
+
+func (e errChecksFailed) Error() string { return fmt.Sprintf("plugin check: %d checks failed", int(e)) }
+
+func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error {
+	if !json.Valid([]byte(f.params)) || !strings.HasPrefix(strings.TrimSpace(f.params), "{") {
+		return usagef("plugin check: --params %q is not a JSON object", f.params)
+	}
+	bin, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	infos, results, err := plugins.Check(ctx, bin, plugins.CheckOptions{Plugin: f.plugin, Params: []byte(f.params),
+		Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr})
+	if err != nil {
+		return fmt.Errorf("plugin check %s: %w", file, err)
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if f.json {
+		type jr struct {
+			Plugin string `json:"plugin"`
+			Role   string `json:"role"`
+			Check  string `json:"check"`
+			OK     bool   `json:"ok"`
+			Error  string `json:"error,omitempty"`
+			Note   string `json:"note,omitempty"`
+		}
+		var out []jr
+		for _, r := range results {
+			j := jr{Plugin: r.Plugin, Role: string(r.Role), Check: r.Name, OK: r.Err == nil, Note: r.Note}
+			if r.Err != nil {
+				j.Error = r.Err.Error()
+			}
+			out = append(out, j)
+		}
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		printCheck(m.Stdout, file, infos, results)
+	}
+	if failed > 0 {
+		return errChecksFailed(failed)
+	}
+	return nil
+}
+
+func printCheck(w io.Writer, file string, infos []sdk.Info, results []plugins.CheckResult) {
+	fmt.Fprintf(w, "module %s: ABI v%d.%d, sha256 %s\n", file, infos[0].ABIMajor, infos[0].ABIMinor, infos[0].Checksum)
+	for _, i := range infos {
+		fmt.Fprintf(w, "  plugin %s %s: %v\n", i.Name, i.Version, i.Roles)
+	}
+	failed := 0
+	for _, r := range results {
+		status := "ok  "
+		detail := r.Note
+		if r.Err != nil {
+			status, detail = "FAIL", r.Err.Error()
+			failed++
+		}
+		if detail != "" {
+			detail = ": " + detail
+		}
+		fmt.Fprintf(w, "%s %s (%s) %s%s\n", status, r.Plugin, r.Role, r.Name, detail)
+	}
+	if failed == 0 {
+		fmt.Fprintf(w, "all %d checks passed\n", len(results))
+	} else {
+		fmt.Fprintf(w, "%d of %d checks failed\n", failed, len(results))
+	}
+}
+
+func pluginNew(m *Main, f pluginFlags, role, dir string) error {
+	switch sdk.Role(role) {
+	case sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty:
+	default:
+		return usagef("plugin new: unknown role %q (want policy, sampler or penalty)", role)
+	}
+	files, err := plugins.Scaffold(plugins.ScaffoldOptions{Role: sdk.Role(role), Dir: dir, Name: f.name,
+		Module: f.module, MinferDir: f.minfer})
+	if err != nil {
+		return err
+	}
+	for _, p := range files {
+		fmt.Fprintf(m.Stdout, "wrote %s\n", p)
+	}
+	fmt.Fprintf(m.Stdout, "next: cd %s && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm . (README.md has the details)\n", dir)
+	return nil
+}

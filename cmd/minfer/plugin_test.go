@@ -1,0 +1,121 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPluginList(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "minfer.toml")
+	os.WriteFile(cfg, []byte("[plugins.fast]\nsource = \"builtin:static\"\nparams = { depth = 2 }\n"), 0o644)
+	out, _, err := runCLI(t, "", "plugin", "list", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"adaptive", "ucb", "greedy", "sampling", "penalty", "fast      policy   1.0.0    builtin:static", "v1.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plugin list output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = runCLI(t, "", "plugin", "list", "--json", "--config", cfg)
+	if err != nil || !strings.Contains(out, `"name": "fast"`) {
+		t.Fatalf("plugin list --json: %v\n%s", err, out)
+	}
+}
+
+func TestPluginCheckAndUsage(t *testing.T) {
+	garbage := filepath.Join(t.TempDir(), "x.wasm")
+	os.WriteFile(garbage, []byte("not wasm"), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"builtin module", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm"}, 0, "all 30 checks passed"},
+		{"one plugin as json", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "static", "--json"}, 0, `"check": "golden trace kink.jsonl"`},
+		{"failing checks", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "sampling", "--params", `{"top_p":7}`}, 1, "FAIL sampling (sampler) init"},
+		{"not wasm", []string{"plugin", "check", garbage}, 1, ""},
+		{"missing file", []string{"plugin", "check", "nope.wasm"}, 1, ""},
+		{"bad params", []string{"plugin", "check", garbage, "--params", "[1]"}, 2, ""},
+		{"no subcommand", []string{"plugin"}, 2, ""},
+		{"unknown subcommand", []string{"plugin", "frob"}, 2, ""},
+		{"bad role", []string{"plugin", "new", "router", t.TempDir()}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runCLI(t, "", tc.args...)
+			if got := exitCode(err); got != tc.code {
+				t.Fatalf("exit code: got %d, want %d (err %v)\n%s", got, tc.code, err, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// TestPluginNewBuilds scaffolds each role outside the minfer module, builds it with
+// GOOS=wasip1 and runs the conformance kit on the result.
+func TestPluginNewBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds WebAssembly modules")
+	}
+	root, _ := filepath.Abs("../..")
+	for _, role := range []string{"policy", "sampler", "penalty"} {
+		t.Run(role, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "my-"+role)
+			if _, _, err := runCLI(t, "", "plugin", "new", role, dir, "--minfer", root); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", "p.wasm", ".")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod", "GOPROXY=off")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			out, _, err := runCLI(t, "", "plugin", "check", "--timeout", "5s", filepath.Join(dir, "p.wasm"))
+			if err != nil || !strings.Contains(out, "plugin my-"+role+" 0.1.0: ["+role+"]") {
+				t.Fatalf("plugin check: %v\n%s", err, out)
+			}
+		})
+	}
+	if _, _, err := runCLI(t, "", "plugin", "new", "policy", t.TempDir()+"/Bad Name!"); err != nil {
+		t.Fatalf("a directory name is cleaned into a plugin name: %v", err)
+	}
+}
+
+func TestPolicyReplay(t *testing.T) {
+	trace := "../../plugins/golden/kink.jsonl"
+	out, _, err := runCLI(t, "", "policy", "replay", trace, "--policy", "adaptive,static,builtin:ucb", "--params", `{"draft_max":12}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"300 rounds", "recorded", "adaptive", "static", "builtin:ucb", "vs recorded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"round\":0,\"depth\":2,\"drafted\":3,\"verify_ns\":5}\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"policy", "replay", trace}, 2},                              // no --policy
+		{[]string{"policy", "replay", "--policy", "adaptive"}, 2},             // no trace
+		{[]string{"policy", "replay", trace, "--policy", "nope"}, 2},          // unknown policy
+		{[]string{"policy", "replay", trace, "--policy", "greedy"}, 1},        // not a policy
+		{[]string{"policy", "replay", bad, "--policy", "adaptive"}, 1},        // inconsistent trace
+		{[]string{"policy", "replay", "missing.jsonl", "--policy", "ucb"}, 1}, // no file
+		{[]string{"policy", "frob"}, 2},
+	} {
+		_, _, err := runCLI(t, "", tc.args...)
+		if got := exitCode(err); got != tc.code {
+			t.Errorf("%v: exit code %d, want %d (err %v)", tc.args, got, tc.code, err)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/sdk"
+)
+
+const policyUsage = `
+Usage: minfer policy replay TRACE.jsonl... --policy NAME[,NAME...] [--config FILE] [--params JSON] [--seed N] [--json]
+
+Replays depth policies against rounds recorded with --trace (run, specbench, serve) and
+prints, next to the recorded tokens/s, the tokens/s each policy would have reached, so a
+policy can be judged before it is deployed.
+
+A policy is a name declared in the config ([plugins.NAME]; the built-ins adaptive, ucb
+and static always are) or a source written inline: builtin:NAME or file:PATH.wasm.
+--params (a JSON object) is applied over each policy's params table.
+
+The replay is counterfactual: acceptance at positions the recording observed is taken
+from the trace; deeper than a fully accepted recorded round it is drawn (seeded by --seed)
+from the trace's acceptance rate; draft time is the round's time per draft token; verify
+time for an nt the trace never recorded is interpolated from the recorded medians.
+
+Examples:
+  minfer run -m model.gguf --draft draft.gguf --trace rounds.jsonl -p "Hello"
+  minfer policy replay rounds.jsonl --policy adaptive,ucb,static
+  minfer policy replay rounds.jsonl --policy static --params '{"depth":6}'
+  minfer policy replay a.jsonl b.jsonl --policy file:./mypolicy.wasm --json
+`
+
+func init() {
+	register(&command{
+		name:    "policy",
+		summary: "replay depth policies against recorded traces (policy replay)",
+		run:     runPolicy,
+	})
+}
+
+type replayRow struct {
+	Policy    string  `json:"policy"`
+	TokensPS  float64 `json:"tokens_per_s"`
+	Relative  float64 `json:"vs_recorded"`
+	MeanDepth float64 `json:"mean_depth"`
+	Extrapol  int     `json:"extrapolated_rounds,omitempty"`
+}
+
+func runPolicy(ctx context.Context, m *Main, args []string) error {
+	fs := m.newFlagSet("policy", policyUsage)
+	cfgPath := fs.String("config", "", "minfer.toml to read (default: the one minfer would use)")
+	policies := fs.String("policy", "", "policies to replay, comma-separated `NAMES`")
+	params := fs.String("params", "", "params `JSON` object applied over each policy's table")
+	seed := fs.Uint64("seed", 1, "seed for acceptance beyond the recorded rounds")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		fs.Usage()
+		return usagef("policy: missing subcommand (want: replay)")
+	case pos[0] != "replay":
+		return usagef("policy: unknown subcommand %q (want: replay)", pos[0])
+	case len(pos) < 2:
+		return usagef("policy replay: want at least one TRACE file")
+	case *policies == "":
+		return usagef("policy replay: --policy is required")
+	}
+	var overrides map[string]any
+	if *params != "" {
+		if err := json.Unmarshal([]byte(*params), &overrides); err != nil {
+			return usagef("policy replay: --params: %v", err)
+		}
+	}
+	var rounds []sdk.TraceRound
+	for _, file := range pos[1:] {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		r, err := sdk.ReadTrace(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		rounds = append(rounds, offsetSeqs(r, rounds)...)
+	}
+	if len(rounds) == 0 {
+		return fmt.Errorf("policy replay: no rounds in %s", strings.Join(pos[1:], ", "))
+	}
+	cfg, _, err := config.LoadOrDefault(*cfgPath)
+	if err != nil {
+		return err
+	}
+	decls := maps.Clone(cfg.Plugins)
+	names := strings.Split(*policies, ",")
+	for i, n := range names {
+		if strings.Contains(n, ":") { // an inline source
+			key := "replay-" + fmt.Sprint(i)
+			decls[key] = config.Plugin{Source: n}
+			names[i] = key
+		}
+	}
+	reg, err := plugins.NewRegistry(ctx, decls, m.Stderr, plugins.WithDir(cfg.Dir), plugins.WithInstances(1))
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	var rows []replayRow
+	var recorded plugins.Throughput
+	for i, name := range names {
+		if _, ok := reg.Info(name); !ok {
+			return usagef("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
+		}
+		newPolicy := func() (sdk.DepthPolicy, error) {
+			p, _, err := reg.Policy(ctx, name, overrides)
+			return p, err
+		}
+		res, err := plugins.Replay(ctx, rounds, newPolicy, *seed)
+		if err != nil {
+			return fmt.Errorf("policy replay: %s: %w", strings.Split(*policies, ",")[i], err)
+		}
+		recorded = res.Recorded
+		rows = append(rows, replayRow{Policy: strings.Split(*policies, ",")[i], TokensPS: res.Replayed.Rate(),
+			Relative: res.Replayed.Rate()/res.Recorded.Rate() - 1, MeanDepth: res.Replayed.MeanDepth(), Extrapol: res.Extrapolated})
+	}
+	rows = append([]replayRow{{Policy: "recorded", TokensPS: recorded.Rate(), MeanDepth: recorded.MeanDepth()}}, rows...)
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"rounds": len(rounds), "results": rows})
+	}
+	fmt.Fprintf(m.Stdout, "%d rounds from %s\n", len(rounds), strings.Join(pos[1:], ", "))
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\ttokens/s\tvs recorded\tmean depth\textrapolated rounds\t")
+	for i, r := range rows {
+		rel := "-"
+		if i > 0 {
+			rel = fmt.Sprintf("%+.1f%%", 100*r.Relative)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.2f\t%d\t\n", r.Policy, r.TokensPS, rel, r.MeanDepth, r.Extrapol)
+	}
+	return tw.Flush()
+}
+
+// offsetSeqs renumbers the sequences of a later trace file after those already read.
+func offsetSeqs(r, before []sdk.TraceRound) []sdk.TraceRound {
+	if len(before) == 0 {
+		return r
+	}
+	base := before[len(before)-1].Seq + 1
+	for i := range r {
+		r[i].Seq += base
+	}
+	return r
+}

@@ -1,0 +1,73 @@
+package plugins
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minfer/minfer/plugins/builtin"
+)
+
+func TestCheckBuiltins(t *testing.T) {
+	infos, results, err := Check(context.Background(), builtin.WASM, CheckOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != len(builtin.Plugins) {
+		t.Fatalf("got %d plugins, want %d", len(infos), len(builtin.Plugins))
+	}
+	seen := map[string]bool{}
+	for _, r := range results {
+		if r.Err != nil {
+			t.Errorf("%s (%s) %s: %v", r.Plugin, r.Role, r.Name, r.Err)
+		}
+		seen[string(r.Role)+" "+r.Name] = true
+		t.Logf("%s (%s) %s: %s", r.Plugin, r.Role, r.Name, r.Note)
+	}
+	for _, want := range []string{"policy golden trace shifting.jsonl", "sampler greedy identity", "penalty edge-case rows", "policy edge-case outcomes"} {
+		if !seen[want] {
+			t.Errorf("no %q check ran", want)
+		}
+	}
+}
+
+// buildGuest compiles a Go guest of testdata to WebAssembly.
+func buildGuest(t *testing.T, dir string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "g.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(dir))
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", dir, err, b)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// A sampler that ignores the draft fails the greedy identity check, and only it.
+func TestCheckCatchesWrongSampler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	bin := buildGuest(t, "testdata/lazysampler")
+	_, results, err := Check(context.Background(), bin, CheckOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, r := range results {
+		if r.Err != nil {
+			failed = append(failed, r.Name)
+		}
+	}
+	if strings.Join(failed, ",") != "greedy identity" {
+		t.Fatalf("failed checks: got %v, want [greedy identity]", failed)
+	}
+}

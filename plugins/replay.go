@@ -1,0 +1,210 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// ReplayResult compares a policy's counterfactual run over a trace with the recorded one.
+type ReplayResult struct {
+	Rounds   int
+	Recorded Throughput
+	Replayed Throughput
+	// Extrapolated counts rounds where the policy drafted deeper than a fully accepted
+	// recorded round, so acceptance beyond it was drawn from the trace's rate.
+	Extrapolated int
+}
+
+// Throughput sums a run: tokens emitted and time spent.
+type Throughput struct {
+	Tokens    float64
+	Ns        float64
+	DepthSum  float64 // Σ depth, for the mean depth
+	NumRounds int
+}
+
+// Rate is tokens per second.
+func (t Throughput) Rate() float64 {
+	if t.Ns <= 0 {
+		return 0
+	}
+	return t.Tokens / t.Ns * 1e9
+}
+
+// MeanDepth is the mean depth per round.
+func (t Throughput) MeanDepth() float64 {
+	if t.NumRounds == 0 {
+		return 0
+	}
+	return t.DepthSum / float64(t.NumRounds)
+}
+
+// Replay runs a depth policy against recorded rounds and estimates what it would have
+// achieved. newPolicy is called once per sequence of the trace (rounds with the same
+// Seq, in order).
+//
+// The counterfactual model, per round with recorded drafted n and accepted a:
+//   - a depth d ≤ n, or any d when a < n (a rejection was observed at a+1), accepts
+//     min(d, a) tokens: this is known from the trace;
+//   - beyond a fully accepted round (d > n = a) each further position is accepted with
+//     the trace's overall conditional acceptance rate, drawn from a generator seeded by
+//     seed;
+//   - an early-exit cut-off (MinConf) stops drafting at the first recorded confidence
+//     below it (positions beyond n have no recorded confidence and are not cut);
+//   - draft time is the round's measured time per draft token (the trace median when
+//     the round drafted nothing) times the tokens drafted; verify time is the recorded
+//     one when nt matches, else the trace's median for that nt, interpolated linearly
+//     (and extrapolated from the two nearest) for nt never recorded.
+func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), seed uint64) (ReplayResult, error) {
+	var res ReplayResult
+	if len(rounds) == 0 {
+		return res, fmt.Errorf("replay: empty trace")
+	}
+	m := newCostModel(rounds)
+	g := rand.New(rand.NewPCG(seed, 0x5eed))
+	var p sdk.DepthPolicy
+	var last sdk.RoundOutcome
+	seq := math.MinInt
+	for i := range rounds {
+		r := &rounds[i]
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		res.Rounds++
+		res.Recorded.Tokens += float64(r.Accepted + 1)
+		res.Recorded.Ns += float64(r.DraftNs + r.VerifyNs)
+		res.Recorded.DepthSum += float64(r.Depth)
+		res.Recorded.NumRounds++
+		if r.Seq != seq {
+			if c, ok := p.(interface{ Close() error }); ok {
+				c.Close()
+			}
+			var err error
+			if p, err = newPolicy(); err != nil {
+				return res, err
+			}
+			seq = r.Seq
+			last = sdk.RoundOutcome{Round: -1, MaxDepth: r.MaxDepth}
+		}
+		dec, err := p.NextDepth(ctx, last)
+		if err != nil {
+			return res, fmt.Errorf("replay: round %d of sequence %d: %w", r.Round, r.Seq, err)
+		}
+		d := min(max(dec.Depth, 0), max(r.MaxDepth, 0))
+		drafted := d
+		if dec.MinConf > 0 {
+			for k := 0; k < d && k < len(r.Conf); k++ {
+				if r.Conf[k] < dec.MinConf {
+					drafted = k
+					break
+				}
+			}
+		}
+		acc := min(drafted, r.Accepted)
+		if drafted > r.Drafted && r.Accepted == r.Drafted {
+			res.Extrapolated++
+			for acc < drafted && g.Float64() < m.acceptRate {
+				acc++
+			}
+		}
+		draftNs := float64(drafted) * m.step(r)
+		verifyNs := float64(r.VerifyNs)
+		if drafted != r.Drafted {
+			verifyNs = m.verify(drafted + 1)
+		}
+		res.Replayed.Tokens += float64(acc + 1)
+		res.Replayed.Ns += draftNs + verifyNs
+		res.Replayed.DepthSum += float64(d)
+		res.Replayed.NumRounds++
+		conf := r.Conf
+		if drafted < len(conf) {
+			conf = conf[:drafted]
+		}
+		last = sdk.RoundOutcome{Round: r.Round, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
+			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: r.MaxDepth}
+	}
+	if c, ok := p.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	return res, nil
+}
+
+// costModel holds what the whole trace says about acceptance and costs.
+type costModel struct {
+	acceptRate float64
+	medianStep float64
+	nts        []int     // recorded nt, ascending
+	verifyMed  []float64 // median verify ns per nts entry
+}
+
+func newCostModel(rounds []sdk.TraceRound) *costModel {
+	m := &costModel{}
+	var succ, trials float64
+	var steps []float64
+	byNT := map[int][]float64{}
+	for i := range rounds {
+		r := &rounds[i]
+		succ += float64(r.Accepted)
+		trials += float64(r.Accepted)
+		if r.Accepted < r.Drafted {
+			trials++
+		}
+		if r.Drafted > 0 && r.DraftNs > 0 {
+			steps = append(steps, float64(r.DraftNs)/float64(r.Drafted))
+		}
+		byNT[r.Drafted+1] = append(byNT[r.Drafted+1], float64(r.VerifyNs))
+	}
+	m.acceptRate = 0
+	if trials > 0 {
+		m.acceptRate = succ / trials
+	}
+	m.medianStep = median(steps)
+	for nt := range byNT {
+		m.nts = append(m.nts, nt)
+	}
+	sort.Ints(m.nts)
+	for _, nt := range m.nts {
+		m.verifyMed = append(m.verifyMed, median(byNT[nt]))
+	}
+	return m
+}
+
+func (m *costModel) step(r *sdk.TraceRound) float64 {
+	if r.Drafted > 0 && r.DraftNs > 0 {
+		return float64(r.DraftNs) / float64(r.Drafted)
+	}
+	return m.medianStep
+}
+
+// verify estimates the verify time for nt rows.
+func (m *costModel) verify(nt int) float64 {
+	i := sort.SearchInts(m.nts, nt)
+	switch {
+	case i < len(m.nts) && m.nts[i] == nt:
+		return m.verifyMed[i]
+	case len(m.nts) == 1:
+		return m.verifyMed[0]
+	case i == 0:
+		i = 1
+	case i == len(m.nts):
+		i = len(m.nts) - 1
+	}
+	x0, x1 := float64(m.nts[i-1]), float64(m.nts[i])
+	y0, y1 := m.verifyMed[i-1], m.verifyMed[i]
+	v := y0 + (y1-y0)*(float64(nt)-x0)/(x1-x0)
+	return math.Max(v, math.Min(y0, y1)*0.5) // a descending extrapolation must stay sane
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,291 @@
+package plugins
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// ScaffoldOptions configures Scaffold.
+type ScaffoldOptions struct {
+	Role sdk.Role
+	Dir  string // created; must not exist or be empty
+	Name string // plugin name ([a-z0-9._-]); "" = the directory's base name, cleaned
+	// Module is the Go module path of the new plugin ("" = example.com/NAME). When Dir
+	// lies inside a checkout of minfer itself no go.mod is written.
+	Module string
+	// MinferDir, when set, is a minfer checkout the go.mod points to with a replace
+	// directive (needed until github.com/minfer/minfer is fetchable).
+	MinferDir string
+}
+
+// Scaffold writes a minimal plugin of the given role that builds with
+// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared: main.go, README.md and (outside
+// the minfer module) go.mod. It returns the files written.
+func Scaffold(o ScaffoldOptions) ([]string, error) {
+	tmpl, ok := scaffolds[o.Role]
+	if !ok {
+		return nil, fmt.Errorf("scaffold: unknown role %q (want policy, sampler or penalty)", o.Role)
+	}
+	if o.Name == "" {
+		o.Name = cleanName(filepath.Base(filepath.Clean(o.Dir)))
+	}
+	if o.Name == "" || cleanName(o.Name) != o.Name {
+		return nil, fmt.Errorf("scaffold: plugin name %q: want lower-case letters, digits, '.', '_' or '-'", o.Name)
+	}
+	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("scaffold: %s exists and is not empty", o.Dir)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("scaffold: %w", err)
+	}
+	if o.Module == "" {
+		o.Module = "example.com/" + o.Name
+	}
+	data := map[string]string{"Name": o.Name, "Role": string(o.Role), "Module": o.Module,
+		"Ident": ident(o.Name), "ABI": sdk.ExportABI}
+	files := map[string]string{"main.go": tmpl, "README.md": scaffoldReadme}
+	if o.MinferDir != "" {
+		abs, err := filepath.Abs(o.MinferDir)
+		if err != nil {
+			return nil, fmt.Errorf("scaffold: %w", err)
+		}
+		data["Replace"] = abs
+	}
+	if !insideMinfer(o.Dir) {
+		files["go.mod"] = scaffoldGoMod
+	}
+	var written []string
+	for _, name := range []string{"go.mod", "main.go", "README.md"} {
+		src, ok := files[name]
+		if !ok {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := template.Must(template.New(name).Parse(src)).Execute(&buf, data); err != nil {
+			return written, fmt.Errorf("BUG: scaffold template %s: %w", name, err)
+		}
+		p := filepath.Join(o.Dir, name)
+		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+			return written, fmt.Errorf("scaffold: %w", err)
+		}
+		written = append(written, p)
+	}
+	return written, nil
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+func cleanName(s string) string {
+	s = nonName.ReplaceAllString(strings.ToLower(s), "-")
+	s = strings.Trim(s, "-.")
+	if len(s) > sdk.MaxNameLen {
+		s = s[:sdk.MaxNameLen]
+	}
+	return s
+}
+
+// ident turns a plugin name into a Go identifier.
+func ident(name string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		if r == '-' || r == '.' || r == '_' {
+			up = true
+			continue
+		}
+		if up {
+			r = []rune(strings.ToUpper(string(r)))[0]
+			up = false
+		}
+		b.WriteRune(r)
+	}
+	s := b.String()
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		s = "P" + s
+	}
+	return s
+}
+
+// insideMinfer reports whether dir lies in the module github.com/minfer/minfer.
+func insideMinfer(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			return bytes.HasPrefix(b, []byte("module github.com/minfer/minfer\n"))
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
+}
+
+var scaffolds = map[sdk.Role]string{
+	sdk.RolePolicy:  scaffoldPolicy,
+	sdk.RolePenalty: scaffoldPenalty,
+	sdk.RoleSampler: scaffoldSampler,
+}
+
+const scaffoldGoMod = `module {{.Module}}
+
+go 1.26
+
+require github.com/minfer/minfer v0.0.0
+{{if .Replace}}
+replace github.com/minfer/minfer => {{.Replace}}
+{{end}}`
+
+const scaffoldHeader = `// Command {{.Name}} is a minfer {{.Role}} plugin (ABI v1, see sdk/ABI.md in minfer).
+//
+// Build:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o {{.Name}}.wasm .
+//
+// Use it from minfer.toml:
+//
+//	[plugins.{{.Name}}]
+//	source = "file:./{{.Name}}.wasm"
+//	params = { }
+package main
+`
+
+const scaffoldPolicy = scaffoldHeader + `
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/sdk/guest"
+)
+
+// {{.Ident}} drafts a fixed depth, capped by the engine's bound.
+type {{.Ident}} struct {
+	Depth int ` + "`json:\"depth\"`" + `
+}
+
+func new{{.Ident}}(params []byte) (sdk.DepthPolicy, error) {
+	p := &{{.Ident}}{Depth: 4}
+	if err := json.Unmarshal(params, p); err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if p.Depth < 0 {
+		return nil, fmt.Errorf("params: depth %d < 0", p.Depth)
+	}
+	return p, nil
+}
+
+// NextDepth is called before every round with the previous round's outcome.
+func (p *{{.Ident}}) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	d := p.Depth
+	if last.Round >= 0 {
+		d = min(d, last.MaxDepth)
+	}
+	return sdk.DepthDecision{Depth: d}, nil
+}
+
+func init() { guest.RegisterPolicy("{{.Name}}", "0.1.0", new{{.Ident}}) }
+
+func main() {}
+`
+
+const scaffoldSampler = scaffoldHeader + `
+import (
+	"context"
+
+	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/sdk/guest"
+)
+
+// {{.Ident}} is greedy: it asks for the argmax of each row (TopK 1), accepts the
+// longest draft prefix that matches and emits the next argmax.
+type {{.Ident}} struct{}
+
+func new{{.Ident}}(params []byte) (sdk.Sampler, error) { return {{.Ident}}{}, nil }
+
+func ({{.Ident}}) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
+
+func ({{.Ident}}) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	for i := range r.Draft {
+		if r.Draft[i] != r.Rows[i].IDs[0] {
+			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
+		}
+	}
+	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
+}
+
+func init() { guest.RegisterSampler("{{.Name}}", "0.1.0", sdk.Needs{TopK: 1}, new{{.Ident}}) }
+
+func main() {}
+`
+
+const scaffoldPenalty = scaffoldHeader + `
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/sdk/guest"
+)
+
+// {{.Ident}} subtracts a fixed amount from the logit of every token seen in the last
+// window tokens.
+type {{.Ident}} struct {
+	Amount float32 ` + "`json:\"amount\"`" + `
+	Last   int     ` + "`json:\"last_n\"`" + `
+}
+
+func new{{.Ident}}(params []byte) (sdk.Penalty, error) {
+	p := &{{.Ident}}{Amount: 0.5, Last: 64}
+	if err := json.Unmarshal(params, p); err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if p.Last < 0 {
+		return nil, fmt.Errorf("params: last_n %d < 0", p.Last)
+	}
+	return p, nil
+}
+
+func (p *{{.Ident}}) Window() int { return p.Last }
+
+// Apply rewrites each row's logits of the tokens in its window (IDs are those tokens).
+func (p *{{.Ident}}) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
+	for i := range rows {
+		for j := range rows[i].Logits {
+			rows[i].Logits[j] -= p.Amount
+		}
+	}
+	return nil
+}
+
+func init() { guest.RegisterPenalty("{{.Name}}", "0.1.0", new{{.Ident}}) }
+
+func main() {}
+`
+
+const scaffoldReadme = `# {{.Name}}
+
+A minfer {{.Role}} plugin (ABI v1). Edit main.go, then:
+
+    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o {{.Name}}.wasm .
+    minfer plugin check {{.Name}}.wasm
+
+and declare it in minfer.toml:
+
+    [plugins.{{.Name}}]
+    source = "file:./{{.Name}}.wasm"
+    params = { }
+
+Params from that table arrive as a JSON object at init (see new{{.Ident}} in main.go).
+Register in init(), not main(): a -buildmode=c-shared module never runs main.
+`
