@@ -196,16 +196,11 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 			Mold := M
 			M = s
 			ms = expf(Mold - M)
-			for j, x := range acc {
-				acc[j] = f16Round(x * ms)
-			}
+			scaleF16(acc, ms)
 		} else {
 			vs = expf(s - M)
 		}
-		vr := kv.v16[(base+ic)*hd : (base+ic+1)*hd]
-		for j, x := range vr {
-			acc[j] = f16Round(fma32(quant.F16ToF32(x), vs, acc[j]))
-		}
+		madF16(acc, kv.v16[(base+ic)*hd:(base+ic+1)*hd], vs)
 		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 	}
 	finishAttn(out, acc, S)

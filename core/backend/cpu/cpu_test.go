@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -216,5 +217,59 @@ func TestMisalignedWeight(t *testing.T) {
 	}
 	if got := w.(*Weight).f32; got[0] != 1.5 || got[1] != -2 {
 		t.Errorf("got %v, want [1.5 -2]", got)
+	}
+}
+
+// TestAVX512MatchesGo: the AVX-512 kernels give the Go definitions' bits.
+func TestAVX512MatchesGo(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{16, 64, 80, 128, 176, 896} {
+		for trial := range 20 {
+			w := make([]float32, 4*n)
+			x := make([]float32, n)
+			w16 := make([]uint16, 4*n)
+			x16 := make([]uint16, n)
+			for i := range w {
+				w[i] = float32(rng.NormFloat64() * math.Ldexp(1, trial%7-3))
+				w16[i] = quant.F32ToF16(w[i])
+			}
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+				x16[i] = quant.F32ToF16(x[i])
+			}
+			eq := func(name string, got, want float32) {
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("n=%d trial %d %s: AVX-512 %g, Go %g", n, trial, name, got, want)
+				}
+			}
+			eq("lanes16F32", dotLanes16F32(w[:n], x), dotLanes16F32Go(w[:n], x))
+			eq("lanes16F16", dotLanes16F16(w16[:n], x16), dotLanes16F16Go(w16[:n], x16))
+			eq("vecF16", dotVecF16(w16[:n], x16), dotVecF16Go(w16[:n], x16))
+			eq("vecF32", dotVecF32(w[:n], x), dotVecF32Go(w[:n], x))
+			var four [4]float32
+			dotLanes16F16x4(four[:], w16, x16)
+			for i := range 4 {
+				eq("lanes16F16x4", four[i], dotLanes16F16Go(w16[i*n:(i+1)*n], x16))
+			}
+			acc := make([]float32, n)
+			accGo := make([]float32, n)
+			for i := range acc {
+				acc[i] = quant.F16ToF32(x16[i])
+				accGo[i] = acc[i]
+			}
+			s := float32(rng.Float64())
+			madF16(acc, w16[:n], s)
+			scaleF16(acc, 0.37)
+			for i := range accGo {
+				accGo[i] = f16Round(fma32(quant.F16ToF32(w16[i]), s, accGo[i]))
+				accGo[i] = f16Round(accGo[i] * 0.37)
+			}
+			for i := range acc {
+				eq("madF16+scaleF16", acc[i], accGo[i])
+			}
+		}
 	}
 }

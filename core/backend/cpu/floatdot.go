@@ -38,7 +38,7 @@ func reduce16(v *[16]float32) float32 {
 
 // dotLanes16F32 is tinyBLAS's F32 dot of one weight row and one activation row;
 // len(w) == len(x), a multiple of 16.
-func dotLanes16F32(w, x []float32) float32 {
+func dotLanes16F32Go(w, x []float32) float32 {
 	var acc [16]float32
 	x = x[:len(w)]
 	for c := 0; c+16 <= len(w); c += 16 {
@@ -52,7 +52,7 @@ func dotLanes16F32(w, x []float32) float32 {
 }
 
 // dotLanes16F16 is tinyBLAS's F16 dot (both operands binary16, products in float32).
-func dotLanes16F16(w, x []uint16) float32 {
+func dotLanes16F16Go(w, x []uint16) float32 {
 	var acc [16]float32
 	x = x[:len(w)]
 	for c := 0; c+16 <= len(w); c += 16 {
@@ -77,7 +77,7 @@ func vecReduce(acc *[4][16]float32) float32 {
 }
 
 // dotVecF16 is ggml_vec_dot_f16 on AVX-512: result rounded from a float64 sum.
-func dotVecF16(x, y []uint16) float32 {
+func dotVecF16Go(x, y []uint16) float32 {
 	n := len(x)
 	y = y[:n]
 	np := n &^ 63
@@ -102,7 +102,7 @@ func dotVecF16(x, y []uint16) float32 {
 }
 
 // dotVecF32 is ggml_vec_dot_f32 on AVX-512: a float32 sum throughout.
-func dotVecF32(x, y []float32) float32 {
+func dotVecF32Go(x, y []float32) float32 {
 	n := len(x)
 	y = y[:n]
 	np := n &^ 63
@@ -124,4 +124,108 @@ func dotVecF32(x, y []float32) float32 {
 		sum = fma32(x[i], y[i], sum)
 	}
 	return sum
+}
+
+// The dispatchers: AVX-512 where available (same bits), else the Go definitions.
+
+func dotLanes16F32(w, x []float32) float32 {
+	if !useAVX512 || len(w) == 0 {
+		return dotLanes16F32Go(w, x)
+	}
+	var acc [16]float32
+	x = x[:len(w)]
+	lanes16F32AVX512(&w[0], &x[0], len(w), &acc)
+	return reduce16(&acc)
+}
+
+func dotLanes16F16(w, x []uint16) float32 {
+	if !useAVX512 || len(w) == 0 {
+		return dotLanes16F16Go(w, x)
+	}
+	var acc [16]float32
+	x = x[:len(w)]
+	lanes16F16AVX512(&w[0], &x[0], len(w), &acc)
+	return reduce16(&acc)
+}
+
+// dotLanes16F16x4 writes to out[0:4] the tinyBLAS dots of four consecutive weight rows
+// of w (each n = len(x) values) with x: the same bits as four dotLanes16F16 calls.
+func dotLanes16F16x4(out []float32, w, x []uint16) {
+	n := len(x)
+	w = w[:4*n]
+	if !useAVX512 || n == 0 {
+		for i := range 4 {
+			out[i] = dotLanes16F16Go(w[i*n:(i+1)*n], x)
+		}
+		return
+	}
+	var acc [4][16]float32
+	lanes16F16x4AVX512(&w[0], n, &x[0], n, &acc)
+	for i := range 4 {
+		out[i] = reduce16(&acc[i])
+	}
+}
+
+func dotVecF16(x, y []uint16) float32 {
+	n := len(x)
+	np := n &^ 63
+	if !useAVX512 || np == 0 {
+		return dotVecF16Go(x, y)
+	}
+	y = y[:n]
+	var acc [4][16]float32
+	vecF16AVX512(&x[0], &y[0], np, &acc)
+	sum := float64(vecReduce(&acc))
+	for i := np; i < n; i++ {
+		sum += float64(quant.F16ToF32(x[i]) * quant.F16ToF32(y[i]))
+	}
+	return float32(sum)
+}
+
+func dotVecF32(x, y []float32) float32 {
+	n := len(x)
+	np := n &^ 63
+	if !useAVX512 || np == 0 {
+		return dotVecF32Go(x, y)
+	}
+	y = y[:n]
+	var acc [4][16]float32
+	vecF32AVX512(&x[0], &y[0], np, &acc)
+	sum := vecReduce(&acc)
+	for i := np; i < n; i++ {
+		sum = fma32(x[i], y[i], sum)
+	}
+	return sum
+}
+
+// madF16 is ggml_vec_mad_f16 on an accumulator of F16 values held as float32:
+// acc[i] = f16(fma(v[i], s, acc[i])).
+func madF16(acc []float32, v []uint16, s float32) {
+	n := len(acc)
+	v = v[:n]
+	m := 0
+	if useAVX512 {
+		m = n &^ 15
+		if m > 0 {
+			madF16AVX512(&acc[0], &v[0], m, s)
+		}
+	}
+	for i := m; i < n; i++ {
+		acc[i] = f16Round(fma32(quant.F16ToF32(v[i]), s, acc[i]))
+	}
+}
+
+// scaleF16 is ggml_vec_scale_f16: acc[i] = f16(acc[i]·s).
+func scaleF16(acc []float32, s float32) {
+	n := len(acc)
+	m := 0
+	if useAVX512 {
+		m = n &^ 15
+		if m > 0 {
+			scaleF16AVX512(&acc[0], m, s)
+		}
+	}
+	for i := m; i < n; i++ {
+		acc[i] = f16Round(acc[i] * s)
+	}
 }

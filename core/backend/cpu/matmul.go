@@ -106,7 +106,13 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 			for t := range nt {
 				xr := a16[t*w.cols : (t+1)*w.cols]
 				out := d[t*w.rows : (t+1)*w.rows]
-				for r := lo; r < hi; r++ {
+				r := lo
+				if w.mm.lanes16 {
+					for ; r+4 <= hi; r += 4 {
+						dotLanes16F16x4(out[r:r+4], w.f16[r*w.cols:(r+4)*w.cols], xr)
+					}
+				}
+				for ; r < hi; r++ {
 					wr := w.f16[r*w.cols : (r+1)*w.cols]
 					if w.mm.lanes16 {
 						out[r] = dotLanes16F16(wr, xr)

@@ -1,0 +1,188 @@
+// AVX-512 float kernels with exactly the operation order of ggml's AVX-512 code (see
+// floatdot.go): hardware float32 FMA per lane, so the results are ggml's bits.
+
+#include "textflag.h"
+
+// func lanes16F16AVX512(w, x *uint16, n int, acc *[16]float32)
+// acc[l] = fma(w[16c+l], x[16c+l], acc[l]) for c = 0..n/16-1; n > 0, n%16 == 0.
+TEXT ·lanes16F16AVX512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ acc+24(FP), DX
+	VMOVUPS (DX), Z0
+loopf16:
+	VCVTPH2PS (SI), Z1
+	VCVTPH2PS (DI), Z2
+	VFMADD231PS Z2, Z1, Z0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JNZ loopf16
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func lanes16F16x4AVX512(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32)
+// Four weight rows (w, w+stride, w+2·stride, w+3·stride elements) against one x: the
+// same per-row lane chains as lanes16F16AVX512, interleaved to hide FMA latency.
+TEXT ·lanes16F16x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), BX
+	SHLQ $1, BX
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ acc+32(FP), DX
+	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+loopf16x4:
+	VCVTPH2PS (DI), Z8
+	VCVTPH2PS (SI), Z4
+	VCVTPH2PS (R8), Z5
+	VCVTPH2PS (R9), Z6
+	VCVTPH2PS (R10), Z7
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z8, Z5, Z1
+	VFMADD231PS Z8, Z6, Z2
+	VFMADD231PS Z8, Z7, Z3
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JNZ loopf16x4
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func lanes16F32AVX512(w, x *float32, n int, acc *[16]float32)
+TEXT ·lanes16F32AVX512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ acc+24(FP), DX
+	VMOVUPS (DX), Z0
+loopf32:
+	VMOVUPS (SI), Z1
+	VFMADD231PS (DI), Z1, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ loopf32
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func vecF16AVX512(x, y *uint16, np int, acc *[4][16]float32)
+// ggml_vec_dot_f16's SIMD part: acc[j] = fma(x[i+16j:], y[i+16j:], acc[j]) for steps
+// of 64; np > 0, np%64 == 0.
+TEXT ·vecF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ np+16(FP), CX
+	MOVQ acc+24(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+loopv16:
+	VCVTPH2PS (SI), Z4
+	VCVTPH2PS (DI), Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS 32(SI), Z6
+	VCVTPH2PS 32(DI), Z7
+	VFMADD231PS Z7, Z6, Z1
+	VCVTPH2PS 64(SI), Z4
+	VCVTPH2PS 64(DI), Z5
+	VFMADD231PS Z5, Z4, Z2
+	VCVTPH2PS 96(SI), Z6
+	VCVTPH2PS 96(DI), Z7
+	VFMADD231PS Z7, Z6, Z3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $64, CX
+	JNZ loopv16
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func vecF32AVX512(x, y *float32, np int, acc *[4][16]float32)
+TEXT ·vecF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ np+16(FP), CX
+	MOVQ acc+24(FP), DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+loopv32:
+	VMOVUPS (SI), Z4
+	VFMADD231PS (DI), Z4, Z0
+	VMOVUPS 64(SI), Z5
+	VFMADD231PS 64(DI), Z5, Z1
+	VMOVUPS 128(SI), Z6
+	VFMADD231PS 128(DI), Z6, Z2
+	VMOVUPS 192(SI), Z7
+	VFMADD231PS 192(DI), Z7, Z3
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JNZ loopv32
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func madF16AVX512(acc *float32, v *uint16, n int, s float32)
+// acc[i] = f16(fma(v[i], s, acc[i])) (ggml_vec_mad_f16 with the accumulator held as
+// float32 values); n > 0, n%16 == 0.
+TEXT ·madF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ acc+0(FP), DX
+	MOVQ v+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z3
+loopmad:
+	VMOVUPS (DX), Z0
+	VCVTPH2PS (SI), Z1
+	VFMADD231PS Z3, Z1, Z0
+	VCVTPS2PH $0, Z0, Y2
+	VCVTPH2PS Y2, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ $64, DX
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JNZ loopmad
+	VZEROUPPER
+	RET
+
+// func scaleF16AVX512(acc *float32, n int, s float32)
+// acc[i] = f16(acc[i]·s) (ggml_vec_scale_f16); n > 0, n%16 == 0.
+TEXT ·scaleF16AVX512(SB), NOSPLIT, $0-20
+	MOVQ acc+0(FP), DX
+	MOVQ n+8(FP), CX
+	VBROADCASTSS s+16(FP), Z3
+loopscale:
+	VMULPS (DX), Z3, Z0
+	VCVTPS2PH $0, Z0, Y2
+	VCVTPH2PS Y2, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JNZ loopscale
+	VZEROUPPER
+	RET

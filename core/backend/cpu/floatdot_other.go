@@ -1,0 +1,15 @@
+//go:build !amd64
+
+package cpu
+
+const useAVX512 = false
+
+func lanes16F16AVX512(w, x *uint16, n int, acc *[16]float32) { panic("BUG: cpu: no AVX-512") }
+func lanes16F16x4AVX512(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32) {
+	panic("BUG: cpu: no AVX-512")
+}
+func lanes16F32AVX512(w, x *float32, n int, acc *[16]float32) { panic("BUG: cpu: no AVX-512") }
+func vecF16AVX512(x, y *uint16, np int, acc *[4][16]float32)  { panic("BUG: cpu: no AVX-512") }
+func vecF32AVX512(x, y *float32, np int, acc *[4][16]float32) { panic("BUG: cpu: no AVX-512") }
+func madF16AVX512(acc *float32, v *uint16, n int, s float32)  { panic("BUG: cpu: no AVX-512") }
+func scaleF16AVX512(acc *float32, n int, s float32)           { panic("BUG: cpu: no AVX-512") }
