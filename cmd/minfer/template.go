@@ -21,16 +21,21 @@ func init() {
 const templateUsage = `
 Usage: minfer template (-m MODEL.gguf | --tokenizer PATH/tokenizer.json | --chat-template NAME)
                        --messages FILE.json [--add-generation-prompt]
+                       [--tools TOOLS.json] [--no-thinking]
 
 Renders the conversation in FILE.json (a JSON array of {"role", "content"} objects, as
 in the OpenAI API; - reads stdin) with the model's chat template (tokenizer.chat_template
 in the GGUF, chat_template in tokenizer_config.json beside tokenizer.json) and prints the
 prompt exactly, with no newline added. --chat-template NAME uses a built-in template
 instead (chatml, llama3, llama2, phi3, gemma), e.g. for a model that has none.
+--tools passes a JSON array of OpenAI tool definitions as the template's tools;
+--no-thinking sets enable_thinking to false (Qwen3 then opens an empty think block).
+Messages may carry tool_calls, tool_call_id, name and reasoning_content as in the API.
 
 Examples:
   minfer template -m model.gguf --messages chat.json --add-generation-prompt
   minfer template --tokenizer qwen3/tokenizer.json --messages chat.json
+  minfer template --tokenizer qwen3/tokenizer.json --messages chat.json --tools tools.json --no-thinking
   echo '[{"role":"user","content":"Hi"}]' | minfer template --chat-template chatml --messages -
 `
 
@@ -38,12 +43,15 @@ func runTemplate(ctx context.Context, m *Main, args []string) error {
 	var (
 		tf                tokenizerFlags
 		messages, builtin string
-		addGen            bool
+		tools             string
+		addGen, noThink   bool
 	)
 	fs := m.newFlagSet("template", templateUsage)
 	tf.register(fs)
 	fs.StringVar(&messages, "messages", "", "the conversation: a JSON array of {role, content} in `FILE.json` (- for stdin)")
 	fs.BoolVar(&addGen, "add-generation-prompt", false, "end with the header of the assistant's turn")
+	fs.StringVar(&tools, "tools", "", "pass the JSON array of tool definitions in `TOOLS.json` as tools")
+	fs.BoolVar(&noThink, "no-thinking", false, "set enable_thinking to false")
 	fs.StringVar(&builtin, "chat-template", "", "use the built-in template `NAME` ("+strings.Join(tokenizer.BuiltinTemplateNames(), ", ")+")")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -74,6 +82,20 @@ func runTemplate(ctx context.Context, m *Main, args []string) error {
 	if err := json.Unmarshal(b, &msgs); err != nil {
 		return fmt.Errorf("template: %s: want a JSON array of {\"role\", \"content\"}: %w", messages, err)
 	}
+	var opts tokenizer.RenderOptions
+	if tools != "" {
+		tb, err := m.readInput(tools)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(tb, &opts.Tools); err != nil {
+			return fmt.Errorf("template: %s: want a JSON array of tool definitions: %w", tools, err)
+		}
+	}
+	if noThink {
+		f := false
+		opts.EnableThinking = &f
+	}
 	var out string
 	switch {
 	case src != "":
@@ -81,9 +103,9 @@ func runTemplate(ctx context.Context, m *Main, args []string) error {
 		if tok != nil {
 			bos, eos = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
 		}
-		out, err = tokenizer.RenderTemplate(src, msgs, addGen, bos, eos)
+		out, err = tokenizer.RenderTemplateOptions(src, msgs, addGen, bos, eos, opts)
 	default:
-		out, err = tok.RenderChat(msgs, addGen)
+		out, err = tok.RenderChatOptions(msgs, addGen, opts)
 	}
 	if err != nil {
 		return err

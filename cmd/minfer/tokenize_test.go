@@ -84,6 +84,8 @@ func TestTemplateCLI(t *testing.T) {
 			"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
 		{"llama3", "", []string{"template", "--tokenizer", llama3, "--messages", chat},
 			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"qwen3 tools no-thinking", `[{"type":"function","function":{"name":"f"}}]`, []string{"template", "--tokenizer", qwen, "--messages", chat, "--tools", "-", "--no-thinking", "--add-generation-prompt"},
+			"<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"function\": {\"name\": \"f\"}, \"type\": \"function\"}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"},
 		{"builtin stdin", `[{"role":"user","content":"Hi"}]`, []string{"template", "--chat-template", "chatml", "--messages", "-", "--add-generation-prompt"},
 			"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
 	} {
