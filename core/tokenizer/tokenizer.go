@@ -1,7 +1,26 @@
 // Package tokenizer turns text into token ids and back exactly as llama.cpp does, for
 // SentencePiece-style ("llama"), byte-level BPE ("gpt2") and WordPiece ("bert")
-// vocabularies read from GGUF metadata, byte-level BPE from a Hugging Face
-// tokenizer.json, and renders chat templates.
+// vocabularies read from GGUF metadata (FromGGUF), byte-level BPE from a Hugging Face
+// tokenizer.json (FromHF), and renders chat templates.
+//
+// Reference behaviour: every choice follows llama.cpp's llama-vocab.cpp and unicode.cpp,
+// and is checked against llama.cpp's own test vectors (shared/testdata/tokenizer) and
+// the prompt ids of the golden models. In particular:
+//
+//   - Encode(text, addSpecial, parseSpecial) is llama_tokenize: special-token text is
+//     matched first (control tokens only with parseSpecial, user-defined ones always),
+//     then each remaining fragment is tokenized on its own.
+//   - Byte-level BPE pre-tokenizes with the regex list that tokenizer.ggml.pre selects
+//     (hand-written scanners for gpt-2, llama3 and qwen2; regexp2 over llama.cpp's
+//     "collapsed" text for the others), then merges by rank.
+//   - A tokenizer.json is read as llama.cpp reads the GGUF converted from it: its
+//     normalizer (Qwen's NFC) is not applied, and its Split regex picks the llama.cpp
+//     pre-tokenizer of the same pattern.
+//   - Invalid UTF-8 input is not an error: SPM emits byte tokens, BPE reads each bad
+//     byte as U+FFFD, WordPiece drops it.
+//   - Decode is llama_detokenize (SPM leading space removed, some vocabularies clean
+//     spaces before punctuation); generated text should go through NewDecoder, which
+//     concatenates pieces and holds back split UTF-8 characters, as llama-server does.
 //
 // A Tokenizer is immutable after construction and safe for concurrent use. Token ids are
 // int32 in [0, NVocab()).
