@@ -341,6 +341,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	fmt.Fprintln(r.m.Stdout)
 	if interrupted {
 		fmt.Fprintln(r.m.Stderr, "[reply stopped]")
+		res.Stop = "interrupted"
 	}
 	r.last, r.reused = res, reused
 	r.held = append(append(r.held[:0], ids...), res.Tokens...)
