@@ -108,7 +108,7 @@ func TestServeRunAndREPLAgree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const prompt = "Once upon a time"
 			common := append([]string{"--temp", "0", "--ctx", "256"}, tc.extra...)
-			out, stderr, err := runCLI(t, "", append(append([]string{"run", "--chat", "-p", prompt, "-n", "24"}, common...))...)
+			out, stderr, err := runCLI(t, "", append([]string{"run", "--chat", "-p", prompt, "-n", "24"}, common...)...)
 			if err != nil {
 				t.Fatalf("run: %v\n%s", err, stderr)
 			}
