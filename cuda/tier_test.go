@@ -44,6 +44,9 @@ func TestTierTableSane(t *testing.T) {
 		if tr.MMVQMaxRows < 1 || tr.MMVQMaxRows > 8 {
 			t.Errorf("tier %s: MMVQMaxRows %d outside 1..8 (kernels are instantiated for 1..8)", tr.Name, tr.MMVQMaxRows)
 		}
+		if tr.GEMMMinRows <= tr.MMVQMaxRows {
+			t.Errorf("tier %s: GEMMMinRows %d must exceed MMVQMaxRows %d (row identity)", tr.Name, tr.GEMMMinRows, tr.MMVQMaxRows)
+		}
 		if tr.MMVQWarps < 1 || tr.MMVQWarps > 32 || tr.AttnChunk < 32 || tr.AttnChunk%32 != 0 || tr.AttnMaxSplits < 1 || tr.TopKMaxK < 1 {
 			t.Errorf("tier %s: bad thresholds %+v", tr.Name, tr)
 		}

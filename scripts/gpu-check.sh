@@ -5,24 +5,48 @@
 #   scripts/gpu-check.sh            build into .dev/ and print the device command
 #   scripts/gpu-check.sh device     (on the GPU machine) run every GPU test group and the
 #                                   matmul benchmark; logs go to $OUT (or .dev/out)
+#   scripts/gpu-check.sh bench [PRESET:TYPE ...]
+#                                   (on the GPU machine) synthesize Qwen2.5-shaped models
+#                                   with .dev/minfer synth and measure pp512/tg128 and the
+#                                   verify curve C_T(1..16) of each (TestBenchModel)
 #
 # .dev/ is gitignored; carry it to the GPU machine. The tests read test models from
 # .dev/testdata (a copy of the few ../shared/testdata files they need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [[ "${1:-}" == bench ]]; then
+	shift
+	out=${OUT:-.dev/out}
+	mkdir -p "$out" /tmp/minfer-models
+	export MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-/tmp/minfer-kcache}
+	specs=("$@")
+	((${#specs[@]})) || specs=(qwen2.5-0.5b:q4_k_m qwen2.5-0.5b:q8_0 qwen2.5-7b:q4_k_m qwen2.5-7b:q4_0 qwen2.5-7b:q8_0)
+	for spec in "${specs[@]}"; do
+		preset=${spec%%:*} typ=${spec#*:}
+		f=/tmp/minfer-models/$preset-$typ.gguf
+		[[ -f $f ]] || ./.dev/minfer synth --preset "$preset" --type "$typ" --fast -o "$f" >/dev/null
+		log=$out/e2e-$preset-$typ.log
+		MINFER_BENCH_MODEL=$f ./.dev/cuda.test -test.run '^TestBenchModel$' -test.v -test.timeout 600s >"$log" 2>&1 || echo "FAIL $spec"
+		cat "$log" >>"$out/e2e.log" && rm "$log"
+		grep -h RESULT "$out/e2e.log" | tail -2
+	done
+	exit 0
+fi
+
 if [[ "${1:-}" != device ]]; then
 	mkdir -p .dev/testdata/models/synthetic
 	CGO_ENABLED=0 go test -c -tags cuda -o .dev/cuda.test ./core/backend/cuda
-	CGO_ENABLED=0 go build -o .dev/minfer ./cmd/minfer
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o .dev/minfer ./cmd/minfer
 	src=../shared/testdata/models
 	cp "$src/stories260K.gguf" .dev/testdata/models/
 	for m in llama qwen2 qwen3; do
 		for q in q8_0 q4_0 q4_k_m q6_k; do cp "$src/synthetic/synth-$m-$q.gguf" .dev/testdata/models/synthetic/; done
 	done
-	cp "$src/synthetic/synth-llama-f16.gguf" "$src/synthetic/synth-qwen2-f16.gguf" .dev/testdata/models/synthetic/
+	cp "$src/synthetic/synth-qwen2-f16.gguf" .dev/testdata/models/synthetic/
 	du -sh .dev
-	echo "device command (run tool, carry [\".dev\"]):  bash scripts/gpu-check.sh device"
+	echo 'device command (run tool, carry [".dev/cuda.test", ".dev/minfer", ".dev/testdata"]):'
+	echo '  bash scripts/gpu-check.sh device && bash scripts/gpu-check.sh bench' 
 	exit 0
 fi
 
@@ -32,14 +56,16 @@ export MINFER_TESTDATA=$PWD/.dev/testdata MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-/
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 status=0
 # One process per group: a kernel fault poisons the CUDA context of its process only.
-for group in Smoke MatMulVsCPU MatMulRowIdentity TopKVsCPU GraphReplay Conformance ModelVsCPU; do
+for group in Smoke MatMulVsCPU MatMulRowIdentity TopKVsCPU GraphReplay FusedSequence Conformance ModelVsCPU; do
 	echo "=== $group"
-	if ! ./.dev/cuda.test -test.run "^Test$group\$" -test.timeout 300s ${VERBOSE:+-test.v} >"$out/$group.log" 2>&1; then
+	log=$out/test-$group.log
+	if ! ./.dev/cuda.test -test.run "^Test$group\$" -test.timeout 300s ${VERBOSE:+-test.v} >"$log" 2>&1; then
 		status=1
-		echo "FAIL $group"; grep -E -- "--- FAIL|panic|Error|error" "$out/$group.log" | head -40
+		echo "FAIL $group"; grep -E -- "--- FAIL|panic|Error|error" "$log" | head -40
 	else
-		echo "ok   $group"; grep -E "relative error|greedy|Available|SMs" "$out/$group.log" | head -20 || true
+		echo "ok   $group"
 	fi
+	cat "$log" >>"$out/tests.log" && rm "$log"
 done
 if [[ "${BENCH:-1}" == 1 ]]; then
 	echo "=== BenchmarkMatMul"

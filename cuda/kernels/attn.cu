@@ -2,7 +2,8 @@
 // split s) scores positions [s*chunk, min((s+1)*chunk, pos[r]+1)) and writes the
 // partial (max m, sum l, unnormalised output acc[hd]). attn_combine merges the splits
 // of (r, h) in order. The chunk depends only on the cache size, never on nt, so each row
-// has the same bits whatever the batch.
+// has the same bits whatever the batch. attn_combine also writes the output's 8-bit
+// form when q is not null (hd % 32 == 0).
 #include "common.cuh"
 
 template <bool Q8>
@@ -72,7 +73,7 @@ extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u1
 
 // Grid (heads, nt), threads over hd.
 extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
-                                        int nsplit, int ctx) {
+                                        int nsplit, int ctx, i8 *q, float *qd) {
     const int h = blockIdx.x, r = blockIdx.y;
     if (pos[r] < 0 || pos[r] >= ctx) {  // recorded by attn_part
         for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[((i64)r * heads + h) * hd + d] = 0.0f;
@@ -87,6 +88,8 @@ extern "C" __global__ void attn_combine(const float *part, const int *pos, float
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int s = 0; s < ns; s++) acc += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
-        dst[((i64)r * heads + h) * hd + d] = acc / L;
+        const float v = acc / L;
+        dst[((i64)r * heads + h) * hd + d] = v;
+        if (q) q8_store(v, q, qd, ((i64)r * heads + h) * hd + d);
     }
 }

@@ -77,6 +77,19 @@ static __device__ __forceinline__ void set_error(int *err, int code, int detail)
     if (atomicCAS(err, 0, code) == 0) err[1] = detail;
 }
 
+// q8_store quantizes v, one value per lane, as the 32-value block at element index
+// idx - lane (all 32 lanes of the warp must call it together): int8 round(v/d) with
+// d = amax/127, the scale written by lane 0. Every producer of mat-vec activations
+// (quantize.cu, and the fused epilogues of norm, elementwise and attn) uses it, so an
+// activation's 8-bit form is the same whichever kernel made it.
+static __device__ __forceinline__ void q8_store(float v, i8 *q, float *qd, i64 idx) {
+    const float amax = warp_max(fabsf(v));
+    const float dd = amax / 127.0f;
+    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    q[idx] = (i8)roundf(v * id);
+    if ((threadIdx.x % WARP) == 0) qd[idx / 32] = dd;
+}
+
 // K-quant 6-bit scale and min j (0..7) of a 12-byte scales field (ggml get_scale_min_k4).
 static __device__ __forceinline__ void scale_min_k4(int j, const u8 *q, int &sc, int &m) {
     if (j < 4) {

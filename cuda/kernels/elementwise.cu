@@ -1,11 +1,14 @@
 // elementwise.cu: SwiGLU, residual add and bias add over flat arrays, 256 threads per block.
 #include "common.cuh"
 
-extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, int n) {
+// swiglu also writes dst's 8-bit form when q is not null (n % 32 == 0).
+extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, int n, i8 *q, float *qd) {
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float x = g[i];
-    dst[i] = x / (1.0f + expf(-x)) * u[i];
+    const float v = x / (1.0f + expf(-x)) * u[i];
+    dst[i] = v;
+    if (q) q8_store(v, q, qd, i);
 }
 
 extern "C" __global__ void add(float *dst, const float *x, int n) {

@@ -3,7 +3,8 @@
 // fixed slice of blocks, per type below), keeps one accumulator per activation row and
 // the warp sums them with a fixed xor tree. Weights are read once for all NT rows. The
 // work and summation order of row j never depend on NT, so each row of an NT-row call
-// has the bits of a 1-row call.
+// has the bits of a 1-row call. A non-null bias is added to each output (the fused
+// AddBias of the backend).
 //
 // Quantized types dot int8 weights against activations quantized by quantize.cu
 // (int8 + one float scale per 32 values) with dp4a; F16/F32 weights use f32 activations.
@@ -229,7 +230,7 @@ struct TF32 {
 };
 
 template <class T, int NT>
-static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows) {
+static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows, const float *bias) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const i64 row = (i64)blockIdx.x * (blockDim.x / WARP) + warp;
     if (row >= rows) return;
@@ -245,16 +246,16 @@ static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows)
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const float s = warp_sum(acc[j]);
-        if (lane == 0) dst[(i64)j * rows + row] = s;
+        if (lane == 0) dst[(i64)j * rows + row] = bias ? s + bias[row] : s;
     }
 }
 
 #define MMVQ1(name, T, N)                                                                            \
     extern "C" __global__ void mmvq_##name##_##N(const void *q, const void *d, const void *e,       \
                                                  const int *xq, const float *xd, const float *xf,   \
-                                                 float *dst, int rows, int cols) {                  \
+                                                 float *dst, int rows, int cols, const float *bias) { \
         const Args a = {q, d, e, xq, xd, xf, cols};                                                 \
-        mmvq<T, N>(a, dst, rows);                                                                   \
+        mmvq<T, N>(a, dst, rows, bias);                                                             \
     }
 #define MMVQ(name, T) \
     MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \

@@ -1,9 +1,10 @@
 // norm.cu: RMSNorm × weight, one block per row of n values: dst = x/sqrt(mean(x²)+eps)*w.
 // The host picks blockDim from n alone, so a row's bits never depend on how many rows
 // a call has. Also serves per-head q/k norm (rows = nt*heads, n = head_dim).
+// When q is not null (n % 32 == 0) it also writes dst's 8-bit form for the next matmul.
 #include "common.cuh"
 
-extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, int n, float eps) {
+extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, int n, float eps, i8 *q, float *qd) {
     __shared__ float sh[32];
     const float *xr = x + (i64)blockIdx.x * n;
     float *dr = dst + (i64)blockIdx.x * n;
@@ -11,5 +12,9 @@ extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, i
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
     s = block_sum(s, sh);
     const float scale = 1.0f / sqrtf(s / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) dr[i] = xr[i] * scale * w[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] * scale * w[i];
+        dr[i] = v;
+        if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
+    }
 }

@@ -1,22 +1,59 @@
-// rope.cu: rotary embedding in place on q[nt][heads*hd] and k[nt][kvheads*hd].
-// Grid (nt, heads + kvheads), hd/2 threads; thread i rotates pair i. theta follows
-// ggml's rope cache: theta = pos * (base^(-2/dims))^i built by repeated multiplication,
-// times freq_scale, divided by freq_factors[i] when given.
+// rope.cu: rotary embedding in place on q[nt][heads*hd] and k[nt][kvheads*hd], fused
+// with the KV store: blocks of KV heads then write their rotated k and their v into the
+// cache at pos[r]. Grid (nt, heads + kvheads); blockDim ≥ dims/2, a multiple of 32.
+// theta follows ggml's rope cache: theta = pos * (base^(-2/dims))^i built by repeated
+// multiplication, divided by freq_factors[i] when given, times freq_scale.
+//
+// Cache layouts (one layer): F16 [ctx][kvdim] halves; Q8_0 int8 [ctx][kvdim] plus f16
+// scales [ctx][kvdim/32], quantized as ggml's quantize_row_q8_0_ref.
 #include "common.cuh"
 
-extern "C" __global__ void rope(float *q, float *k, const int *pos, const float *ff, int heads, int kvheads,
-                                int hd, int dims, int neox, float base, float freq_scale) {
+struct KVOut {
+    void *kc, *vc;  // values (u16 for F16, i8 for Q8_0)
+    u16 *kd, *vd;   // Q8_0 scales (null for F16)
+};
+
+static __device__ __forceinline__ void store_row(const float *src, void *c, u16 *cd, i64 base, int hd) {
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float x = src[i];
+        if (!cd) {
+            ((u16 *)c)[base + i] = f2h(x);
+            continue;
+        }
+        const float amax = warp_max(fabsf(x));  // hd % 32 == 0: whole warps
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        ((i8 *)c)[base + i] = (i8)roundf(x * id);
+        if (threadIdx.x % WARP == 0) cd[(base + i) / 32] = f2h(d);
+    }
+}
+
+extern "C" __global__ void rope_store(float *q, float *k, const float *v, const int *pos, const float *ff,
+                                      int heads, int kvheads, int hd, int dims, int neox, float base,
+                                      float freq_scale, void *kc, void *vc, u16 *kd, u16 *vd, int ctx, int *err) {
     const int r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
-    if (i >= dims / 2) return;
-    float *v = h < heads ? q + ((i64)r * heads + h) * hd : k + ((i64)r * kvheads + (h - heads)) * hd;
-    const float theta_scale = powf(base, -2.0f / (float)dims);
-    float theta = (float)pos[r];
-    for (int t = 0; t < i; t++) theta *= theta_scale;
-    if (ff) theta /= ff[i];
-    theta *= freq_scale;
-    const float c = cosf(theta), s = sinf(theta);
-    const int i0 = neox ? i : 2 * i, i1 = neox ? i + dims / 2 : 2 * i + 1;
-    const float x0 = v[i0], x1 = v[i1];
-    v[i0] = x0 * c - x1 * s;
-    v[i1] = x0 * s + x1 * c;
+    const int p = pos[r];
+    float *vec = h < heads ? q + ((i64)r * heads + h) * hd : k + ((i64)r * kvheads + (h - heads)) * hd;
+    if (i < dims / 2) {
+        const float theta_scale = powf(base, -2.0f / (float)dims);
+        float theta = (float)p;
+        for (int t = 0; t < i; t++) theta *= theta_scale;
+        if (ff) theta /= ff[i];
+        theta *= freq_scale;
+        const float c = cosf(theta), s = sinf(theta);
+        const int i0 = neox ? i : 2 * i, i1 = neox ? i + dims / 2 : 2 * i + 1;
+        const float x0 = vec[i0], x1 = vec[i1];
+        vec[i0] = x0 * c - x1 * s;
+        vec[i1] = x0 * s + x1 * c;
+    }
+    if (h < heads) return;
+    if (p < 0 || p >= ctx) {
+        if (i == 0 && h == heads) set_error(err, ERR_KV_POS, p);
+        return;
+    }
+    __syncthreads();  // the rotated k row is complete
+    const int kvh = h - heads, kvdim = kvheads * hd;
+    const i64 off = (i64)p * kvdim + (i64)kvh * hd;
+    store_row(vec, kc, kd, off, hd);
+    store_row(v + ((i64)r * kvheads + kvh) * hd, vc, vd, off, hd);
 }

@@ -99,18 +99,13 @@ func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int,
 	if r.Mode == backend.RoPENeoX {
 		neox = 1
 	}
-	b.launch("rope", cuda.Dim3{X: nt, Y: a.Heads + a.KVHeads}, cuda.Dim3{X: max(32, ceilDiv(r.Dims/2, 32)*32)}, 0,
-		cuda.P(qs.p), cuda.P(ks.p), cuda.P(ps.p), cuda.P(ff), cuda.I(a.Heads), cuda.I(a.KVHeads),
-		cuda.I(hd), cuda.I(r.Dims), cuda.I(neox), cuda.F(r.Base), cuda.F(r.FreqScale))
+	qs.wrote()
+	ks.wrote()
 	kc, vc, kd, vd := kv.layerPtrs(layer)
-	grid := cuda.Dim3{X: ceilDiv(kvdim, 256), Y: nt, Z: 2}
-	if kv.spec.Type == backend.KVF16 {
-		b.launch("kv_store_f16", grid, cuda.Dim3{X: 256}, 0, cuda.P(ks.p), cuda.P(vs.p), cuda.P(kc), cuda.P(vc),
-			cuda.P(ps.p), cuda.I(kvdim), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
-	} else {
-		b.launch("kv_store_q8", grid, cuda.Dim3{X: 256}, 0, cuda.P(ks.p), cuda.P(vs.p), cuda.P(kc), cuda.P(kd),
-			cuda.P(vc), cuda.P(vd), cuda.P(ps.p), cuda.I(kvdim), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
-	}
+	b.launch("rope_store", cuda.Dim3{X: nt, Y: a.Heads + a.KVHeads}, cuda.Dim3{X: max(32, ceilDiv(r.Dims/2, 32)*32)}, 0,
+		cuda.P(qs.p), cuda.P(ks.p), cuda.P(vs.p), cuda.P(ps.p), cuda.P(ff), cuda.I(a.Heads), cuda.I(a.KVHeads),
+		cuda.I(hd), cuda.I(r.Dims), cuda.I(neox), cuda.F(r.Base), cuda.F(r.FreqScale),
+		cuda.P(kc), cuda.P(vc), cuda.P(kd), cuda.P(vd), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
 }
 
 // Attention: causal softmax(q·Kᵀ·Scale)·V over positions 0..pos[i], split-K (attn.cu).
@@ -141,8 +136,17 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 			cuda.P(ps.p), cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.F(a.Scale),
 			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
 	}
+	ds.wrote()
+	var sq, sd cuda.DevicePtr
+	if hd%32 == 0 {
+		sq, sd = b.shadow(ds)
+	}
 	b.launch("attn_combine", cuda.Dim3{X: a.Heads, Y: nt}, cuda.Dim3{X: rowThreads(min(hd, 256))}, 0,
-		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.I(kv.spec.Ctx))
+		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit),
+		cuda.I(kv.spec.Ctx), cuda.P(sq), cuda.P(sd))
+	if sq != 0 {
+		b.setShadow(ds, nt*a.Heads*hd)
+	}
 }
 
 // TopK computes each row's k best (value desc, id asc) on the device when k ≤ the
@@ -216,10 +220,13 @@ func (b *Backend) Run(key string, record func()) error {
 		return errClosed
 	}
 	defer b.enter()()
-	if noGraphs {
+	if b.sw.noGraphs {
 		record()
+		b.flush()
 		return nil
 	}
+	b.epoch++
+	defer func() { b.epoch++ }()
 	if g := b.graphs[key]; g != nil {
 		return g.Launch(b.stream)
 	}
@@ -230,6 +237,7 @@ func (b *Backend) Run(key string, record func()) error {
 	b.err = nil
 	b.capturing = true
 	record()
+	b.flush()
 	b.capturing = false
 	g, err := b.stream.EndCapture()
 	if rec := b.err; rec != nil {

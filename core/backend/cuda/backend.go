@@ -74,6 +74,10 @@ type Backend struct {
 
 	graphs    map[string]*cuda.Graph
 	capturing bool
+	sw        switches
+	epoch     uint64 // bumped at graph capture start/end and replay (see Buffer)
+	led       ledger
+	pend      []pendingMM // matmuls not yet launched (see flush)
 }
 
 var (
@@ -139,7 +143,10 @@ func Open(opts Options) (*Backend, error) {
 	}
 	b := &Backend{ctx: ctx, tier: tier, log: opts.Log, fns: map[string]*cuda.Function{},
 		allocs: map[cuda.DevicePtr]int64{}, scratch: map[string]*scratch{}, graphs: map[string]*cuda.Graph{},
-		reserve: opts.ReserveBytes}
+		reserve: opts.ReserveBytes, sw: readSwitches(), led: ledger{on: ledgerOn()}}
+	if b.led.on {
+		b.sw.noGraphs = true // one launch per op, each timed
+	}
 	if b.log == nil {
 		b.log = io.Discard
 	}
@@ -193,11 +200,15 @@ func (b *Backend) Uploaded() int64 { return b.uploaded }
 
 // enter makes the context current on this goroutine's thread until the returned
 // function runs.
+// Every op but MatMul and a folded AddBias enters here, which first launches the
+// pending matmuls, keeping the stream in program order.
 func (b *Backend) enter() func() {
 	if b.closed {
 		panic("BUG: cuda: backend used after Close")
 	}
-	return b.ctx.Enter()
+	leave := b.ctx.Enter()
+	b.flush()
+	return leave
 }
 
 func (b *Backend) fail(err error) {
@@ -219,6 +230,7 @@ func (b *Backend) takeErr() error {
 		if err := b.stream.Synchronize(); err != nil {
 			b.fail(err)
 		}
+		b.settle()
 		if b.err == nil {
 			var w [8]byte
 			if err := cuda.CopyDtoH(w[:], b.errWord); err != nil {
@@ -266,6 +278,7 @@ func (b *Backend) Close() error {
 	}
 	leave := b.ctx.Enter()
 	defer leave()
+	b.flush()
 	return b.closeLocked()
 }
 

@@ -15,7 +15,8 @@ import (
 // BenchmarkMatMul times the mat-vec kernels on a 7B-sized FFN weight (14336 × 4096),
 // four copies rotated so the 50-60 MB L2 cannot hold them, 32 matmuls per captured
 // graph. It reports weight GB/s (bytes of the weight read per second); the kernels are
-// meant to stream at the copy bandwidth (4.3 TB/s measured on the H200).
+// meant to stream at the copy bandwidth (4.3 TB/s measured on the H200). It also
+// reports TFLOP/s (2·rows·cols·nt per matmul), the measure for the GEMM path (nt ≥ 32).
 func BenchmarkMatMul(b *testing.B) {
 	g := open(b)
 	defer g.Close()
@@ -40,7 +41,7 @@ func BenchmarkMatMul(b *testing.B) {
 			}
 			ws = append(ws, w)
 		}
-		for _, nt := range []int{1, 2, 4, 8, 16} {
+		for _, nt := range []int{1, 2, 4, 8, 16, 32, 64, 512} {
 			b.Run(fmt.Sprintf("%v/nt%d", typ, nt), func(b *testing.B) {
 				x := mustF32(b, g, normals(rng, nt*cols, 1))
 				y, _ := g.NewF32(nt * rows)
@@ -68,6 +69,7 @@ func BenchmarkMatMul(b *testing.B) {
 				perMM := el.Seconds() / float64(b.N*per)
 				b.ReportMetric(perMM*1e6, "us/matmul")
 				b.ReportMetric(float64(rb*rows)/perMM/1e9, "GB/s")
+				b.ReportMetric(2*float64(rows)*cols*float64(nt)/perMM/1e12, "TFLOP/s")
 				g.Free(x)
 				g.Free(y)
 			})

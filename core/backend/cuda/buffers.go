@@ -9,10 +9,22 @@ import (
 )
 
 // Buffer is n elements of 4 bytes (float32 or int32) in device memory.
+//
+// A float buffer may carry an 8-bit shadow: its first q8n values quantized in blocks of
+// 32 (int8 values at q8, float scales after them), as the mat-vec kernels read them.
+// Producers (RMSNorm, SwiGLU, Attention) write it alongside their output and MatMul
+// quantizes into it, so the activations of several matmuls on one input are quantized
+// once. The shadow is valid while nothing wrote the buffer since (gen) and no graph
+// capture or replay intervened (epoch): host-side bookkeeping cannot see a replay.
 type Buffer struct {
 	p   cuda.DevicePtr
 	n   int
 	i32 bool
+
+	gen            uint64
+	q8             cuda.DevicePtr
+	q8n            int
+	q8gen, q8epoch uint64
 }
 
 // Len is the number of elements.
@@ -62,6 +74,34 @@ func buf(x backend.Buffer, need int, i32 bool, what string) *Buffer {
 func f32(x backend.Buffer, need int, what string) *Buffer { return buf(x, need, false, what) }
 func i32(x backend.Buffer, need int, what string) *Buffer { return buf(x, need, true, what) }
 
+// wrote records that an op (enqueued now) writes x, which stales its shadow.
+func (x *Buffer) wrote() { x.gen++ }
+
+// shadow returns x's 8-bit shadow arrays (allocating them on first use), sized for the
+// whole buffer; 0 on allocation failure (recorded).
+func (b *Backend) shadow(x *Buffer) (q, d cuda.DevicePtr) {
+	if x.q8 == 0 {
+		n := ceilDiv(x.n, 32) * 32
+		p, err := b.alloc("activation shadow", int64(n)+int64(n/32)*4)
+		if err != nil {
+			b.fail(err)
+			return 0, 0
+		}
+		x.q8 = p
+	}
+	return x.q8, x.q8 + cuda.DevicePtr(ceilDiv(x.n, 32)*32)
+}
+
+// shadowValid reports whether x's shadow holds its first n values as they are now.
+func (b *Backend) shadowValid(x *Buffer, n int) bool {
+	return x.q8 != 0 && x.q8gen == x.gen && x.q8epoch == b.epoch && x.q8n >= n
+}
+
+// setShadow records that the op just enqueued wrote x's first n values' shadow.
+func (b *Backend) setShadow(x *Buffer, n int) {
+	x.q8gen, x.q8epoch, x.q8n = x.gen, b.epoch, n
+}
+
 // at is the address of element i.
 func (x *Buffer) at(i int) cuda.DevicePtr { return x.p + cuda.DevicePtr(4*i) }
 
@@ -72,6 +112,7 @@ func (b *Backend) WriteF32(dst backend.Buffer, off int, src []float32) {
 		return
 	}
 	defer b.enter()()
+	d.wrote()
 	b.fail(b.stream.CopyHtoD(d.at(off), unsafe.Pointer(&src[0]), 4*len(src)))
 }
 
@@ -186,7 +227,8 @@ func (b *Backend) Free(x any) {
 	switch v := x.(type) {
 	case *Buffer:
 		b.free(v.p)
-		v.p = 0
+		b.free(v.q8)
+		v.p, v.q8 = 0, 0
 	case *Weight:
 		for _, p := range []cuda.DevicePtr{v.q, v.d, v.e} {
 			b.free(p)

@@ -17,13 +17,16 @@ func kernelNames() map[string][]string {
 		"quantize.cu":    {"quantize_q8"},
 		"norm.cu":        {"rmsnorm"},
 		"elementwise.cu": {"swiglu", "add", "add_bias"},
-		"rope.cu":        {"rope"},
-		"kvstore.cu":     {"kv_store_f16", "kv_store_q8"},
+		"rope.cu":        {"rope_store"},
 		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},
 		"topk.cu":        {"topk"},
+		"gemm.cu":        {"gemm_f16w"},
 	}
 	for _, w := range wlayouts {
 		m["embed.cu"] = append(m["embed.cu"], "embed_"+w)
+		if w != "f16" {
+			m["gemm.cu"] = append(m["gemm.cu"], "dequant_f16_"+w)
+		}
 	}
 	for _, w := range []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v", "f16s", "f32v", "f32s"} {
 		for nt := 1; nt <= 8; nt++ {
@@ -89,7 +92,7 @@ func (b *Backend) launch(name string, grid, block cuda.Dim3, shared int, args ..
 	if !ok {
 		panic("BUG: cuda: no kernel " + name)
 	}
-	b.fail(b.l.Launch(b.stream, fn, grid, block, shared, args...))
+	b.timedLaunch(name, func() { b.fail(b.l.Launch(b.stream, fn, grid, block, shared, args...)) })
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -8,19 +8,55 @@ import (
 	"github.com/minfer/minfer/cuda"
 )
 
-// Switches that turn a specialised path off, to bisect a wrong result to one kernel.
-// Each is read once at start; `minfer bench --help` lists them (Switches).
-var (
-	noMultiRow = os.Getenv("MINFER_NO_MMVQ_MULTIROW") == "1" // matmul: one launch per row
-	noGraphs   = os.Getenv("MINFER_NO_GRAPHS") == "1"        // Run: enqueue ops, never capture
-)
+// switches are the MINFER_NO_* environment switches that turn a specialised path off,
+// to bisect a wrong result to one kernel. They are read at Open.
+type switches struct {
+	noMultiRow bool // matmul: one mat-vec launch per row
+	noGraphs   bool // Run: enqueue ops, never capture
+	noGEMM     bool // matmul: chunked mat-vec for every nt
+}
+
+func readSwitches() switches {
+	on := func(k string) bool { return os.Getenv(k) == "1" }
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM")}
+}
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
 func Switches() map[string]string {
 	return map[string]string{
 		"MINFER_NO_MMVQ_MULTIROW": "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
+		"MINFER_NO_GEMM":          "matmul: use chunked mat-vec launches for every nt instead of the tensor-core GEMM",
+		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 	}
+}
+
+// launchSpec is a kernel launch held back; pendingMM is a MatMul whose launches wait
+// until the next op that is neither a MatMul nor an AddBias of one of their outputs, so
+// the model's "q, k, v = x·W; q, k, v += b" folds into three launches. The bias is each
+// launch's last argument.
+type launchSpec struct {
+	name        string
+	grid, block cuda.Dim3
+	args        []cuda.Arg
+	bias        bool // the last argument is the bias pointer
+}
+
+type pendingMM struct {
+	dst      *Buffer
+	nt, rows int
+	biased   bool
+	launches []launchSpec
+}
+
+// flush enqueues the pending matmuls in order.
+func (b *Backend) flush() {
+	for _, mm := range b.pend {
+		for _, l := range mm.launches {
+			b.launch(l.name, l.grid, l.block, 0, l.args...)
+		}
+	}
+	b.pend = b.pend[:0]
 }
 
 func wt(x backend.Weight, what string) *Weight {
@@ -63,6 +99,7 @@ func (b *Backend) Embed(dst backend.Buffer, table backend.Weight, ids backend.Bu
 	w := wt(table, "Embed")
 	d, id := f32(dst, nt*w.cols, "Embed dst"), i32(ids, nt, "Embed ids")
 	defer b.enter()()
+	d.wrote()
 	b.launch("embed_"+w.layout, cuda.Dim3{X: ceilDiv(w.cols, 256), Y: nt}, cuda.Dim3{X: 256}, 0,
 		cuda.P(w.q), cuda.P(w.d), cuda.P(w.e), cuda.P(id.p), cuda.P(d.p), cuda.I(w.rows), cuda.I(w.cols), cuda.P(b.errWord))
 }
@@ -73,8 +110,16 @@ func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps f
 	v := b.vec(w, "RMSNorm")
 	xs, ds := f32(x, nt*v.cols, "RMSNorm x"), f32(dst, nt*v.cols, "RMSNorm dst")
 	defer b.enter()()
+	ds.wrote()
+	var sq, sd cuda.DevicePtr
+	if v.cols%32 == 0 {
+		sq, sd = b.shadow(ds)
+	}
 	b.launch("rmsnorm", cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-		cuda.P(xs.p), cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps))
+		cuda.P(xs.p), cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))
+	if sq != 0 {
+		b.setShadow(ds, nt*v.cols)
+	}
 }
 
 // HeadNorm: RMSNorm of each head (w.Cols values) of x[nt][heads*w.Cols], in place.
@@ -83,16 +128,31 @@ func (b *Backend) HeadNorm(x backend.Buffer, w backend.Weight, nt, heads int, ep
 	v := b.vec(w, "HeadNorm")
 	xs := f32(x, nt*heads*v.cols, "HeadNorm x")
 	defer b.enter()()
+	xs.wrote()
 	b.launch("rmsnorm", cuda.Dim3{X: nt * heads}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-		cuda.P(xs.p), cuda.P(v.q), cuda.P(xs.p), cuda.I(v.cols), cuda.F(eps))
+		cuda.P(xs.p), cuda.P(v.q), cuda.P(xs.p), cuda.I(v.cols), cuda.F(eps), cuda.P(0), cuda.P(0))
 }
 
-// AddBias: x[i] += bias for each of nt rows.
+// AddBias: x[i] += bias for each of nt rows. When x is the output of a pending
+// MatMul of the same shape, the bias is added in that matmul's epilogue instead.
 func (b *Backend) AddBias(x backend.Buffer, bias backend.Weight, nt int) {
 	checkNT(nt, "AddBias")
 	v := b.vec(bias, "AddBias")
 	xs := f32(x, nt*v.cols, "AddBias x")
+	for i := range b.pend {
+		if mm := &b.pend[i]; mm.dst == xs && mm.nt == nt && mm.rows == v.cols && !mm.biased {
+			mm.biased = true
+			for j := range mm.launches {
+				if l := &mm.launches[j]; l.bias {
+					l.args[len(l.args)-1] = cuda.P(v.q)
+				}
+			}
+			xs.wrote()
+			return
+		}
+	}
 	defer b.enter()()
+	xs.wrote()
 	g, bl := flat(nt * v.cols)
 	b.launch("add_bias", g, bl, 0, cuda.P(xs.p), cuda.P(v.q), cuda.I(nt*v.cols), cuda.I(v.cols))
 }
@@ -102,8 +162,16 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Buffer, nt, n int) {
 	checkNT(nt, "SwiGLU")
 	d, g, u := f32(dst, nt*n, "SwiGLU dst"), f32(gate, nt*n, "SwiGLU gate"), f32(up, nt*n, "SwiGLU up")
 	defer b.enter()()
+	d.wrote()
+	var sq, sd cuda.DevicePtr
+	if n%32 == 0 {
+		sq, sd = b.shadow(d)
+	}
 	gr, bl := flat(nt * n)
-	b.launch("swiglu", gr, bl, 0, cuda.P(d.p), cuda.P(g.p), cuda.P(u.p), cuda.I(nt*n))
+	b.launch("swiglu", gr, bl, 0, cuda.P(d.p), cuda.P(g.p), cuda.P(u.p), cuda.I(nt*n), cuda.P(sq), cuda.P(sd))
+	if sq != 0 {
+		b.setShadow(d, nt*n)
+	}
 }
 
 // Add: dst[j] += x[j] for j < n.
@@ -113,6 +181,7 @@ func (b *Backend) Add(dst, x backend.Buffer, n int) {
 		return
 	}
 	defer b.enter()()
+	d.wrote()
 	g, bl := flat(n)
 	b.launch("add", g, bl, 0, cuda.P(d.p), cuda.P(xs.p), cuda.I(n))
 }
@@ -124,6 +193,7 @@ func (b *Backend) CopyRows(dst, src backend.Buffer, row, n, cols int) {
 	}
 	s, d := f32(src, (row+n)*cols, "CopyRows src"), f32(dst, n*cols, "CopyRows dst")
 	defer b.enter()()
+	d.wrote()
 	b.fail(b.stream.CopyDtoD(d.p, s.at(row*cols), 4*n*cols))
 }
 
@@ -135,7 +205,20 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 	if xs == ds {
 		panic("BUG: cuda: MatMul: dst aliases x")
 	}
-	defer b.enter()()
+	// No flush: consecutive matmuls stay pending so the AddBias calls that follow them
+	// can fold into their epilogues (see pendingMM).
+	defer b.ctx.Enter()()
+	for _, mm := range b.pend {
+		if mm.dst == xs { // x is still to be written: launch its writer first
+			b.flush()
+			break
+		}
+	}
+	ds.wrote()
+	if nt >= b.tier.GEMMMinRows && !b.sw.noGEMM && W.cols%32 == 0 {
+		b.gemm(W, xs, ds, nt)
+		return
+	}
 	kernel := W.layout
 	var xq, xd cuda.DevicePtr
 	switch W.layout {
@@ -144,30 +227,54 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 	case "f32":
 		kernel = map[bool]string{true: "f32v", false: "f32s"}[W.cols%4 == 0]
 	default:
-		// Quantize all nt rows once: int8 values, then one float scale per 32.
-		nblocks := nt * W.cols / 32
-		qBytes := int64(ceilDiv(nt*W.cols, 256) * 256)
-		sc := b.scratchFor("q8", qBytes+int64(4*nblocks))
-		if sc == 0 {
+		// x's 8-bit form: from its shadow if a producer (or an earlier matmul) wrote it,
+		// else quantized now into the shadow.
+		if xq, xd = b.shadow(xs); xq == 0 {
 			return
 		}
-		xq, xd = sc, sc+cuda.DevicePtr(qBytes)
-		b.launch("quantize_q8", cuda.Dim3{X: ceilDiv(nblocks, 8)}, cuda.Dim3{X: 256}, 0,
-			cuda.P(xs.p), cuda.P(xq), cuda.P(xd), cuda.I(nblocks))
+		if !b.shadowValid(xs, nt*W.cols) {
+			nblocks := nt * W.cols / 32
+			b.launch("quantize_q8", cuda.Dim3{X: ceilDiv(nblocks, 8)}, cuda.Dim3{X: 256}, 0,
+				cuda.P(xs.p), cuda.P(xq), cuda.P(xd), cuda.I(nblocks))
+			b.setShadow(xs, nt*W.cols)
+		}
 	}
 	warps := b.tier.MMVQWarps
 	step := b.tier.MMVQMaxRows
-	if noMultiRow {
+	if b.sw.noMultiRow {
 		step = 1
 	}
+	mm := pendingMM{dst: ds, nt: nt, rows: W.rows}
 	for r0 := 0; r0 < nt; r0 += step {
 		n := min(step, nt-r0)
 		var q, d cuda.DevicePtr
 		if xq != 0 {
 			q, d = xq+cuda.DevicePtr(r0*W.cols), xd+cuda.DevicePtr(4*r0*W.cols/32)
 		}
-		b.launch(fmt.Sprintf("mmvq_%s_%d", kernel, n), cuda.Dim3{X: ceilDiv(W.rows, warps)}, cuda.Dim3{X: 32 * warps}, 0,
-			cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(q), cuda.P(d), cuda.P(xs.at(r0*W.cols)),
-			cuda.P(ds.at(r0*W.rows)), cuda.I(W.rows), cuda.I(W.cols))
+		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
+			grid: cuda.Dim3{X: ceilDiv(W.rows, warps)}, block: cuda.Dim3{X: 32 * warps},
+			args: []cuda.Arg{cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(q), cuda.P(d), cuda.P(xs.at(r0 * W.cols)),
+				cuda.P(ds.at(r0 * W.rows)), cuda.I(W.rows), cuda.I(W.cols), 0}})
 	}
+	b.pend = append(b.pend, mm)
+}
+
+// gemm queues the tensor-core path: dequantize w to an f16 copy (F16 weights are used
+// as they are), then the tiled f16 GEMM (gemm.cu).
+func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int) {
+	mm := pendingMM{dst: ds, nt: nt, rows: W.rows}
+	wf := W.q
+	if W.layout != "f16" {
+		n := W.rows * W.cols
+		if wf = b.scratchFor("wf16", 2*int64(n)); wf == 0 {
+			return
+		}
+		mm.launches = append(mm.launches, launchSpec{name: "dequant_f16_" + W.layout,
+			grid: cuda.Dim3{X: ceilDiv(n, 256)}, block: cuda.Dim3{X: 256},
+			args: []cuda.Arg{cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(wf), cuda.I(W.rows), cuda.I(W.cols)}})
+	}
+	mm.launches = append(mm.launches, launchSpec{name: "gemm_f16w", bias: true,
+		grid: cuda.Dim3{X: ceilDiv(W.rows, 128), Y: ceilDiv(nt, 128)}, block: cuda.Dim3{X: 256},
+		args: []cuda.Arg{cuda.P(wf), cuda.P(xs.p), cuda.P(ds.p), cuda.I(nt), cuda.I(W.rows), cuda.I(W.cols), 0}})
+	b.pend = append(b.pend, mm)
 }

@@ -1,0 +1,129 @@
+package cuda
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/minfer/minfer/cuda"
+)
+
+// ledger times every kernel with CUDA events when MINFER_LEDGER=1 (graphs are then
+// off, so each op is a separate launch): the profiling mode behind a per-kernel table.
+type ledger struct {
+	on      bool
+	pending []timed
+	free    []*cuda.Event
+	stats   map[string]*KernelStat
+}
+
+type timed struct {
+	name       string
+	start, end *cuda.Event
+}
+
+// KernelStat is one kernel's share of the time measured in ledger mode.
+type KernelStat struct {
+	Name  string
+	Calls int
+	MS    float64 // total device milliseconds
+}
+
+func (l *ledger) event() *cuda.Event {
+	if n := len(l.free); n > 0 {
+		e := l.free[n-1]
+		l.free = l.free[:n-1]
+		return e
+	}
+	e, err := cuda.NewEvent()
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+// around records events before and after launch when the ledger is on.
+func (b *Backend) timedLaunch(name string, launch func()) {
+	if !b.led.on || b.capturing {
+		launch()
+		return
+	}
+	s, e := b.led.event(), b.led.event()
+	if s == nil || e == nil {
+		launch()
+		return
+	}
+	s.Record(b.stream)
+	launch()
+	e.Record(b.stream)
+	b.led.pending = append(b.led.pending, timed{name: name, start: s, end: e})
+}
+
+// settle folds finished events into the stats (call after a stream sync).
+func (b *Backend) settle() {
+	if len(b.led.pending) == 0 {
+		return
+	}
+	if b.led.stats == nil {
+		b.led.stats = map[string]*KernelStat{}
+	}
+	for _, t := range b.led.pending {
+		ms, err := cuda.Elapsed(t.start, t.end)
+		if err == nil {
+			k := t.name
+			// Group instantiations: mmvq_q4_k_3 → mmvq_q4_k.
+			if strings.HasPrefix(k, "mmvq_") {
+				k = k[:strings.LastIndexByte(k, '_')]
+			}
+			st := b.led.stats[k]
+			if st == nil {
+				st = &KernelStat{Name: k}
+				b.led.stats[k] = st
+			}
+			st.Calls++
+			st.MS += float64(ms)
+		}
+		b.led.free = append(b.led.free, t.start, t.end)
+	}
+	b.led.pending = b.led.pending[:0]
+}
+
+// Ledger returns the per-kernel times measured since Open (or the last ResetLedger),
+// largest first; empty unless MINFER_LEDGER=1.
+func (b *Backend) Ledger() []KernelStat {
+	var out []KernelStat
+	for _, s := range b.led.stats {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(x, y KernelStat) int {
+		switch {
+		case x.MS > y.MS:
+			return -1
+		case x.MS < y.MS:
+			return 1
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return out
+}
+
+// ResetLedger clears the measured times.
+func (b *Backend) ResetLedger() { b.led.stats = nil }
+
+// WriteLedger prints the ledger as a table: ms and share per kernel.
+func (b *Backend) WriteLedger(w io.Writer) {
+	st := b.Ledger()
+	var total float64
+	for _, s := range st {
+		total += s.MS
+	}
+	fmt.Fprintf(w, "%-22s %8s %10s %9s %6s\n", "kernel", "calls", "ms", "µs/call", "%")
+	for _, s := range st {
+		fmt.Fprintf(w, "%-22s %8d %10.3f %9.2f %5.1f%%\n", s.Name, s.Calls, s.MS, 1e3*s.MS/float64(s.Calls), 100*s.MS/total)
+	}
+	fmt.Fprintf(w, "%-22s %8s %10.3f\n", "total", "", total)
+}
+
+func ledgerOn() bool { return os.Getenv("MINFER_LEDGER") == "1" }
