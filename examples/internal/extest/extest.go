@@ -1,0 +1,160 @@
+// Package extest is the harness the plugin examples test themselves with: build an
+// example to WebAssembly, load it through a minfer.toml, and generate with the engine on
+// the stories260K test model, so a test can check the engine really used the plugin.
+package extest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/plugins"
+)
+
+// BuildWasm compiles the Go plugin in dir (the test's working directory when ".") with
+// GOOS=wasip1 GOARCH=wasm -buildmode=c-shared and returns the .wasm path.
+func BuildWasm(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plugin.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build (GOOS=wasip1): %v\n%s", err, b)
+	}
+	return out
+}
+
+// Config writes toml to a minfer.toml in a temporary directory and loads it (relative
+// plugin paths resolve against that directory).
+func Config(t *testing.T, toml string) *config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "minfer.toml")
+	if err := os.WriteFile(p, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Options of Generate.
+type Options struct {
+	Prompt  string
+	Tokens  int  // tokens to generate
+	Draft   bool // speculative decoding with the target as its own draft
+	Seed    uint64
+	Penalty bool // use the config's [sampling] penalty
+}
+
+// Generate runs one request on stories260K with the sampler, penalty and (with a draft)
+// the depth policy that cfg names, each instantiated from cfg's plugin table.
+func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
+	t.Helper()
+	ctx := context.Background()
+	b := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { b.Close() })
+	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	target, err := model.Load(b, f, model.Options{Name: "target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Close() })
+	var draft *model.Model
+	if o.Draft {
+		if draft, err = model.Load(b, f, model.Options{Name: "draft"}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { draft.Close() })
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, os.Stderr, plugins.WithDir(cfg.Dir), plugins.WithInstances(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	params := func(name string) map[string]any { return Params(t, cfg, name) }
+
+	req := engine.Request{NPredict: o.Tokens, Seed: o.Seed}
+	name := cfg.Sampling.SamplerName()
+	s, _, err := reg.Sampler(ctx, name, params(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plugins.Release(s) })
+	req.Sampler = s
+	if name := cfg.Sampling.Penalty; name != "" && o.Penalty {
+		p, _, err := reg.Penalty(ctx, name, params(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { plugins.Release(p) })
+		req.Penalty = p
+	}
+	if o.Draft {
+		name := cfg.Spec.PolicyName()
+		p, _, err := reg.Policy(ctx, name, params(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { plugins.Release(p) })
+		req.Policy, req.PolicyName = p, name
+	}
+	if req.Prompt, err = tok.Encode(o.Prompt, true, true); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: vocab{tok}, Ctx: 256, DraftMax: cfg.Spec.DraftMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	res, err := sess.Generate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Params is the JSON params object cfg hands plugin name, decoded.
+func Params(t *testing.T, cfg *config.Config, name string) map[string]any {
+	t.Helper()
+	b, err := cfg.PluginParams(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(fmt.Errorf("params of %s: %w", name, err))
+	}
+	return m
+}
+
+type vocab struct{ t *tokenizer.Tokenizer }
+
+func (v vocab) IsEOG(id int32) bool          { return v.t.IsEOG(id) }
+func (v vocab) NewStream() engine.TextStream { return stream{v.t.NewDecoder()} }
+
+type stream struct{ d *tokenizer.StreamDecoder }
+
+func (s stream) Next(id int32) string { t, _ := s.d.Add(id); return t }
+func (s stream) Flush() string        { return s.d.Flush() }
