@@ -9,9 +9,16 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	for _, threads := range []int{1, 3} {
-		t.Run(map[int]string{1: "threads=1", 3: "threads=3"}[threads], func(t *testing.T) {
-			backendtest.Run(t, func() backend.Backend { return cpu.New(cpu.Options{Threads: threads}) })
+	for _, tc := range []struct {
+		name string
+		opts cpu.Options
+	}{
+		{"threads=1", cpu.Options{Threads: 1}},
+		{"threads=3", cpu.Options{Threads: 3}},
+		{"ggml-order", cpu.Options{Threads: 2, GGMLOrder: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backendtest.Run(t, func() backend.Backend { return cpu.New(tc.opts) })
 		})
 	}
 }

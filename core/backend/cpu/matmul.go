@@ -26,8 +26,9 @@ type matKernel struct {
 	dot         func(n int, w, x []byte) float32
 }
 
-// matKernelFor picks the kernel for w, or kindNone when the type has no dot product.
-func matKernelFor(w *Weight) matKernel {
+// matKernelFor picks the kernel for w, or kindNone when the type has no dot product;
+// ggmlOrder selects the reference kernels of ggmldot.go where there is one.
+func matKernelFor(w *Weight, ggmlOrder bool) matKernel {
 	// llama.cpp runs tinyBLAS for batches when k%16 == 0 and m%4 == 0 and
 	// ggml_vec_dot_* otherwise; using one order for every nt keeps row identity.
 	lanes := w.cols%16 == 0 && w.rows%4 == 0
@@ -38,6 +39,9 @@ func matKernelFor(w *Weight) matKernel {
 		return matKernel{kind: kindF16, lanes16: lanes}
 	}
 	vdt, dot := vecDotOf(w.tr)
+	if g := ggmlDots[w.typ]; ggmlOrder && g != nil {
+		dot = g
+	}
 	if dot == nil {
 		return matKernel{}
 	}
