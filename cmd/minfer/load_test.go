@@ -342,4 +342,3 @@ func reportLoad(t *testing.T, results []loadResult, clients, perClient int, wall
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
