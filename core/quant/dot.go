@@ -7,14 +7,10 @@ import (
 )
 
 // Dot kernels: pure-Go definitions. The SIMD kernels (dot_amd64.go) compute exactly the
-// same integers per block and add the float32 block partials in the same order, so both
-// paths give identical bits.
-//
-// Summation order: the float32 partial of block b (one 32-value block, or one 256-value
-// super-block for the K-quants) is added to lane b%8 of eight float32 accumulators, which
-// are then reduced as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), the order an 8-wide vector
-// register reduces in. Float rows (F32/F16/BF16) use 32 lanes, value i in lane i%32,
-// reduced lane-wise ((a0+a1)+(a2+a3)) over the four 8-lane groups, then as above.
+// same integers and float operations in the same order, so both paths give identical
+// bits. The block formats follow ggml's x86 kernels operation for operation (see
+// fma32 below). Float rows (F32/F16/BF16) use 32 lanes, value i in lane i%32, reduced
+// lane-wise ((a0+a1)+(a2+a3)) over the four 8-lane groups, then as lanes8.
 
 func init() {
 	setDot(F32, F32, dotF32, quantizeF32)
@@ -138,84 +134,138 @@ func dotBF16(n int, w, x []byte) float32 {
 	return acc.sum()
 }
 
-// dot32i8 is the integer dot of 32 signed bytes.
-func dot32i8(w, x []byte) int32 {
-	var s int32
-	for j := 0; j < 32; j++ {
-		s += int32(int8(w[j])) * int32(int8(x[j]))
+// fma32 is a·b+c rounded once to float32, as the FMA instructions of ggml's kernels
+// compute it. a·b is exact in float64; the float64 sum can round, and rounding that
+// again to float32 could land on the wrong side of a float32 midpoint, so that case is
+// detected (TwoSum error term) and resolved toward the exact value.
+func fma32(a, b, c float32) float32 {
+	p := float64(a) * float64(b)
+	s := p + float64(c)
+	f := float32(s)
+	if float64(f) == s {
+		return f
 	}
-	return s
+	// Error of the float64 sum (exact: s + e == p + c).
+	bb := s - p
+	e := (p - (s - bb)) + (float64(c) - bb)
+	if e == 0 {
+		return f
+	}
+	// The float32 neighbour of s on the other side from f.
+	g := math.Nextafter32(f, float32(math.Copysign(math.Inf(1), s-float64(f))))
+	if s != (float64(f)+float64(g))/2 {
+		return f
+	}
+	// s is exactly halfway: the exact value lies on e's side of it.
+	if (e > 0) == (float64(g) > float64(f)) {
+		return g
+	}
+	return f
+}
+
+// ggml's x86 dot kernels (AVX2, with AVX512-VNNI for the integer products; the build
+// llama.cpp uses on this class of machine) keep eight float32 lanes: lane k of a 32-byte
+// chunk is the integer sum over its bytes 4k..4k+3, and each block does
+// acc[k] = fma(scale, float32(lane_k), acc[k]); the lanes are reduced at the end as
+// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). Reproducing that order keeps minfer's logits
+// bit-close to llama.cpp's: a one-ulp difference in a matmul output can flip the
+// rounding of an activation quantized for the next matmul.
+
+// lanes32i are the eight lane sums of one 32-value chunk: lane k = Σ_{j=4k}^{4k+3} w_j·x_j.
+type laneInts [8]int32
+
+// addLanes adds the products of 32 weights (values given by wv) with 32 int8 activations.
+func (l *laneInts) addLanes(wv func(j int) int32, x []byte, scale int32) {
+	for k := 0; k < 8; k++ {
+		var s int32
+		for j := 4 * k; j < 4*k+4; j++ {
+			s += wv(j) * int32(int8(x[j]))
+		}
+		l[k] += scale * s
+	}
+}
+
+// fmaLanes does acc[k] = fma(d, float32(l[k]), acc[k]) for the eight lanes.
+func (acc *lanes8) fmaLanes(d float32, l *laneInts) {
+	for k := range acc {
+		acc[k] = fma32(d, float32(l[k]), acc[k])
+	}
 }
 
 func dotQ8_0(n int, w, x []byte) float32 {
 	var acc lanes8
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q8_0Bytes:(b+1)*q8_0Bytes], x[b*q8_0Bytes:(b+1)*q8_0Bytes]
-		isum := dot32i8(wb[2:], xb[2:])
-		acc[b%8] += float32(isum) * float32(f16At(wb)*f16At(xb))
+		var l laneInts
+		l.addLanes(func(j int) int32 { return int32(int8(wb[2+j])) }, xb[2:], 1)
+		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
 	}
 	return acc.sum()
 }
 
-// q4Ints is Σ (q-8)·x over one Q4_0 block's 32 values.
-func q4Ints(qs, x []byte) int32 {
-	var s int32
-	for j := 0; j < 16; j++ {
-		s += (int32(qs[j]&0xf) - 8) * int32(int8(x[j]))
-		s += (int32(qs[j]>>4) - 8) * int32(int8(x[j+16]))
+// q4Value is value j (0..31) of a Q4_0/Q4_1 block's nibbles qs, minus bias.
+func q4Value(qs []byte, j int, bias int32) int32 {
+	if j < 16 {
+		return int32(qs[j]&0xf) - bias
 	}
-	return s
+	return int32(qs[j-16]>>4) - bias
+}
+
+// q5Value is value j of a Q5_0/Q5_1 block (nibble plus fifth bit), minus bias.
+func q5Value(qh uint32, qs []byte, j int, bias int32) int32 {
+	return q4Value(qs, j, 0) | int32(qh>>j&1)<<4 - bias
 }
 
 func dotQ4_0(n int, w, x []byte) float32 {
 	var acc lanes8
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q4_0Bytes:(b+1)*q4_0Bytes], x[b*q8_0Bytes:(b+1)*q8_0Bytes]
-		acc[b%8] += float32(q4Ints(wb[2:], xb[2:])) * float32(f16At(wb)*f16At(xb))
+		var l laneInts
+		l.addLanes(func(j int) int32 { return q4Value(wb[2:], j, 8) }, xb[2:], 1)
+		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
 	}
 	return acc.sum()
-}
-
-// q5Ints is Σ (q-bias)·x over one Q5 block, q = nibble | fifth bit << 4.
-func q5Ints(qh uint32, qs, x []byte, bias int32) int32 {
-	var s int32
-	for j := 0; j < 16; j++ {
-		lo := int32(qs[j]&0xf) | int32(qh>>j&1)<<4
-		hi := int32(qs[j]>>4) | int32(qh>>(j+16)&1)<<4
-		s += (lo - bias) * int32(int8(x[j]))
-		s += (hi - bias) * int32(int8(x[j+16]))
-	}
-	return s
 }
 
 func dotQ5_0(n int, w, x []byte) float32 {
 	var acc lanes8
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q5_0Bytes:(b+1)*q5_0Bytes], x[b*q8_0Bytes:(b+1)*q8_0Bytes]
-		isum := q5Ints(binary.LittleEndian.Uint32(wb[2:]), wb[6:], xb[2:], 16)
-		acc[b%8] += float32(isum) * float32(f16At(wb)*f16At(xb))
+		qh := binary.LittleEndian.Uint32(wb[2:])
+		var l laneInts
+		l.addLanes(func(j int) int32 { return q5Value(qh, wb[6:], j, 16) }, xb[2:], 1)
+		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
 	}
 	return acc.sum()
 }
 
+// dotQ4_1 and dotQ5_1 add Σ m·s in a separate scalar sum, after the lanes (ggml's
+// "summs"); that sum is computed without fusing, as ISO C compiles it.
 func dotQ4_1(n int, w, x []byte) float32 {
 	var acc lanes8
+	var summs float32
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q4_1Bytes:(b+1)*q4_1Bytes], x[b*q8_1Bytes:(b+1)*q8_1Bytes]
-		isum := q4Ints(wb[4:], xb[4:]) + 8*sumI8(xb[4:36])
-		acc[b%8] += float32(float32(isum)*float32(f16At(wb)*f16At(xb))) + float32(f16At(wb[2:])*f16At(xb[2:]))
+		summs += float32(f16At(wb[2:]) * f16At(xb[2:]))
+		var l laneInts
+		l.addLanes(func(j int) int32 { return q4Value(wb[4:], j, 0) }, xb[4:], 1)
+		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
 	}
-	return acc.sum()
+	return acc.sum() + summs
 }
 
 func dotQ5_1(n int, w, x []byte) float32 {
 	var acc lanes8
+	var summs float32
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q5_1Bytes:(b+1)*q5_1Bytes], x[b*q8_1Bytes:(b+1)*q8_1Bytes]
-		isum := q5Ints(binary.LittleEndian.Uint32(wb[4:]), wb[8:], xb[4:], 0)
-		acc[b%8] += float32(float32(isum)*float32(f16At(wb)*f16At(xb))) + float32(f16At(wb[2:])*f16At(xb[2:]))
+		summs += float32(f16At(wb[2:]) * f16At(xb[2:]))
+		qh := binary.LittleEndian.Uint32(wb[4:])
+		var l laneInts
+		l.addLanes(func(j int) int32 { return q5Value(qh, wb[8:], j, 0) }, xb[4:], 1)
+		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
 	}
-	return acc.sum()
+	return acc.sum() + summs
 }
 
 func sumI8(x []byte) int32 {

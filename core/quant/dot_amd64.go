@@ -6,7 +6,7 @@ import "golang.org/x/sys/cpu"
 
 // hasAVX2 selects the generated kernels: AVX2 for the integer work, F16C for the block
 // scales and F16 rows. Without them the pure-Go definitions run (same results).
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
 
 func init() {
 	if !hasAVX2 {
@@ -16,8 +16,6 @@ func init() {
 	table[Q4_0].VecDot = dotQ4_0SIMD
 	table[Q5_0].VecDot = dotQ5_0SIMD
 	table[F16].VecDot = dotF16SIMD
-	table[Q4_K].VecDot = dotQ4_KSIMD
-	table[Q6_K].VecDot = dotQ6_KSIMD
 }
 
 // simdKernels names the SIMD kernels and their pure-Go definitions, for the tests.
@@ -26,8 +24,6 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q4_0: {dotQ4_0SIMD, dotQ4_0},
 	Q5_0: {dotQ5_0SIMD, dotQ5_0},
 	F16:  {dotF16SIMD, dotF16},
-	Q4_K: {dotQ4_KSIMD, dotQ4_K},
-	Q6_K: {dotQ6_KSIMD, dotQ6_K},
 }
 
 func dotBlocksSIMD(n int, w, x []byte, wBytes int, k func(w, x *byte, nb int, acc *[8]float32)) float32 {
@@ -59,54 +55,6 @@ func dotF16SIMD(n int, w, x []byte) float32 {
 	return acc.sum()
 }
 
-// kChunk is how many super-blocks one SIMD call handles; their integers go to a stack
-// buffer and the float part runs in Go, in the pure-Go order.
-const kChunk = 32
-
-func dotQ4_KSIMD(n int, w, x []byte) float32 {
-	nb := n / QK_K
-	if nb == 0 {
-		return 0
-	}
-	_ = w[nb*q4_KBytes-1]
-	_ = x[nb*q8_KBytes-1]
-	var acc lanes8
-	var ints [2 * kChunk]int32
-	for b0 := 0; b0 < nb; b0 += kChunk {
-		c := min(kChunk, nb-b0)
-		q4KIntsAVX2(&w[b0*q4_KBytes], &x[b0*q8_KBytes], c, &ints[0])
-		for j := 0; j < c; j++ {
-			b := b0 + j
-			wb, xb := w[b*q4_KBytes:], x[b*q8_KBytes:]
-			acc[b%8] += kBlockValue(wb, xb, ints[2*j], ints[2*j+1], true, 0)
-		}
-	}
-	return acc.sum()
-}
-
-func dotQ6_KSIMD(n int, w, x []byte) float32 {
-	nb := n / QK_K
-	if nb == 0 {
-		return 0
-	}
-	_ = w[nb*q6_KBytes-1]
-	_ = x[nb*q8_KBytes-1]
-	var acc lanes8
-	var ints [kChunk]int32
-	for b0 := 0; b0 < nb; b0 += kChunk {
-		c := min(kChunk, nb-b0)
-		q6KIntsAVX2(&w[b0*q6_KBytes], &x[b0*q8_KBytes], c, &ints[0])
-		for j := 0; j < c; j++ {
-			b := b0 + j
-			acc[b%8] += kBlockValue(w[b*q6_KBytes:], x[b*q8_KBytes:], ints[j], 0, false, 208)
-		}
-	}
-	return acc.sum()
-}
-
-// tileKernels holds the SIMD tile kernels, filled in tile_amd64.go.
-var tileKernels = map[Type]func(*Tile){}
-
 func init() {
 	if !hasAVX2 {
 		return
@@ -137,3 +85,6 @@ func fromFloatQ8_KSIMD(dst []byte, src []float32) {
 		q8KBsums(dst[b*q8_KBytes : (b+1)*q8_KBytes])
 	}
 }
+
+// tileKernels holds the SIMD tile kernels, filled in tile_amd64.go.
+var tileKernels = map[Type]func(*Tile){}

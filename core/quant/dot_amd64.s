@@ -753,8 +753,8 @@ DATA q6Shuf3<>+31(SB)/1, $0x0f
 GLOBL q6Shuf3<>(SB), RODATA|NOPTR, $32
 
 // func dotQ8_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $288-32
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -762,151 +762,161 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $288-32
 	VMOVUPS (BX), Y0
 
 dotQ8_0AVX2_group:
-	CMPQ       DX, $0x08
-	JL         dotQ8_0AVX2_tail
-	VPINSRW    $0x00, (AX), X1, X1
-	VPINSRW    $0x00, (CX), X2, X2
-	VMOVDQU    2(AX), Y3
-	VMOVDQU    2(CX), Y4
-	VPSIGNB    Y3, Y3, Y5
-	VPSIGNB    Y3, Y4, Y4
-	VPMADDUBSW Y4, Y5, Y3
-	VPMADDWD   ones16<>+0(SB), Y3, Y3
-	VPINSRW    $0x01, 34(AX), X1, X1
-	VPINSRW    $0x01, 34(CX), X2, X2
-	VMOVDQU    36(AX), Y4
-	VMOVDQU    36(CX), Y5
-	VPSIGNB    Y4, Y4, Y6
-	VPSIGNB    Y4, Y5, Y5
-	VPMADDUBSW Y5, Y6, Y4
-	VPMADDWD   ones16<>+0(SB), Y4, Y4
-	VPHADDD    Y4, Y3, Y3
-	VPINSRW    $0x02, 68(AX), X1, X1
-	VPINSRW    $0x02, 68(CX), X2, X2
-	VMOVDQU    70(AX), Y4
-	VMOVDQU    70(CX), Y5
-	VPSIGNB    Y4, Y4, Y6
-	VPSIGNB    Y4, Y5, Y5
-	VPMADDUBSW Y5, Y6, Y4
-	VPMADDWD   ones16<>+0(SB), Y4, Y4
-	VPINSRW    $0x03, 102(AX), X1, X1
-	VPINSRW    $0x03, 102(CX), X2, X2
-	VMOVDQU    104(AX), Y5
-	VMOVDQU    104(CX), Y6
-	VPSIGNB    Y5, Y5, Y7
-	VPSIGNB    Y5, Y6, Y6
-	VPMADDUBSW Y6, Y7, Y5
-	VPMADDWD   ones16<>+0(SB), Y5, Y5
-	VPHADDD    Y5, Y4, Y4
-	VPHADDD    Y4, Y3, Y3
-	VPINSRW    $0x04, 136(AX), X1, X1
-	VPINSRW    $0x04, 136(CX), X2, X2
-	VMOVDQU    138(AX), Y4
-	VMOVDQU    138(CX), Y5
-	VPSIGNB    Y4, Y4, Y6
-	VPSIGNB    Y4, Y5, Y5
-	VPMADDUBSW Y5, Y6, Y4
-	VPMADDWD   ones16<>+0(SB), Y4, Y4
-	VPINSRW    $0x05, 170(AX), X1, X1
-	VPINSRW    $0x05, 170(CX), X2, X2
-	VMOVDQU    172(AX), Y5
-	VMOVDQU    172(CX), Y6
-	VPSIGNB    Y5, Y5, Y7
-	VPSIGNB    Y5, Y6, Y6
-	VPMADDUBSW Y6, Y7, Y5
-	VPMADDWD   ones16<>+0(SB), Y5, Y5
-	VPHADDD    Y5, Y4, Y4
-	VPINSRW    $0x06, 204(AX), X1, X1
-	VPINSRW    $0x06, 204(CX), X2, X2
-	VMOVDQU    206(AX), Y5
-	VMOVDQU    206(CX), Y6
-	VPSIGNB    Y5, Y5, Y7
-	VPSIGNB    Y5, Y6, Y6
-	VPMADDUBSW Y6, Y7, Y5
-	VPMADDWD   ones16<>+0(SB), Y5, Y5
-	VPINSRW    $0x07, 238(AX), X1, X1
-	VPINSRW    $0x07, 238(CX), X2, X2
-	VMOVDQU    240(AX), Y6
-	VMOVDQU    240(CX), Y7
-	VPSIGNB    Y6, Y6, Y8
-	VPSIGNB    Y6, Y7, Y7
-	VPMADDUBSW Y7, Y8, Y6
-	VPMADDWD   ones16<>+0(SB), Y6, Y6
-	VPHADDD    Y6, Y5, Y5
-	VPHADDD    Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y3, Y5
-	VPERM2I128 $0x31, Y4, Y3, Y3
-	VPADDD     Y3, Y5, Y5
-	VCVTPH2PS  X1, Y3
-	VCVTPH2PS  X2, Y4
-	VMULPS     Y4, Y3, Y3
-	VCVTDQ2PS  Y5, Y4
-	VMULPS     Y3, Y4, Y4
-	VADDPS     Y4, Y0, Y0
-	ADDQ       $0x00000110, AX
-	ADDQ       $0x00000110, CX
-	SUBQ       $0x08, DX
-	JMP        dotQ8_0AVX2_group
+	CMPQ         DX, $0x08
+	JL           dotQ8_0AVX2_tail
+	VPINSRW      $0x00, (AX), X1, X1
+	VPINSRW      $0x00, (CX), X2, X2
+	VPINSRW      $0x01, 34(AX), X1, X1
+	VPINSRW      $0x01, 34(CX), X2, X2
+	VPINSRW      $0x02, 68(AX), X1, X1
+	VPINSRW      $0x02, 68(CX), X2, X2
+	VPINSRW      $0x03, 102(AX), X1, X1
+	VPINSRW      $0x03, 102(CX), X2, X2
+	VPINSRW      $0x04, 136(AX), X1, X1
+	VPINSRW      $0x04, 136(CX), X2, X2
+	VPINSRW      $0x05, 170(AX), X1, X1
+	VPINSRW      $0x05, 170(CX), X2, X2
+	VPINSRW      $0x06, 204(AX), X1, X1
+	VPINSRW      $0x06, 204(CX), X2, X2
+	VPINSRW      $0x07, 238(AX), X1, X1
+	VPINSRW      $0x07, 238(CX), X2, X2
+	VCVTPH2PS    X1, Y3
+	VCVTPH2PS    X2, Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VMOVDQU      2(AX), Y3
+	VMOVDQU      2(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      36(AX), Y3
+	VMOVDQU      36(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 4(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      70(AX), Y3
+	VMOVDQU      70(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 8(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      104(AX), Y3
+	VMOVDQU      104(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      138(AX), Y3
+	VMOVDQU      138(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 16(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      172(AX), Y3
+	VMOVDQU      172(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 20(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      206(AX), Y3
+	VMOVDQU      206(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 24(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      240(AX), Y3
+	VMOVDQU      240(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 28(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	ADDQ         $0x00000110, AX
+	ADDQ         $0x00000110, CX
+	SUBQ         $0x08, DX
+	JMP          dotQ8_0AVX2_group
 
 dotQ8_0AVX2_tail:
 	TESTQ   DX, DX
 	JZ      dotQ8_0AVX2_done
-	VPXOR   Y1, Y1, Y1
-	VMOVDQU Y1, (SP)
-	VMOVDQU Y1, 32(SP)
-	VMOVDQU Y1, 64(SP)
-	VMOVDQU Y1, 96(SP)
-	VMOVDQU Y1, 128(SP)
-	VMOVDQU Y1, 160(SP)
-	VMOVDQU Y1, 192(SP)
-	VMOVDQU Y1, 224(SP)
-	VMOVDQU Y1, 256(SP)
-	LEAQ    (SP), SI
-	XORQ    DI, DI
+	VPXOR   X1, X1, X1
+	VPXOR   X2, X2, X2
+	CMPQ    DX, $0x01
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x00, (AX), X1, X1
+	VPINSRW $0x00, (CX), X2, X2
+	CMPQ    DX, $0x02
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x01, 34(AX), X1, X1
+	VPINSRW $0x01, 34(CX), X2, X2
+	CMPQ    DX, $0x03
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x02, 68(AX), X1, X1
+	VPINSRW $0x02, 68(CX), X2, X2
+	CMPQ    DX, $0x04
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x03, 102(AX), X1, X1
+	VPINSRW $0x03, 102(CX), X2, X2
+	CMPQ    DX, $0x05
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x04, 136(AX), X1, X1
+	VPINSRW $0x04, 136(CX), X2, X2
+	CMPQ    DX, $0x06
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x05, 170(AX), X1, X1
+	VPINSRW $0x05, 170(CX), X2, X2
+	CMPQ    DX, $0x07
+	JL      dotQ8_0AVX2_tailscales
+	VPINSRW $0x06, 204(AX), X1, X1
+	VPINSRW $0x06, 204(CX), X2, X2
+
+dotQ8_0AVX2_tailscales:
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS X2, Y2
+	VMULPS    Y2, Y1, Y1
+	VMOVUPS   Y1, (SP)
+	XORQ      SI, SI
 
 dotQ8_0AVX2_tailblock:
-	VMOVDQU    2(AX), Y1
-	VMOVDQU    2(CX), Y2
-	VPSIGNB    Y1, Y1, Y3
-	VPSIGNB    Y1, Y2, Y2
-	VPMADDUBSW Y2, Y3, Y1
-	VPMADDWD   ones16<>+0(SB), Y1, Y1
-	VMOVDQU    Y1, (SI)
-	MOVWLZX    (AX), R8
-	MOVW       R8, 256(SP)(DI*2)
-	MOVWLZX    (CX), R8
-	MOVW       R8, 272(SP)(DI*2)
-	ADDQ       $0x00000022, AX
-	ADDQ       $0x22, CX
-	ADDQ       $0x20, SI
-	INCQ       DI
-	CMPQ       DI, DX
-	JL         dotQ8_0AVX2_tailblock
-	VMOVDQU    (SP), Y1
-	VMOVDQU    32(SP), Y2
-	VPHADDD    Y2, Y1, Y1
-	VMOVDQU    64(SP), Y2
-	VMOVDQU    96(SP), Y3
-	VPHADDD    Y3, Y2, Y2
-	VPHADDD    Y2, Y1, Y1
-	VMOVDQU    128(SP), Y2
-	VMOVDQU    160(SP), Y3
-	VPHADDD    Y3, Y2, Y2
-	VMOVDQU    192(SP), Y3
-	VMOVDQU    224(SP), Y4
-	VPHADDD    Y4, Y3, Y3
-	VPHADDD    Y3, Y2, Y2
-	VPERM2I128 $0x20, Y2, Y1, Y3
-	VPERM2I128 $0x31, Y2, Y1, Y1
-	VPADDD     Y1, Y3, Y3
-	VMOVDQU    256(SP), X1
-	VMOVDQU    272(SP), X2
-	VCVTPH2PS  X1, Y1
-	VCVTPH2PS  X2, Y2
-	VMULPS     Y2, Y1, Y1
-	VCVTDQ2PS  Y3, Y2
-	VMULPS     Y1, Y2, Y2
-	VADDPS     Y2, Y0, Y0
+	VMOVDQU      2(AX), Y1
+	VMOVDQU      2(CX), Y2
+	VPSIGNB      Y1, Y1, Y3
+	VPSIGNB      Y1, Y2, Y2
+	VPMADDUBSW   Y2, Y3, Y1
+	VPMADDWD     ones16<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (SP)(SI*4), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x22, CX
+	INCQ         SI
+	CMPQ         SI, DX
+	JL           dotQ8_0AVX2_tailblock
 
 dotQ8_0AVX2_done:
 	VMOVUPS Y0, (BX)
@@ -914,8 +924,8 @@ dotQ8_0AVX2_done:
 	RET
 
 // func dotQ4_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $288-32
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -928,6 +938,24 @@ dotQ4_0AVX2_group:
 	JL             dotQ4_0AVX2_tail
 	VPINSRW        $0x00, (AX), X2, X2
 	VPINSRW        $0x00, (CX), X3, X3
+	VPINSRW        $0x01, 18(AX), X2, X2
+	VPINSRW        $0x01, 34(CX), X3, X3
+	VPINSRW        $0x02, 36(AX), X2, X2
+	VPINSRW        $0x02, 68(CX), X3, X3
+	VPINSRW        $0x03, 54(AX), X2, X2
+	VPINSRW        $0x03, 102(CX), X3, X3
+	VPINSRW        $0x04, 72(AX), X2, X2
+	VPINSRW        $0x04, 136(CX), X3, X3
+	VPINSRW        $0x05, 90(AX), X2, X2
+	VPINSRW        $0x05, 170(CX), X3, X3
+	VPINSRW        $0x06, 108(AX), X2, X2
+	VPINSRW        $0x06, 204(CX), X3, X3
+	VPINSRW        $0x07, 126(AX), X2, X2
+	VPINSRW        $0x07, 238(CX), X3, X3
+	VCVTPH2PS      X2, Y4
+	VCVTPH2PS      X3, Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVUPS        Y4, (SP)
 	VBROADCASTI128 2(AX), Y4
 	VPSRLW         $0x04, Y4, Y5
 	VPBLENDD       $0xf0, Y5, Y4, Y4
@@ -937,98 +965,93 @@ dotQ4_0AVX2_group:
 	VPMADDUBSW     Y5, Y1, Y5
 	VPSUBW         Y5, Y4, Y4
 	VPMADDWD       ones16<>+0(SB), Y4, Y4
-	VPINSRW        $0x01, 18(AX), X2, X2
-	VPINSRW        $0x01, 34(CX), X3, X3
-	VBROADCASTI128 20(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VMOVDQU        36(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPHADDD        Y5, Y4, Y4
-	VPINSRW        $0x02, 36(AX), X2, X2
-	VPINSRW        $0x02, 68(CX), X3, X3
-	VBROADCASTI128 38(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VMOVDQU        70(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPINSRW        $0x03, 54(AX), X2, X2
-	VPINSRW        $0x03, 102(CX), X3, X3
-	VBROADCASTI128 56(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        104(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPHADDD        Y5, Y4, Y4
-	VPINSRW        $0x04, 72(AX), X2, X2
-	VPINSRW        $0x04, 136(CX), X3, X3
-	VBROADCASTI128 74(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VMOVDQU        138(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPINSRW        $0x05, 90(AX), X2, X2
-	VPINSRW        $0x05, 170(CX), X3, X3
-	VBROADCASTI128 92(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        172(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPINSRW        $0x06, 108(AX), X2, X2
-	VPINSRW        $0x06, 204(CX), X3, X3
-	VBROADCASTI128 110(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VMOVDQU        206(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPINSRW        $0x07, 126(AX), X2, X2
-	VPINSRW        $0x07, 238(CX), X3, X3
-	VBROADCASTI128 128(AX), Y7
-	VPSRLW         $0x04, Y7, Y8
-	VPBLENDD       $0xf0, Y8, Y7, Y7
-	VPAND          mask0F<>+0(SB), Y7, Y7
-	VMOVDQU        240(CX), Y8
-	VPMADDUBSW     Y8, Y7, Y7
-	VPMADDUBSW     Y8, Y1, Y8
-	VPSUBW         Y8, Y7, Y7
-	VPMADDWD       ones16<>+0(SB), Y7, Y7
-	VPHADDD        Y7, Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPERM2I128     $0x20, Y5, Y4, Y6
-	VPERM2I128     $0x31, Y5, Y4, Y4
-	VPADDD         Y4, Y6, Y6
-	VCVTPH2PS      X2, Y4
-	VCVTPH2PS      X3, Y5
-	VMULPS         Y5, Y4, Y4
-	VCVTDQ2PS      Y6, Y5
-	VMULPS         Y4, Y5, Y5
-	VADDPS         Y5, Y0, Y0
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 20(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        36(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   4(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 38(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        70(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   8(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 56(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        104(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   12(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 74(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        138(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   16(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 92(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        172(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   20(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 110(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        206(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   24(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 128(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        240(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   28(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
 	ADDQ           $0x00000090, AX
 	ADDQ           $0x00000110, CX
 	SUBQ           $0x08, DX
@@ -1037,18 +1060,43 @@ dotQ4_0AVX2_group:
 dotQ4_0AVX2_tail:
 	TESTQ   DX, DX
 	JZ      dotQ4_0AVX2_done
-	VPXOR   Y2, Y2, Y2
-	VMOVDQU Y2, (SP)
-	VMOVDQU Y2, 32(SP)
-	VMOVDQU Y2, 64(SP)
-	VMOVDQU Y2, 96(SP)
-	VMOVDQU Y2, 128(SP)
-	VMOVDQU Y2, 160(SP)
-	VMOVDQU Y2, 192(SP)
-	VMOVDQU Y2, 224(SP)
-	VMOVDQU Y2, 256(SP)
-	LEAQ    (SP), SI
-	XORQ    DI, DI
+	VPXOR   X2, X2, X2
+	VPXOR   X3, X3, X3
+	CMPQ    DX, $0x01
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x00, (AX), X2, X2
+	VPINSRW $0x00, (CX), X3, X3
+	CMPQ    DX, $0x02
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x01, 18(AX), X2, X2
+	VPINSRW $0x01, 34(CX), X3, X3
+	CMPQ    DX, $0x03
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x02, 36(AX), X2, X2
+	VPINSRW $0x02, 68(CX), X3, X3
+	CMPQ    DX, $0x04
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x03, 54(AX), X2, X2
+	VPINSRW $0x03, 102(CX), X3, X3
+	CMPQ    DX, $0x05
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x04, 72(AX), X2, X2
+	VPINSRW $0x04, 136(CX), X3, X3
+	CMPQ    DX, $0x06
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x05, 90(AX), X2, X2
+	VPINSRW $0x05, 170(CX), X3, X3
+	CMPQ    DX, $0x07
+	JL      dotQ4_0AVX2_tailscales
+	VPINSRW $0x06, 108(AX), X2, X2
+	VPINSRW $0x06, 204(CX), X3, X3
+
+dotQ4_0AVX2_tailscales:
+	VCVTPH2PS X2, Y2
+	VCVTPH2PS X3, Y3
+	VMULPS    Y3, Y2, Y2
+	VMOVUPS   Y2, (SP)
+	XORQ      SI, SI
 
 dotQ4_0AVX2_tailblock:
 	VBROADCASTI128 2(AX), Y2
@@ -1060,42 +1108,14 @@ dotQ4_0AVX2_tailblock:
 	VPMADDUBSW     Y3, Y1, Y3
 	VPSUBW         Y3, Y2, Y2
 	VPMADDWD       ones16<>+0(SB), Y2, Y2
-	VMOVDQU        Y2, (SI)
-	MOVWLZX        (AX), R8
-	MOVW           R8, 256(SP)(DI*2)
-	MOVWLZX        (CX), R8
-	MOVW           R8, 272(SP)(DI*2)
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (SP)(SI*4), Y3
+	VFMADD231PS    Y2, Y3, Y0
 	ADDQ           $0x00000012, AX
 	ADDQ           $0x22, CX
-	ADDQ           $0x20, SI
-	INCQ           DI
-	CMPQ           DI, DX
+	INCQ           SI
+	CMPQ           SI, DX
 	JL             dotQ4_0AVX2_tailblock
-	VMOVDQU        (SP), Y1
-	VMOVDQU        32(SP), Y2
-	VPHADDD        Y2, Y1, Y1
-	VMOVDQU        64(SP), Y2
-	VMOVDQU        96(SP), Y3
-	VPHADDD        Y3, Y2, Y2
-	VPHADDD        Y2, Y1, Y1
-	VMOVDQU        128(SP), Y2
-	VMOVDQU        160(SP), Y3
-	VPHADDD        Y3, Y2, Y2
-	VMOVDQU        192(SP), Y3
-	VMOVDQU        224(SP), Y4
-	VPHADDD        Y4, Y3, Y3
-	VPHADDD        Y3, Y2, Y2
-	VPERM2I128     $0x20, Y2, Y1, Y3
-	VPERM2I128     $0x31, Y2, Y1, Y1
-	VPADDD         Y1, Y3, Y3
-	VMOVDQU        256(SP), X1
-	VMOVDQU        272(SP), X2
-	VCVTPH2PS      X1, Y1
-	VCVTPH2PS      X2, Y2
-	VMULPS         Y2, Y1, Y1
-	VCVTDQ2PS      Y3, Y2
-	VMULPS         Y1, Y2, Y2
-	VADDPS         Y2, Y0, Y0
 
 dotQ4_0AVX2_done:
 	VMOVUPS Y0, (BX)
@@ -1103,8 +1123,8 @@ dotQ4_0AVX2_done:
 	RET
 
 // func dotQ5_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $288-32
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    nb+16(FP), DX
@@ -1117,6 +1137,24 @@ dotQ5_0AVX2_group:
 	JL             dotQ5_0AVX2_tail
 	VPINSRW        $0x00, (AX), X2, X2
 	VPINSRW        $0x00, (CX), X3, X3
+	VPINSRW        $0x01, 22(AX), X2, X2
+	VPINSRW        $0x01, 34(CX), X3, X3
+	VPINSRW        $0x02, 44(AX), X2, X2
+	VPINSRW        $0x02, 68(CX), X3, X3
+	VPINSRW        $0x03, 66(AX), X2, X2
+	VPINSRW        $0x03, 102(CX), X3, X3
+	VPINSRW        $0x04, 88(AX), X2, X2
+	VPINSRW        $0x04, 136(CX), X3, X3
+	VPINSRW        $0x05, 110(AX), X2, X2
+	VPINSRW        $0x05, 170(CX), X3, X3
+	VPINSRW        $0x06, 132(AX), X2, X2
+	VPINSRW        $0x06, 204(CX), X3, X3
+	VPINSRW        $0x07, 154(AX), X2, X2
+	VPINSRW        $0x07, 238(CX), X3, X3
+	VCVTPH2PS      X2, Y4
+	VCVTPH2PS      X3, Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVUPS        Y4, (SP)
 	VBROADCASTI128 6(AX), Y4
 	VPSRLW         $0x04, Y4, Y5
 	VPBLENDD       $0xf0, Y5, Y4, Y4
@@ -1132,140 +1170,135 @@ dotQ5_0AVX2_group:
 	VPMADDUBSW     Y5, Y1, Y5
 	VPSUBW         Y5, Y4, Y4
 	VPMADDWD       ones16<>+0(SB), Y4, Y4
-	VPINSRW        $0x01, 22(AX), X2, X2
-	VPINSRW        $0x01, 34(CX), X3, X3
-	VBROADCASTI128 28(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VPBROADCASTD   24(AX), Y6
-	VPSHUFB        bitsShuf<>+0(SB), Y6, Y6
-	VPOR           bitsMask<>+0(SB), Y6, Y6
-	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
-	VPAND          sixteen<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VMOVDQU        36(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPHADDD        Y5, Y4, Y4
-	VPINSRW        $0x02, 44(AX), X2, X2
-	VPINSRW        $0x02, 68(CX), X3, X3
-	VBROADCASTI128 50(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VPBROADCASTD   46(AX), Y6
-	VPSHUFB        bitsShuf<>+0(SB), Y6, Y6
-	VPOR           bitsMask<>+0(SB), Y6, Y6
-	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
-	VPAND          sixteen<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VMOVDQU        70(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPINSRW        $0x03, 66(AX), X2, X2
-	VPINSRW        $0x03, 102(CX), X3, X3
-	VBROADCASTI128 72(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VPBROADCASTD   68(AX), Y7
-	VPSHUFB        bitsShuf<>+0(SB), Y7, Y7
-	VPOR           bitsMask<>+0(SB), Y7, Y7
-	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
-	VPAND          sixteen<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VMOVDQU        104(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPHADDD        Y5, Y4, Y4
-	VPINSRW        $0x04, 88(AX), X2, X2
-	VPINSRW        $0x04, 136(CX), X3, X3
-	VBROADCASTI128 94(AX), Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPBLENDD       $0xf0, Y6, Y5, Y5
-	VPAND          mask0F<>+0(SB), Y5, Y5
-	VPBROADCASTD   90(AX), Y6
-	VPSHUFB        bitsShuf<>+0(SB), Y6, Y6
-	VPOR           bitsMask<>+0(SB), Y6, Y6
-	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
-	VPAND          sixteen<>+0(SB), Y6, Y6
-	VPOR           Y6, Y5, Y5
-	VMOVDQU        138(CX), Y6
-	VPMADDUBSW     Y6, Y5, Y5
-	VPMADDUBSW     Y6, Y1, Y6
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPINSRW        $0x05, 110(AX), X2, X2
-	VPINSRW        $0x05, 170(CX), X3, X3
-	VBROADCASTI128 116(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VPBROADCASTD   112(AX), Y7
-	VPSHUFB        bitsShuf<>+0(SB), Y7, Y7
-	VPOR           bitsMask<>+0(SB), Y7, Y7
-	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
-	VPAND          sixteen<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VMOVDQU        172(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPINSRW        $0x06, 132(AX), X2, X2
-	VPINSRW        $0x06, 204(CX), X3, X3
-	VBROADCASTI128 138(AX), Y6
-	VPSRLW         $0x04, Y6, Y7
-	VPBLENDD       $0xf0, Y7, Y6, Y6
-	VPAND          mask0F<>+0(SB), Y6, Y6
-	VPBROADCASTD   134(AX), Y7
-	VPSHUFB        bitsShuf<>+0(SB), Y7, Y7
-	VPOR           bitsMask<>+0(SB), Y7, Y7
-	VPCMPEQB       allOnes<>+0(SB), Y7, Y7
-	VPAND          sixteen<>+0(SB), Y7, Y7
-	VPOR           Y7, Y6, Y6
-	VMOVDQU        206(CX), Y7
-	VPMADDUBSW     Y7, Y6, Y6
-	VPMADDUBSW     Y7, Y1, Y7
-	VPSUBW         Y7, Y6, Y6
-	VPMADDWD       ones16<>+0(SB), Y6, Y6
-	VPINSRW        $0x07, 154(AX), X2, X2
-	VPINSRW        $0x07, 238(CX), X3, X3
-	VBROADCASTI128 160(AX), Y7
-	VPSRLW         $0x04, Y7, Y8
-	VPBLENDD       $0xf0, Y8, Y7, Y7
-	VPAND          mask0F<>+0(SB), Y7, Y7
-	VPBROADCASTD   156(AX), Y8
-	VPSHUFB        bitsShuf<>+0(SB), Y8, Y8
-	VPOR           bitsMask<>+0(SB), Y8, Y8
-	VPCMPEQB       allOnes<>+0(SB), Y8, Y8
-	VPAND          sixteen<>+0(SB), Y8, Y8
-	VPOR           Y8, Y7, Y7
-	VMOVDQU        240(CX), Y8
-	VPMADDUBSW     Y8, Y7, Y7
-	VPMADDUBSW     Y8, Y1, Y8
-	VPSUBW         Y8, Y7, Y7
-	VPMADDWD       ones16<>+0(SB), Y7, Y7
-	VPHADDD        Y7, Y6, Y6
-	VPHADDD        Y6, Y5, Y5
-	VPERM2I128     $0x20, Y5, Y4, Y6
-	VPERM2I128     $0x31, Y5, Y4, Y4
-	VPADDD         Y4, Y6, Y6
-	VCVTPH2PS      X2, Y4
-	VCVTPH2PS      X3, Y5
-	VMULPS         Y5, Y4, Y4
-	VCVTDQ2PS      Y6, Y5
-	VMULPS         Y4, Y5, Y5
-	VADDPS         Y5, Y0, Y0
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 28(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   24(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        36(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   4(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 50(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   46(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        70(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   8(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 72(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   68(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        104(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   12(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 94(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   90(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        138(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   16(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 116(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   112(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        172(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   20(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 138(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   134(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        206(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   24(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
+	VBROADCASTI128 160(AX), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   156(AX), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        240(CX), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y1, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   28(SP), Y5
+	VFMADD231PS    Y4, Y5, Y0
 	ADDQ           $0x000000b0, AX
 	ADDQ           $0x00000110, CX
 	SUBQ           $0x08, DX
@@ -1274,18 +1307,43 @@ dotQ5_0AVX2_group:
 dotQ5_0AVX2_tail:
 	TESTQ   DX, DX
 	JZ      dotQ5_0AVX2_done
-	VPXOR   Y2, Y2, Y2
-	VMOVDQU Y2, (SP)
-	VMOVDQU Y2, 32(SP)
-	VMOVDQU Y2, 64(SP)
-	VMOVDQU Y2, 96(SP)
-	VMOVDQU Y2, 128(SP)
-	VMOVDQU Y2, 160(SP)
-	VMOVDQU Y2, 192(SP)
-	VMOVDQU Y2, 224(SP)
-	VMOVDQU Y2, 256(SP)
-	LEAQ    (SP), SI
-	XORQ    DI, DI
+	VPXOR   X2, X2, X2
+	VPXOR   X3, X3, X3
+	CMPQ    DX, $0x01
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x00, (AX), X2, X2
+	VPINSRW $0x00, (CX), X3, X3
+	CMPQ    DX, $0x02
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x01, 22(AX), X2, X2
+	VPINSRW $0x01, 34(CX), X3, X3
+	CMPQ    DX, $0x03
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x02, 44(AX), X2, X2
+	VPINSRW $0x02, 68(CX), X3, X3
+	CMPQ    DX, $0x04
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x03, 66(AX), X2, X2
+	VPINSRW $0x03, 102(CX), X3, X3
+	CMPQ    DX, $0x05
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x04, 88(AX), X2, X2
+	VPINSRW $0x04, 136(CX), X3, X3
+	CMPQ    DX, $0x06
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x05, 110(AX), X2, X2
+	VPINSRW $0x05, 170(CX), X3, X3
+	CMPQ    DX, $0x07
+	JL      dotQ5_0AVX2_tailscales
+	VPINSRW $0x06, 132(AX), X2, X2
+	VPINSRW $0x06, 204(CX), X3, X3
+
+dotQ5_0AVX2_tailscales:
+	VCVTPH2PS X2, Y2
+	VCVTPH2PS X3, Y3
+	VMULPS    Y3, Y2, Y2
+	VMOVUPS   Y2, (SP)
+	XORQ      SI, SI
 
 dotQ5_0AVX2_tailblock:
 	VBROADCASTI128 6(AX), Y2
@@ -1303,42 +1361,14 @@ dotQ5_0AVX2_tailblock:
 	VPMADDUBSW     Y3, Y1, Y3
 	VPSUBW         Y3, Y2, Y2
 	VPMADDWD       ones16<>+0(SB), Y2, Y2
-	VMOVDQU        Y2, (SI)
-	MOVWLZX        (AX), R8
-	MOVW           R8, 256(SP)(DI*2)
-	MOVWLZX        (CX), R8
-	MOVW           R8, 272(SP)(DI*2)
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   (SP)(SI*4), Y3
+	VFMADD231PS    Y2, Y3, Y0
 	ADDQ           $0x00000016, AX
 	ADDQ           $0x22, CX
-	ADDQ           $0x20, SI
-	INCQ           DI
-	CMPQ           DI, DX
+	INCQ           SI
+	CMPQ           SI, DX
 	JL             dotQ5_0AVX2_tailblock
-	VMOVDQU        (SP), Y1
-	VMOVDQU        32(SP), Y2
-	VPHADDD        Y2, Y1, Y1
-	VMOVDQU        64(SP), Y2
-	VMOVDQU        96(SP), Y3
-	VPHADDD        Y3, Y2, Y2
-	VPHADDD        Y2, Y1, Y1
-	VMOVDQU        128(SP), Y2
-	VMOVDQU        160(SP), Y3
-	VPHADDD        Y3, Y2, Y2
-	VMOVDQU        192(SP), Y3
-	VMOVDQU        224(SP), Y4
-	VPHADDD        Y4, Y3, Y3
-	VPHADDD        Y3, Y2, Y2
-	VPERM2I128     $0x20, Y2, Y1, Y3
-	VPERM2I128     $0x31, Y2, Y1, Y1
-	VPADDD         Y1, Y3, Y3
-	VMOVDQU        256(SP), X1
-	VMOVDQU        272(SP), X2
-	VCVTPH2PS      X1, Y1
-	VCVTPH2PS      X2, Y2
-	VMULPS         Y2, Y1, Y1
-	VCVTDQ2PS      Y3, Y2
-	VMULPS         Y1, Y2, Y2
-	VADDPS         Y2, Y0, Y0
 
 dotQ5_0AVX2_done:
 	VMOVUPS Y0, (BX)

@@ -4,17 +4,17 @@
 
 package quant
 
-// dotQ8_0AVX2 adds the float32 partial of block b to acc[b%8] for nb blocks (AVX2, F16C).
+// dotQ8_0AVX2 runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).
 //
 //go:noescape
 func dotQ8_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
-// dotQ4_0AVX2 adds the float32 partial of block b to acc[b%8] for nb blocks (AVX2, F16C).
+// dotQ4_0AVX2 runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).
 //
 //go:noescape
 func dotQ4_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
-// dotQ5_0AVX2 adds the float32 partial of block b to acc[b%8] for nb blocks (AVX2, F16C).
+// dotQ5_0AVX2 runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).
 //
 //go:noescape
 func dotQ5_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)

@@ -5,9 +5,12 @@ import (
 	"math"
 )
 
-// K-quant · Q8_K dots. Each super-block contributes d·isum − dmin·summs (float32, in that
-// order), where isum is the exact integer Σ scale_g·Σ q·x over its groups, summs the
-// exact Σ min_g·(Q8_K group sums), d = f16(w.d)·x.d and dmin = f16(w.dmin)·x.d.
+// K-quant · Q8_K dots in the operation order of ggml's AVX2 kernels (see dot.go): per
+// super-block an eight-lane integer vector sumi (lane k sums bytes 4k..4k+3 of every
+// 32-value chunk, each chunk's 16-value halves times their scales), then
+// acc[k] = fma(d, float32(sumi_k), acc[k]) with d = x.d·f16(w.d). The mins enter as in
+// ggml: Q2_K fmas −x.d·f16(w.dmin)·(min·bsum pairs) into the same lanes first; Q4_K keeps
+// a four-lane acc_m added at the end; Q5_K a scalar sum added at the end.
 
 // q8KD is the float32 scale of a Q8_K block.
 func q8KD(xb []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(xb)) }
@@ -17,147 +20,186 @@ func q8KBsum(xb []byte, g int) int32 {
 	return int32(int16(binary.LittleEndian.Uint16(xb[4+QK_K+2*g:])))
 }
 
-// kDotFunc computes the integer parts of one super-block.
-type kDotFunc func(wb, xb []byte) (isum, summs int32)
+func q8KQs(xb []byte) []byte { return xb[4 : 4+QK_K] }
 
-func kDot(n int, w, x []byte, wBytes int, ints kDotFunc, dmin bool, dOff int) float32 {
+// chunkLanes adds to l the lanes of one 32-value chunk whose first 16 values have scale
+// s0 and last 16 scale s1: lane k (bytes 4k..4k+3) uses s0 for k < 4, s1 otherwise.
+func (l *laneInts) chunkLanes(wv func(j int) int32, x []byte, s0, s1 int32) {
+	for k := 0; k < 8; k++ {
+		var s int32
+		for j := 4 * k; j < 4*k+4; j++ {
+			s += wv(j) * int32(int8(x[j]))
+		}
+		if k < 4 {
+			l[k] += s0 * s
+		} else {
+			l[k] += s1 * s
+		}
+	}
+}
+
+func dotQ2_K(n int, w, x []byte) float32 {
 	var acc lanes8
 	for b := 0; b < n/QK_K; b++ {
-		wb, xb := w[b*wBytes:(b+1)*wBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
-		isum, summs := ints(wb, xb)
-		acc[b%8] += kBlockValue(wb, xb, isum, summs, dmin, dOff)
+		wb, xb := w[b*q2_KBytes:(b+1)*q2_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
+		sc, q := wb[:16], wb[16:80]
+		xd := q8KD(xb)
+		d := xd * f16At(wb[80:])
+		dmin := -xd * f16At(wb[82:])
+		var prod laneInts
+		for k := 0; k < 8; k++ {
+			prod[k] = int32(sc[2*k]>>4)*q8KBsum(xb, 2*k) + int32(sc[2*k+1]>>4)*q8KBsum(xb, 2*k+1)
+		}
+		acc.fmaLanes(dmin, &prod)
+		var sumi laneInts
+		xq := q8KQs(xb)
+		for j := 0; j < 2; j++ {
+			for k := 0; k < 4; k++ {
+				g := 8*j + 2*k
+				sumi.chunkLanes(func(i int) int32 { return int32(q[32*j+i]>>(2*k)) & 3 },
+					xq[128*j+32*k:], int32(sc[g]&0xf), int32(sc[g+1]&0xf))
+			}
+		}
+		acc.fmaLanes(d, &sumi)
 	}
 	return acc.sum()
 }
 
-// kBlockValue is a super-block's float32 partial from its integer parts. dOff is the
-// offset of the f16 d in the weight block; dmin (if the format has one) follows it.
-func kBlockValue(wb, xb []byte, isum, summs int32, hasMin bool, dOff int) float32 {
-	xd := q8KD(xb)
-	d := float32(f16At(wb[dOff:]) * xd)
-	if !hasMin {
-		return float32(d * float32(isum))
-	}
-	dm := float32(f16At(wb[dOff+2:]) * xd)
-	return float32(d*float32(isum)) - float32(dm*float32(summs))
-}
-
-func q8KQs(xb []byte) []byte { return xb[4 : 4+QK_K] }
-
-func q2KInts(wb, xb []byte) (isum, summs int32) {
-	sc, q := wb[:16], wb[16:80]
-	xq := q8KQs(xb)
-	for g := 0; g < 16; g++ {
-		summs += q8KBsum(xb, g) * int32(sc[g]>>4)
-	}
-	for e0 := 0; e0 < QK_K; e0 += 16 {
-		k, j, l0 := e0/128, (e0%128)/32, e0%32
-		var s int32
-		for l := l0; l < l0+16; l++ {
-			s += int32((q[32*k+l]>>(2*j))&3) * int32(int8(xq[128*k+32*j+l]))
-		}
-		isum += s * int32(sc[e0/16]&0xf)
-	}
-	return isum, summs
-}
-
-func q3KInts(wb, xb []byte) (isum, summs int32) {
-	hm, q := wb[:32], wb[32:96]
-	scales := q3Scales(wb[96:108])
-	xq := q8KQs(xb)
-	for e0 := 0; e0 < QK_K; e0 += 16 {
-		k, j, l0 := e0/128, (e0%128)/32, e0%32
-		mask := byte(1) << (4*k + j)
-		var s int32
-		for l := l0; l < l0+16; l++ {
-			v := int32((q[32*k+l] >> (2 * j)) & 3)
-			if hm[l]&mask == 0 {
-				v -= 4
+func dotQ3_K(n int, w, x []byte) float32 {
+	var acc lanes8
+	for b := 0; b < n/QK_K; b++ {
+		wb, xb := w[b*q3_KBytes:(b+1)*q3_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
+		hm, q := wb[:32], wb[32:96]
+		sc := q3Scales(wb[96:108])
+		d := q8KD(xb) * f16At(wb[108:])
+		xq := q8KQs(xb)
+		var sumi laneInts
+		for j := 0; j < 2; j++ {
+			for k := 0; k < 4; k++ {
+				g := 8*j + 2*k
+				mask := byte(1) << (4*j + k)
+				sumi.chunkLanes(func(i int) int32 {
+					v := int32(q[32*j+i]>>(2*k)) & 3
+					if hm[i]&mask == 0 {
+						v -= 4
+					}
+					return v
+				}, xq[128*j+32*k:], int32(sc[g])-32, int32(sc[g+1])-32)
 			}
-			s += v * int32(int8(xq[128*k+32*j+l]))
 		}
-		isum += s * (int32(scales[e0/16]) - 32)
+		acc.fmaLanes(d, &sumi)
 	}
-	return isum, 0
+	return acc.sum()
 }
 
-// k4Mins is Σ min_g·(bsum_2g + bsum_2g+1) for the Q4_K/Q5_K 6-bit mins.
-func k4Mins(scales, xb []byte) int32 {
-	var summs int32
+// k4Scales unpacks the eight 6-bit scales and mins of a Q4_K/Q5_K block.
+func k4Scales(s []byte) (sc, mn [8]int32) {
 	for g := 0; g < 8; g++ {
-		_, m := scaleMinK4(g, scales)
-		summs += int32(m) * (q8KBsum(xb, 2*g) + q8KBsum(xb, 2*g+1))
+		a, m := scaleMinK4(g, s)
+		sc[g], mn[g] = int32(a), int32(m)
 	}
-	return summs
+	return sc, mn
 }
 
-func q4KInts(wb, xb []byte) (isum, summs int32) {
-	scales, q := wb[4:16], wb[16:144]
-	xq := q8KQs(xb)
-	for j := 0; j < 4; j++ {
-		sc1, _ := scaleMinK4(2*j, scales)
-		sc2, _ := scaleMinK4(2*j+1, scales)
-		var s1, s2 int32
-		for l := 0; l < 32; l++ {
-			s1 += int32(q[32*j+l]&0xf) * int32(int8(xq[64*j+l]))
-			s2 += int32(q[32*j+l]>>4) * int32(int8(xq[64*j+32+l]))
+// k4MinProd are ggml's four min lanes: lane i = m_2i·(bsum pair 2i) + m_2i+1·(pair 2i+1).
+func k4MinProd(mn *[8]int32, xb []byte) [4]int32 {
+	var p [4]int32
+	for i := 0; i < 4; i++ {
+		for h := 0; h < 2; h++ {
+			g := 2*i + h
+			p[i] += mn[g] * (q8KBsum(xb, 2*g) + q8KBsum(xb, 2*g+1))
 		}
-		isum += int32(sc1)*s1 + int32(sc2)*s2
 	}
-	return isum, k4Mins(scales, xb)
+	return p
 }
 
-func q5KInts(wb, xb []byte) (isum, summs int32) {
-	scales, qh, q := wb[4:16], wb[16:48], wb[48:176]
-	xq := q8KQs(xb)
+// q4KLanes are the eight sumi lanes of a Q4_K super-block.
+func q4KLanes(wb, xb []byte, sc *[8]int32) laneInts {
+	q, xq := wb[16:144], q8KQs(xb)
+	var l laneInts
 	for j := 0; j < 4; j++ {
-		sc1, _ := scaleMinK4(2*j, scales)
-		sc2, _ := scaleMinK4(2*j+1, scales)
-		var s1, s2 int32
-		for l := 0; l < 32; l++ {
-			lo := int32(q[32*j+l]&0xf) | int32(qh[l]>>(2*j)&1)<<4
-			hi := int32(q[32*j+l]>>4) | int32(qh[l]>>(2*j+1)&1)<<4
-			s1 += lo * int32(int8(xq[64*j+l]))
-			s2 += hi * int32(int8(xq[64*j+32+l]))
-		}
-		isum += int32(sc1)*s1 + int32(sc2)*s2
+		l.chunkLanes(func(i int) int32 { return int32(q[32*j+i] & 0xf) }, xq[64*j:], sc[2*j], sc[2*j])
+		l.chunkLanes(func(i int) int32 { return int32(q[32*j+i] >> 4) }, xq[64*j+32:], sc[2*j+1], sc[2*j+1])
 	}
-	return isum, k4Mins(scales, xb)
+	return l
 }
 
-func q6KInts(wb, xb []byte) (isum, summs int32) {
+func dotQ4_K(n int, w, x []byte) float32 {
+	var acc lanes8
+	var accM [4]float32
+	for b := 0; b < n/QK_K; b++ {
+		wb, xb := w[b*q4_KBytes:(b+1)*q4_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
+		xd := q8KD(xb)
+		d := xd * f16At(wb)
+		dmin := -xd * f16At(wb[2:])
+		sc, mn := k4Scales(wb[4:16])
+		prod := k4MinProd(&mn, xb)
+		for i := range accM {
+			accM[i] = fma32(dmin, float32(prod[i]), accM[i])
+		}
+		l := q4KLanesFn(wb, xb, &sc)
+		acc.fmaLanes(d, &l)
+	}
+	return acc.sum() + ((accM[0] + accM[2]) + (accM[1] + accM[3]))
+}
+
+// dotQ5_K adds dmin·Σ(min·bsums) to a scalar sum (ggml's summs), unfused.
+func dotQ5_K(n int, w, x []byte) float32 {
+	var acc lanes8
+	var summs float32
+	for b := 0; b < n/QK_K; b++ {
+		wb, xb := w[b*q5_KBytes:(b+1)*q5_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
+		xd := q8KD(xb)
+		d := xd * f16At(wb)
+		dmin := -xd * f16At(wb[2:])
+		sc, mn := k4Scales(wb[4:16])
+		p := k4MinProd(&mn, xb)
+		summs += float32(dmin * float32((p[0]+p[1])+(p[2]+p[3])))
+		qh, q, xq := wb[16:48], wb[48:176], q8KQs(xb)
+		var l laneInts
+		for j := 0; j < 4; j++ {
+			l.chunkLanes(func(i int) int32 { return int32(q[32*j+i]&0xf) | int32(qh[i]>>(2*j)&1)<<4 },
+				xq[64*j:], sc[2*j], sc[2*j])
+			l.chunkLanes(func(i int) int32 { return int32(q[32*j+i]>>4) | int32(qh[i]>>(2*j+1)&1)<<4 },
+				xq[64*j+32:], sc[2*j+1], sc[2*j+1])
+		}
+		acc.fmaLanes(d, &l)
+	}
+	return acc.sum() + summs
+}
+
+// q6KLanes are the eight sumi lanes of a Q6_K super-block (levels minus 32).
+func q6KLanes(wb, xb []byte) laneInts {
 	ql, qh, sc := wb[:128], wb[128:192], wb[192:208]
 	xq := q8KQs(xb)
-	var g [16]int32
-	for n := 0; n < 2; n++ {
-		for l := 0; l < 32; l++ {
-			h := qh[32*n+l]
-			a, c := ql[64*n+l], ql[64*n+l+32]
-			q1 := int32(a&0xf|(h&3)<<4) - 32
-			q2 := int32(c&0xf|(h>>2&3)<<4) - 32
-			q3 := int32(a>>4|(h>>4&3)<<4) - 32
-			q4 := int32(c>>4|(h>>6&3)<<4) - 32
-			base := 128*n + l
-			g[(base)/16] += q1 * int32(int8(xq[base]))
-			g[(base+32)/16] += q2 * int32(int8(xq[base+32]))
-			g[(base+64)/16] += q3 * int32(int8(xq[base+64]))
-			g[(base+96)/16] += q4 * int32(int8(xq[base+96]))
+	var l laneInts
+	for j := 0; j < 2; j++ {
+		for k := 0; k < 4; k++ {
+			g := 8*j + 2*k
+			l.chunkLanes(func(i int) int32 {
+				lo := ql[64*j+32*(k&1)+i]
+				if k >= 2 {
+					lo >>= 4
+				}
+				return int32(lo&0xf|(qh[32*j+i]>>(2*k)&3)<<4) - 32
+			}, xq[128*j+32*k:], int32(int8(sc[g])), int32(int8(sc[g+1])))
 		}
 	}
-	for k, s := range g {
-		isum += s * int32(int8(sc[k]))
-	}
-	return isum, 0
+	return l
 }
 
-func dotQ2_K(n int, w, x []byte) float32 { return kDot(n, w, x, q2_KBytes, q2KInts, true, 80) }
-func dotQ3_K(n int, w, x []byte) float32 { return kDot(n, w, x, q3_KBytes, q3KInts, false, 108) }
-func dotQ4_K(n int, w, x []byte) float32 { return kDot(n, w, x, q4_KBytes, q4KIntsFn, true, 0) }
-func dotQ5_K(n int, w, x []byte) float32 { return kDot(n, w, x, q5_KBytes, q5KInts, true, 0) }
-func dotQ6_K(n int, w, x []byte) float32 { return kDot(n, w, x, q6_KBytes, q6KIntsFn, false, 208) }
+func dotQ6_K(n int, w, x []byte) float32 {
+	var acc lanes8
+	for b := 0; b < n/QK_K; b++ {
+		wb, xb := w[b*q6_KBytes:(b+1)*q6_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
+		l := q6KLanesFn(wb, xb)
+		acc.fmaLanes(q8KD(xb)*f16At(wb[208:]), &l)
+	}
+	return acc.sum()
+}
 
-// The kernels the SIMD code may replace at init.
+// The lane kernels the SIMD code replaces at init.
 var (
-	q4KIntsFn kDotFunc = q4KInts
-	q6KIntsFn kDotFunc = q6KInts
+	q4KLanesFn = q4KLanes
+	q6KLanesFn = q6KLanes
 )

@@ -29,27 +29,6 @@ func TestSIMDMatchesGo(t *testing.T) {
 			}
 		}
 	}
-	t.Run("Q4_K ints", func(t *testing.T) {
-		for rep := 0; rep < 200; rep++ {
-			w, x := randomRow(rng, Q4_K, QK_K), randomRow(rng, Q8_K, QK_K)
-			var out [2]int32
-			q4KIntsAVX2(&w[0], &x[0], 1, &out[0])
-			isum, summs := q4KInts(w, x)
-			if out[0] != isum || out[1] != summs {
-				t.Fatalf("got (%d, %d), want (%d, %d)", out[0], out[1], isum, summs)
-			}
-		}
-	})
-	t.Run("Q6_K ints", func(t *testing.T) {
-		for rep := 0; rep < 200; rep++ {
-			w, x := randomRow(rng, Q6_K, QK_K), randomRow(rng, Q8_K, QK_K)
-			var out int32
-			q6KIntsAVX2(&w[0], &x[0], 1, &out)
-			if isum, _ := q6KInts(w, x); out != isum {
-				t.Fatalf("got %d, want %d", out, isum)
-			}
-		}
-	})
 }
 
 // TestFromFloatSIMDMatchesGo compares the SIMD activation quantizers with the pure-Go

@@ -166,23 +166,31 @@ func reduce8(get func(k int) reg.VecVirtual) reg.VecVirtual {
 	return lo
 }
 
-// accumulate adds float32(isum_k)·(dw_k·dx_k) to lane k of acc.
-func accumulate(acc, isums reg.VecVirtual, dw, dx reg.VecVirtual) {
-	fw, fx, s := YMM(), YMM(), YMM()
+// blockScales stores the eight float32 products f16(w.d)·f16(x.d) of the blocks whose
+// scales were gathered into dw and dx (binary16 lanes) at m.
+func blockScales(dw, dx reg.VecVirtual, m Mem) {
+	fw, fx := YMM(), YMM()
 	VCVTPH2PS(dw, fw)
 	VCVTPH2PS(dx, fx)
 	VMULPS(fx, fw, fw)
-	VCVTDQ2PS(isums, s)
-	VMULPS(fw, s, s)
-	VADDPS(s, acc, acc)
+	VMOVUPS(fw, m)
 }
 
-// blockDot emits func(w, x *byte, nb int, acc *[8]float32): it adds the partial of
-// block b of the row to acc[b%8] for nb blocks.
+// fmaBlock does acc = fma(scale, float32(lanes), acc): ggml's per-block step.
+func fmaBlock(acc, lanes reg.VecVirtual, scale Mem) {
+	f, d := YMM(), YMM()
+	VCVTDQ2PS(lanes, f)
+	VBROADCASTSS(scale, d)
+	VFMADD231PS(f, d, acc)
+}
+
+// blockDot emits func(w, x *byte, nb int, acc *[8]float32) in ggml's order: for each
+// block in turn, acc = fma(f16(w.d)·f16(x.d), float32(lane sums), acc), where lane k sums
+// the products of bytes 4k..4k+3.
 func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 	TEXT(name, NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32)")
 	Pragma("noescape")
-	Doc(name + " adds the float32 partial of block b to acc[b%8] for nb blocks (AVX2, F16C).")
+	Doc(name + " runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).")
 	wp, xp, nb, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("acc"), GP64())
 	acc := YMM()
 	VMOVUPS(Mem{Base: accp}, acc)
@@ -191,63 +199,55 @@ func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 		corr = YMM()
 		VMOVDQU(corrConst, corr)
 	}
+	scales := AllocLocal(32)
 
 	Label(name + "_group")
 	CMPQ(nb, Imm(8))
 	JL(LabelRef(name + "_tail"))
 	dw, dx := XMM(), XMM()
-	sums := reduce8(func(k int) reg.VecVirtual {
-		w := Mem{Base: wp, Disp: k * wBytes}
-		x := Mem{Base: xp, Disp: k * q8_0Bytes}
-		VPINSRW(Imm(uint64(k)), w, dw, dw)
-		VPINSRW(Imm(uint64(k)), x, dx, dx)
-		return body(w, x, corr)
-	})
-	accumulate(acc, sums, dw, dx)
+	for k := 0; k < 8; k++ {
+		VPINSRW(Imm(uint64(k)), Mem{Base: wp, Disp: k * wBytes}, dw, dw)
+		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * q8_0Bytes}, dx, dx)
+	}
+	blockScales(dw, dx, scales)
+	for k := 0; k < 8; k++ {
+		p := body(Mem{Base: wp, Disp: k * wBytes}, Mem{Base: xp, Disp: k * q8_0Bytes}, corr)
+		fmaBlock(acc, p, scales.Offset(4*k))
+	}
 	ADDQ(U32(8*wBytes), wp)
 	ADDQ(U32(8*q8_0Bytes), xp)
 	SUBQ(Imm(8), nb)
 	JMP(LabelRef(name + "_group"))
 
-	// Fewer than 8 blocks left: park each block's lanes and scales in zeroed stack slots
-	// and finish as a group whose missing blocks contribute exactly +0.
+	// Fewer than 8 blocks left: gather their scales, then one block at a time.
 	Label(name + "_tail")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	slots := AllocLocal(8*32 + 16 + 16)
-	z := YMM()
-	VPXOR(z, z, z)
-	for i := 0; i < 9; i++ {
-		VMOVDQU(z, slots.Offset(32*i))
+	tw, tx := XMM(), XMM()
+	VPXOR(tw, tw, tw)
+	VPXOR(tx, tx, tx)
+	for k := 0; k < 7; k++ {
+		CMPQ(nb, Imm(uint64(k+1)))
+		JL(LabelRef(name + "_tailscales"))
+		VPINSRW(Imm(uint64(k)), Mem{Base: wp, Disp: k * wBytes}, tw, tw)
+		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * q8_0Bytes}, tx, tx)
 	}
-	sp, i := GP64(), GP64()
-	LEAQ(slots, sp)
+	Label(name + "_tailscales")
+	blockScales(tw, tx, scales)
+	i := GP64()
 	XORQ(i, i)
 	Label(name + "_tailblock")
 	{
-		w, x := Mem{Base: wp}, Mem{Base: xp}
-		VMOVDQU(body(w, x, corr), Mem{Base: sp})
-		t := GP32()
-		MOVWLZX(w, t)
-		MOVW(t.As16(), slots.Offset(8*32).Idx(i, 2))
-		MOVWLZX(x, t)
-		MOVW(t.As16(), slots.Offset(8*32+16).Idx(i, 2))
+		p := body(Mem{Base: wp}, Mem{Base: xp}, corr)
+		s := scales
+		s.Index, s.Scale = i, 4
+		fmaBlock(acc, p, s)
 	}
 	ADDQ(U32(wBytes), wp)
 	ADDQ(Imm(q8_0Bytes), xp)
-	ADDQ(Imm(32), sp)
 	INCQ(i)
 	CMPQ(i, nb)
 	JL(LabelRef(name + "_tailblock"))
-	tsums := reduce8(func(k int) reg.VecVirtual {
-		v := YMM()
-		VMOVDQU(slots.Offset(32*k), v)
-		return v
-	})
-	tdw, tdx := XMM(), XMM()
-	VMOVDQU(slots.Offset(8*32), tdw)
-	VMOVDQU(slots.Offset(8*32+16), tdx)
-	accumulate(acc, tsums, tdw, tdx)
 
 	Label(name + "_done")
 	VMOVUPS(acc, Mem{Base: accp})
