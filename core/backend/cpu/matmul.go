@@ -24,6 +24,7 @@ type matKernel struct {
 	actRowBytes int        // kindQuant: bytes of one quantized activation row
 	quantize    func(dst []byte, src []float32)
 	dot         func(n int, w, x []byte) float32
+	tile        bool // kindQuant: use quant.DotTile (same bits as dot, weights reused across rows)
 }
 
 // matKernelFor picks the kernel for w, or kindNone when the type has no dot product;
@@ -53,7 +54,8 @@ func matKernelFor(w *Weight, ggmlOrder bool) matKernel {
 	if err != nil {
 		return matKernel{}
 	}
-	return matKernel{kind: kindQuant, vdt: vdt, actRowBytes: arb, quantize: q, dot: dot}
+	exact := ggmlOrder && ggmlDots[w.typ] != nil
+	return matKernel{kind: kindQuant, vdt: vdt, actRowBytes: arb, quantize: q, dot: dot, tile: !exact}
 }
 
 // actQuantizer is how ggml-cpu converts an activation row to vdt (its from_float:
@@ -133,6 +135,18 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 			w.mm.quantize(act[t*arb:(t+1)*arb], x[t*w.cols:(t+1)*w.cols])
 		})
 		dot, rb, cols := w.mm.dot, w.rowBytes, w.cols
+		if w.mm.tile {
+			// core/quant's tile kernels prepare the activation rows once per call and
+			// reuse each weight block across all nt rows: hand them large chunks.
+			b.pool.chunks(w.rows, tileChunk(w.rows, b.threads), func(_, lo, hi int) {
+				tl := quant.Tile{N: cols, W: w.data[lo*rb : hi*rb], WStride: rb, Rows: hi - lo,
+					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows}
+				if err := quant.DotTile(w.typ, &tl); err != nil {
+					b.failf("MatMul: weight %q: %v", w.name, err)
+				}
+			})
+			return
+		}
 		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
 			wd := w.data[lo*rb : hi*rb]
 			for t := range nt {
@@ -154,6 +168,15 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 func rowChunk(rows, threads int) int {
 	c := rows / (threads * 8)
 	return min(max(c, 4), 64)
+}
+
+// tileChunk is the weight rows of one DotTile call: at least 64 so the per-call
+// activation preparation is amortised, at most 256 (a Q8_0 chunk of 256×896 is 240 KB,
+// well inside L2), and small enough to give each worker about four chunks.
+func tileChunk(rows, threads int) int {
+	c := rows / (threads * 4)
+	c = min(max(c, 64), 256)
+	return (c + 7) &^ 7
 }
 
 // parallelRows runs fn(t) for t < nt, on the workers when there is enough work.
