@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // ABI v1 of WebAssembly plugins, as constants and as encoders/decoders of its messages.
@@ -472,7 +473,17 @@ func contains(ids []int32, id int32) bool {
 
 func le32(dst []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(dst, v) }
 
+// littleEndian hosts (amd64, arm64, wasm) copy arrays as bytes: in WebAssembly a
+// per-element loop costs tens of ns per value.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 func appendI32s(dst []byte, v []int32) []byte {
+	if littleEndian {
+		if len(v) == 0 {
+			return dst
+		}
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+	}
 	for _, x := range v {
 		dst = le32(dst, uint32(x))
 	}
@@ -480,6 +491,12 @@ func appendI32s(dst []byte, v []int32) []byte {
 }
 
 func appendF32s(dst []byte, v []float32) []byte {
+	if littleEndian {
+		if len(v) == 0 {
+			return dst
+		}
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
+	}
 	for _, x := range v {
 		dst = le32(dst, math.Float32bits(x))
 	}
@@ -547,26 +564,42 @@ func (r *reader) bytes(n int) []byte {
 	return v
 }
 
+// i32s appends n values to dst.
 func (r *reader) i32s(dst []int32, n uint32) []int32 {
 	if uint64(n)*4 > uint64(len(r.b)) || !r.need(int(n)*4) {
 		r.err = ErrMalformed
 		return dst
 	}
-	for i := uint32(0); i < n; i++ {
-		dst = append(dst, int32(binary.LittleEndian.Uint32(r.b[r.off:])))
-		r.off += 4
+	src := r.b[r.off : r.off+4*int(n)]
+	r.off += 4 * int(n)
+	start := len(dst)
+	dst = grow(dst, start+int(n))
+	if littleEndian && n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[start])), len(src)), src)
+		return dst
+	}
+	for i := range dst[start:] {
+		dst[start+i] = int32(binary.LittleEndian.Uint32(src[4*i:]))
 	}
 	return dst
 }
 
+// f32s appends n values to dst.
 func (r *reader) f32s(dst []float32, n uint32) []float32 {
 	if uint64(n)*4 > uint64(len(r.b)) || !r.need(int(n)*4) {
 		r.err = ErrMalformed
 		return dst
 	}
-	for i := uint32(0); i < n; i++ {
-		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(r.b[r.off:])))
-		r.off += 4
+	src := r.b[r.off : r.off+4*int(n)]
+	r.off += 4 * int(n)
+	start := len(dst)
+	dst = grow(dst, start+int(n))
+	if littleEndian && n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[start])), len(src)), src)
+		return dst
+	}
+	for i := range dst[start:] {
+		dst[start+i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 	}
 	return dst
 }

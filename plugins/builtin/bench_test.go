@@ -22,3 +22,27 @@ func BenchmarkPolicyNative(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkPenaltyNative(b *testing.B) {
+	p, _ := NewPenalty([]byte(`{"repeat_penalty":1.1,"repeat_last_n":64}`))
+	rows := make([]sdk.PenaltyRow, 8)
+	for i := range rows {
+		for j := 0; j < 64; j++ {
+			tok := int32((j * 7919) % 48)
+			rows[i].History = append(rows[i].History, tok)
+			if j < 48 {
+				rows[i].IDs = append(rows[i].IDs, int32(j))
+				rows[i].Logits = append(rows[i].Logits, 1)
+			}
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		for r := range rows { // fresh logits: repeated penalties would decay into subnormals
+			for j := range rows[r].Logits {
+				rows[r].Logits[j] = 1
+			}
+		}
+		p.Apply(context.Background(), rows)
+	}
+}

@@ -19,7 +19,7 @@ import (
 
 func loadWasm(t *testing.T) *wasm.Module {
 	t.Helper()
-	m, err := wasm.Load(context.Background(), builtin.WASM, wasm.Options{Name: "builtin", SHA256: builtin.SHA256(), Instances: 1, Timeout: 5 * time.Second})
+	m, err := wasm.Load(context.Background(), builtin.WASM, wasm.Options{Name: "builtin", SHA256: builtin.SHA256(), Instances: 1, Timeout: 5 * time.Second, Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,14 +25,14 @@ type Penalty struct {
 		Presence  float64 `json:"presence_penalty"`
 		Frequency float64 `json:"frequency_penalty"`
 	}
-	counts map[int32]int32
+	counts counter
 }
 
 var _ sdk.Penalty = (*Penalty)(nil)
 
 // NewPenalty builds the penalty from JSON params.
 func NewPenalty(params []byte) (*Penalty, error) {
-	p := &Penalty{counts: map[int32]int32{}}
+	p := &Penalty{}
 	p.p.Repeat, p.p.LastN = 1, 64
 	if err := decodeParams("penalty", params, &p.p); err != nil {
 		return nil, err
@@ -73,12 +73,12 @@ func (p *Penalty) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
 		if len(hist) > w {
 			hist = hist[len(hist)-w:]
 		}
-		clear(p.counts)
+		p.counts.reset(len(hist))
 		for _, t := range hist {
-			p.counts[t]++
+			p.counts.add(t)
 		}
 		for j, id := range row.IDs {
-			c := p.counts[id]
+			c := p.counts.get(id)
 			if c == 0 || j >= len(row.Logits) {
 				continue
 			}
@@ -92,4 +92,58 @@ func (p *Penalty) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
 		}
 	}
 	return nil
+}
+
+// counter counts tokens in an open-addressing table: Go maps are slow in WebAssembly,
+// and a window holds at most a few thousand tokens.
+type counter struct {
+	keys  []uint32 // token+1; 0 = empty
+	vals  []int32
+	shift uint32
+	used  []int32 // occupied slots, to clear them cheaply
+}
+
+func (c *counter) reset(n int) {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	if len(c.keys) < size {
+		c.keys, c.vals, c.used = make([]uint32, size), make([]int32, size), c.used[:0]
+	} else {
+		for _, s := range c.used {
+			c.keys[s] = 0
+		}
+		c.used = c.used[:0]
+		size = len(c.keys)
+	}
+	c.shift = 32
+	for s := size; s > 1; s >>= 1 {
+		c.shift--
+	}
+}
+
+func (c *counter) slot(t int32) int {
+	mask := len(c.keys) - 1
+	i := int((uint32(t)*0x9e3779b1)>>c.shift) & mask
+	for c.keys[i] != 0 && c.keys[i] != uint32(t)+1 {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+func (c *counter) add(t int32) {
+	i := c.slot(t)
+	if c.keys[i] == 0 {
+		c.keys[i], c.vals[i] = uint32(t)+1, 0
+		c.used = append(c.used, int32(i))
+	}
+	c.vals[i]++
+}
+
+func (c *counter) get(t int32) int32 {
+	if i := c.slot(t); c.keys[i] != 0 {
+		return c.vals[i]
+	}
+	return 0
 }

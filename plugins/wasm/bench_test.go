@@ -98,6 +98,11 @@ func BenchmarkPenalty(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		for r := range rows { // fresh logits: repeated penalties would decay into subnormals
+			for j := range rows[r].Logits {
+				rows[r].Logits[j] = 1
+			}
+		}
 		if err := p.Apply(ctx, rows); err != nil {
 			b.Fatal(err)
 		}

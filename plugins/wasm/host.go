@@ -12,7 +12,7 @@
 // wasi_snapshot_preview1 functions. Guest stdout and stderr go to Options.Log, each line
 // prefixed with the module's name. Linear memory is capped at Options.MemoryMB and every
 // call has the deadline Options.Timeout (wazero closes a module whose context is done,
-// also inside loops).
+// also inside loops; but see Options.Trusted for minfer's own module).
 //
 // A trap, a timeout, an error the plugin reports and a malformed result all return an
 // *Error naming the plugin and role; the handle then refuses further calls and its
@@ -60,6 +60,13 @@ type Options struct {
 	CacheDir string
 	// SHA256, when set, is the hex checksum the module bytes must have.
 	SHA256 string
+	// Trusted marks minfer's own modules (builtin.wasm). wazero makes a call
+	// interruptible by making compiled code leave to Go at every loop header, which
+	// slows Go guests (a loop in every function) 10-15x: see docs/perf-plugins.md. A
+	// trusted module is compiled without those checks, so its deadline is checked when
+	// a call returns (a late answer is a timeout error) instead of being enforced
+	// inside the call. Modules from users are never trusted.
+	Trusted bool
 }
 
 // DefaultTimeout and DefaultMemoryMB apply when Options leaves them zero.
@@ -154,7 +161,7 @@ func Load(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, loadErr("load", err)
 	}
-	cfg := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(true).
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(!opts.Trusted).
 		WithMemoryLimitPages(uint32(opts.MemoryMB) * 16)
 	m.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
 	m.log = &prefixWriter{w: opts.Log, prefix: "[plugin " + opts.Name + "] "}

@@ -24,7 +24,7 @@ var (
 func loadBuiltin(t testing.TB) *Module {
 	t.Helper()
 	builtinOnce.Do(func() {
-		builtinMod, builtinErr = Load(context.Background(), builtin.WASM, Options{Name: "builtin", SHA256: builtin.SHA256(), Timeout: 5 * time.Second})
+		builtinMod, builtinErr = Load(context.Background(), builtin.WASM, Options{Name: "builtin", SHA256: builtin.SHA256(), Timeout: 5 * time.Second, Trusted: true})
 	})
 	if builtinErr != nil {
 		t.Fatal(builtinErr)
@@ -213,6 +213,24 @@ func TestHostile(t *testing.T) {
 	if _, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 4}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A trusted module cannot be interrupted; a late answer is still a timeout error.
+func TestTrustedLateAnswer(t *testing.T) {
+	ctx := context.Background()
+	bin := hostile{policy: bodySlow, resp: sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2})}.bytes()
+	m, err := Load(ctx, bin, Options{Name: "evil", Timeout: time.Millisecond, CacheDir: "-", Instances: 1, Trusted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	p, err := m.Policy(ctx, "evil", nil, CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.NextDepth(ctx, sdk.RoundOutcome{Round: -1})
+	checkErr(t, err, "timeout", "answered after")
 }
 
 func checkErr(t *testing.T, err error, kind, want string) {

@@ -65,9 +65,18 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 	if err := ctx.Err(); err != nil {
 		return &Error{Plugin: name, Role: role, Kind: "timeout", Err: err}
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	err := fn.CallWithStack(cctx, in.stack[:])
-	cancel()
+	var err error
+	if in.m.opts.Trusted { // not interruptible: check the deadline afterwards
+		start := time.Now()
+		err = fn.CallWithStack(ctx, in.stack[:])
+		if took := time.Since(start); err == nil && took > timeout {
+			return in.fail(name, role, "timeout", fmt.Errorf("answered after %v, deadline %v", took.Round(time.Microsecond), timeout))
+		}
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = fn.CallWithStack(cctx, in.stack[:])
+		cancel()
+	}
 	if err == nil {
 		return nil
 	}

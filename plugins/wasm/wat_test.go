@@ -150,4 +150,7 @@ var (
 	bodyMemBomb = append(append([]byte{0x03, 0x40}, append(i32c(16), 0x40, 0x00)...), append(i32c(-1), 0x47, 0x0d, 0x00, 0x0b, 0x00)...) // grow 1 MiB until refused, then trap
 	bodyOutside = i64c(sdk.Pack(0x7fff0000, 100))
 	bodyErr     = i64c(-1)
+	// count to 20M in memory at 0 (tens of ms), then answer like bodyOK
+	bodySlow = append(append(append([]byte{0x03, 0x40}, i32c(0)...), append(append(i32c(0), 0x28, 0x02, 0x00), append(i32c(1), 0x6a, 0x36, 0x02, 0x00)...)...),
+		append(append(append(i32c(0), 0x28, 0x02, 0x00), append(i32c(20_000_000), 0x49, 0x0d, 0x00, 0x0b)...), bodyOK...)...)
 )
