@@ -273,3 +273,28 @@ func TestAVX512MatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestSwiGLUAVX512MatchesGo: the AVX-512 silu gives the Go emulation's bits, over the
+// whole float range including the exp overflow/underflow branches.
+func TestSwiGLUAVX512MatchesGo(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 4096
+	x := make([]float32, n)
+	g := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * math.Ldexp(1, i%9-2))
+		g[i] = float32(rng.NormFloat64())
+	}
+	x[0], x[1], x[2], x[3] = 150, -150, 0, float32(math.Copysign(0, -1))
+	got := make([]float32, n)
+	swigluAVX512(&got[0], &x[0], &g[0], n)
+	for i := range x {
+		want := vSilu(x[i]) * g[i]
+		if math.Float32bits(got[i]) != math.Float32bits(want) {
+			t.Fatalf("x=%g g=%g: AVX-512 %g, Go %g", x[i], g[i], got[i], want)
+		}
+	}
+}

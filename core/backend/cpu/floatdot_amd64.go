@@ -26,3 +26,6 @@ func madF16AVX512(acc *float32, v *uint16, n int, s float32)
 
 //go:noescape
 func scaleF16AVX512(acc *float32, n int, s float32)
+
+//go:noescape
+func swigluAVX512(dst, x, gate *float32, n int)

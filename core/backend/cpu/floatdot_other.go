@@ -13,3 +13,5 @@ func vecF16AVX512(x, y *uint16, np int, acc *[4][16]float32)  { panic("BUG: cpu:
 func vecF32AVX512(x, y *float32, np int, acc *[4][16]float32) { panic("BUG: cpu: no AVX-512") }
 func madF16AVX512(acc *float32, v *uint16, n int, s float32)  { panic("BUG: cpu: no AVX-512") }
 func scaleF16AVX512(acc *float32, n int, s float32)           { panic("BUG: cpu: no AVX-512") }
+
+func swigluAVX512(dst, x, gate *float32, n int) { panic("BUG: cpu: no AVX-512") }

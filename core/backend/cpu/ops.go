@@ -144,8 +144,12 @@ func swigluRow(dst, x, g []float32) {
 	n := len(x)
 	g, dst = g[:n], dst[:n]
 	v := n &^ 15
-	for i := 0; i < v; i++ {
-		dst[i] = vSilu(x[i]) * g[i]
+	if useAVX512 && v > 0 {
+		swigluAVX512(&dst[0], &x[0], &g[0], v)
+	} else {
+		for i := 0; i < v; i++ {
+			dst[i] = vSilu(x[i]) * g[i]
+		}
 	}
 	for i := v; i < n; i++ {
 		dst[i] = x[i] / (1 + expf(-x[i])) * g[i]
