@@ -16,6 +16,8 @@ func init() {
 	table[Q4_0].VecDot = dotQ4_0SIMD
 	table[Q5_0].VecDot = dotQ5_0SIMD
 	table[F16].VecDot = dotF16SIMD
+	table[Q4_K].VecDot = dotQ4_KSIMD
+	table[Q6_K].VecDot = dotQ6_KSIMD
 }
 
 // simdKernels names the SIMD kernels and their pure-Go definitions, for the tests.
@@ -24,6 +26,8 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q4_0: {dotQ4_0SIMD, dotQ4_0},
 	Q5_0: {dotQ5_0SIMD, dotQ5_0},
 	F16:  {dotF16SIMD, dotF16},
+	Q4_K: {dotQ4_KSIMD, dotQ4_K},
+	Q6_K: {dotQ6_KSIMD, dotQ6_K},
 }
 
 func dotBlocksSIMD(n int, w, x []byte, wBytes int, k func(w, x *byte, nb int, acc *[8]float32)) float32 {
@@ -41,6 +45,31 @@ func dotBlocksSIMD(n int, w, x []byte, wBytes int, k func(w, x *byte, nb int, ac
 func dotQ8_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q8_0Bytes, dotQ8_0AVX2) }
 func dotQ4_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q4_0Bytes, dotQ4_0AVX2) }
 func dotQ5_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q5_0Bytes, dotQ5_0AVX2) }
+
+func dotQ4_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q4_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	var accM [4]float32
+	dotQ4_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc), &accM)
+	return acc.sum() + ((accM[0] + accM[2]) + (accM[1] + accM[3]))
+}
+
+func dotQ6_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q6_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	dotQ6_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
 
 func dotF16SIMD(n int, w, x []byte) float32 {
 	var acc lanes32

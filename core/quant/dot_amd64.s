@@ -412,6 +412,12 @@ DATA signBits<>+30(SB)/1, $0x80
 DATA signBits<>+31(SB)/1, $0x80
 GLOBL signBits<>(SB), RODATA|NOPTR, $32
 
+DATA signBit<>+0(SB)/4, $0x80000000
+DATA signBit<>+4(SB)/4, $0x80000000
+DATA signBit<>+8(SB)/4, $0x80000000
+DATA signBit<>+12(SB)/4, $0x80000000
+GLOBL signBit<>(SB), RODATA|NOPTR, $16
+
 DATA onesU8<>+0(SB)/1, $0x01
 DATA onesU8<>+1(SB)/1, $0x01
 DATA onesU8<>+2(SB)/1, $0x01
@@ -1419,169 +1425,180 @@ f16_done:
 	VZEROUPPER
 	RET
 
-// func q4KIntsAVX2(w *byte, x *byte, nb int, out *int32)
-// Requires: AVX, AVX2
-TEXT ·q4KIntsAVX2(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), AX
-	MOVQ x+8(FP), CX
-	MOVQ nb+16(FP), DX
-	MOVQ out+24(FP), BX
+// func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	MOVQ    accm+32(FP), SI
+	VMOVUPS (BX), Y0
+	VMOVUPS (SI), X1
 
 q4k_loop:
 	TESTQ        DX, DX
 	JZ           q4k_done
-	VMOVDQU      16(AX), Y0
-	VPSRLW       $0x04, Y0, Y1
-	VPAND        mask0F<>+0(SB), Y0, Y0
-	VPAND        mask0F<>+0(SB), Y1, Y1
-	VPMADDUBSW   4(CX), Y0, Y0
-	VPMADDWD     ones16<>+0(SB), Y0, Y0
-	VPMADDUBSW   36(CX), Y1, Y1
-	VPMADDWD     ones16<>+0(SB), Y1, Y1
-	VPHADDD      Y1, Y0, Y0
-	VMOVDQU      48(AX), Y1
-	VPSRLW       $0x04, Y1, Y2
-	VPAND        mask0F<>+0(SB), Y1, Y1
-	VPAND        mask0F<>+0(SB), Y2, Y2
-	VPMADDUBSW   68(CX), Y1, Y1
-	VPMADDWD     ones16<>+0(SB), Y1, Y1
-	VPMADDUBSW   100(CX), Y2, Y2
-	VPMADDWD     ones16<>+0(SB), Y2, Y2
-	VPHADDD      Y2, Y1, Y1
-	VPHADDD      Y1, Y0, Y0
-	VMOVDQU      80(AX), Y1
-	VPSRLW       $0x04, Y1, Y2
-	VPAND        mask0F<>+0(SB), Y1, Y1
-	VPAND        mask0F<>+0(SB), Y2, Y2
-	VPMADDUBSW   132(CX), Y1, Y1
-	VPMADDWD     ones16<>+0(SB), Y1, Y1
-	VPMADDUBSW   164(CX), Y2, Y2
-	VPMADDWD     ones16<>+0(SB), Y2, Y2
-	VPHADDD      Y2, Y1, Y1
-	VMOVDQU      112(AX), Y2
-	VPSRLW       $0x04, Y2, Y3
-	VPAND        mask0F<>+0(SB), Y2, Y2
-	VPAND        mask0F<>+0(SB), Y3, Y3
-	VPMADDUBSW   196(CX), Y2, Y2
-	VPMADDWD     ones16<>+0(SB), Y2, Y2
-	VPMADDUBSW   228(CX), Y3, Y3
-	VPMADDWD     ones16<>+0(SB), Y3, Y3
-	VPHADDD      Y3, Y2, Y2
-	VPHADDD      Y2, Y1, Y1
-	VPERM2I128   $0x20, Y1, Y0, Y2
-	VPERM2I128   $0x31, Y1, Y0, Y0
-	VPADDD       Y0, Y2, Y2
-	MOVLQZX      4(AX), SI
-	MOVLQZX      8(AX), DI
-	MOVLQZX      12(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x0f0f0f0f, R9
-	MOVQ         SI, R10
-	SHRQ         $0x06, R10
-	ANDQ         $0x03030303, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, R9
-	SHLQ         $0x20, R9
-	ANDQ         $0x3f3f3f3f, SI
-	ORQ          SI, R9
-	MOVQ         R8, SI
-	SHRQ         $0x04, SI
-	ANDQ         $0x0f0f0f0f, SI
-	MOVQ         DI, R10
-	SHRQ         $0x06, R10
-	ANDQ         $0x03030303, R10
-	SHLQ         $0x04, R10
-	ORQ          R10, SI
-	SHLQ         $0x20, SI
-	ANDQ         $0x3f3f3f3f, DI
-	ORQ          DI, SI
-	VMOVQ        R9, X0
-	VPMOVZXBD    X0, Y0
-	VPMULLD      Y0, Y2, Y2
-	VMOVQ        SI, X0
-	VPMOVZXBD    X0, Y0
-	VMOVDQU      ones16<>+0(SB), Y1
-	VPMADDWD     260(CX), Y1, Y1
-	VPMULLD      Y0, Y1, Y1
-	VPHADDD      Y1, Y2, Y0
-	VPHADDD      Y0, Y0, Y0
-	VEXTRACTI128 $0x01, Y0, X1
-	VPADDD       X1, X0, X1
-	VMOVQ        X1, (BX)
+	VMOVDQU      4(AX), X2
+	VPSHUFD      $0xaa, X2, X3
+	VPSRLVD      shift04<>+0(SB), X3, X3
+	VPAND        mask0F<>+0(SB), X3, X3
+	VPSRLD       $0x06, X2, X4
+	VPAND        mask03<>+0(SB), X4, X4
+	VPSLLD       $0x04, X4, X4
+	VPOR         X4, X3, X3
+	VPAND        mask3F<>+0(SB), X2, X2
+	VPUNPCKLDQ   X3, X2, X2
+	VPMOVZXBW    X2, Y2
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      260(CX), X3
+	VPHADDW      276(CX), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	VMOVSS       (CX), X3
+	VPXOR        X4, X4, X4
+	VPINSRW      $0x00, 2(AX), X4, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       X4, X3, X4
+	VXORPS       signBit<>+0(SB), X4, X4
+	VBROADCASTSS X4, X4
+	VFMADD231PS  X2, X4, X1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      16(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPMADDUBSW   4(CX), Y4, Y4
+	VPBROADCASTW (SP), Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMADDUBSW   36(CX), Y5, Y4
+	VPBROADCASTW 2(SP), Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPMADDUBSW   68(CX), Y4, Y4
+	VPBROADCASTW 4(SP), Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMADDUBSW   100(CX), Y5, Y4
+	VPBROADCASTW 6(SP), Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPMADDUBSW   132(CX), Y4, Y4
+	VPBROADCASTW 8(SP), Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMADDUBSW   164(CX), Y5, Y4
+	VPBROADCASTW 10(SP), Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPMADDUBSW   196(CX), Y4, Y4
+	VPBROADCASTW 12(SP), Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMADDUBSW   228(CX), Y5, Y4
+	VPBROADCASTW 14(SP), Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPXOR        X4, X4, X4
+	VPINSRW      $0x00, (AX), X4, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       X4, X3, X4
+	VBROADCASTSS X4, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00000124, CX
-	ADDQ         $0x08, BX
 	DECQ         DX
 	JMP          q4k_loop
 
 q4k_done:
+	VMOVUPS Y0, (BX)
+	VMOVUPS X1, (SI)
 	VZEROUPPER
 	RET
 
-// func q6KIntsAVX2(w *byte, x *byte, nb int, out *int32)
-// Requires: AVX, AVX2
-TEXT ·q6KIntsAVX2(SB), NOSPLIT, $0-32
+// func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
 	MOVQ    nb+16(FP), DX
-	MOVQ    out+24(FP), BX
-	VMOVDQU thirtyTwos<>+0(SB), Y0
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+	VMOVDQU thirtyTwos<>+0(SB), Y1
 
 q6k_loop:
 	TESTQ        DX, DX
 	JZ           q6k_done
-	VPXOR        Y1, Y1, Y1
 	VPMOVSXBW    192(AX), Y2
-	VPERMQ       $0x44, Y2, Y3
-	VMOVDQU      128(AX), Y4
-	VMOVDQU      (AX), Y5
-	VMOVDQU      32(AX), Y6
-	VPAND        mask0F<>+0(SB), Y5, Y7
-	VPAND        mask03<>+0(SB), Y4, Y8
-	VPSLLW       $0x04, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      4(CX), Y8
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDUBSW   Y8, Y0, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSHUFB      q6Shuf0<>+0(SB), Y3, Y8
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPAND        mask0F<>+0(SB), Y6, Y7
-	VPAND        mask0C<>+0(SB), Y4, Y8
-	VPSLLW       $0x02, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      36(CX), Y8
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDUBSW   Y8, Y0, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPSHUFB      q6Shuf1<>+0(SB), Y3, Y8
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        mask0F<>+0(SB), Y5, Y5
-	VPAND        mask30<>+0(SB), Y4, Y7
-	VPOR         Y7, Y5, Y5
-	VMOVDQU      68(CX), Y7
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDUBSW   Y7, Y0, Y7
-	VPSUBW       Y7, Y5, Y5
-	VPSHUFB      q6Shuf2<>+0(SB), Y3, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPSRLW       $0x04, Y6, Y5
-	VPAND        mask0F<>+0(SB), Y5, Y5
-	VPAND        maskC0<>+0(SB), Y4, Y4
-	VPSRLW       $0x02, Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VMOVDQU      100(CX), Y4
-	VPMADDUBSW   Y4, Y5, Y5
-	VPMADDUBSW   Y4, Y0, Y4
-	VPSUBW       Y4, Y5, Y5
-	VPSHUFB      q6Shuf3<>+0(SB), Y3, Y3
-	VPMADDWD     Y3, Y5, Y5
-	VPADDD       Y5, Y1, Y1
-	VPERMQ       $0xee, Y2, Y2
+	VMOVDQU      Y2, (SP)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      128(AX), Y3
+	VMOVDQU      (AX), Y4
+	VMOVDQU      32(AX), Y5
+	VPAND        mask0F<>+0(SB), Y4, Y6
+	VPAND        mask03<>+0(SB), Y3, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDUBSW   4(CX), Y1, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPBROADCASTW (SP), Y7
+	VPBROADCASTW 2(SP), X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPAND        mask0F<>+0(SB), Y5, Y6
+	VPAND        mask0C<>+0(SB), Y3, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   36(CX), Y6, Y6
+	VPMADDUBSW   36(CX), Y1, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPBROADCASTW 4(SP), Y7
+	VPBROADCASTW 6(SP), X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        mask30<>+0(SB), Y3, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDUBSW   68(CX), Y4, Y4
+	VPMADDUBSW   68(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPBROADCASTW 8(SP), Y6
+	VPBROADCASTW 10(SP), X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y5, Y4
+	VPAND        mask0F<>+0(SB), Y4, Y4
+	VPAND        maskC0<>+0(SB), Y3, Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPOR         Y3, Y4, Y4
+	VPMADDUBSW   100(CX), Y4, Y3
+	VPMADDUBSW   100(CX), Y1, Y4
+	VPSUBW       Y4, Y3, Y3
+	VPBROADCASTW 12(SP), Y4
+	VPBROADCASTW 14(SP), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
 	VMOVDQU      160(AX), Y3
 	VMOVDQU      64(AX), Y4
 	VMOVDQU      96(AX), Y5
@@ -1589,61 +1606,66 @@ q6k_loop:
 	VPAND        mask03<>+0(SB), Y3, Y7
 	VPSLLW       $0x04, Y7, Y7
 	VPOR         Y7, Y6, Y6
-	VMOVDQU      132(CX), Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDUBSW   Y7, Y0, Y7
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPMADDUBSW   132(CX), Y1, Y7
 	VPSUBW       Y7, Y6, Y6
-	VPSHUFB      q6Shuf0<>+0(SB), Y2, Y7
+	VPBROADCASTW 16(SP), Y7
+	VPBROADCASTW 18(SP), X8
+	VINSERTI128  $0x01, X8, Y7, Y7
 	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y1, Y1
+	VPADDD       Y6, Y2, Y2
 	VPAND        mask0F<>+0(SB), Y5, Y6
 	VPAND        mask0C<>+0(SB), Y3, Y7
 	VPSLLW       $0x02, Y7, Y7
 	VPOR         Y7, Y6, Y6
-	VMOVDQU      164(CX), Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDUBSW   Y7, Y0, Y7
+	VPMADDUBSW   164(CX), Y6, Y6
+	VPMADDUBSW   164(CX), Y1, Y7
 	VPSUBW       Y7, Y6, Y6
-	VPSHUFB      q6Shuf1<>+0(SB), Y2, Y7
+	VPBROADCASTW 20(SP), Y7
+	VPBROADCASTW 22(SP), X8
+	VINSERTI128  $0x01, X8, Y7, Y7
 	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y1, Y1
+	VPADDD       Y6, Y2, Y2
 	VPSRLW       $0x04, Y4, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPAND        mask30<>+0(SB), Y3, Y6
 	VPOR         Y6, Y4, Y4
-	VMOVDQU      196(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDUBSW   Y6, Y0, Y6
+	VPMADDUBSW   196(CX), Y4, Y4
+	VPMADDUBSW   196(CX), Y1, Y6
 	VPSUBW       Y6, Y4, Y4
-	VPSHUFB      q6Shuf2<>+0(SB), Y2, Y6
+	VPBROADCASTW 24(SP), Y6
+	VPBROADCASTW 26(SP), X7
+	VINSERTI128  $0x01, X7, Y6, Y6
 	VPMADDWD     Y6, Y4, Y4
-	VPADDD       Y4, Y1, Y1
+	VPADDD       Y4, Y2, Y2
 	VPSRLW       $0x04, Y5, Y4
 	VPAND        mask0F<>+0(SB), Y4, Y4
 	VPAND        maskC0<>+0(SB), Y3, Y3
 	VPSRLW       $0x02, Y3, Y3
 	VPOR         Y3, Y4, Y4
-	VMOVDQU      228(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y4
-	VPMADDUBSW   Y3, Y0, Y3
-	VPSUBW       Y3, Y4, Y4
-	VPSHUFB      q6Shuf3<>+0(SB), Y2, Y2
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y1, Y1
-	VEXTRACTI128 $0x01, Y1, X2
-	VPADDD       X2, X1, X2
-	VPSHUFD      $0x4e, X2, X1
-	VPADDD       X1, X2, X2
-	VPSHUFD      $0xb1, X2, X1
-	VPADDD       X1, X2, X2
-	VMOVD        X2, (BX)
+	VPMADDUBSW   228(CX), Y4, Y3
+	VPMADDUBSW   228(CX), Y1, Y4
+	VPSUBW       Y4, Y3, Y3
+	VPBROADCASTW 28(SP), Y4
+	VPBROADCASTW 30(SP), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVSS       (CX), X3
+	VPXOR        X4, X4, X4
+	VPINSRW      $0x00, 208(AX), X4, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       X4, X3, X4
+	VBROADCASTSS X4, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
-	ADDQ         $0x04, BX
 	DECQ         DX
 	JMP          q6k_loop
 
 q6k_done:
+	VMOVUPS Y0, (BX)
 	VZEROUPPER
 	RET
 

@@ -24,15 +24,15 @@ func dotQ5_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 //go:noescape
 func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 
-// q4KIntsAVX2 writes (isum, summs) of each of nb Q4_K·Q8_K super-blocks to out[2b], out[2b+1] (AVX2).
+// dotQ4_KAVX2 runs ggml's Q4_K·Q8_K block loop over nb super-blocks into acc and accm (AVX2, FMA, F16C).
 //
 //go:noescape
-func q4KIntsAVX2(w *byte, x *byte, nb int, out *int32)
+func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 
-// q6KIntsAVX2 writes isum of each of nb Q6_K·Q8_K super-blocks to out[b] (AVX2).
+// dotQ6_KAVX2 runs ggml's Q6_K·Q8_K block loop over nb super-blocks into acc (AVX2, FMA, F16C).
 //
 //go:noescape
-func q6KIntsAVX2(w *byte, x *byte, nb int, out *int32)
+func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
 // prepQ8Tile writes the prepared form of a.nx Q8_0 activation rows (AVX512_VNNI, AVX512VL, AVX2, F16C).
 //

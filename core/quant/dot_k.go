@@ -137,7 +137,7 @@ func dotQ4_K(n int, w, x []byte) float32 {
 		for i := range accM {
 			accM[i] = fma32(dmin, float32(prod[i]), accM[i])
 		}
-		l := q4KLanesFn(wb, xb, &sc)
+		l := q4KLanes(wb, xb, &sc)
 		acc.fmaLanes(d, &l)
 	}
 	return acc.sum() + ((accM[0] + accM[2]) + (accM[1] + accM[3]))
@@ -192,14 +192,9 @@ func dotQ6_K(n int, w, x []byte) float32 {
 	var acc lanes8
 	for b := 0; b < n/QK_K; b++ {
 		wb, xb := w[b*q6_KBytes:(b+1)*q6_KBytes], x[b*q8_KBytes:(b+1)*q8_KBytes]
-		l := q6KLanesFn(wb, xb)
+		l := q6KLanes(wb, xb)
 		acc.fmaLanes(q8KD(xb)*f16At(wb[208:]), &l)
 	}
 	return acc.sum()
 }
 
-// The lane kernels the SIMD code replaces at init.
-var (
-	q4KLanesFn = q4KLanes
-	q6KLanesFn = q6KLanes
-)

@@ -16,6 +16,8 @@ import (
 
 const q8_0Bytes = 34
 
+var signBit Mem
+
 var (
 	ones16, mask0F, mask03, mask0C, mask30, maskC0, bitsShuf, bitsMask, allOnes, sixteen Mem
 	eights, sixteens, thirtyTwos                                                         Mem
@@ -29,8 +31,8 @@ func main() {
 	blockDot("dotQ4_0AVX2", 18, bodyQ4_0, eights)
 	blockDot("dotQ5_0AVX2", 22, bodyQ5_0, sixteens)
 	dotF16()
-	q4KInts()
-	q6KInts()
+	q4KDot()
+	q6KDot()
 	tileKernels()
 	kTiles()
 	fromFloatConstants()
@@ -62,6 +64,10 @@ func constants() {
 	thirtyTwos = splat("thirtyTwos", 32)
 	allOnes = splat("allOnes", 0xff)
 	signBits = splat("signBits", 0x80)
+	signBit = GLOBL("signBit", RODATA|NOPTR)
+	for i := 0; i < 4; i++ {
+		DATA(4*i, U32(0x80000000))
+	}
 	onesU8 = splat("onesU8", 1)
 	mask3F = splat("mask3F", 0x3f)
 	shift04 = bytes32("shift04", func(i int) byte { return map[int]byte{4: 4}[i] })
@@ -289,121 +295,117 @@ func dotF16() {
 	RET()
 }
 
-// hsum2 stores the full lane sums of a and b as two int32 at out[0], out[1].
-func hsum2(a, b reg.VecVirtual, out Mem) {
-	t, h := YMM(), XMM()
-	VPHADDD(b, a, t)
-	VPHADDD(t, t, t)
-	VEXTRACTI128(Imm(1), t, h)
-	VPADDD(h, t.AsX(), h)
-	VMOVQ(h, out)
+// f16Scalar leaves f16(m)·xd in lane 0 of a new XMM (xd: lane 0 of an XMM).
+func f16Scalar(m Mem, xd reg.VecVirtual) reg.VecVirtual {
+	t := XMM()
+	VPXOR(t, t, t)
+	VPINSRW(Imm(0), m, t, t)
+	VCVTPH2PS(t, t)
+	VMULSS(t, xd, t) // xd·f16: ggml's y.d * FP16(x.d)
+	return t
 }
 
-// q4KInts emits func(w, x *byte, nb int, out *int32): for each of nb Q4_K·Q8_K
-// super-blocks it writes isum = Σ_g scale_g·Σ q·x and summs = Σ_g min_g·bsum_g.
-func q4KInts() {
-	TEXT("q4KIntsAVX2", NOSPLIT, "func(w, x *byte, nb int, out *int32)")
+// q4KDot emits func(w, x *byte, nb int, acc *[8]float32, accm *[4]float32): ggml's AVX2
+// ggml_vec_dot_q4_K_q8_K loop; the caller reduces acc and accm as ggml does.
+func q4KDot() {
+	TEXT("dotQ4_KAVX2", NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32, accm *[4]float32)")
 	Pragma("noescape")
-	Doc("q4KIntsAVX2 writes (isum, summs) of each of nb Q4_K·Q8_K super-blocks to out[2b], out[2b+1] (AVX2).")
-	wp, xp, nb, op := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("out"), GP64())
+	Doc("dotQ4_KAVX2 runs ggml's Q4_K·Q8_K block loop over nb super-blocks into acc and accm (AVX2, FMA, F16C).")
+	wp, xp, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64())
+	accp, accmp := Load(Param("acc"), GP64()), Load(Param("accm"), GP64())
+	acc, accm := YMM(), XMM()
+	VMOVUPS(Mem{Base: accp}, acc)
+	VMOVUPS(Mem{Base: accmp}, accm)
+	sm := AllocLocal(32) // scales 0-7 then mins 0-7, as int16
 	Label("q4k_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q4k_done"))
-	var hi reg.VecVirtual
-	sums := reduce8(func(k int) reg.VecVirtual {
-		j, h := k/2, k%2
-		v := hi
-		if h == 0 {
-			v, hi = YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 16 + 32*j}, v)
-			VPSRLW(Imm(4), v, hi)
-			VPAND(mask0F, v, v)
-			VPAND(mask0F, hi, hi)
+	// Scales and mins (ggml's kmask unpacking on dword lanes [u0 u1 u2 ·]).
+	u, t, h := XMM(), XMM(), XMM()
+	VMOVDQU(Mem{Base: wp, Disp: 4}, u)
+	VPSHUFD(Imm(0xaa), u, t) // [u2 u2 u2 u2]
+	VPSRLVD(shift04, t, t)   // [u2, u2>>4, …]
+	VPAND(mask0F, t, t)
+	VPSRLD(Imm(6), u, h) // [u0>>6, u1>>6, …]
+	VPAND(mask03, h, h)
+	VPSLLD(Imm(4), h, h)
+	VPOR(h, t, t)       // [scales 4-7, mins 4-7]
+	VPAND(mask3F, u, u) // [scales 0-3, mins 0-3]
+	VPUNPCKLDQ(t, u, u) // [scales 0-7, mins 0-7] as bytes
+	smw := YMM()
+	VPMOVZXBW(u, smw)
+	VMOVDQU(smw, sm)
+	// acc_m = fma(dmin, float32(mins · bsum pairs), acc_m)
+	bs, q8s, mins := XMM(), XMM(), XMM()
+	VMOVDQU(Mem{Base: xp, Disp: 4 + 256}, bs)
+	VPHADDW(Mem{Base: xp, Disp: 4 + 256 + 16}, bs, q8s)
+	VEXTRACTI128(Imm(1), smw, mins)
+	VPMADDWD(q8s, mins, mins)
+	VCVTDQ2PS(mins, mins)
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	dmin := f16Scalar(Mem{Base: wp, Disp: 2}, xd)
+	VXORPS(signBit, dmin, dmin) // −y.d·FP16(x.dmin)
+	VBROADCASTSS(dmin, dmin)
+	VFMADD231PS(mins, dmin, accm)
+	// sumi lanes: Σ_j scale_2j·(low nibbles · x) + scale_2j+1·(high nibbles · x)
+	sumi := YMM()
+	VPXOR(sumi, sumi, sumi)
+	for j := 0; j < 4; j++ {
+		q, hi := YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16 + 32*j}, q)
+		VPSRLW(Imm(4), q, hi)
+		VPAND(mask0F, q, q)
+		VPAND(mask0F, hi, hi)
+		for half, v := range []reg.VecVirtual{q, hi} {
+			p, sc := YMM(), YMM()
+			VPMADDUBSW(Mem{Base: xp, Disp: 4 + 64*j + 32*half}, v, p)
+			VPBROADCASTW(sm.Offset(2*(2*j+half)), sc)
+			VPMADDWD(sc, p, p)
+			VPADDD(p, sumi, sumi)
 		}
-		t := YMM()
-		VPMADDUBSW(Mem{Base: xp, Disp: 4 + 64*j + 32*h}, v, t)
-		VPMADDWD(ones16, t, t)
-		return t
-	})
-	// Unpack the 6-bit scales and mins (ggml's kmask trick) into two 64-bit words.
-	u0, u1, u2, sc, mn, t := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	MOVLQZX(Mem{Base: wp, Disp: 4}, u0)
-	MOVLQZX(Mem{Base: wp, Disp: 8}, u1)
-	MOVLQZX(Mem{Base: wp, Disp: 12}, u2)
-	// scales 4..7: (u2 & 0x0f0f0f0f) | ((u0>>6) & 0x03030303) << 4
-	MOVQ(u2, sc)
-	ANDQ(U32(0x0f0f0f0f), sc)
-	MOVQ(u0, t)
-	SHRQ(Imm(6), t)
-	ANDQ(U32(0x03030303), t)
-	SHLQ(Imm(4), t)
-	ORQ(t, sc)
-	SHLQ(Imm(32), sc)
-	ANDQ(U32(0x3f3f3f3f), u0)
-	ORQ(u0, sc)
-	// mins 4..7: ((u2>>4) & 0x0f0f0f0f) | ((u1>>6) & 0x03030303) << 4
-	MOVQ(u2, mn)
-	SHRQ(Imm(4), mn)
-	ANDQ(U32(0x0f0f0f0f), mn)
-	MOVQ(u1, t)
-	SHRQ(Imm(6), t)
-	ANDQ(U32(0x03030303), t)
-	SHLQ(Imm(4), t)
-	ORQ(t, mn)
-	SHLQ(Imm(32), mn)
-	ANDQ(U32(0x3f3f3f3f), u1)
-	ORQ(u1, mn)
-
-	xs, ys, xm, ym := XMM(), YMM(), XMM(), YMM()
-	VMOVQ(sc, xs)
-	VPMOVZXBD(xs, ys)
-	VPMULLD(ys, sums, sums)
-	VMOVQ(mn, xm)
-	VPMOVZXBD(xm, ym)
-	bs := YMM()
-	VPMADDWD(Mem{Base: xp, Disp: 4 + 256}, ones16AsReg(), bs)
-	VPMULLD(ym, bs, bs)
-	hsum2(sums, bs, Mem{Base: op})
-
+	}
+	d := f16Scalar(Mem{Base: wp}, xd)
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(d, yd)
+	VCVTDQ2PS(sumi, f)
+	VFMADD231PS(f, yd, acc)
 	ADDQ(U32(144), wp)
 	ADDQ(U32(292), xp)
-	ADDQ(Imm(8), op)
 	DECQ(nb)
 	JMP(LabelRef("q4k_loop"))
 	Label("q4k_done")
+	VMOVUPS(acc, Mem{Base: accp})
+	VMOVUPS(accm, Mem{Base: accmp})
 	VZEROUPPER()
 	RET()
 }
 
-func ones16AsReg() reg.VecVirtual {
-	r := YMM()
-	VMOVDQU(ones16, r)
-	return r
-}
-
-// q6KInts emits func(w, x *byte, nb int, out *int32): out[b] = Σ_g scale_g·Σ (q−32)·x
-// for each of nb Q6_K·Q8_K super-blocks.
-func q6KInts() {
-	TEXT("q6KIntsAVX2", NOSPLIT, "func(w, x *byte, nb int, out *int32)")
+// q6KDot emits func(w, x *byte, nb int, acc *[8]float32): ggml's AVX2
+// ggml_vec_dot_q6_K_q8_K loop; the caller reduces acc.
+func q6KDot() {
+	TEXT("dotQ6_KAVX2", NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32)")
 	Pragma("noescape")
-	Doc("q6KIntsAVX2 writes isum of each of nb Q6_K·Q8_K super-blocks to out[b] (AVX2).")
-	wp, xp, nb, op := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("out"), GP64())
+	Doc("dotQ6_KAVX2 runs ggml's Q6_K·Q8_K block loop over nb super-blocks into acc (AVX2, FMA, F16C).")
+	wp, xp, nb, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("acc"), GP64())
+	acc := YMM()
+	VMOVUPS(Mem{Base: accp}, acc)
 	c32 := YMM()
 	VMOVDQU(thirtyTwos, c32)
+	sc := AllocLocal(32) // the sixteen scales as int16
 	Label("q6k_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q6k_done"))
-	acc := YMM()
-	VPXOR(acc, acc, acc)
-	sc16 := YMM()
-	VPMOVSXBW(Mem{Base: wp, Disp: 192}, sc16)
-	for n := 0; n < 2; n++ {
-		scn := YMM()
-		VPERMQ(Imm([]uint64{0x44, 0xee}[n]), sc16, scn)
+	s16 := YMM()
+	VPMOVSXBW(Mem{Base: wp, Disp: 192}, s16)
+	VMOVDQU(s16, sc)
+	sumi := YMM()
+	VPXOR(sumi, sumi, sumi)
+	for j := 0; j < 2; j++ {
 		qh, ql0, ql1 := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*n}, qh)
-		VMOVDQU(Mem{Base: wp, Disp: 64 * n}, ql0)
-		VMOVDQU(Mem{Base: wp, Disp: 64*n + 32}, ql1)
+		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*j}, qh)
+		VMOVDQU(Mem{Base: wp, Disp: 64 * j}, ql0)
+		VMOVDQU(Mem{Base: wp, Disp: 64*j + 32}, ql1)
 		for k := 0; k < 4; k++ {
 			q, h := YMM(), YMM()
 			switch k {
@@ -426,32 +428,34 @@ func q6KInts() {
 				VPSRLW(Imm(2), h, h)
 			}
 			VPOR(h, q, q)
-			x := Mem{Base: xp, Disp: 4 + 128*n + 32*k}
-			yx, p, c, s := YMM(), YMM(), YMM(), YMM()
-			VMOVDQU(x, yx)
-			VPMADDUBSW(yx, q, p)
-			VPMADDUBSW(yx, c32, c)
+			x := Mem{Base: xp, Disp: 4 + 128*j + 32*k}
+			p, c := YMM(), YMM()
+			VPMADDUBSW(x, q, p)
+			VPMADDUBSW(x, c32, c)
 			VPSUBW(c, p, p)
-			VPSHUFB(q6Shuf[k], scn, s)
+			// Scale of group 8j+2k in lanes 0-7, of group 8j+2k+1 in lanes 8-15.
+			g := 8*j + 2*k
+			s, hi := YMM(), XMM()
+			VPBROADCASTW(sc.Offset(2*g), s)
+			VPBROADCASTW(sc.Offset(2*g+2), hi)
+			VINSERTI128(Imm(1), hi, s, s)
 			VPMADDWD(s, p, p)
-			VPADDD(p, acc, acc)
+			VPADDD(p, sumi, sumi)
 		}
 	}
-	hx, t := XMM(), XMM()
-	VEXTRACTI128(Imm(1), acc, hx)
-	VPADDD(hx, acc.AsX(), hx)
-	VPSHUFD(Imm(0x4e), hx, t)
-	VPADDD(t, hx, hx)
-	VPSHUFD(Imm(0xb1), hx, t)
-	VPADDD(t, hx, hx)
-	VMOVD(hx, Mem{Base: op})
-
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	d := f16Scalar(Mem{Base: wp, Disp: 208}, xd)
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(d, yd)
+	VCVTDQ2PS(sumi, f)
+	VFMADD231PS(f, yd, acc)
 	ADDQ(U32(210), wp)
 	ADDQ(U32(292), xp)
-	ADDQ(Imm(4), op)
 	DECQ(nb)
 	JMP(LabelRef("q6k_loop"))
 	Label("q6k_done")
+	VMOVUPS(acc, Mem{Base: accp})
 	VZEROUPPER()
 	RET()
 }
