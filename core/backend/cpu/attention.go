@@ -142,10 +142,7 @@ func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, p
 	var q8dot func(n int, w, x []byte) float32
 	if kv.k16 == nil {
 		tr, _ := quant.Q8_0.Lookup()
-		if _, q8dot = vecDotOf(tr); b.ggmlOrder {
-			q8dot = gQ8_0
-		}
-		if q8dot == nil {
+		if _, q8dot = vecDotOf(tr); q8dot == nil {
 			b.failf("Attention: core/quant has no q8_0 dot product")
 			return
 		}

@@ -15,7 +15,6 @@ func TestConformance(t *testing.T) {
 	}{
 		{"threads=1", cpu.Options{Threads: 1}},
 		{"threads=3", cpu.Options{Threads: 3}},
-		{"ggml-order", cpu.Options{Threads: 2, GGMLOrder: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backendtest.Run(t, func() backend.Backend { return cpu.New(tc.opts) })

@@ -44,19 +44,12 @@ type Options struct {
 	// Threads is the number of goroutines an op runs on (the caller included).
 	// 0 means one per physical core (PhysicalCores).
 	Threads int
-	// GGMLOrder makes MatMul and a Q8_0 cache's attention use reference dot products
-	// in the float order of ggml's x86 kernels (ggmldot.go) for Q8_0, Q4_0, Q5_0, Q4_1,
-	// Q5_1, Q4_K and Q6_K weights: results then equal llama.cpp's bit for bit on those
-	// types, at about 1/30 of the speed of core/quant's kernels (whose float order
-	// differs). For golden comparisons, not for serving.
-	GGMLOrder bool
 }
 
 // Backend executes core/backend's ops on the CPU. Make one with New.
 type Backend struct {
-	threads   int
-	pool      *pool
-	ggmlOrder bool
+	threads int
+	pool    *pool
 
 	mu     sync.Mutex // guards err only: ops run on one goroutine, workers record errors
 	err    error
@@ -83,7 +76,7 @@ func New(opts Options) *Backend {
 	if n <= 0 {
 		n = PhysicalCores()
 	}
-	b := &Backend{threads: n, pool: newPool(n), ggmlOrder: opts.GGMLOrder}
+	b := &Backend{threads: n, pool: newPool(n)}
 	b.workers = make([]scratch, n)
 	return b
 }

@@ -27,9 +27,8 @@ type matKernel struct {
 	tile        bool // kindQuant: use quant.DotTile (same bits as dot, weights reused across rows)
 }
 
-// matKernelFor picks the kernel for w, or kindNone when the type has no dot product;
-// ggmlOrder selects the reference kernels of ggmldot.go where there is one.
-func matKernelFor(w *Weight, ggmlOrder bool) matKernel {
+// matKernelFor picks the kernel for w, or kindNone when the type has no dot product.
+func matKernelFor(w *Weight) matKernel {
 	// llama.cpp runs tinyBLAS for batches when k%16 == 0 and m%4 == 0 and
 	// ggml_vec_dot_* otherwise; using one order for every nt keeps row identity.
 	lanes := w.cols%16 == 0 && w.rows%4 == 0
@@ -40,9 +39,6 @@ func matKernelFor(w *Weight, ggmlOrder bool) matKernel {
 		return matKernel{kind: kindF16, lanes16: lanes}
 	}
 	vdt, dot := vecDotOf(w.tr)
-	if g := ggmlDots[w.typ]; ggmlOrder && g != nil {
-		dot = g
-	}
 	if dot == nil {
 		return matKernel{}
 	}
@@ -54,8 +50,7 @@ func matKernelFor(w *Weight, ggmlOrder bool) matKernel {
 	if err != nil {
 		return matKernel{}
 	}
-	exact := ggmlOrder && ggmlDots[w.typ] != nil
-	return matKernel{kind: kindQuant, vdt: vdt, actRowBytes: arb, quantize: q, dot: dot, tile: !exact}
+	return matKernel{kind: kindQuant, vdt: vdt, actRowBytes: arb, quantize: q, dot: dot, tile: true}
 }
 
 // actQuantizer is how ggml-cpu converts an activation row to vdt (its from_float:

@@ -76,7 +76,7 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		}
 		w.f16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
 	}
-	w.mm = matKernelFor(w, b.ggmlOrder)
+	w.mm = matKernelFor(w)
 	if w.mm.kind == kindNone && tr.Dequant == nil {
 		return nil, fmt.Errorf("cpu: weight %q: tensor type %s is not supported (no dot kernel, no dequantizer)", name, t)
 	}

@@ -1,7 +1,8 @@
 package cpu
 
 // Reference dot products in the exact operation order of ggml-cpu's x86 AVX2 kernels
-// (ggml_vec_dot_<t>_q8_<k>), selected by Options.GGMLOrder. Integer work is exact in any
+// (ggml_vec_dot_<t>_q8_<k>), written independently of core/quant as a test oracle: the
+// backend's results equal llama.cpp's only if core/quant's kernels give these bits. Integer work is exact in any
 // order; what decides the float32 bits is the layout ggml's vectors give the partial
 // sums: eight int32 lanes per block, lane k holding the values v with (v mod 32)/4 == k
 // (weighted by their sub-block scale for the K-quants), each lane accumulated across
@@ -9,10 +10,8 @@ package cpu
 // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). Q4_1/Q5_1 add Σ m·s and Q4_K the mins term
 // (four lanes, (m0+m2)+(m1+m3)) after the hsum.
 //
-// With these kernels llama.cpp's norepack last-prompt logits of the Q8_0, Q4_0 and
-// Q4_K_M golden files are reproduced bit for bit (q4_k_m to 2e-6, from F16/F32 rows); the
-// kernels are plain Go and about 30× slower than core/quant's SIMD ones, which use
-// another float order. Types not listed in ggmlDots keep core/quant's kernel.
+// With this order llama.cpp's norepack last-prompt logits of the Q8_0, Q4_0 and Q4_K_M
+// golden files are reproduced bit for bit (q4_k_m to 2e-6, from F16/F32 rows).
 
 import (
 	"encoding/binary"
@@ -204,7 +203,7 @@ func gQ5_1(n int, w, x []byte) float32 {
 	})
 }
 
-// ggmlDots are the kernels Options.GGMLOrder selects.
+// ggmlDots are the reference kernels by weight type.
 var ggmlDots = map[quant.Type]func(n int, w, x []byte) float32{
 	quant.Q8_0: gQ8_0, quant.Q4_0: gQ4_0, quant.Q5_0: gQ5_0,
 	quant.Q4_1: gQ4_1, quant.Q5_1: gQ5_1,
