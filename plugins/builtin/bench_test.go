@@ -25,17 +25,7 @@ func BenchmarkPolicyNative(b *testing.B) {
 
 func BenchmarkPenaltyNative(b *testing.B) {
 	p, _ := NewPenalty([]byte(`{"repeat_penalty":1.1,"repeat_last_n":64}`))
-	rows := make([]sdk.PenaltyRow, 8)
-	for i := range rows {
-		for j := 0; j < 64; j++ {
-			tok := int32((j * 7919) % 48)
-			rows[i].History = append(rows[i].History, tok)
-			if j < 48 {
-				rows[i].IDs = append(rows[i].IDs, int32(j))
-				rows[i].Logits = append(rows[i].Logits, 1)
-			}
-		}
-	}
+	rows := penaltyBenchRows(8, 64)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		for r := range rows { // fresh logits: repeated penalties would decay into subnormals
@@ -45,4 +35,26 @@ func BenchmarkPenaltyNative(b *testing.B) {
 		}
 		p.Apply(context.Background(), rows)
 	}
+}
+
+// penaltyBenchRows builds nt verify rows as the engine does: each row's window is the
+// previous one slid by the drafted token before it.
+func penaltyBenchRows(nt, window int) []sdk.PenaltyRow {
+	var toks []int32
+	for j := 0; j < window+nt; j++ {
+		toks = append(toks, int32((j*7919)%48))
+	}
+	rows := make([]sdk.PenaltyRow, nt)
+	for i := range rows {
+		rows[i].History = toks[i : i+window]
+		seen := map[int32]bool{}
+		for _, t := range rows[i].History {
+			if !seen[t] {
+				seen[t] = true
+				rows[i].IDs = append(rows[i].IDs, t)
+				rows[i].Logits = append(rows[i].Logits, 1)
+			}
+		}
+	}
+	return rows
 }

@@ -3,6 +3,8 @@ package builtin
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,6 +201,66 @@ func TestStatic(t *testing.T) {
 		d, _ := s.NextDepth(context.Background(), tc.last)
 		if d.Depth != tc.want || d.MinConf != 0.1 {
 			t.Errorf("%+v: got %+v, want depth %d", tc.last, d, tc.want)
+		}
+	}
+}
+
+// TestPenaltyRowsMatchReference compares Apply (which updates counts from row to row)
+// with a direct count per row, on rows built like the engine's (the window growing or
+// sliding by one drafted token per row) and on unrelated rows.
+func TestPenaltyRowsMatchReference(t *testing.T) {
+	const w = 16
+	p, _ := NewPenalty([]byte(`{"repeat_penalty":1.3,"repeat_last_n":16,"presence_penalty":0.2,"frequency_penalty":0.1}`))
+	g := rand.New(rand.NewPCG(4, 4))
+	for trial := 0; trial < 300; trial++ {
+		base := make([]int32, g.IntN(24))
+		for i := range base {
+			base[i] = int32(g.IntN(12))
+		}
+		var rows []sdk.PenaltyRow
+		for r := 0; r < 1+g.IntN(8); r++ {
+			hist := append([]int32(nil), base...)
+			if trial%5 == 4 { // unrelated rows
+				hist = hist[:g.IntN(len(hist)+1)]
+			}
+			if len(hist) > w {
+				hist = hist[len(hist)-w:]
+			}
+			row := sdk.PenaltyRow{History: hist}
+			seen := map[int32]bool{}
+			for _, tok := range hist {
+				if !seen[tok] {
+					seen[tok] = true
+					row.IDs = append(row.IDs, tok)
+					row.Logits = append(row.Logits, float32(g.NormFloat64()*3))
+				}
+			}
+			rows = append(rows, row)
+			base = append(base, int32(g.IntN(12))) // the next drafted token
+		}
+		want := make([][]float32, len(rows))
+		for i, row := range rows {
+			counts := map[int32]int{}
+			for _, tok := range row.History {
+				counts[tok]++
+			}
+			for j, id := range row.IDs {
+				l := row.Logits[j]
+				if l <= 0 {
+					l *= 1.3
+				} else {
+					l /= 1.3
+				}
+				want[i] = append(want[i], l-(float32(counts[id])*0.1+0.2))
+			}
+		}
+		if err := p.Apply(context.Background(), rows); err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows {
+			if !slices.Equal(rows[i].Logits, want[i]) {
+				t.Fatalf("trial %d row %d: got %v, want %v", trial, i, rows[i].Logits, want[i])
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"slices"
 
 	"github.com/minfer/minfer/sdk"
 )
@@ -64,22 +65,34 @@ func (p *Penalty) Window() int {
 	return p.p.LastN
 }
 
-// Apply penalises each row's logits by the counts of its window.
+// Apply penalises each row's logits by the counts of its window. Consecutive verify
+// rows usually differ by one drafted token (and, with a full window, the oldest token
+// dropped), so the counts are updated from row to row rather than recounted.
 func (p *Penalty) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
 	w := p.Window()
+	var prev []int32
 	for i := range rows {
 		row := &rows[i]
 		hist := row.History
 		if len(hist) > w {
 			hist = hist[len(hist)-w:]
 		}
-		p.counts.reset(len(hist))
-		for _, t := range hist {
-			p.counts.add(t)
+		switch n := len(prev); {
+		case i > 0 && len(hist) == n+1 && slices.Equal(hist[:n], prev): // one more token
+			p.counts.add(hist[n], 1)
+		case i > 0 && n > 0 && len(hist) == n && slices.Equal(hist[:n-1], prev[1:]): // window slid by one
+			p.counts.add(prev[0], -1)
+			p.counts.add(hist[n-1], 1)
+		default:
+			p.counts.reset(len(hist) + len(rows))
+			for _, t := range hist {
+				p.counts.add(t, 1)
+			}
 		}
+		prev = hist
 		for j, id := range row.IDs {
 			c := p.counts.get(id)
-			if c == 0 || j >= len(row.Logits) {
+			if c <= 0 || j >= len(row.Logits) {
 				continue
 			}
 			l := row.Logits[j]
@@ -132,13 +145,13 @@ func (c *counter) slot(t int32) int {
 	return i
 }
 
-func (c *counter) add(t int32) {
+func (c *counter) add(t, n int32) {
 	i := c.slot(t)
 	if c.keys[i] == 0 {
 		c.keys[i], c.vals[i] = uint32(t)+1, 0
 		c.used = append(c.used, int32(i))
 	}
-	c.vals[i]++
+	c.vals[i] += n
 }
 
 func (c *counter) get(t int32) int32 {

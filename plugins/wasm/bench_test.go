@@ -82,13 +82,17 @@ func BenchmarkPenalty(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
+	// 8 verify rows, each window (64 tokens) the previous one slid by a drafted token
 	g := rand.New(rand.NewPCG(2, 2))
+	var toks []int32
+	for j := 0; j < 64+8; j++ {
+		toks = append(toks, int32(g.IntN(48)))
+	}
 	rows := make([]sdk.PenaltyRow, 8)
 	for i := range rows {
+		rows[i].History = toks[i : i+64]
 		seen := map[int32]bool{}
-		for j := 0; j < 64; j++ {
-			tok := int32(g.IntN(48))
-			rows[i].History = append(rows[i].History, tok)
+		for _, tok := range rows[i].History {
 			if !seen[tok] {
 				seen[tok] = true
 				rows[i].IDs = append(rows[i].IDs, tok)
@@ -133,7 +137,7 @@ func BenchmarkLoadWarm(b *testing.B) {
 	loadBuiltin(b) // warm the cache
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m, err := Load(ctx, builtin.WASM, Options{Name: "builtin", Instances: 1})
+		m, err := Load(ctx, builtin.WASM, Options{Name: "builtin", Instances: 1, Trusted: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -141,4 +145,43 @@ func BenchmarkLoadWarm(b *testing.B) {
 		m.Close(ctx)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkInterruptible is the same module loaded as a user's module is (deadlines
+// enforced inside calls): the price of wazero's per-loop termination checks.
+func BenchmarkInterruptible(b *testing.B) {
+	ctx := context.Background()
+	m, err := Load(ctx, builtin.WASM, Options{Name: "builtin", Instances: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(ctx)
+	b.Run("static", func(b *testing.B) {
+		p, err := m.Policy(ctx, "static", nil, CallOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		o := sdk.RoundOutcome{Round: 0, Depth: 7, Drafted: 7, Accepted: 5, DraftConf: make([]float32, 7), DraftNs: 70000, VerifyNs: 1000000, MaxDepth: 8}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := p.NextDepth(ctx, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("greedy", func(b *testing.B) {
+		s, err := m.Sampler(ctx, "greedy", nil, CallOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		r := benchRound(1, 8)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.Sample(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
