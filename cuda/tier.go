@@ -18,10 +18,12 @@ type Tier struct {
 	// kernels keep one accumulator per row in registers, and 8 rows × the unit loads fit
 	// every tier's register file without spilling (llama.cpp's mmvq uses the same bound).
 	MMVQMaxRows int
-	// GEMMMinRows is the nt from which MatMul uses the tensor-core tiled kernel (weights
-	// dequantized to f16 tiles in shared memory) instead of mat-vec launches in chunks of
-	// MMVQMaxRows. Below it the chunked mat-vec path streams the weights fewer times than
-	// the GEMM costs; see docs/perf-cuda.md for the measured crossover.
+	// GEMMMinRows is the nt from which MatMul uses the tensor-core GEMM (weights
+	// dequantized to an f16 copy, mma.sync) instead of mat-vec launches in chunks of
+	// MMVQMaxRows. The GEMM's cost is flat up to its 128-token tile, the chunked mat-vec
+	// cost grows by one chunk per 8 rows; on the H200 (14336 × 4096 weight) they meet near
+	// nt = 32 (Q8_0: 170 µs mat-vec vs 191 µs GEMM at 64; Q4_K: 288 vs 279), so 40.
+	// Tiers without their own measurement keep the same value.
 	GEMMMinRows int
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
@@ -43,21 +45,21 @@ type Tier struct {
 
 // tiers is ordered by compute capability.
 var tiers = []Tier{
-	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
-	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
-	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
-	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
-	{Name: "blackwell-dc", Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell-dc", Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
-	{Name: "blackwell", Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell", Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
-	{Name: "gb10", Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 64, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "gb10", Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
 }
 

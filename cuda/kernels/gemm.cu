@@ -15,11 +15,23 @@
 #define BK 32
 #define LDS (BK + 8)  // shared row stride in halves: 80 bytes, conflict-free fragment loads
 
+// dequant: grid (rows, ceil(cols/2048)), 256 threads, 8 consecutive values per thread
+// written as one 16-byte store (cols % 32 == 0).
 template <int T>
 static __device__ void dequant(const void *q, const void *d, const void *e, u16 *out, int rows, int cols) {
-    const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (i64)rows * cols) return;
-    out[i] = f2h(wval<T>(q, d, e, i / cols, (int)(i % cols), cols));
+    const int row = blockIdx.x, c0 = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
+    if (c0 >= cols) return;
+    u32 h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        h[k] = (u32)f2h(wval<T>(q, d, e, row, c0 + 2 * k, cols)) |
+               ((u32)f2h(wval<T>(q, d, e, row, c0 + 2 * k + 1, cols)) << 16);
+    int4 v;
+    v.x = (int)h[0];
+    v.y = (int)h[1];
+    v.z = (int)h[2];
+    v.w = (int)h[3];
+    *(int4 *)(out + (i64)row * cols + c0) = v;
 }
 
 #define DEQUANT(name, T)                                                                                  \

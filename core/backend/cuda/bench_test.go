@@ -12,6 +12,8 @@ import (
 	"github.com/minfer/minfer/core/quant"
 )
 
+var benchSeq int
+
 // BenchmarkMatMul times the mat-vec kernels on a 7B-sized FFN weight (14336 × 4096),
 // four copies rotated so the 50-60 MB L2 cannot hold them, 32 matmuls per captured
 // graph. It reports weight GB/s (bytes of the weight read per second); the kernels are
@@ -45,7 +47,10 @@ func BenchmarkMatMul(b *testing.B) {
 			b.Run(fmt.Sprintf("%v/nt%d", typ, nt), func(b *testing.B) {
 				x := mustF32(b, g, normals(rng, nt*cols, 1))
 				y, _ := g.NewF32(nt * rows)
-				key := fmt.Sprintf("%v/%d", typ, nt)
+				// A fresh key per invocation: x and y are new buffers each time, and a
+				// graph replays the buffers it was captured with.
+				benchSeq++
+				key := fmt.Sprintf("%v/%d/%d", typ, nt, benchSeq)
 				rec := func() {
 					for i := range per {
 						g.MatMul(y, ws[i%copies], x, nt)

@@ -124,10 +124,10 @@ func relErr(got, want []float32) float64 {
 // quantize activations to 8 bits independently (CPU: Q8_0 or Q8_K; GPU: int8 with a
 // float scale per 32), each ≈0.4% relative noise per value, so dots differ by ≈1%;
 // F16: the CPU rounds x to f16 (2^-11), the GPU keeps f32; F32: summation order only.
-// From nt = 64 the GPU uses the tensor-core GEMM, which rounds x and the dequantized
-// weights to f16: 2e-3 at least.
+// From nt = 40 (the tier's GEMMMinRows) the GPU uses the tensor-core GEMM, which rounds
+// x and the dequantized weights to f16: 2e-3 at least.
 func matmulBound(t quant.Type, nt int) float64 {
-	if nt >= 64 && (t == quant.F32 || t == quant.F16) {
+	if nt >= 40 && (t == quant.F32 || t == quant.F16) {
 		return 2e-3
 	}
 	switch t {

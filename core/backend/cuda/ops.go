@@ -270,7 +270,7 @@ func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int) {
 			return
 		}
 		mm.launches = append(mm.launches, launchSpec{name: "dequant_f16_" + W.layout,
-			grid: cuda.Dim3{X: ceilDiv(n, 256)}, block: cuda.Dim3{X: 256},
+			grid: cuda.Dim3{X: W.rows, Y: ceilDiv(W.cols, 2048)}, block: cuda.Dim3{X: 256},
 			args: []cuda.Arg{cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(wf), cuda.I(W.rows), cuda.I(W.cols)}})
 	}
 	mm.launches = append(mm.launches, launchSpec{name: "gemm_f16w", bias: true,
