@@ -115,5 +115,5 @@ func fromFloatQ8_KSIMD(dst []byte, src []float32) {
 	}
 }
 
-// tileKernels holds the SIMD tile kernels, filled in tile_amd64.go.
+// tileKernels would hold SIMD tile kernels (DotTile); none exist in ggml's order yet.
 var tileKernels = map[Type]func(*Tile){}

@@ -34,36 +34,6 @@ func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 //go:noescape
 func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
-// prepQ8Tile writes the prepared form of a.nx Q8_0 activation rows (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func prepQ8Tile(a *uintptr)
-
-// tileQ8_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func tileQ8_0VNNI(a *uintptr)
-
-// tileQ4_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func tileQ4_0VNNI(a *uintptr)
-
-// tileQ5_0VNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func tileQ5_0VNNI(a *uintptr)
-
-// tileQ4_KVNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func tileQ4_KVNNI(a *uintptr)
-
-// tileQ6_KVNNI computes a tile of dots into a.out (AVX512_VNNI, AVX512VL, AVX2, F16C).
-//
-//go:noescape
-func tileQ6_KVNNI(a *uintptr)
-
 // fromFloatQ8_0AVX2 quantizes nb blocks of 32 floats to Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2, F16C).
 //
 //go:noescape

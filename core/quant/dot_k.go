@@ -197,4 +197,3 @@ func dotQ6_K(n int, w, x []byte) float32 {
 	}
 	return acc.sum()
 }
-

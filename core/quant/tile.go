@@ -26,14 +26,11 @@ type Tile struct {
 }
 
 // DotTile computes every dot of the tile with exactly the bits VecDot gives for each
-// pair, so a matmul may use tiles of any shape without changing its results (the row
-// identity of the CPU backend). Where a SIMD tile kernel exists (Q8_0, Q4_0, Q5_0, Q4_K
-// and Q6_K, with AVX-512 VNNI) it reuses each weight block across the activation rows:
-// that is what makes batched (prompt) matmuls fast, and it beats VecDot from one
-// activation row on (decode). Elsewhere it loops over VecDot. Hand it whole chunks of
-// weight rows (hundreds) rather than single rows: the activations are prepared once per
-// call. Safe for concurrent use on disjoint outputs. It fails for a type without a dot
-// kernel or slices too short for the shape.
+// pair, so a matmul may hand whole chunks of rows to one call without changing its
+// results (the row identity of the CPU backend). It is the place for kernels that reuse
+// a weight block across activation rows; today it loops over VecDot (see
+// docs/perf-quant.md). Safe for concurrent use on disjoint outputs. It fails for a type
+// without a dot kernel or slices too short for the shape.
 func DotTile(t Type, tl *Tile) error {
 	tr, ok := table[t]
 	if !ok || tr.VecDot == nil {

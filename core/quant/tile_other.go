@@ -2,5 +2,5 @@
 
 package quant
 
-// tileKernels is empty where no SIMD tile kernels exist: DotTile loops over VecDot.
+// tileKernels is empty: DotTile loops over VecDot.
 var tileKernels = map[Type]func(*Tile){}

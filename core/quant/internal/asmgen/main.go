@@ -2,10 +2,10 @@
 // declarations (dot_amd64_stubs.go) with avo. Run it through `go generate` in
 // core/quant; scripts/check-generated.sh checks the committed output is current.
 //
-// Every kernel computes exactly the integers of the pure-Go definitions in core/quant
-// (dot.go, dot_k.go) and, where it does float work, adds the float32 block partials in
-// the same order: block b to lane b%8, one VMULPS and one VADDPS per block (no FMA), so
-// the SIMD and pure-Go paths return the same bits.
+// Every dot kernel performs the operations of the pure-Go definitions in core/quant
+// (dot.go, dot_k.go), which follow ggml's x86 kernels: the same int32 lanes, the same
+// FMAs in the same order. The pure-Go fma32 rounds exactly like VFMADD231PS, so the SIMD
+// and pure-Go paths return the same bits; the activation quantizers write the same bytes.
 package main
 
 import (
@@ -16,12 +16,12 @@ import (
 
 const q8_0Bytes = 34
 
-var signBit Mem
+// Constants of the K-quant kernels.
+var signBit, shift04, mask3F Mem
 
 var (
 	ones16, mask0F, mask03, mask0C, mask30, maskC0, bitsShuf, bitsMask, allOnes, sixteen Mem
 	eights, sixteens, thirtyTwos                                                         Mem
-	q6Shuf                                                                               [4]Mem
 )
 
 func main() {
@@ -33,8 +33,6 @@ func main() {
 	dotF16()
 	q4KDot()
 	q6KDot()
-	tileKernels()
-	kTiles()
 	fromFloatConstants()
 	fromFloatQ8_0()
 	fromFloatQ8_K()
@@ -63,37 +61,16 @@ func constants() {
 	sixteens = splat("sixteens", 16)
 	thirtyTwos = splat("thirtyTwos", 32)
 	allOnes = splat("allOnes", 0xff)
-	signBits = splat("signBits", 0x80)
 	signBit = GLOBL("signBit", RODATA|NOPTR)
 	for i := 0; i < 4; i++ {
 		DATA(4*i, U32(0x80000000))
 	}
-	onesU8 = splat("onesU8", 1)
 	mask3F = splat("mask3F", 0x3f)
 	shift04 = bytes32("shift04", func(i int) byte { return map[int]byte{4: 4}[i] })
-	// Q6_K: the 16 scale bytes reordered as the 8 even-group scales, then the 8 odd.
-	evenOdd = bytes32("evenOdd", func(i int) byte {
-		if i >= 16 {
-			return 0
-		}
-		return byte(2*(i%8) + i/8)
-	})
 	// Byte i of a broadcast 32-bit qh gets qh's byte i/8; OR-ing 0xff minus bit i%8 and
 	// comparing with 0xff leaves 0xff exactly where bit i of qh is set.
 	bitsShuf = bytes32("bitsShuf", func(i int) byte { return byte(i / 8) })
 	bitsMask = bytes32("bitsMask", func(i int) byte { return ^byte(1 << (i % 8)) })
-	// Q6_K scales: with the eight int16 scales of one 128-value half in both lanes,
-	// the low lane of mask k broadcasts scale 2k and the high lane scale 2k+1.
-	for k := 0; k < 4; k++ {
-		k := k
-		q6Shuf[k] = bytes32("q6Shuf"+string(rune('0'+k)), func(i int) byte {
-			w := 2 * k
-			if i >= 16 {
-				w++
-			}
-			return byte(2*w + i%2)
-		})
-	}
 }
 
 // A blockBody emits the integer dot of one 32-value weight block at w with the Q8_0
@@ -147,29 +124,6 @@ func bodyQ5_0(w, x Mem, corr reg.VecVirtual) reg.VecVirtual {
 	VPAND(sixteen, b, b)
 	VPOR(b, q, q)
 	return biasedDot(q, x.Offset(2), corr)
-}
-
-// reduce8 turns eight vectors of eight int32 lane partials into one vector whose lane k
-// is the full sum of vector k. It asks for vector k only when it needs it, so that at
-// most three partials are live (VEX instructions reach only Y0-Y15).
-func reduce8(get func(k int) reg.VecVirtual) reg.VecVirtual {
-	pair := func(a, b reg.VecVirtual) reg.VecVirtual {
-		t := YMM()
-		VPHADDD(b, a, t)
-		return t
-	}
-	quad := func(k int) reg.VecVirtual {
-		a := pair(get(k), get(k+1))
-		b := pair(get(k+2), get(k+3))
-		return pair(a, b)
-	}
-	u0 := quad(0)
-	u1 := quad(4)
-	lo, hi := YMM(), YMM()
-	VPERM2I128(Imm(0x20), u1, u0, lo)
-	VPERM2I128(Imm(0x31), u1, u0, hi)
-	VPADDD(hi, lo, lo)
-	return lo
 }
 
 // blockScales stores the eight float32 products f16(w.d)·f16(x.d) of the blocks whose
