@@ -467,7 +467,9 @@ type roles struct {
 	penalty    sdk.Penalty
 	policy     sdk.DepthPolicy
 	policyName string
-	owned      []any
+	// policyVersion is the policy plugin's declared version (the server reports it).
+	policyVersion string
+	owned         []any
 }
 
 func (r *roles) close() {
@@ -516,9 +518,11 @@ func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool
 		if ov, err = params(r.policyName); err != nil {
 			return fail(err)
 		}
-		if r.policy, _, err = p.reg.Policy(ctx, r.policyName, ov); err != nil {
+		var info plugins.Info
+		if r.policy, info, err = p.reg.Policy(ctx, r.policyName, ov); err != nil {
 			return fail(err)
 		}
+		r.policyVersion = info.Version
 		r.owned = append(r.owned, r.policy)
 	}
 	return r, nil

@@ -208,7 +208,7 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 	}
 	pl := &server.Plugins{
 		Policy: roles.policy, Sampler: roles.sampler, Penalty: roles.penalty,
-		PolicyName: roles.policyName, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
+		PolicyName: roles.policyName, PolicyVersion: roles.policyVersion, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
 		Seed: seed, Release: roles.close,
 	}
 	if p.DraftMax != nil && pl.Policy != nil {

@@ -34,6 +34,7 @@ type job struct {
 	stream     bool
 	usage      bool // stream_options.include_usage
 	assertID   bool
+	maxField   string // the field that set maxTokens ("" when the request left it out)
 	id         string
 	created    int64
 	endpoint   string
@@ -164,6 +165,12 @@ func (s *Server) newJob(chat bool, text string, c *commonRequest) (*job, error) 
 		stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, created: time.Now().Unix(), promptText: text,
 	}
+	switch { // validate lets max_completion_tokens win when both are set
+	case c.MaxCompletionTokens != nil:
+		j.maxField = "max_completion_tokens"
+	case c.MaxTokens != nil:
+		j.maxField = "max_tokens"
+	}
 	if chat {
 		j.id, j.endpoint = fmt.Sprintf("chatcmpl-%d", idSeq.Add(1)), "chat"
 	} else {
@@ -191,9 +198,18 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		return
 	}
 	defer s.release(sl)
-	if len(j.prompt) >= sl.sess.Ctx() {
-		status = writeError(w, &RequestError{Param: "messages", Code: "context_length_exceeded",
-			Message: fmt.Sprintf("the prompt has %d tokens; the context holds %d", len(j.prompt), sl.sess.Ctx())})
+	promptField := "prompt"
+	if j.chat {
+		promptField = "messages"
+	}
+	if n := sl.sess.Ctx(); len(j.prompt) >= n {
+		status = writeError(w, &RequestError{Param: promptField, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("the prompt has %d tokens; the context holds %d", len(j.prompt), n)})
+		return
+	} else if j.maxField != "" && len(j.prompt)+j.maxTokens > n {
+		// as OpenAI and vLLM answer: the request cannot be honoured, say so up front
+		status = writeError(w, &RequestError{Param: j.maxField, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("%d prompt tokens + %s %d exceed the context of %d tokens", len(j.prompt), j.maxField, j.maxTokens, n)})
 		return
 	}
 	pl, err := s.opts.Resolver.Resolve(ctx, j.params, sl.sess.HasDraft())
@@ -338,6 +354,8 @@ func finishReason(r engine.StopReason) string {
 
 // lpSampler wraps a sampler to record the log-probability of every token it emits and
 // of the best alternatives (OpenAI's logprobs). It widens the candidates to n per row.
+// The round's rows belong to the engine and are reused by the next round, so what is
+// kept is copied out during the call.
 type lpSampler struct {
 	inner sdk.Sampler
 	n     int
@@ -345,9 +363,14 @@ type lpSampler struct {
 }
 
 type tokenLP struct {
-	id  int32
-	lp  float64
-	top []sdk.SampleRow // one row: the alternatives (IDs/Logits) and its normaliser
+	id   int32
+	lp   float64
+	alts []altLP // the row's n best tokens, best first
+}
+
+type altLP struct {
+	id int32
+	lp float64
 }
 
 func (l *lpSampler) Needs() sdk.Needs {
@@ -365,7 +388,7 @@ func (l *lpSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleR
 	}
 	for i := 0; i < res.Accepted; i++ {
 		row := r.Rows[i]
-		l.got = append(l.got, tokenLP{id: r.Draft[i], lp: float64(row.DraftLogit - row.LogSumExp), top: []sdk.SampleRow{row}})
+		l.got = append(l.got, tokenLP{id: r.Draft[i], lp: float64(row.DraftLogit - row.LogSumExp), alts: l.best(row)})
 	}
 	row := r.Rows[res.Accepted]
 	lp := math.Inf(-1)
@@ -375,8 +398,33 @@ func (l *lpSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleR
 			break
 		}
 	}
-	l.got = append(l.got, tokenLP{id: res.Next, lp: lp, top: []sdk.SampleRow{row}})
+	l.got = append(l.got, tokenLP{id: res.Next, lp: lp, alts: l.best(row)})
 	return res, nil
+}
+
+// best returns the n most likely candidates of row (ties: lower id first). Top-K rows
+// arrive sorted, full rows (IDs 0..V-1) do not, so it selects in both cases.
+func (l *lpSampler) best(row sdk.SampleRow) []altLP {
+	if l.n <= 0 {
+		return nil
+	}
+	out := make([]altLP, 0, l.n)
+	better := func(a, b altLP) bool { return a.lp > b.lp || (a.lp == b.lp && a.id < b.id) }
+	for k, id := range row.IDs {
+		a := altLP{id: id, lp: float64(row.Logits[k] - row.LogSumExp)}
+		if len(out) == l.n && !better(a, out[len(out)-1]) {
+			continue
+		}
+		if len(out) < l.n {
+			out = append(out, a)
+		} else {
+			out[len(out)-1] = a
+		}
+		for i := len(out) - 1; i > 0 && better(out[i], out[i-1]); i-- {
+			out[i], out[i-1] = out[i-1], out[i]
+		}
+	}
+	return out
 }
 
 // entries returns the first n recorded tokens (those that were really emitted).
@@ -395,21 +443,12 @@ func (s *Server) logprobsJSON(j *job, es []tokenLP) any {
 		}
 		return x
 	}
-	alts := func(e tokenLP) [][2]any {
-		row := e.top[0]
-		var out [][2]any
-		for k := 0; k < min(max(j.logprobs, 0), len(row.IDs)); k++ {
-			out = append(out, [2]any{row.IDs[k], finite(float64(row.Logits[k] - row.LogSumExp))})
-		}
-		return out
-	}
 	if j.chat {
 		content := make([]map[string]any, 0, len(es))
 		for _, e := range es {
 			top := []map[string]any{}
-			for _, a := range alts(e) {
-				id := a[0].(int32)
-				top = append(top, map[string]any{"token": piece(id), "logprob": a[1], "bytes": bytesList(piece(id))})
+			for _, a := range e.alts {
+				top = append(top, map[string]any{"token": piece(a.id), "logprob": finite(a.lp), "bytes": bytesList(piece(a.id))})
 			}
 			content = append(content, map[string]any{"token": piece(e.id), "logprob": finite(e.lp), "bytes": bytesList(piece(e.id)), "top_logprobs": top})
 		}
@@ -420,8 +459,8 @@ func (s *Server) logprobsJSON(j *job, es []tokenLP) any {
 		tokens = append(tokens, piece(e.id))
 		lps = append(lps, finite(e.lp))
 		m := map[string]float64{}
-		for _, a := range alts(e) {
-			m[piece(a[0].(int32))] = a[1].(float64)
+		for _, a := range e.alts {
+			m[piece(a.id)] = finite(a.lp)
 		}
 		tops = append(tops, m)
 	}

@@ -144,8 +144,14 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // FreeSlots is the number of idle slots (for tests and /health).
 func (s *Server) FreeSlots() int { return len(s.slots) }
 
-// Close frees the slots' sessions. Call it after the HTTP server has shut down.
+// Close frees the slots' sessions. Call it after the HTTP server has shut down: it
+// first waits until every slot is back from its request (a request still running
+// after a forced shutdown ends when its connection's context is cancelled), so no
+// session is freed under a generation.
 func (s *Server) Close() {
+	for range s.all {
+		<-s.slots
+	}
 	for _, sl := range s.all {
 		sl.sess.Close()
 	}
@@ -178,7 +184,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		return fmt.Errorf("server: shutdown: %w", err)
+		// the grace ran out: close the remaining connections, which cancels their
+		// requests' contexts so their generations stop and free their slots
+		hs.Close()
+		return fmt.Errorf("server: shutdown: requests still running after %v: %w", grace, err)
 	}
 	return nil
 }

@@ -230,7 +230,10 @@ func TestBadRequests(t *testing.T) {
 		{"unknown plugin", "/v1/completions", `{"prompt":"a","minfer":{"sampler":"nope"}}`, "minfer.sampler", 400},
 		{"assert identity non-greedy", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":99}}`, "minfer.draft_max", 400},
 		{"prompt missing", "/v1/completions", `{}`, "prompt", 400},
-		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "messages", 400},
+		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "prompt", 400},
+		{"chat too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("once upon a time ", 200) + `"}]}`, "messages", 400},
+		{"huge max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":100000}`, "max_tokens", 400},
+		{"huge max_completion_tokens", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_completion_tokens":2147483647}`, "max_completion_tokens", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := post(t, hs.URL+tc.path, tc.body)
