@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/minfer/minfer/sdk"
 )
@@ -116,8 +119,33 @@ func (j *judge) applyPenalty(ctx context.Context, rows []float32, hist, draft []
 	return nil
 }
 
-// maxLSE returns the largest value of row and log Σ exp(row).
+// maxLSE returns the largest value of row and log Σ exp(row). Rows of a large
+// vocabulary are split over the cores (each part's max and sum, then combined): the
+// engine runs it between forwards, when the cores are otherwise idle.
 func maxLSE(row []float32) (float32, float32) {
+	parts := min(runtime.GOMAXPROCS(0), 4, len(row)/(1<<14))
+	if parts < 2 {
+		m, sum := partLSE(row)
+		return m, m + float32(math.Log(sum))
+	}
+	ms, sums := make([]float32, parts), make([]float64, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			ms[p], sums[p] = partLSE(row[p*len(row)/parts : (p+1)*len(row)/parts])
+		})
+	}
+	wg.Wait()
+	m := slices.Max(ms)
+	var sum float64
+	for p := range parts {
+		sum += sums[p] * math.Exp(float64(ms[p]-m))
+	}
+	return m, m + float32(math.Log(sum))
+}
+
+// partLSE is the max of row and Σ exp(row - max).
+func partLSE(row []float32) (float32, float64) {
 	m := float32(math.Inf(-1))
 	for _, x := range row {
 		if x > m {
@@ -126,9 +154,9 @@ func maxLSE(row []float32) (float32, float32) {
 	}
 	var sum float64
 	for _, x := range row {
-		sum += math.Exp(float64(x - m))
+		sum += float64(expNeg(x - m))
 	}
-	return m, m + float32(math.Log(sum))
+	return m, sum
 }
 
 // topK fills ids/vals (len k) with the k largest values of row, best first, ties
