@@ -9,6 +9,7 @@ import (
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/testpath"
 )
 
 // specRun generates n greedy tokens from prompt with target (and draft at depth d).
@@ -90,6 +91,46 @@ func TestSpeculativeGreedyIdentity(t *testing.T) {
 				r := specRun(t, target, dr, v.kt, v.pen, d, p, n)
 				if !slices.Equal(r.Tokens, plain[v]) {
 					t.Fatalf("%s, draft %s: got %v, want %v", name, dr.Name, r.Tokens, plain[v])
+				}
+			}
+		}
+	}
+}
+
+// TestTrainedPairGreedyIdentity: on the real trained pair (qwen2 target-q8_0 and
+// draft-q8_0) speculative greedy output equals plain greedy output on eval prompts of
+// both kinds, at several depths; the draft, trained to agree with the target, gets a
+// real share of its tokens accepted. (minfer specbench runs all 80 eval prompts; see
+// docs/perf-engine.md.)
+func TestTrainedPairGreedyIdentity(t *testing.T) {
+	const n = 24
+	var report struct {
+		EvalTokenIDs map[string][]int32 `json:"eval_token_ids"`
+	}
+	readJSON(t, testpath.Path(t, "models", "trained", "train-report.json"), &report)
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := loadTestModel(t, b, "models/trained/target-q8_0.gguf", "target")
+	draft := loadTestModel(t, b, "models/trained/draft-q8_0.gguf", "draft")
+	for _, pc := range []struct {
+		file string
+		off  int
+	}{{"prose", 705}, {"code", 1416}, {"code", 708}} {
+		ids := report.EvalTokenIDs[pc.file]
+		if len(ids) < pc.off+48 {
+			t.Fatalf("train-report.json: %s has %d eval tokens", pc.file, len(ids))
+		}
+		prompt := ids[pc.off : pc.off+48]
+		plain := specRun(t, target, nil, backend.KVF16, false, 0, prompt, n)
+		for _, d := range []int{1, 3, 6} {
+			r := specRun(t, target, draft, backend.KVF16, false, d, prompt, n)
+			if !slices.Equal(r.Tokens, plain.Tokens) {
+				t.Fatalf("%s@%d depth %d: got %v, want %v", pc.file, pc.off, d, r.Tokens, plain.Tokens)
+			}
+			if d == 1 {
+				t.Logf("%s@%d: depth-1 acceptance %.2f", pc.file, pc.off, r.Spec.Acceptance)
+				if r.Spec.Accepted == 0 {
+					t.Fatalf("%s@%d: the trained draft had no token accepted", pc.file, pc.off)
 				}
 			}
 		}
