@@ -2,10 +2,12 @@ package plugins
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +59,8 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 		t.Skip("builds a WebAssembly module")
 	}
 	bin := buildGuest(t, "testdata/lazysampler")
-	_, results, err := Check(context.Background(), bin, CheckOptions{Timeout: 5 * time.Second})
+	var log strings.Builder
+	_, results, err := Check(context.Background(), bin, CheckOptions{Timeout: 5 * time.Second, Log: &syncWriter{w: &log}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,4 +73,18 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	if strings.Join(failed, ",") != "greedy identity" {
 		t.Fatalf("failed checks: got %v, want [greedy identity]", failed)
 	}
+	if !strings.Contains(log.String(), "[plugin check] lazy: started\n") {
+		t.Fatalf("guest stderr not in the log with the plugin's prefix: %q", log.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/minfer/minfer/sdk"
 	"github.com/minfer/minfer/sdk/guest"
@@ -19,7 +20,10 @@ func (lazy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, err
 }
 
 func init() {
-	guest.RegisterSampler("lazy", "0.0.1", sdk.Needs{TopK: 4}, func([]byte) (sdk.Sampler, error) { return lazy{}, nil })
+	guest.RegisterSampler("lazy", "0.0.1", sdk.Needs{TopK: 4}, func([]byte) (sdk.Sampler, error) {
+		os.Stderr.WriteString("lazy: started\n") // reaches the engine log, prefixed
+		return lazy{}, nil
+	})
 }
 
 func main() {}
