@@ -418,6 +418,40 @@ DATA mask3F<>+30(SB)/1, $0x3f
 DATA mask3F<>+31(SB)/1, $0x3f
 GLOBL mask3F<>(SB), RODATA|NOPTR, $32
 
+DATA signBits<>+0(SB)/1, $0x80
+DATA signBits<>+1(SB)/1, $0x80
+DATA signBits<>+2(SB)/1, $0x80
+DATA signBits<>+3(SB)/1, $0x80
+DATA signBits<>+4(SB)/1, $0x80
+DATA signBits<>+5(SB)/1, $0x80
+DATA signBits<>+6(SB)/1, $0x80
+DATA signBits<>+7(SB)/1, $0x80
+DATA signBits<>+8(SB)/1, $0x80
+DATA signBits<>+9(SB)/1, $0x80
+DATA signBits<>+10(SB)/1, $0x80
+DATA signBits<>+11(SB)/1, $0x80
+DATA signBits<>+12(SB)/1, $0x80
+DATA signBits<>+13(SB)/1, $0x80
+DATA signBits<>+14(SB)/1, $0x80
+DATA signBits<>+15(SB)/1, $0x80
+DATA signBits<>+16(SB)/1, $0x80
+DATA signBits<>+17(SB)/1, $0x80
+DATA signBits<>+18(SB)/1, $0x80
+DATA signBits<>+19(SB)/1, $0x80
+DATA signBits<>+20(SB)/1, $0x80
+DATA signBits<>+21(SB)/1, $0x80
+DATA signBits<>+22(SB)/1, $0x80
+DATA signBits<>+23(SB)/1, $0x80
+DATA signBits<>+24(SB)/1, $0x80
+DATA signBits<>+25(SB)/1, $0x80
+DATA signBits<>+26(SB)/1, $0x80
+DATA signBits<>+27(SB)/1, $0x80
+DATA signBits<>+28(SB)/1, $0x80
+DATA signBits<>+29(SB)/1, $0x80
+DATA signBits<>+30(SB)/1, $0x80
+DATA signBits<>+31(SB)/1, $0x80
+GLOBL signBits<>(SB), RODATA|NOPTR, $32
+
 DATA shift04<>+0(SB)/1, $0x00
 DATA shift04<>+1(SB)/1, $0x00
 DATA shift04<>+2(SB)/1, $0x00
@@ -1789,5 +1823,597 @@ ff8k_next:
 	JMP  ff8k_block
 
 ff8k_done:
+	VZEROUPPER
+	RET
+
+// func prepPairsZ(x *byte, xStride int, nx int, nb int, bias *byte, out *byte)
+// Requires: AVX, AVX2, AVX512_VNNI, F16C
+TEXT ·prepPairsZ(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), SI
+	MOVQ    xStride+8(FP), R9
+	MOVQ    nx+16(FP), CX
+	MOVQ    nb+24(FP), R10
+	MOVQ    bias+32(FP), AX
+	MOVQ    out+40(FP), DI
+	VMOVDQU (AX), Y15
+	MOVQ    R10, R11
+	IMUL3Q  $0x000000c0, R11, R11
+	XORQ    R8, R8
+
+prep_row:
+	CMPQ  R8, CX
+	JGE   prep_done
+	MOVQ  R8, DX
+	SHRQ  $0x01, DX
+	IMULQ R11, DX
+	ADDQ  DI, DX
+	MOVQ  R8, AX
+	ANDQ  $0x01, AX
+	SHLQ  $0x05, AX
+	ADDQ  AX, DX
+	MOVQ  SI, BX
+	MOVQ  R10, R12
+
+prep_block:
+	VMOVDQU      2(BX), Y0
+	VMOVDQU      Y0, (DX)
+	VPXOR        Y1, Y1, Y1
+	VPDPBUSD     Y0, Y15, Y1
+	VMOVDQU      Y1, 64(DX)
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (BX), X2, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VMOVUPS      Y2, 128(DX)
+	ADDQ         $0x22, BX
+	ADDQ         $0x000000c0, DX
+	DECQ         R12
+	JNZ          prep_block
+	ADDQ         R9, SI
+	INCQ         R8
+	JMP          prep_row
+
+prep_done:
+	VZEROUPPER
+	RET
+
+// func tileQ8_0Z(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, F16C
+TEXT ·tileQ8_0Z(SB), NOSPLIT, $0-8
+	MOVQ   a+0(FP), R13
+	MOVQ   24(R13), R14
+	IMUL3Q $0x000000c0, R14, R14
+	MOVQ   (R13), BX
+	XORQ   R12, R12
+
+tileQ8_0Z_row:
+	CMPQ R12, 16(R13)
+	JGE  tileQ8_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ8_0Z_unpack:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x20, SI
+	ADDQ      $0x04, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_unpack
+	XORQ      R8, R8
+
+tileQ8_0Z_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ8_0Z_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ8_0Z_pairs2
+
+tileQ8_0Z_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ8_0Z_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	INCQ            R8
+	JMP             tileQ8_0Z_pairs1
+
+tileQ8_0Z_next:
+	ADDQ 8(R13), BX
+	INCQ R12
+	JMP  tileQ8_0Z_row
+
+tileQ8_0Z_done:
+	VZEROUPPER
+	RET
+
+// func tileQ4_0Z(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, F16C
+TEXT ·tileQ4_0Z(SB), NOSPLIT, $0-8
+	MOVQ   a+0(FP), R13
+	MOVQ   24(R13), R14
+	IMUL3Q $0x000000c0, R14, R14
+	MOVQ   (R13), BX
+	XORQ   R12, R12
+
+tileQ4_0Z_row:
+	CMPQ R12, 16(R13)
+	JGE  tileQ4_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ4_0Z_unpack:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_unpack
+	XORQ           R8, R8
+
+tileQ4_0Z_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ4_0Z_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ4_0Z_pairs2
+
+tileQ4_0Z_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ4_0Z_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	INCQ            R8
+	JMP             tileQ4_0Z_pairs1
+
+tileQ4_0Z_next:
+	ADDQ 8(R13), BX
+	INCQ R12
+	JMP  tileQ4_0Z_row
+
+tileQ4_0Z_done:
+	VZEROUPPER
+	RET
+
+// func tileQ5_0Z(a *uintptr)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, F16C
+TEXT ·tileQ5_0Z(SB), NOSPLIT, $0-8
+	MOVQ   a+0(FP), R13
+	MOVQ   24(R13), R14
+	IMUL3Q $0x000000c0, R14, R14
+	MOVQ   (R13), BX
+	XORQ   R12, R12
+
+tileQ5_0Z_row:
+	CMPQ R12, 16(R13)
+	JGE  tileQ5_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ5_0Z_unpack:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_unpack
+	XORQ           R8, R8
+
+tileQ5_0Z_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ5_0Z_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ5_0Z_pairs2
+
+tileQ5_0Z_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ5_0Z_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	INCQ            R8
+	JMP             tileQ5_0Z_pairs1
+
+tileQ5_0Z_next:
+	ADDQ 8(R13), BX
+	INCQ R12
+	JMP  tileQ5_0Z_row
+
+tileQ5_0Z_done:
 	VZEROUPPER
 	RET

@@ -43,3 +43,23 @@ func fromFloatQ8_0AVX2(dst *byte, src *float32, nb int)
 //
 //go:noescape
 func fromFloatQ8_KAVX2(dst *byte, src *float32, nb int)
+
+// prepPairsZ prepares Q8_0 activation rows for the tile kernels (AVX512_VNNI, AVX512VL, F16C).
+//
+//go:noescape
+func prepPairsZ(x *byte, xStride int, nx int, nb int, bias *byte, out *byte)
+
+// tileQ8_0Z computes a tile of dots in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func tileQ8_0Z(a *uintptr)
+
+// tileQ4_0Z computes a tile of dots in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func tileQ4_0Z(a *uintptr)
+
+// tileQ5_0Z computes a tile of dots in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func tileQ5_0Z(a *uintptr)

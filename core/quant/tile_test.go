@@ -74,3 +74,35 @@ func TestDotTileErrors(t *testing.T) {
 		t.Error("type without kernel: got nil error")
 	}
 }
+
+// BenchmarkDotTile measures tiles of 256 weight rows of 4864 values (one worker's share
+// of a Qwen2.5-0.5B ffn_down) against 1, 2, 8 and 64 activation rows, with DotTile and
+// with the VecDot loop it must equal. MB/s counts the weight bytes once per activation
+// row, as VecDot's benchmark does.
+func BenchmarkDotTile(b *testing.B) {
+	const n, rows = 4864, 256
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0} {
+		tr, _ := typ.Lookup()
+		for _, nx := range []int{1, 2, 8, 64} {
+			for _, path := range []string{"tile", "vecdot"} {
+				b.Run(typ.String()+"/"+itoa(nx)+"/"+path, func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(3, 3))
+					wb := mustRowBytes(b, typ, n)
+					xb := mustRowBytes(b, tr.VecDotType, n)
+					tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
+						W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
+					b.SetBytes(int64(wb * rows * nx))
+					for i := 0; i < b.N; i++ {
+						if path == "tile" {
+							if err := DotTile(typ, tl); err != nil {
+								b.Fatal(err)
+							}
+						} else {
+							dotTileGo(tr.VecDot, tl)
+						}
+					}
+				})
+			}
+		}
+	}
+}

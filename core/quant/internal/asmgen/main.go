@@ -36,6 +36,7 @@ func main() {
 	fromFloatConstants()
 	fromFloatQ8_0()
 	fromFloatQ8_K()
+	tileKernels()
 	Generate()
 }
 
@@ -66,6 +67,7 @@ func constants() {
 		DATA(4*i, U32(0x80000000))
 	}
 	mask3F = splat("mask3F", 0x3f)
+	signBits = splat("signBits", 0x80)
 	shift04 = bytes32("shift04", func(i int) byte { return map[int]byte{4: 4}[i] })
 	// Byte i of a broadcast 32-bit qh gets qh's byte i/8; OR-ing 0xff minus bit i%8 and
 	// comparing with 0xff leaves 0xff exactly where bit i of qh is set.

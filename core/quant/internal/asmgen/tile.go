@@ -1,0 +1,255 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Tile kernels (AVX-512 F/BW/VL + VNNI) for Q8_0, Q4_0 and Q5_0 weights in ggml's order:
+// every (weight row, activation row) pair is its own chain of
+// acc = fma(f16(w.d)·f16(x.d), float32(lanes), acc) over the blocks, exactly as VecDot.
+// A zmm register holds the eight lanes of two activation rows side by side, and two
+// such pairs run interleaved, so four FMA chains are in flight and the weight block is
+// unpacked once per row, not once per dot.
+
+// Offsets of core/quant's tileArgs fields (8 bytes each).
+const (
+	taW, taWStride, taRows, taNB, taWU, taDW, taXP, taPairs, taOut = 0, 8, 16, 24, 32, 40, 48, 56, 64
+	// Prepared activation pair-block: qs of both rows, bias·Σ4 lanes of both rows,
+	// the two float32 block scales each broadcast over 8 lanes.
+	pairBlock = 192
+)
+
+// vpdpbusd emits VPDPBUSD src, u, acc (acc += Σ4 u_unsigned·src_signed), which avo's
+// instruction table lacks (AVX512_VNNI; EVEX-encoded by the Go assembler).
+func vpdpbusd(src Op, u, acc Register) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPBUSD",
+		Operands: []Op{src, u, acc},
+		Inputs:   []Op{src, u, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+// unpacker writes block (at w) as 32 unsigned levels into Y0, using Y1 as scratch.
+type unpacker func(w Mem)
+
+func unpackQ8_0(w Mem) {
+	VMOVDQU(w.Offset(2), Y0)
+	VPXOR(signBits, Y0, Y0) // w XOR 0x80 = w + 128 as an unsigned byte
+}
+
+func unpackNibbles(m Mem) {
+	VBROADCASTI128(m, Y0)
+	VPSRLW(Imm(4), Y0, Y1)
+	VPBLENDD(Imm(0xf0), Y1, Y0, Y0)
+	VPAND(mask0F, Y0, Y0)
+}
+
+func unpackQ4_0(w Mem) { unpackNibbles(w.Offset(2)) }
+
+func unpackQ5_0(w Mem) {
+	unpackNibbles(w.Offset(6))
+	VPBROADCASTD(w.Offset(2), Y1)
+	VPSHUFB(bitsShuf, Y1, Y1)
+	VPOR(bitsMask, Y1, Y1)
+	VPCMPEQB(allOnes, Y1, Y1)
+	VPAND(sixteen, Y1, Y1)
+	VPOR(Y1, Y0, Y0)
+}
+
+var signBits Mem
+
+func tileKernels() {
+	prepPairs()
+	tileKernel("tileQ8_0Z", 34, unpackQ8_0)
+	tileKernel("tileQ4_0Z", 18, unpackQ4_0)
+	tileKernel("tileQ5_0Z", 22, unpackQ5_0)
+}
+
+// prepPairs emits func(x *byte, xStride, nx, nb int, bias *byte, out *byte): activation
+// row t, block b goes to pair t/2, half t%2 of pair-block (t/2)·nb + b: its 32 levels,
+// its eight lanes bias·Σ of 4 levels (VPDPBUSD with the bias bytes), its scale ×8.
+func prepPairs() {
+	TEXT("prepPairsZ", NOSPLIT, "func(x *byte, xStride, nx, nb int, bias *byte, out *byte)")
+	Pragma("noescape")
+	Doc("prepPairsZ prepares Q8_0 activation rows for the tile kernels (AVX512_VNNI, AVX512VL, F16C).")
+	Load(Param("x"), RSI)
+	Load(Param("xStride"), R9)
+	Load(Param("nx"), RCX)
+	Load(Param("nb"), R10)
+	Load(Param("bias"), RAX)
+	Load(Param("out"), RDI)
+	VMOVDQU(Mem{Base: RAX}, Y15)
+	// R11 = nb·pairBlock, the distance between pairs.
+	MOVQ(R10, R11)
+	IMUL3Q(U32(pairBlock), R11, R11)
+	XORQ(R8, R8) // t
+	Label("prep_row")
+	CMPQ(R8, RCX)
+	JGE(LabelRef("prep_done"))
+	// RDX = out + (t/2)·nb·pairBlock + 32·(t%2)
+	MOVQ(R8, RDX)
+	SHRQ(Imm(1), RDX)
+	IMULQ(R11, RDX)
+	ADDQ(RDI, RDX)
+	MOVQ(R8, RAX)
+	ANDQ(Imm(1), RAX)
+	SHLQ(Imm(5), RAX)
+	ADDQ(RAX, RDX)
+	MOVQ(RSI, RBX) // block pointer
+	MOVQ(R10, R12) // blocks left
+	Label("prep_block")
+	VMOVDQU(Mem{Base: RBX, Disp: 2}, Y0)
+	VMOVDQU(Y0, Mem{Base: RDX})
+	VPXOR(Y1, Y1, Y1)
+	vpdpbusd(Y0, Y15, Y1)
+	VMOVDQU(Y1, Mem{Base: RDX, Disp: 64})
+	VPXOR(X2, X2, X2)
+	VPINSRW(Imm(0), Mem{Base: RBX}, X2, X2)
+	VCVTPH2PS(X2, X2)
+	VBROADCASTSS(X2, Y2)
+	VMOVUPS(Y2, Mem{Base: RDX, Disp: 128})
+	ADDQ(Imm(34), RBX)
+	ADDQ(U32(pairBlock), RDX)
+	DECQ(R12)
+	JNZ(LabelRef("prep_block"))
+	ADDQ(R9, RSI)
+	INCQ(R8)
+	JMP(LabelRef("prep_row"))
+	Label("prep_done")
+	VZEROUPPER()
+	RET()
+}
+
+// lanesSum reduces the eight floats of y (clobbering y's upper half use) into lane 0
+// of d, as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); t is scratch.
+func lanesSum(y VecPhysical, d, t VecPhysical) {
+	VEXTRACTF128(Imm(1), y, t)
+	VADDPS(t, y.AsX(), d)
+	VMOVHLPS(d, d, t)
+	VADDPS(t, d, d)
+	VMOVSHDUP(d, t)
+	VADDSS(t, d, d)
+}
+
+// tileKernel emits func(a *uintptr) over a tileArgs: for each weight row it unpacks the
+// row into a.wu (levels) and a.dw (float32 scales), then runs the activation pairs two
+// at a time and writes out[t·rows + r].
+func tileKernel(name string, wBytes int, unpack unpacker) {
+	TEXT(name, NOSPLIT, "func(a *uintptr)")
+	Pragma("noescape")
+	Doc(name + " computes a tile of dots in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).")
+	a := R13
+	Load(Param("a"), a)
+	MOVQ(Mem{Base: a, Disp: taNB}, R14)
+	IMUL3Q(U32(pairBlock), R14, R14) // distance between activation pairs
+	MOVQ(Mem{Base: a, Disp: taW}, RBX)
+	XORQ(R12, R12) // r
+
+	Label(name + "_row")
+	CMPQ(R12, Mem{Base: a, Disp: taRows})
+	JGE(LabelRef(name + "_done"))
+	// Unpack the row: levels to wu, f16(d) to dw.
+	MOVQ(RBX, RAX)
+	MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+	MOVQ(Mem{Base: a, Disp: taDW}, RDI)
+	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+	Label(name + "_unpack")
+	unpack(Mem{Base: RAX})
+	VMOVDQU(Y0, Mem{Base: RSI})
+	VPXOR(X2, X2, X2)
+	VPINSRW(Imm(0), Mem{Base: RAX}, X2, X2)
+	VCVTPH2PS(X2, X2)
+	VMOVSS(X2, Mem{Base: RDI})
+	ADDQ(U32(wBytes), RAX)
+	ADDQ(Imm(32), RSI)
+	ADDQ(Imm(4), RDI)
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_unpack"))
+
+	XORQ(R8, R8) // pair index
+	for _, two := range []bool{true, false} {
+		loop := name + "_pairs1"
+		if two {
+			loop = name + "_pairs2"
+		}
+		Label(loop)
+		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
+		SUBQ(R8, R9)
+		if two {
+			CMPQ(R9, Imm(2))
+			JL(LabelRef(name + "_pairs1"))
+		} else {
+			CMPQ(R9, Imm(1))
+			JL(LabelRef(name + "_next"))
+		}
+		MOVQ(R8, R10)
+		IMULQ(R14, R10)
+		ADDQ(Mem{Base: a, Disp: taXP}, R10)
+		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
+		VPXORD(Z16, Z16, Z16)
+		VPXORD(Z17, Z17, Z17)
+		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+		MOVQ(Mem{Base: a, Disp: taDW}, RDI)
+		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+		Label(loop + "_blk")
+		VBROADCASTI64X4(Mem{Base: RSI}, Z18)
+		VBROADCASTSS(Mem{Base: RDI}, Z19)
+		chains := []struct {
+			acc, p, s VecPhysical
+			x         Register
+		}{{Z16, Z20, Z21, R10}, {Z17, Z22, Z23, R11}}
+		if !two {
+			chains = chains[:1]
+		}
+		for _, c := range chains {
+			VPXORD(c.p, c.p, c.p)
+			vpdpbusd(Mem{Base: c.x}, Z18, c.p)
+			VPSUBD(Mem{Base: c.x, Disp: 64}, c.p, c.p)
+			VCVTDQ2PS(c.p, c.p)
+			VMULPS(Mem{Base: c.x, Disp: 128}, Z19, c.s) // f16(w.d)·f16(x.d)
+			VFMADD231PS(c.p, c.s, c.acc)
+		}
+		ADDQ(Imm(32), RSI)
+		ADDQ(Imm(4), RDI)
+		ADDQ(U32(pairBlock), R10)
+		ADDQ(U32(pairBlock), R11)
+		DECQ(RCX)
+		JNZ(LabelRef(loop + "_blk"))
+		// Reduce and store: activation rows 2p, 2p+1 (and 2p+2, 2p+3).
+		MOVQ(R8, R9)
+		SHLQ(Imm(1), R9)
+		IMULQ(Mem{Base: a, Disp: taRows}, R9)
+		ADDQ(R12, R9) // index of out[2p][r]
+		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+		for i, c := range chains {
+			_ = i
+			VMOVUPS(c.acc.(VecPhysical), Z0)
+			VEXTRACTF64X4(Imm(1), Z0, Y1)
+			lanesSum(Y0, X2, X3)
+			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+			ADDQ(Mem{Base: a, Disp: taRows}, R9)
+			lanesSum(Y1, X2, X3)
+			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+			ADDQ(Mem{Base: a, Disp: taRows}, R9)
+		}
+		if two {
+			ADDQ(Imm(2), R8)
+		} else {
+			INCQ(R8)
+		}
+		JMP(LabelRef(loop))
+	}
+	Label(name + "_next")
+	ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
+	INCQ(R12)
+	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
