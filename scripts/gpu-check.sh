@@ -25,7 +25,7 @@ if [[ "${1:-}" == bench ]]; then
 	for spec in "${specs[@]}"; do
 		preset=${spec%%:*} typ=${spec#*:}
 		f=/tmp/minfer-models/$preset-$typ.gguf
-		[[ -f $f ]] || ./.dev/minfer synth --preset "$preset" --type "$typ" --fast -o "$f" >/dev/null
+		[[ -f $f ]] || "${MINFER_BIN:-./.dev/minfer}" synth --preset "$preset" --type "$typ" --fast -o "$f" >/dev/null
 		log=$out/e2e-$preset-$typ.log
 		MINFER_BENCH_MODEL=$f ./.dev/cuda.test -test.run '^TestBenchModel$' -test.v -test.timeout 600s >"$log" 2>&1 || echo "FAIL $spec"
 		cat "$log" >>"$out/e2e.log" && rm "$log"

@@ -18,3 +18,28 @@ extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, i
         if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
     }
 }
+
+// add_rmsnorm fuses the residual add with the RMSNorm that follows it: x += r, then
+// dst = x / sqrt(mean(x²) + eps) * w (and its 8-bit form when q is not null). Each thread
+// reads and writes the same indices in both loops, so dst may be r. Same operations, in
+// the same order, as add followed by rmsnorm.
+extern "C" __global__ void add_rmsnorm(float *x, const float *r, const float *w, float *dst, int n, float eps, i8 *q,
+                                       float *qd) {
+    __shared__ float sh[32];
+    float *xr = x + (i64)blockIdx.x * n;
+    const float *rr = r + (i64)blockIdx.x * n;
+    float *dr = dst + (i64)blockIdx.x * n;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] + rr[i];
+        xr[i] = v;
+        s += v * v;
+    }
+    s = block_sum(s, sh);
+    const float scale = 1.0f / sqrtf(s / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] * scale * w[i];
+        dr[i] = v;
+        if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
+    }
+}

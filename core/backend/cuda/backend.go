@@ -78,6 +78,7 @@ type Backend struct {
 	epoch     uint64 // bumped at graph capture start/end and replay (see Buffer)
 	led       ledger
 	pend      []pendingMM // matmuls not yet launched (see flush)
+	padd      *pendingAdd // a residual add not yet launched
 }
 
 var (
@@ -337,3 +338,13 @@ func (b *Backend) free(p cuda.DevicePtr) {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// OpenBackend is Open returning the backend.Backend interface: nil (not a nil *Backend)
+// on error, for callers that choose between backends.
+func OpenBackend(opts Options) (backend.Backend, error) {
+	b, err := Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

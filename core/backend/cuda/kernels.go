@@ -15,7 +15,7 @@ var wlayouts = []string{"f32", "f16", "q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q
 func kernelNames() map[string][]string {
 	m := map[string][]string{
 		"quantize.cu":    {"quantize_q8"},
-		"norm.cu":        {"rmsnorm"},
+		"norm.cu":        {"rmsnorm", "add_rmsnorm"},
 		"elementwise.cu": {"swiglu", "add", "add_bias"},
 		"rope.cu":        {"rope_store"},
 		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},

@@ -14,11 +14,12 @@ type switches struct {
 	noMultiRow bool // matmul: one mat-vec launch per row
 	noGraphs   bool // Run: enqueue ops, never capture
 	noGEMM     bool // matmul: chunked mat-vec for every nt
+	noFuse     bool // residual add + RMSNorm as two kernels
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM")}
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM")}
 }
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
@@ -27,6 +28,7 @@ func Switches() map[string]string {
 		"MINFER_NO_MMVQ_MULTIROW": "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
 		"MINFER_NO_GEMM":          "matmul: use chunked mat-vec launches for every nt instead of the tensor-core GEMM",
+		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 	}
 }
@@ -49,8 +51,13 @@ type pendingMM struct {
 	launches []launchSpec
 }
 
-// flush enqueues the pending matmuls in order.
+// flush enqueues the held-back ops in program order: a pending add (it always precedes
+// the pending matmuls, since Add flushes them), then the matmuls.
 func (b *Backend) flush() {
+	if a := b.padd; a != nil {
+		b.padd = nil
+		b.launchAdd(*a)
+	}
 	for _, mm := range b.pend {
 		for _, l := range mm.launches {
 			b.launch(l.name, l.grid, l.block, 0, l.args...)
@@ -109,6 +116,21 @@ func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps f
 	checkNT(nt, "RMSNorm")
 	v := b.vec(w, "RMSNorm")
 	xs, ds := f32(x, nt*v.cols, "RMSNorm x"), f32(dst, nt*v.cols, "RMSNorm dst")
+	if a := b.padd; a != nil && len(b.pend) == 0 && a.dst == xs && a.n == nt*v.cols && ds != xs {
+		b.padd = nil
+		defer b.enter()()
+		ds.wrote()
+		var sq, sd cuda.DevicePtr
+		if v.cols%32 == 0 {
+			sq, sd = b.shadow(ds)
+		}
+		b.launch("add_rmsnorm", cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
+			cuda.P(xs.p), cuda.P(a.x.p), cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))
+		if sq != 0 {
+			b.setShadow(ds, nt*v.cols)
+		}
+		return
+	}
 	defer b.enter()()
 	ds.wrote()
 	var sq, sd cuda.DevicePtr
@@ -182,8 +204,23 @@ func (b *Backend) Add(dst, x backend.Buffer, n int) {
 	}
 	defer b.enter()()
 	d.wrote()
-	g, bl := flat(n)
-	b.launch("add", g, bl, 0, cuda.P(d.p), cuda.P(xs.p), cuda.I(n))
+	if !b.sw.noFuse {
+		// Held back: a RMSNorm of dst that follows fuses with it (add_rmsnorm).
+		b.padd = &pendingAdd{dst: d, x: xs, n: n}
+		return
+	}
+	b.launchAdd(pendingAdd{dst: d, x: xs, n: n})
+}
+
+// pendingAdd is a residual add held back until the next op (see Add and RMSNorm).
+type pendingAdd struct {
+	dst, x *Buffer
+	n      int
+}
+
+func (b *Backend) launchAdd(a pendingAdd) {
+	g, bl := flat(a.n)
+	b.launch("add", g, bl, 0, cuda.P(a.dst.p), cuda.P(a.x.p), cuda.I(a.n))
 }
 
 // CopyRows: dst[0:n*cols] = src[row*cols:(row+n)*cols].
@@ -208,6 +245,9 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 	// No flush: consecutive matmuls stay pending so the AddBias calls that follow them
 	// can fold into their epilogues (see pendingMM).
 	defer b.ctx.Enter()()
+	if b.padd != nil { // an earlier add: launch it (and nothing else is pending then)
+		b.flush()
+	}
 	for _, mm := range b.pend {
 		if mm.dst == xs { // x is still to be written: launch its writer first
 			b.flush()
