@@ -6,20 +6,30 @@
 //
 // # Numerics
 //
-// MatMul quantizes activations to int8 blocks of 32 with a float scale on the GPU and
-// takes int8 dp4a dots against the quantized weights (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K,
-// Q6_K); F16 and F32 weights take float dots with float32 activations. Other weight
+// MatMul for nt below the tier's GEMMMinRows (40) uses mat-vec kernels: activations are
+// quantized to int8 blocks of 32 with a float scale on the GPU (once per producer:
+// RMSNorm, SwiGLU and attention write this 8-bit form beside their output) and dotted
+// with dp4a against the quantized weights (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K); F16 and
+// F32 weights take float dots with float32 activations. From GEMMMinRows on, weights are
+// dequantized to an f16 copy and multiplied on the tensor cores (mma.sync, f32
+// accumulation; activations rounded to f16, so |x| must stay below 65504). Other weight
 // types are dequantized to F32 at upload. Results track the CPU backend within the
 // bounds stated in the tests, not bit for bit (the CPU uses Q8_K activations for
 // K-quants and ggml's summation orders).
+//
+// Some ops are held back and fused with the next one: a MatMul's launch waits for an
+// AddBias of its output (the bias joins its epilogue), a residual Add waits for the
+// RMSNorm of its output (add_rmsnorm). Every other op launches what is held back
+// first, so the stream keeps program order.
 //
 // # Row identity
 //
 // Every kernel computes a row with the same operations whatever nt is: mat-vec kernels
 // serve nt ≤ 8 in one launch and larger nt in chunks of 8 with the same per-row code,
 // attention splits the cache in chunks fixed by the cache size, and norms pick their
-// block size from the row length. Caps().IdentityRows is 8, the bound a future tiled
-// GEMM for nt > 8 will keep; today every nt is bitwise.
+// block size from the row length. So rows are bitwise for every nt below GEMMMinRows;
+// the GEMM is not. Caps().IdentityRows declares 8, the bound the design guarantees on
+// every tier.
 //
 // # Threads
 //
