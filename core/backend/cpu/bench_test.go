@@ -2,6 +2,8 @@ package cpu_test
 
 import (
 	"fmt"
+	"syscall"
+	"time"
 	"math/rand/v2"
 	"testing"
 
@@ -23,10 +25,12 @@ var benchShapes = []struct {
 	{"151936x896", 151936, 896},
 }
 
-// BenchmarkMatMul reports weight bytes streamed per second (wGB/s) and, for nt > 1,
-// rows per second. The weights are random but of the real byte size.
+// BenchmarkMatMul reports weight bytes per second (MB/s, each weight byte counted once
+// per call), activation rows per second, and cpu-ms/op: the process CPU time per call,
+// which a shared machine's load disturbs less than wall time. The weights are random
+// but of the real byte size.
 func BenchmarkMatMul(b *testing.B) {
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.F16} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.F16} {
 		for _, s := range benchShapes {
 			cols := s.cols
 			if typ.BlockSize() == quant.QK_K && cols%quant.QK_K != 0 {
@@ -61,12 +65,23 @@ func BenchmarkMatMul(b *testing.B) {
 					var _ backend.Backend = be
 					b.SetBytes(int64(len(data)))
 					b.ResetTimer()
+					cpu0 := cpuTime()
 					for range b.N {
 						be.MatMul(dst, wt, x, nt)
 					}
 					b.ReportMetric(float64(nt)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+					b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
 				})
 			}
 		}
 	}
+}
+
+// cpuTime is the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
