@@ -2,10 +2,10 @@ package cpu_test
 
 import (
 	"fmt"
-	"syscall"
-	"time"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/backendtest"
