@@ -13,6 +13,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/backend/cuda"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/gguf"
@@ -386,14 +387,28 @@ func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f
 		TopLogits: f.topLogits}, nil
 }
 
-// newBackend makes the backend cfg asks for. Only the CPU backend exists in this
-// build's engine wiring; "auto" means the CPU.
+// newBackend makes the backend cfg asks for: "cpu", "cuda" (an error naming what is
+// missing when no usable GPU is there) or "auto" (CUDA when cuda.Available, else the
+// CPU).
 func newBackend(cfg *config.Config) (backend.Backend, error) {
-	switch cfg.Model.Device {
-	case config.DeviceCPU, config.DeviceAuto, "":
-		return cpu.New(cpu.Options{Threads: cfg.Model.Threads}), nil
+	dev := cfg.Model.Device
+	if dev == config.DeviceAuto || dev == "" {
+		dev = config.DeviceCPU
+		if ok, _ := cuda.Available(); ok {
+			dev = config.DeviceCUDA
+		}
 	}
-	return nil, fmt.Errorf("device %q is not available in this command yet (use cpu)", cfg.Model.Device)
+	switch dev {
+	case config.DeviceCPU:
+		return cpu.New(cpu.Options{Threads: cfg.Model.Threads}), nil
+	case config.DeviceCUDA:
+		b, err := cuda.Open(cuda.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("device cuda: %w", err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("device %q: want auto, cpu or cuda", cfg.Model.Device)
 }
 
 // loadModel opens path (the embedded model when "") and loads it on b under the
