@@ -95,7 +95,7 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
 	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
 	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
-	fs.BoolVar(&f.verbose, "verbose", false, "print model, memory and speculative statistics to stderr")
+	fs.BoolVar(&f.verbose, "verbose", false, "print speculative statistics (rounds, acceptance by depth, time split) to stderr")
 	fs.Var(&f.stops, "stop", "stop string (repeatable)")
 }
 
@@ -204,7 +204,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if prompt == "" && !f.chat {
 		return usagef("run: no prompt (give -p TEXT, -f FILE or --chat)")
 	}
-	st, err := m.openStack(ctx, cfg, f.verbose)
+	st, err := m.openStack(ctx, cfg, true) // model and KV memory always go to stderr
 	if err != nil {
 		return err
 	}
