@@ -1886,15 +1886,17 @@ TEXT ·tileQ8_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
-tileQ8_0Z_row:
-	CMPQ R12, 16(R13)
-	JGE  tileQ8_0Z_done
+tileQ8_0Z_rows2:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x02
+	JL   tileQ8_0Z_rows1
 	MOVQ BX, AX
 	MOVQ 32(R13), SI
 	MOVQ 40(R13), DI
 	MOVQ 24(R13), CX
 
-tileQ8_0Z_unpack:
+tileQ8_0Z_rows2_unpack0:
 	VMOVDQU   2(AX), Y0
 	VPXOR     signBits<>+0(SB), Y0, Y0
 	VMOVDQU   Y0, (SI)
@@ -1906,14 +1908,306 @@ tileQ8_0Z_unpack:
 	ADDQ      $0x20, SI
 	ADDQ      $0x04, DI
 	DECQ      CX
-	JNZ       tileQ8_0Z_unpack
+	JNZ       tileQ8_0Z_rows2_unpack0
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	MOVQ      CX, R9
+	SHLQ      $0x05, R9
+	ADDQ      R9, SI
+	LEAQ      (DI)(CX*4), DI
+
+tileQ8_0Z_rows2_unpack1:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x20, SI
+	ADDQ      $0x04, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows2_unpack1
 	XORQ      R8, R8
 
-tileQ8_0Z_pairs2:
+tileQ8_0Z_rows2_pairs2:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x02
-	JL     tileQ8_0Z_pairs1
+	JL     tileQ8_0Z_rows2_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ8_0Z_rows2_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	VPXORD          Z30, Z30, Z30
+	VPDPBUSD        (R11), Z24, Z30
+	VPSUBD          64(R11), Z30, Z30
+	VCVTDQ2PS       Z30, Z30
+	VMULPS          128(R11), Z25, Z31
+	VFMADD231PS     Z30, Z31, Z27
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows2_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ8_0Z_rows2_pairs2
+
+tileQ8_0Z_rows2_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ8_0Z_rows2_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ8_0Z_rows2_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows2_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ8_0Z_rows2_pairs1
+
+tileQ8_0Z_rows2_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x02, R12
+	JMP  tileQ8_0Z_rows2
+
+tileQ8_0Z_rows1:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x01
+	JL   tileQ8_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ8_0Z_rows1_unpack0:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x20, SI
+	ADDQ      $0x04, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows1_unpack0
+	XORQ      R8, R8
+
+tileQ8_0Z_rows1_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ8_0Z_rows1_pairs1
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
@@ -1924,7 +2218,7 @@ tileQ8_0Z_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_pairs2_blk:
+tileQ8_0Z_rows1_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -1944,7 +2238,7 @@ tileQ8_0Z_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_pairs2_blk
+	JNZ             tileQ8_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -1987,24 +2281,23 @@ tileQ8_0Z_pairs2_blk:
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
 	ADDQ            $0x02, R8
-	JMP             tileQ8_0Z_pairs2
+	JMP             tileQ8_0Z_rows1_pairs2
 
-tileQ8_0Z_pairs1:
+tileQ8_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x01
-	JL     tileQ8_0Z_next
+	JL     tileQ8_0Z_rows1_next
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
 	LEAQ   (R10)(R14*1), R11
 	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_pairs1_blk:
+tileQ8_0Z_rows1_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -2018,7 +2311,7 @@ tileQ8_0Z_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_pairs1_blk
+	JNZ             tileQ8_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -2042,13 +2335,13 @@ tileQ8_0Z_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
-	INCQ            R8
-	JMP             tileQ8_0Z_pairs1
+	ADDQ            $0x01, R8
+	JMP             tileQ8_0Z_rows1_pairs1
 
-tileQ8_0Z_next:
+tileQ8_0Z_rows1_next:
 	ADDQ 8(R13), BX
-	INCQ R12
-	JMP  tileQ8_0Z_row
+	ADDQ $0x01, R12
+	JMP  tileQ8_0Z_rows1
 
 tileQ8_0Z_done:
 	VZEROUPPER
@@ -2063,15 +2356,17 @@ TEXT ·tileQ4_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
-tileQ4_0Z_row:
-	CMPQ R12, 16(R13)
-	JGE  tileQ4_0Z_done
+tileQ4_0Z_rows2:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x02
+	JL   tileQ4_0Z_rows1
 	MOVQ BX, AX
 	MOVQ 32(R13), SI
 	MOVQ 40(R13), DI
 	MOVQ 24(R13), CX
 
-tileQ4_0Z_unpack:
+tileQ4_0Z_rows2_unpack0:
 	VBROADCASTI128 2(AX), Y0
 	VPSRLW         $0x04, Y0, Y1
 	VPBLENDD       $0xf0, Y1, Y0, Y0
@@ -2085,14 +2380,310 @@ tileQ4_0Z_unpack:
 	ADDQ           $0x20, SI
 	ADDQ           $0x04, DI
 	DECQ           CX
-	JNZ            tileQ4_0Z_unpack
+	JNZ            tileQ4_0Z_rows2_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	MOVQ           CX, R9
+	SHLQ           $0x05, R9
+	ADDQ           R9, SI
+	LEAQ           (DI)(CX*4), DI
+
+tileQ4_0Z_rows2_unpack1:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows2_unpack1
 	XORQ           R8, R8
 
-tileQ4_0Z_pairs2:
+tileQ4_0Z_rows2_pairs2:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x02
-	JL     tileQ4_0Z_pairs1
+	JL     tileQ4_0Z_rows2_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ4_0Z_rows2_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	VPXORD          Z30, Z30, Z30
+	VPDPBUSD        (R11), Z24, Z30
+	VPSUBD          64(R11), Z30, Z30
+	VCVTDQ2PS       Z30, Z30
+	VMULPS          128(R11), Z25, Z31
+	VFMADD231PS     Z30, Z31, Z27
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows2_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ4_0Z_rows2_pairs2
+
+tileQ4_0Z_rows2_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ4_0Z_rows2_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ4_0Z_rows2_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows2_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ4_0Z_rows2_pairs1
+
+tileQ4_0Z_rows2_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x02, R12
+	JMP  tileQ4_0Z_rows2
+
+tileQ4_0Z_rows1:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x01
+	JL   tileQ4_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ4_0Z_rows1_unpack0:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows1_unpack0
+	XORQ           R8, R8
+
+tileQ4_0Z_rows1_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ4_0Z_rows1_pairs1
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
@@ -2103,7 +2694,7 @@ tileQ4_0Z_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_pairs2_blk:
+tileQ4_0Z_rows1_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -2123,7 +2714,7 @@ tileQ4_0Z_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_pairs2_blk
+	JNZ             tileQ4_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -2166,24 +2757,23 @@ tileQ4_0Z_pairs2_blk:
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
 	ADDQ            $0x02, R8
-	JMP             tileQ4_0Z_pairs2
+	JMP             tileQ4_0Z_rows1_pairs2
 
-tileQ4_0Z_pairs1:
+tileQ4_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x01
-	JL     tileQ4_0Z_next
+	JL     tileQ4_0Z_rows1_next
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
 	LEAQ   (R10)(R14*1), R11
 	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_pairs1_blk:
+tileQ4_0Z_rows1_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -2197,7 +2787,7 @@ tileQ4_0Z_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_pairs1_blk
+	JNZ             tileQ4_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -2221,13 +2811,13 @@ tileQ4_0Z_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
-	INCQ            R8
-	JMP             tileQ4_0Z_pairs1
+	ADDQ            $0x01, R8
+	JMP             tileQ4_0Z_rows1_pairs1
 
-tileQ4_0Z_next:
+tileQ4_0Z_rows1_next:
 	ADDQ 8(R13), BX
-	INCQ R12
-	JMP  tileQ4_0Z_row
+	ADDQ $0x01, R12
+	JMP  tileQ4_0Z_rows1
 
 tileQ4_0Z_done:
 	VZEROUPPER
@@ -2242,15 +2832,17 @@ TEXT ·tileQ5_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
-tileQ5_0Z_row:
-	CMPQ R12, 16(R13)
-	JGE  tileQ5_0Z_done
+tileQ5_0Z_rows2:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x02
+	JL   tileQ5_0Z_rows1
 	MOVQ BX, AX
 	MOVQ 32(R13), SI
 	MOVQ 40(R13), DI
 	MOVQ 24(R13), CX
 
-tileQ5_0Z_unpack:
+tileQ5_0Z_rows2_unpack0:
 	VBROADCASTI128 6(AX), Y0
 	VPSRLW         $0x04, Y0, Y1
 	VPBLENDD       $0xf0, Y1, Y0, Y0
@@ -2270,14 +2862,322 @@ tileQ5_0Z_unpack:
 	ADDQ           $0x20, SI
 	ADDQ           $0x04, DI
 	DECQ           CX
-	JNZ            tileQ5_0Z_unpack
+	JNZ            tileQ5_0Z_rows2_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	MOVQ           CX, R9
+	SHLQ           $0x05, R9
+	ADDQ           R9, SI
+	LEAQ           (DI)(CX*4), DI
+
+tileQ5_0Z_rows2_unpack1:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows2_unpack1
 	XORQ           R8, R8
 
-tileQ5_0Z_pairs2:
+tileQ5_0Z_rows2_pairs2:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x02
-	JL     tileQ5_0Z_pairs1
+	JL     tileQ5_0Z_rows2_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ5_0Z_rows2_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	VPXORD          Z22, Z22, Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VPSUBD          64(R11), Z22, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          128(R11), Z19, Z23
+	VFMADD231PS     Z22, Z23, Z17
+	VPXORD          Z30, Z30, Z30
+	VPDPBUSD        (R11), Z24, Z30
+	VPSUBD          64(R11), Z30, Z30
+	VCVTDQ2PS       Z30, Z30
+	VMULPS          128(R11), Z25, Z31
+	VFMADD231PS     Z30, Z31, Z27
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows2_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ5_0Z_rows2_pairs2
+
+tileQ5_0Z_rows2_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ5_0Z_rows2_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+	MOVQ   CX, AX
+	SHLQ   $0x05, AX
+	ADDQ   SI, AX
+	LEAQ   (DI)(CX*4), DX
+
+tileQ5_0Z_rows2_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 (AX), Z24
+	VBROADCASTSS    (DX), Z25
+	VPXORD          Z20, Z20, Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VPSUBD          64(R10), Z20, Z20
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          128(R10), Z19, Z21
+	VFMADD231PS     Z20, Z21, Z16
+	VPXORD          Z28, Z28, Z28
+	VPDPBUSD        (R10), Z24, Z28
+	VPSUBD          64(R10), Z28, Z28
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          128(R10), Z25, Z29
+	VFMADD231PS     Z28, Z29, Z26
+	ADDQ            $0x20, SI
+	ADDQ            $0x04, DI
+	ADDQ            $0x20, AX
+	ADDQ            $0x04, DX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows2_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	INCQ            R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ5_0Z_rows2_pairs1
+
+tileQ5_0Z_rows2_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x02, R12
+	JMP  tileQ5_0Z_rows2
+
+tileQ5_0Z_rows1:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x01
+	JL   tileQ5_0Z_done
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ5_0Z_rows1_unpack0:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x20, SI
+	ADDQ           $0x04, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows1_unpack0
+	XORQ           R8, R8
+
+tileQ5_0Z_rows1_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ5_0Z_rows1_pairs1
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
@@ -2288,7 +3188,7 @@ tileQ5_0Z_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_pairs2_blk:
+tileQ5_0Z_rows1_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -2308,7 +3208,7 @@ tileQ5_0Z_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_pairs2_blk
+	JNZ             tileQ5_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -2351,24 +3251,23 @@ tileQ5_0Z_pairs2_blk:
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
 	ADDQ            $0x02, R8
-	JMP             tileQ5_0Z_pairs2
+	JMP             tileQ5_0Z_rows1_pairs2
 
-tileQ5_0Z_pairs1:
+tileQ5_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
 	SUBQ   R8, R9
 	CMPQ   R9, $0x01
-	JL     tileQ5_0Z_next
+	JL     tileQ5_0Z_rows1_next
 	MOVQ   R8, R10
 	IMULQ  R14, R10
 	ADDQ   48(R13), R10
 	LEAQ   (R10)(R14*1), R11
 	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_pairs1_blk:
+tileQ5_0Z_rows1_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VPXORD          Z20, Z20, Z20
@@ -2382,7 +3281,7 @@ tileQ5_0Z_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_pairs1_blk
+	JNZ             tileQ5_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
@@ -2406,13 +3305,13 @@ tileQ5_0Z_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 	ADDQ            16(R13), R9
-	INCQ            R8
-	JMP             tileQ5_0Z_pairs1
+	ADDQ            $0x01, R8
+	JMP             tileQ5_0Z_rows1_pairs1
 
-tileQ5_0Z_next:
+tileQ5_0Z_rows1_next:
 	ADDQ 8(R13), BX
-	INCQ R12
-	JMP  tileQ5_0Z_row
+	ADDQ $0x01, R12
+	JMP  tileQ5_0Z_rows1
 
 tileQ5_0Z_done:
 	VZEROUPPER

@@ -29,8 +29,8 @@ type tileArgs struct {
 	wStride int
 	rows    int
 	nb      int      // blocks per row
-	wu      *byte    // scratch: one row's unpacked levels, 32 bytes per block
-	dw      *float32 // scratch: one row's block scales
+	wu      *byte    // scratch: two rows' unpacked levels, 32 bytes per block
+	dw      *float32 // scratch: two rows' block scales
 	xp      *byte    // prepared activation pairs, pairBlock bytes per (pair, block)
 	pairs   int
 	out     *float32 // results, out[t·rows + r]
@@ -73,8 +73,8 @@ func tileZ(tl *Tile, bias byte, kernel func(*uintptr), dot func(int, []byte, []b
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	s.prep = grow(s.prep, pairs*nb*pairBlock)
-	s.wu = grow(s.wu, nb*32)
-	s.dw = grow(s.dw, nb)
+	s.wu = grow(s.wu, 2*nb*32) // two weight rows at a time
+	s.dw = grow(s.dw, 2*nb)
 	s.out = grow(s.out, 2*pairs*tl.Rows)
 	if tl.NX%2 == 1 {
 		// The missing partner row: zero levels, lanes and scales.

@@ -136,9 +136,11 @@ func lanesSum(y VecPhysical, d, t VecPhysical) {
 	VADDSS(t, d, d)
 }
 
-// tileKernel emits func(a *uintptr) over a tileArgs: for each weight row it unpacks the
-// row into a.wu (levels) and a.dw (float32 scales), then runs the activation pairs two
-// at a time and writes out[t·rows + r].
+// tileKernel emits func(a *uintptr) over a tileArgs. Weight rows go two at a time (one
+// for an odd last row): each is unpacked into its half of a.wu (levels) and a.dw (float32
+// scales); then the activation pairs run two at a time (then one), so up to four zmm
+// FMA chains, eight (weight row, activation row) dots, advance per block while every
+// activation load serves two weight rows. Results go to out[t·rows + r].
 func tileKernel(name string, wBytes int, unpack unpacker) {
 	TEXT(name, NOSPLIT, "func(a *uintptr)")
 	Pragma("noescape")
@@ -150,106 +152,145 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 	MOVQ(Mem{Base: a, Disp: taW}, RBX)
 	XORQ(R12, R12) // r
 
-	Label(name + "_row")
-	CMPQ(R12, Mem{Base: a, Disp: taRows})
-	JGE(LabelRef(name + "_done"))
-	// Unpack the row: levels to wu, f16(d) to dw.
-	MOVQ(RBX, RAX)
-	MOVQ(Mem{Base: a, Disp: taWU}, RSI)
-	MOVQ(Mem{Base: a, Disp: taDW}, RDI)
-	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-	Label(name + "_unpack")
-	unpack(Mem{Base: RAX})
-	VMOVDQU(Y0, Mem{Base: RSI})
-	VPXOR(X2, X2, X2)
-	VPINSRW(Imm(0), Mem{Base: RAX}, X2, X2)
-	VCVTPH2PS(X2, X2)
-	VMOVSS(X2, Mem{Base: RDI})
-	ADDQ(U32(wBytes), RAX)
-	ADDQ(Imm(32), RSI)
-	ADDQ(Imm(4), RDI)
-	DECQ(RCX)
-	JNZ(LabelRef(name + "_unpack"))
-
-	XORQ(R8, R8) // pair index
-	for _, two := range []bool{true, false} {
-		loop := name + "_pairs1"
-		if two {
-			loop = name + "_pairs2"
-		}
-		Label(loop)
-		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
-		SUBQ(R8, R9)
-		if two {
-			CMPQ(R9, Imm(2))
-			JL(LabelRef(name + "_pairs1"))
+	for _, nr := range []int{2, 1} {
+		rows := name + "_rows" + string(rune('0'+nr))
+		Label(rows)
+		MOVQ(Mem{Base: a, Disp: taRows}, R9)
+		SUBQ(R12, R9)
+		CMPQ(R9, Imm(uint64(nr)))
+		if nr == 2 {
+			JL(LabelRef(name + "_rows1"))
 		} else {
-			CMPQ(R9, Imm(1))
-			JL(LabelRef(name + "_next"))
+			JL(LabelRef(name + "_done"))
 		}
-		MOVQ(R8, R10)
-		IMULQ(R14, R10)
-		ADDQ(Mem{Base: a, Disp: taXP}, R10)
-		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
-		VPXORD(Z16, Z16, Z16)
-		VPXORD(Z17, Z17, Z17)
-		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
-		MOVQ(Mem{Base: a, Disp: taDW}, RDI)
-		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-		Label(loop + "_blk")
-		VBROADCASTI64X4(Mem{Base: RSI}, Z18)
-		VBROADCASTSS(Mem{Base: RDI}, Z19)
-		chains := []struct {
-			acc, p, s VecPhysical
-			x         Register
-		}{{Z16, Z20, Z21, R10}, {Z17, Z22, Z23, R11}}
-		if !two {
-			chains = chains[:1]
+		// Unpack nr rows: levels to wu (+32·nb for the second), f16(d) to dw (+4·nb).
+		for i := 0; i < nr; i++ {
+			MOVQ(RBX, RAX)
+			if i == 1 {
+				ADDQ(Mem{Base: a, Disp: taWStride}, RAX)
+			}
+			MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+			MOVQ(Mem{Base: a, Disp: taDW}, RDI)
+			MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+			if i == 1 { // the second row's halves: wu + 32·nb, dw + 4·nb
+				MOVQ(RCX, R9)
+				SHLQ(Imm(5), R9)
+				ADDQ(R9, RSI)
+				LEAQ(Mem{Base: RDI, Index: RCX, Scale: 4}, RDI)
+			}
+			un := rows + "_unpack" + string(rune('0'+i))
+			Label(un)
+			unpack(Mem{Base: RAX})
+			VMOVDQU(Y0, Mem{Base: RSI})
+			VPXOR(X2, X2, X2)
+			VPINSRW(Imm(0), Mem{Base: RAX}, X2, X2)
+			VCVTPH2PS(X2, X2)
+			VMOVSS(X2, Mem{Base: RDI})
+			ADDQ(U32(wBytes), RAX)
+			ADDQ(Imm(32), RSI)
+			ADDQ(Imm(4), RDI)
+			DECQ(RCX)
+			JNZ(LabelRef(un))
 		}
-		for _, c := range chains {
-			VPXORD(c.p, c.p, c.p)
-			vpdpbusd(Mem{Base: c.x}, Z18, c.p)
-			VPSUBD(Mem{Base: c.x, Disp: 64}, c.p, c.p)
-			VCVTDQ2PS(c.p, c.p)
-			VMULPS(Mem{Base: c.x, Disp: 128}, Z19, c.s) // f16(w.d)·f16(x.d)
-			VFMADD231PS(c.p, c.s, c.acc)
+		XORQ(R8, R8) // pair index
+		for _, np := range []int{2, 1} {
+			loop := rows + "_pairs" + string(rune('0'+np))
+			Label(loop)
+			MOVQ(Mem{Base: a, Disp: taPairs}, R9)
+			SUBQ(R8, R9)
+			CMPQ(R9, Imm(uint64(np)))
+			if np == 2 {
+				JL(LabelRef(rows + "_pairs1"))
+			} else {
+				JL(LabelRef(rows + "_next"))
+			}
+			tileBlocks(loop, nr, np, a)
+			// Reduce and store out[2p+h][r+i].
+			accs := [2][2]VecPhysical{{Z16, Z17}, {Z26, Z27}}
+			for i := 0; i < nr; i++ {
+				MOVQ(R8, R9)
+				SHLQ(Imm(1), R9)
+				IMULQ(Mem{Base: a, Disp: taRows}, R9)
+				ADDQ(R12, R9)
+				if i == 1 {
+					INCQ(R9)
+				}
+				MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+				for p := 0; p < np; p++ {
+					VMOVUPS(accs[i][p], Z0)
+					VEXTRACTF64X4(Imm(1), Z0, Y1)
+					lanesSum(Y0, X2, X3)
+					VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+					ADDQ(Mem{Base: a, Disp: taRows}, R9)
+					lanesSum(Y1, X2, X3)
+					VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+					ADDQ(Mem{Base: a, Disp: taRows}, R9)
+				}
+			}
+			ADDQ(Imm(uint64(np)), R8)
+			JMP(LabelRef(loop))
 		}
-		ADDQ(Imm(32), RSI)
-		ADDQ(Imm(4), RDI)
-		ADDQ(U32(pairBlock), R10)
-		ADDQ(U32(pairBlock), R11)
-		DECQ(RCX)
-		JNZ(LabelRef(loop + "_blk"))
-		// Reduce and store: activation rows 2p, 2p+1 (and 2p+2, 2p+3).
-		MOVQ(R8, R9)
-		SHLQ(Imm(1), R9)
-		IMULQ(Mem{Base: a, Disp: taRows}, R9)
-		ADDQ(R12, R9) // index of out[2p][r]
-		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
-		for i, c := range chains {
-			_ = i
-			VMOVUPS(c.acc.(VecPhysical), Z0)
-			VEXTRACTF64X4(Imm(1), Z0, Y1)
-			lanesSum(Y0, X2, X3)
-			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-			ADDQ(Mem{Base: a, Disp: taRows}, R9)
-			lanesSum(Y1, X2, X3)
-			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-			ADDQ(Mem{Base: a, Disp: taRows}, R9)
+		Label(rows + "_next")
+		for i := 0; i < nr; i++ {
+			ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
 		}
-		if two {
-			ADDQ(Imm(2), R8)
-		} else {
-			INCQ(R8)
-		}
-		JMP(LabelRef(loop))
+		ADDQ(Imm(uint64(nr)), R12)
+		JMP(LabelRef(rows))
 	}
-	Label(name + "_next")
-	ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
-	INCQ(R12)
-	JMP(LabelRef(name + "_row"))
 
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// tileBlocks emits the block loop for nr weight rows (unpacked in wu/dw) and np
+// activation pairs starting at pair R8: acc[i][p] = fma(dw_i·dx, lanes, acc[i][p]).
+func tileBlocks(loop string, nr, np int, a Register) {
+	MOVQ(R8, R10)
+	IMULQ(R14, R10)
+	ADDQ(Mem{Base: a, Disp: taXP}, R10)
+	LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
+	accs := [2][2]VecPhysical{{Z16, Z17}, {Z26, Z27}}
+	tmps := [2][2][2]VecPhysical{{{Z20, Z21}, {Z22, Z23}}, {{Z28, Z29}, {Z30, Z31}}}
+	ws, ds := [2]VecPhysical{Z18, Z24}, [2]VecPhysical{Z19, Z25}
+	xs := [2]Register{R10, R11}
+	for i := 0; i < nr; i++ {
+		for p := 0; p < np; p++ {
+			VPXORD(accs[i][p], accs[i][p], accs[i][p])
+		}
+	}
+	MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+	MOVQ(Mem{Base: a, Disp: taDW}, RDI)
+	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+	if nr == 2 { // second row: RAX = wu + 32·nb, RDX = dw + 4·nb
+		MOVQ(RCX, RAX)
+		SHLQ(Imm(5), RAX)
+		ADDQ(RSI, RAX)
+		LEAQ(Mem{Base: RDI, Index: RCX, Scale: 4}, RDX)
+	}
+	wp, dp := [2]Register{RSI, RAX}, [2]Register{RDI, RDX}
+	Label(loop + "_blk")
+	for i := 0; i < nr; i++ {
+		VBROADCASTI64X4(Mem{Base: wp[i]}, ws[i])
+		VBROADCASTSS(Mem{Base: dp[i]}, ds[i])
+	}
+	for p := 0; p < np; p++ {
+		for i := 0; i < nr; i++ {
+			pv, sv := tmps[i][p][0], tmps[i][p][1]
+			VPXORD(pv, pv, pv)
+			vpdpbusd(Mem{Base: xs[p]}, ws[i], pv)
+			VPSUBD(Mem{Base: xs[p], Disp: 64}, pv, pv)
+			VCVTDQ2PS(pv, pv)
+			VMULPS(Mem{Base: xs[p], Disp: 128}, ds[i], sv) // f16(w.d)·f16(x.d)
+			VFMADD231PS(pv, sv, accs[i][p])
+		}
+	}
+	for i := 0; i < nr; i++ {
+		ADDQ(Imm(32), wp[i])
+		ADDQ(Imm(4), dp[i])
+	}
+	ADDQ(U32(pairBlock), R10)
+	ADDQ(U32(pairBlock), R11)
+	DECQ(RCX)
+	JNZ(LabelRef(loop + "_blk"))
 }
