@@ -1,0 +1,67 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/sdk"
+)
+
+func static(d int) func() (sdk.DepthPolicy, error) {
+	return func() (sdk.DepthPolicy, error) { return builtin.NewStatic([]byte(fmt.Sprintf(`{"depth":%d}`, d))) }
+}
+
+// TestReplayModel checks the counterfactual model on a hand-made trace: depth 4 rounds,
+// accepting 4 (all) or 1, draft 1000 ns per token, verify 10000 ns for 5 rows and 8000
+// for 2 rows.
+func TestReplayModel(t *testing.T) {
+	var rounds []sdk.TraceRound
+	for r := 0; r < 10; r++ {
+		acc := 4
+		if r%2 == 1 {
+			acc = 1
+		}
+		rounds = append(rounds, sdk.TraceRound{Round: r, Depth: 4, MaxDepth: 8, Drafted: 4, Accepted: acc,
+			Conf: []float32{0.9, 0.8, 0.1, 0.7}, DraftNs: 4000, VerifyNs: 10000})
+	}
+	rounds[3].Depth, rounds[3].Drafted, rounds[3].Accepted, rounds[3].DraftNs, rounds[3].VerifyNs = 1, 1, 1, 1000, 8000
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name           string
+		policy         func() (sdk.DepthPolicy, error)
+		minTok, maxTok float64 // round 3 (fully accepted at depth 1) is extrapolated when deeper
+		ns             float64
+		extrapolated   int
+	}{
+		// depth 1: every round accepts its one token; verify of 2 rows is 8000 ns
+		{"static 1", static(1), 20, 20, 10 * (1000 + 8000), 0},
+		// depth 4 as recorded: 5 rounds of 5 tokens, 4 of 2, round 3 accepts 1 + up to 3 drawn
+		{"static 4", static(4), 25 + 8 + 2, 25 + 8 + 5, 10 * 14000, 1},
+		// min_conf 0.5 stops drafting at position 3 (conf 0.1): 2 drafted, verify of 3
+		// rows interpolated between 2 (8000) and 5 (10000) rows
+		{"static 4 early exit", func() (sdk.DepthPolicy, error) { return builtin.NewStatic([]byte(`{"depth":4,"min_conf":0.5}`)) },
+			5*3 + 4*2 + 2, 5*3 + 4*2 + 3, 10 * (2000 + 8000 + 2000.0/3), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Replay(ctx, rounds, tc.policy, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tok := res.Replayed.Tokens; tok < tc.minTok || tok > tc.maxTok || math.Abs(res.Replayed.Ns-tc.ns) > 1 {
+				t.Fatalf("got %v tokens in %v ns, want [%v, %v] in %v", tok, res.Replayed.Ns, tc.minTok, tc.maxTok, tc.ns)
+			}
+			if res.Extrapolated != tc.extrapolated {
+				t.Fatalf("extrapolated rounds: got %d, want %d", res.Extrapolated, tc.extrapolated)
+			}
+			if res.Recorded.Tokens != 5*5+4*2+2 {
+				t.Fatalf("recorded tokens: got %v, want 35", res.Recorded.Tokens)
+			}
+		})
+	}
+	if _, err := Replay(ctx, nil, static(1), 1); err == nil {
+		t.Fatal("empty trace: got nil error")
+	}
+}

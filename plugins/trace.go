@@ -1,0 +1,87 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// Tracer writes --trace files: one sdk.TraceRound JSON line per speculative round, of
+// every sequence whose policy it wraps. Safe for concurrent use.
+type Tracer struct {
+	mu   sync.Mutex
+	enc  *json.Encoder
+	next int // next sequence number
+	err  error
+}
+
+// NewTracer writes to w (the caller closes w after the last sequence ends).
+func NewTracer(w io.Writer) *Tracer { return &Tracer{enc: json.NewEncoder(w)} }
+
+// Err returns the first write error (tracing stops at it; decoding goes on).
+func (t *Tracer) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+func (t *Tracer) write(r *sdk.TraceRound) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = t.enc.Encode(r)
+	}
+}
+
+// Wrap returns a DepthPolicy that asks p and records each round under a new sequence
+// number and the policy name. A round is recorded when the engine reports its outcome,
+// that is at the next NextDepth call or at Finish; the returned value also implements
+// io.Closer, closing p.
+func (t *Tracer) Wrap(p sdk.DepthPolicy, name string) *TracedPolicy {
+	t.mu.Lock()
+	seq := t.next
+	t.next++
+	t.mu.Unlock()
+	return &TracedPolicy{t: t, p: p, seq: seq, name: name}
+}
+
+// TracedPolicy is a policy whose rounds a Tracer records.
+type TracedPolicy struct {
+	t       *Tracer
+	p       sdk.DepthPolicy
+	seq     int
+	name    string
+	pending bool
+	dec     sdk.DepthDecision
+}
+
+var _ sdk.DepthPolicy = (*TracedPolicy)(nil)
+
+// NextDepth records the outcome of the previous round and asks the wrapped policy.
+func (tp *TracedPolicy) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	tp.Finish(last)
+	d, err := tp.p.NextDepth(ctx, last)
+	if err != nil {
+		return d, err
+	}
+	tp.dec, tp.pending = d, true
+	return d, nil
+}
+
+// Finish records the outcome of the last round of the sequence (the engine tells a
+// policy about a round only before the next one). Outcomes with Round < 0 are ignored.
+func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
+	if !tp.pending || last.Round < 0 || last.VerifyNs <= 0 {
+		return
+	}
+	tp.pending = false
+	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
+	tp.t.write(&r)
+}
+
+// Close closes the wrapped policy (if it is an io.Closer).
+func (tp *TracedPolicy) Close() error { return errors.Join(Release(tp.p)) }
