@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +117,48 @@ func TestBuiltinTableMatchesConfig(t *testing.T) {
 	}
 	if len(config.Builtins) != len(builtin.Plugins) {
 		t.Errorf("config.Builtins has %d entries, plugins/builtin %d", len(config.Builtins), len(builtin.Plugins))
+	}
+}
+
+// TestProcessSource loads the example process plugin through the registry: params from
+// the declaration, and per-sequence overrides (which start a process of their own).
+func TestProcessSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin executable")
+	}
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "step")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/process-plugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	r, err := NewRegistry(ctx, map[string]config.Plugin{
+		"step": {Source: "process:" + bin, Params: map[string]any{"start": 3}, Timeout: 5 * time.Second},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	info, ok := r.Info("step")
+	if !ok || !info.Has(sdk.RolePolicy) || info.Source != "process:"+bin {
+		t.Fatalf("info: got %+v", info)
+	}
+	for _, tc := range []struct {
+		overrides map[string]any
+		want      int
+	}{{nil, 3}, {map[string]any{"start": 5}, 5}} {
+		p, _, err := r.Policy(ctx, "step", tc.overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+		if err != nil || d.Depth != tc.want {
+			t.Errorf("overrides %v: got %+v %v, want depth %d", tc.overrides, d, err, tc.want)
+		}
+		if err := Release(p); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	}
+	if _, _, err := r.Sampler(ctx, "step", nil); err == nil {
+		t.Error("a policy-only process plugin served as a sampler")
 	}
 }
