@@ -16,6 +16,7 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/testpath"
 )
 
 // replies splits the REPL's stdout into its replies (one line each).
@@ -209,5 +210,24 @@ func TestChatPrefillsOnlyNewTokens(t *testing.T) {
 			t.Fatalf("turn %d: reused %d tokens, want at least the previous prompt's %d", i, r.reused, prevPrompt)
 		}
 		prevPrompt = r.last.PromptTokens
+	}
+}
+
+// TestChatStatsSpeculative: with a draft model, /stats reports the last reply's
+// speculative rounds by depth.
+func TestChatStatsSpeculative(t *testing.T) {
+	draft := testpath.Path(t, "models", "stories260K.gguf")
+	out, stderr, err := runCLI(t, "Hello\n/stats\n", "run", "--config", emptyConfig(t), "--chat", "-n", "12", "--temp", "0",
+		"--ctx", "256", "--draft", draft, "--depth", "3")
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, stderr)
+	}
+	if got := replies(out); len(got) != 1 || got[0] == "" {
+		t.Fatalf("got replies %q, want one", got)
+	}
+	for _, want := range []string{"spec: policy static", "depth  3:", "stop: length"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("/stats lacks %q:\n%s", want, stderr)
+		}
 	}
 }
