@@ -179,6 +179,9 @@ func (m *Module) load(ctx context.Context, bin []byte) error {
 	}
 	c, err := m.rt.CompileModule(ctx, bin)
 	if err != nil {
+		if strings.Contains(err.Error(), "over limit") {
+			return fail("load", fmt.Errorf("the module needs more memory than the %d MB cap (memory_mb): %w", m.opts.MemoryMB, err))
+		}
 		return fail("load", fmt.Errorf("not a valid WebAssembly module: %w", err))
 	}
 	m.compiled = c

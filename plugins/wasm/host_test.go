@@ -55,6 +55,13 @@ func TestChecksumMismatch(t *testing.T) {
 	}
 }
 
+func TestMemoryCapTooSmall(t *testing.T) {
+	_, err := Load(context.Background(), builtin.WASM, Options{Name: "builtin", MemoryMB: 1, Trusted: true})
+	if err == nil || !strings.Contains(err.Error(), "more memory than the 1 MB cap") {
+		t.Fatalf("got %v, want a memory cap error", err)
+	}
+}
+
 func TestRolesThroughWasm(t *testing.T) {
 	ctx := context.Background()
 	m := loadBuiltin(t)
