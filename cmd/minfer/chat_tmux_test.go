@@ -124,10 +124,29 @@ func TestChatTmux(t *testing.T) {
 	if !strings.Contains(screen, "conversation: 2 messages") {
 		t.Fatalf("/stats after a stopped reply: want 2 messages in the conversation:\n%s", screen)
 	}
+	// Ctrl-C on a typed line discards the line and stays
+	p.tmux("send-keys", "-t", "chat", "not sent", "C-c")
+	p.tmux("send-keys", "-t", "chat", "/help", "Enter")
+	screen = p.waitText("Commands:")
+	if strings.Contains(screen, "EXIT=") {
+		t.Fatalf("Ctrl-C on a typed line left the REPL:\n%s", screen)
+	}
 	p.tmux("send-keys", "-t", "chat", "C-c")
 	screen = p.waitText("EXIT=")
 	if !strings.Contains(screen, "EXIT=0") {
 		t.Fatalf("Ctrl-C at an empty prompt: want exit status 0:\n%s", screen)
 	}
 	t.Logf("pane:\n%s", screen)
+	if strings.Contains(screen, "conversation: 3") || strings.Contains(screen, "not sent\n") {
+		t.Fatalf("the discarded line was sent:\n%s", screen)
+	}
+
+	// Ctrl-D at an empty prompt leaves too
+	p.tmux("kill-session", "-t", "chat")
+	p.tmux("new-session", "-d", "-s", "chat", "-x", "160", "-y", "50", cmd)
+	p.waitText("minfer chat:")
+	p.tmux("send-keys", "-t", "chat", "C-d")
+	if screen := p.waitText("EXIT="); !strings.Contains(screen, "EXIT=0") {
+		t.Fatalf("Ctrl-D at an empty prompt: want exit status 0:\n%s", screen)
+	}
 }
