@@ -222,9 +222,11 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	return g.res, err
 }
 
-// prefill makes the target cache hold prompt[:n-1], keeping the prefix shared with
-// the previous sequence.
-func (s *Session) prefill(prompt []int32) error {
+// prefill makes the target cache (and, when the request may draft, the draft cache)
+// hold prompt[:n-1], keeping the prefix shared with the previous sequence. Prefilling
+// the draft here keeps the rounds' draft times (which the depth policy weighs) free of
+// the prompt's cost.
+func (s *Session) prefill(prompt []int32, draft bool) error {
 	keep := 0
 	for keep < len(s.hist) && keep < len(prompt)-1 && s.hist[keep] == prompt[keep] {
 		keep++
@@ -239,7 +241,19 @@ func (s *Session) prefill(prompt []int32) error {
 		}
 	}
 	s.hist = append(s.hist[:0], prompt...)
-	return feed(s.target, prompt[keep:len(prompt)-1], s.batch)
+	if err := feed(s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
+		return err
+	}
+	if !draft || s.draft == nil {
+		return nil
+	}
+	rest := prompt[s.draft.len() : len(prompt)-1]
+	for _, id := range rest {
+		if int(id) >= s.draft.vocab() {
+			return nil // the draft cannot follow this prompt (see draftTokens)
+		}
+	}
+	return feed(s.draft, rest, s.batch)
 }
 
 // feed runs ids through m in chunks of batch, last-row logits only, and returns the
