@@ -91,6 +91,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		prompts            stringList
 		count, ptoks, reps int
 		warmup             float64
+		curve              bool
 	)
 	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read")
 	fs.StringVar(&f.modelPath, "m", "", "target model GGUF")
@@ -108,6 +109,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin for auto")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
+	fs.BoolVar(&curve, "curve", true, "measure the verify-cost curve (--curve=false skips it)")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -213,8 +215,10 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	for i := range res.Depths {
 		res.Depths[i].Identical = !mismatch[i]
 	}
-	if res.VerifyMs, res.DraftStepMs, err = verifyCurve(st.target, st.draft, 16); err != nil {
-		return err
+	if curve {
+		if res.VerifyMs, res.DraftStepMs, err = verifyCurve(st.target, st.draft, 16); err != nil {
+			return err
+		}
 	}
 	if f.jsonOut {
 		return json.NewEncoder(m.Stdout).Encode(res)
@@ -269,6 +273,9 @@ func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- |\n", dashes(18))
 	for _, d := range r.Depths {
 		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %6.2fx | %9t |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, d.Speedup, d.Identical)
+	}
+	if len(r.VerifyMs) == 0 {
+		return
 	}
 	fmt.Fprintf(m.Stdout, "\nverify cost C_T(nt), ms per target forward:\n")
 	for i, ms := range r.VerifyMs {
