@@ -132,6 +132,7 @@ func TestLoadErrors(t *testing.T) {
 		{"vector not f32", tiny{arch: "llama", retype: map[string]quant.Type{"blk.0.ffn_norm.weight": quant.F16}},
 			[]string{`"blk.0.ffn_norm.weight": type F16, want F32`}},
 		{"missing key", tiny{arch: "llama", meta: map[string]any{"llama.block_count": "two"}}, []string{`"llama.block_count"`}},
+		{"absurd layer count", tiny{arch: "llama", meta: map[string]any{"llama.block_count": uint32(1 << 30)}}, []string{"block_count 1073741824 exceeds"}},
 		{"bad gqa", tiny{arch: "llama", meta: map[string]any{"llama.attention.head_count_kv": uint32(3)}}, []string{"not a multiple of head_count_kv 3"}},
 		{"unsupported rope scaling", tiny{arch: "llama", meta: map[string]any{"llama.rope.scaling.type": "yarn"}}, []string{`rope scaling type "yarn"`}},
 		{"vocab mismatch", tiny{arch: "llama", meta: map[string]any{"llama.vocab_size": uint32(17)}}, []string{"vocab_size 17 != token_embd rows 16"}},

@@ -90,6 +90,9 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 		return nil, fmt.Errorf("model: tensor \"token_embd.weight\": shape %v, want [%d, vocab]", te.Dims, p.Embd)
 	}
 	p.Vocab = int(te.Dims[1])
+	if p.Layers > len(f.Tensors) { // each layer has several tensors: a bogus count, not a model
+		return nil, fmt.Errorf("model: %s.block_count %d exceeds the file's %d tensors", name, p.Layers, len(f.Tensors))
+	}
 	if v, err := f.GetUint(name + ".vocab_size"); err == nil && int(v) != p.Vocab {
 		return nil, fmt.Errorf("model: %s.vocab_size %d != token_embd rows %d", name, v, p.Vocab)
 	}
