@@ -57,10 +57,11 @@ type repl struct {
 	msgs   []tokenizer.Message // user and assistant turns, in order
 	// held are the tokens the session's cache holds after the last reply (as far as
 	// the REPL knows them: the prompt and the generated tokens).
-	held   []int32
-	last   *engine.Result
-	reused int // prompt tokens of the last reply that came from the cache
-	failed int // turns that ended with an error (non-interactive mode reports them)
+	held    []int32
+	heldEOG bool // the last reply ended with an end-of-generation token (not in held)
+	last    *engine.Result
+	reused  int // prompt tokens of the last reply that came from the cache
+	failed  int // turns that ended with an error (non-interactive mode reports them)
 }
 
 // lineReader reads one user line; io.EOF ends the conversation, errInterrupted is
@@ -322,7 +323,13 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		intr.set(cancel)
 		defer intr.set(nil)
 	}
-	reused := cachedPrefix(r.held, ids)
+	held := r.held
+	if r.heldEOG && len(ids) > len(held) && r.st.tok.IsEOG(ids[len(held)]) {
+		// the session also holds the reply's end-of-generation token, which the
+		// template writes back (assumed to be the same id: models have one per template)
+		held = append(held[:len(held):len(held)], ids[len(held)])
+	}
+	reused := cachedPrefix(held, ids)
 	res, err := r.st.sess.Generate(rctx, req)
 	r.st.closeRequest()
 	interrupted := intr != nil && rctx.Err() != nil && res != nil
@@ -345,6 +352,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	}
 	r.last, r.reused = res, reused
 	r.held = append(append(r.held[:0], ids...), res.Tokens...)
+	r.heldEOG = res.Stop == engine.StopEOG
 	r.msgs = append(r.msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
 	if r.f.verbose {
 		r.m.printTimings(res, r.st.draft != nil)
