@@ -264,3 +264,58 @@ func TestPenaltyRowsMatchReference(t *testing.T) {
 		}
 	}
 }
+
+// TestFullRowsMatchSorted: a full, unsorted row (top_k 0) keeps exactly the candidates
+// and probabilities that the same row sorted best first does, though only the
+// candidates that top_p and min_p can keep are sorted.
+func TestFullRowsMatchSorted(t *testing.T) {
+	g := rand.New(rand.NewPCG(8, 8))
+	for _, params := range []string{
+		`{"temperature":0.8,"top_k":0,"top_p":0.95,"min_p":0.05}`,
+		`{"temperature":1.2,"top_k":0,"top_p":0.5,"min_p":0}`,
+		`{"temperature":0.7,"top_k":0,"top_p":1,"min_p":0.2}`,
+		`{"temperature":1,"top_k":0,"top_p":1,"min_p":0}`,
+	} {
+		s, err := NewSampling([]byte(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for trial := 0; trial < 20; trial++ {
+			full := sdk.SampleRow{}
+			for id := 0; id < 2000; id++ {
+				full.IDs = append(full.IDs, int32(id))
+				full.Logits = append(full.Logits, float32(g.NormFloat64()*2))
+			}
+			s.distribution(&full)
+			gotIDs := make([]int32, len(s.idx))
+			for k, j := range s.idx {
+				gotIDs[k] = full.IDs[j]
+			}
+			gotP := append([]float64(nil), s.probs...)
+
+			sorted := sdk.SampleRow{IDs: append([]int32(nil), full.IDs...), Logits: append([]float32(nil), full.Logits...)}
+			idx := make([]int, len(sorted.IDs))
+			for i := range idx {
+				idx[i] = i
+			}
+			slices.SortFunc(idx, func(a, b int) int {
+				if better(&full, a, b) {
+					return -1
+				}
+				return 1
+			})
+			for k, j := range idx {
+				sorted.IDs[k], sorted.Logits[k] = full.IDs[j], full.Logits[j]
+			}
+			s.distribution(&sorted)
+			if len(s.idx) != len(gotIDs) {
+				t.Fatalf("%s: full row kept %d, sorted row %d", params, len(gotIDs), len(s.idx))
+			}
+			for k, j := range s.idx {
+				if sorted.IDs[j] != gotIDs[k] || math.Abs(s.probs[k]-gotP[k]) > 1e-12 {
+					t.Fatalf("%s: candidate %d: full row %d p=%v, sorted row %d p=%v", params, k, gotIDs[k], gotP[k], sorted.IDs[j], s.probs[k])
+				}
+			}
+		}
+	}
+}

@@ -29,6 +29,8 @@ type Sampling struct {
 
 	idx   []int     // scratch: candidate order
 	probs []float64 // scratch: kept probabilities, by position in idx
+	exps  []float64 // scratch: full rows, exp(logit - max)
+	z     float64   // full rows: Σ exps
 }
 
 type samplingParams struct {
@@ -108,36 +110,67 @@ func (s *Sampling) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleRe
 // distribution fills s.idx with the kept candidates of row, best first, and s.probs
 // with their probabilities (summing to 1).
 func (s *Sampling) distribution(row *sdk.SampleRow) {
-	s.idx = s.idx[:0]
 	sorted := true
-	for j := range row.IDs {
-		s.idx = append(s.idx, j)
-		if j > 0 && better(row, j, j-1) {
+	maxJ := 0
+	for j := 1; j < len(row.IDs); j++ {
+		if better(row, j, j-1) {
 			sorted = false
 		}
+		if better(row, j, maxJ) {
+			maxJ = j
+		}
 	}
-	if !sorted { // top-K rows arrive sorted; full rows (top_k 0) do not
-		slices.SortFunc(s.idx, func(a, b int) int {
-			switch {
-			case better(row, a, b):
-				return -1
-			case better(row, b, a):
-				return 1
+	// softmax at temperature 1 over the candidates after top_k, for top_p and min_p
+	maxL := float64(row.Logits[maxJ])
+	s.idx = s.idx[:0]
+	switch {
+	case sorted: // top-K rows arrive sorted
+		for j := range row.IDs {
+			s.idx = append(s.idx, j)
+		}
+	case s.p.TopK > 0: // unsorted rows with a top_k of our own: sort them all
+		for j := range row.IDs {
+			s.idx = append(s.idx, j)
+		}
+		s.sortIdx(row)
+	default: // full rows (top_k 0): sort only what top_p and min_p can keep
+		s.exps = s.exps[:0]
+		z := 0.0
+		for _, l := range row.Logits {
+			e := math.Exp(float64(l) - maxL)
+			s.exps = append(s.exps, e)
+			z += e
+		}
+		// Tokens below cut cannot survive: those under (1-top_p)/V hold less than
+		// 1-top_p together, so the top_p prefix ends before them; those under
+		// min_p·p_max are removed by min_p (p_max = 1/z).
+		cut := 0.0
+		if s.p.TopP < 1 {
+			cut = (1 - s.p.TopP) / float64(len(row.IDs)) * z
+		}
+		if s.p.MinP > 0 {
+			cut = max(cut, s.p.MinP)
+		}
+		for j, e := range s.exps {
+			if e >= cut {
+				s.idx = append(s.idx, j)
 			}
-			return 0
-		})
+		}
+		s.sortIdx(row)
+		s.z = z
 	}
 	if k := s.p.TopK; k > 0 && k < len(s.idx) {
 		s.idx = s.idx[:k]
 	}
-	// softmax at temperature 1 for top_p and min_p
 	s.probs = s.probs[:0]
-	maxL := float64(row.Logits[s.idx[0]])
 	sum := 0.0
 	for _, j := range s.idx {
 		e := math.Exp(float64(row.Logits[j]) - maxL)
 		s.probs = append(s.probs, e)
 		sum += e
+	}
+	if !sorted && s.p.TopK == 0 {
+		sum = s.z // normalise over the whole row, not only what was kept
 	}
 	keep := len(s.idx)
 	if s.p.TopP < 1 {
@@ -169,6 +202,18 @@ func (s *Sampling) distribution(row *sdk.SampleRow) {
 	for k := range s.probs {
 		s.probs[k] /= sum
 	}
+}
+
+func (s *Sampling) sortIdx(row *sdk.SampleRow) {
+	slices.SortFunc(s.idx, func(a, b int) int {
+		switch {
+		case better(row, a, b):
+			return -1
+		case better(row, b, a):
+			return 1
+		}
+		return 0
+	})
 }
 
 // better reports whether candidate a of row ranks before candidate b: a higher logit,

@@ -185,3 +185,34 @@ func BenchmarkInterruptible(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSamplerFullRows: the `sampling` sampler with top_k 0 (full rows of a
+// 32768-token vocabulary cross the boundary), nt=8.
+func BenchmarkSamplerFullRows(b *testing.B) {
+	ctx := context.Background()
+	s, err := loadBuiltin(b).Sampler(ctx, "sampling", []byte(`{"top_k":0}`), CallOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	g := rand.New(rand.NewPCG(3, 3))
+	r := &sdk.SampleRound{Seed: 1}
+	for i := 0; i < 8; i++ {
+		row := sdk.SampleRow{}
+		for j := 0; j < 32768; j++ {
+			row.IDs = append(row.IDs, int32(j))
+			row.Logits = append(row.Logits, float32(g.NormFloat64()*3))
+		}
+		r.Rows = append(r.Rows, row)
+		if i < 7 {
+			r.Draft = append(r.Draft, int32(g.IntN(32768)))
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.Step = uint64(i)
+		if _, err := s.Sample(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
