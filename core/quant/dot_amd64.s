@@ -3316,3 +3316,427 @@ tileQ5_0Z_rows1_next:
 tileQ5_0Z_done:
 	VZEROUPPER
 	RET
+
+// func prepPairsK(x *byte, xStride int, nx int, nb int, out *byte)
+// Requires: AVX
+TEXT ·prepPairsK(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), SI
+	MOVQ   xStride+8(FP), R9
+	MOVQ   nx+16(FP), CX
+	MOVQ   nb+24(FP), R10
+	MOVQ   out+32(FP), DI
+	MOVQ   R10, R11
+	IMUL3Q $0x00000280, R11, R11
+	XORQ   R8, R8
+
+prepk_row:
+	CMPQ  R8, CX
+	JGE   prepk_done
+	MOVQ  R8, DX
+	SHRQ  $0x01, DX
+	IMULQ R11, DX
+	ADDQ  DI, DX
+	MOVQ  R8, AX
+	ANDQ  $0x01, AX
+	SHLQ  $0x05, AX
+	MOVQ  SI, BX
+	MOVQ  R10, R12
+
+prepk_block:
+	VMOVDQU      4(BX), Y0
+	VMOVDQU      Y0, (DX)(AX*1)
+	VMOVDQU      36(BX), Y0
+	VMOVDQU      Y0, 64(DX)(AX*1)
+	VMOVDQU      68(BX), Y0
+	VMOVDQU      Y0, 128(DX)(AX*1)
+	VMOVDQU      100(BX), Y0
+	VMOVDQU      Y0, 192(DX)(AX*1)
+	VMOVDQU      132(BX), Y0
+	VMOVDQU      Y0, 256(DX)(AX*1)
+	VMOVDQU      164(BX), Y0
+	VMOVDQU      Y0, 320(DX)(AX*1)
+	VMOVDQU      196(BX), Y0
+	VMOVDQU      Y0, 384(DX)(AX*1)
+	VMOVDQU      228(BX), Y0
+	VMOVDQU      Y0, 448(DX)(AX*1)
+	MOVQ         AX, R13
+	SHRQ         $0x01, R13
+	VMOVDQU      260(BX), X0
+	VPHADDW      276(BX), X0, X0
+	VMOVDQU      X0, 512(DX)(R13*1)
+	VBROADCASTSS (BX), Y1
+	VMOVUPS      Y1, 544(DX)(AX*1)
+	VXORPS       signBit<>+0(SB), X1, X2
+	VMOVUPS      X2, 608(DX)(R13*1)
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x00000280, DX
+	DECQ         R12
+	JNZ          prepk_block
+	ADDQ         R9, SI
+	INCQ         R8
+	JMP          prepk_row
+
+prepk_done:
+	VZEROUPPER
+	RET
+
+// func tileQ4_KZ(a *uintptr)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+TEXT ·tileQ4_KZ(SB), NOSPLIT, $0-8
+	MOVQ   a+0(FP), R13
+	MOVQ   24(R13), R14
+	IMUL3Q $0x00000280, R14, R14
+	MOVQ   (R13), BX
+	XORQ   R12, R12
+
+tileQ4_KZ_row:
+	CMPQ R12, 16(R13)
+	JGE  tileQ4_KZ_done
+	MOVQ BX, AX
+	MOVQ 32(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ4_KZ_unpack:
+	VMOVDQU      16(AX), Y0
+	VPSRLW       $0x04, Y0, Y1
+	VPAND        mask0F<>+0(SB), Y0, Y0
+	VPAND        mask0F<>+0(SB), Y1, Y1
+	VMOVDQU      Y0, (DI)
+	VMOVDQU      Y1, 32(DI)
+	VMOVDQU      48(AX), Y0
+	VPSRLW       $0x04, Y0, Y1
+	VPAND        mask0F<>+0(SB), Y0, Y0
+	VPAND        mask0F<>+0(SB), Y1, Y1
+	VMOVDQU      Y0, 64(DI)
+	VMOVDQU      Y1, 96(DI)
+	VMOVDQU      80(AX), Y0
+	VPSRLW       $0x04, Y0, Y1
+	VPAND        mask0F<>+0(SB), Y0, Y0
+	VPAND        mask0F<>+0(SB), Y1, Y1
+	VMOVDQU      Y0, 128(DI)
+	VMOVDQU      Y1, 160(DI)
+	VMOVDQU      112(AX), Y0
+	VPSRLW       $0x04, Y0, Y1
+	VPAND        mask0F<>+0(SB), Y0, Y0
+	VPAND        mask0F<>+0(SB), Y1, Y1
+	VMOVDQU      Y0, 192(DI)
+	VMOVDQU      Y1, 224(DI)
+	VMOVDQU      4(AX), X0
+	VPSHUFD      $0xaa, X0, X1
+	VPSRLVD      shift04<>+0(SB), X1, X1
+	VPAND        mask0F<>+0(SB), X1, X1
+	VPSRLD       $0x06, X0, X2
+	VPAND        mask03<>+0(SB), X2, X2
+	VPSLLD       $0x04, X2, X2
+	VPOR         X2, X1, X1
+	VPAND        mask3F<>+0(SB), X0, X0
+	VPUNPCKLDQ   X1, X0, X0
+	VPMOVZXBW    X0, Y3
+	VMOVDQU      Y3, 768(DI)
+	VPBROADCASTW 768(DI), Z4
+	VMOVDQU64    Z4, 256(DI)
+	VPBROADCASTW 770(DI), Z4
+	VMOVDQU64    Z4, 320(DI)
+	VPBROADCASTW 772(DI), Z4
+	VMOVDQU64    Z4, 384(DI)
+	VPBROADCASTW 774(DI), Z4
+	VMOVDQU64    Z4, 448(DI)
+	VPBROADCASTW 776(DI), Z4
+	VMOVDQU64    Z4, 512(DI)
+	VPBROADCASTW 778(DI), Z4
+	VMOVDQU64    Z4, 576(DI)
+	VPBROADCASTW 780(DI), Z4
+	VMOVDQU64    Z4, 640(DI)
+	VPBROADCASTW 782(DI), Z4
+	VMOVDQU64    Z4, 704(DI)
+	VEXTRACTI128 $0x01, Y3, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VMOVDQU      Y4, 768(DI)
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       X5, 800(DI)
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, 2(AX), X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       X5, 804(DI)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000340, DI
+	DECQ         CX
+	JNZ          tileQ4_KZ_unpack
+	XORQ         R8, R8
+
+tileQ4_KZ_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ4_KZ_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z24, Z24, Z24
+	VPXORD Z17, Z17, Z17
+	VPXORD Z30, Z30, Z30
+	MOVQ   32(R13), SI
+	MOVQ   24(R13), CX
+
+tileQ4_KZ_pairs2_blk:
+	VBROADCASTSS    800(SI), Z19
+	VBROADCASTSS    804(SI), Y20
+	VMOVDQU64       768(SI), Y21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z28, Z28, Z28
+	VBROADCASTI64X4 (SI), Z18
+	VPMADDUBSW      (R10), Z18, Z23
+	VPMADDWD        256(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      (R11), Z18, Z29
+	VPMADDWD        256(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 32(SI), Z18
+	VPMADDUBSW      64(R10), Z18, Z23
+	VPMADDWD        320(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      64(R11), Z18, Z29
+	VPMADDWD        320(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 64(SI), Z18
+	VPMADDUBSW      128(R10), Z18, Z23
+	VPMADDWD        384(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      128(R11), Z18, Z29
+	VPMADDWD        384(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 96(SI), Z18
+	VPMADDUBSW      192(R10), Z18, Z23
+	VPMADDWD        448(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      192(R11), Z18, Z29
+	VPMADDWD        448(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VPMADDUBSW      256(R10), Z18, Z23
+	VPMADDWD        512(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      256(R11), Z18, Z29
+	VPMADDWD        512(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z18
+	VPMADDUBSW      320(R10), Z18, Z23
+	VPMADDWD        576(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      320(R11), Z18, Z29
+	VPMADDWD        576(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 192(SI), Z18
+	VPMADDUBSW      384(R10), Z18, Z23
+	VPMADDWD        640(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      384(R11), Z18, Z29
+	VPMADDWD        640(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VBROADCASTI64X4 224(SI), Z18
+	VPMADDUBSW      448(R10), Z18, Z23
+	VPMADDWD        704(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDUBSW      448(R11), Z18, Z29
+	VPMADDWD        704(SI), Z29, Z29
+	VPADDD          Z29, Z28, Z28
+	VPMADDWD        512(R10), Y21, Y26
+	VCVTDQ2PS       Y26, Y26
+	VMULPS          608(R10), Y20, Y27
+	VFMADD231PS     Y26, Y27, Y24
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          544(R10), Z19, Z25
+	VFMADD231PS     Z22, Z25, Z16
+	VPMADDWD        512(R11), Y21, Y26
+	VCVTDQ2PS       Y26, Y26
+	VMULPS          608(R11), Y20, Y27
+	VFMADD231PS     Y26, Y27, Y30
+	VCVTDQ2PS       Z28, Z28
+	VMULPS          544(R11), Z19, Z31
+	VFMADD231PS     Z28, Z31, Z17
+	ADDQ            $0x00000340, SI
+	ADDQ            $0x00000280, R10
+	ADDQ            $0x00000280, R11
+	DECQ            CX
+	JNZ             tileQ4_KZ_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VMOVUPS         Y24, Y4
+	VEXTRACTF128    $0x01, Y4, X5
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X4, X4, X6
+	VADDPS          X6, X4, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X5, X5, X6
+	VADDPS          X6, X5, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VMOVUPS         Y30, Y4
+	VEXTRACTF128    $0x01, Y4, X5
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X4, X4, X6
+	VADDPS          X6, X4, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X5, X5, X6
+	VADDPS          X6, X5, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ4_KZ_pairs2
+
+tileQ4_KZ_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ4_KZ_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z24, Z24, Z24
+	MOVQ   32(R13), SI
+	MOVQ   24(R13), CX
+
+tileQ4_KZ_pairs1_blk:
+	VBROADCASTSS    800(SI), Z19
+	VBROADCASTSS    804(SI), Y20
+	VMOVDQU64       768(SI), Y21
+	VPXORD          Z22, Z22, Z22
+	VBROADCASTI64X4 (SI), Z18
+	VPMADDUBSW      (R10), Z18, Z23
+	VPMADDWD        256(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 32(SI), Z18
+	VPMADDUBSW      64(R10), Z18, Z23
+	VPMADDWD        320(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 64(SI), Z18
+	VPMADDUBSW      128(R10), Z18, Z23
+	VPMADDWD        384(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 96(SI), Z18
+	VPMADDUBSW      192(R10), Z18, Z23
+	VPMADDWD        448(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 128(SI), Z18
+	VPMADDUBSW      256(R10), Z18, Z23
+	VPMADDWD        512(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 160(SI), Z18
+	VPMADDUBSW      320(R10), Z18, Z23
+	VPMADDWD        576(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 192(SI), Z18
+	VPMADDUBSW      384(R10), Z18, Z23
+	VPMADDWD        640(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VBROADCASTI64X4 224(SI), Z18
+	VPMADDUBSW      448(R10), Z18, Z23
+	VPMADDWD        704(SI), Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VPMADDWD        512(R10), Y21, Y26
+	VCVTDQ2PS       Y26, Y26
+	VMULPS          608(R10), Y20, Y27
+	VFMADD231PS     Y26, Y27, Y24
+	VCVTDQ2PS       Z22, Z22
+	VMULPS          544(R10), Z19, Z25
+	VFMADD231PS     Z22, Z25, Z16
+	ADDQ            $0x00000340, SI
+	ADDQ            $0x00000280, R10
+	ADDQ            $0x00000280, R11
+	DECQ            CX
+	JNZ             tileQ4_KZ_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VMOVUPS         Y24, Y4
+	VEXTRACTF128    $0x01, Y4, X5
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X4, X4, X6
+	VADDPS          X6, X4, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVHLPS        X5, X5, X6
+	VADDPS          X6, X5, X6
+	VMOVSHDUP       X6, X7
+	VADDSS          X7, X6, X6
+	VADDSS          X6, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ4_KZ_pairs1
+
+tileQ4_KZ_next:
+	ADDQ 8(R13), BX
+	INCQ R12
+	JMP  tileQ4_KZ_row
+
+tileQ4_KZ_done:
+	VZEROUPPER
+	RET

@@ -63,3 +63,13 @@ func tileQ4_0Z(a *uintptr)
 //
 //go:noescape
 func tileQ5_0Z(a *uintptr)
+
+// prepPairsK prepares Q8_K activation rows for the K-quant tile kernels (AVX2).
+//
+//go:noescape
+func prepPairsK(x *byte, xStride int, nx int, nb int, out *byte)
+
+// tileQ4_KZ computes a Q4_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).
+//
+//go:noescape
+func tileQ4_KZ(a *uintptr)

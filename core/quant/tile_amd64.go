@@ -100,3 +100,53 @@ func tileZ(tl *Tile, bias byte, kernel func(*uintptr), dot func(int, []byte, []b
 		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
 	}
 }
+
+// Prepared sizes of the Q4_K tile kernel (internal/asmgen/tilek.go): one activation
+// pair-block of Q8_K, one unpacked Q4_K super-block.
+const (
+	kPairBlock = 640
+	kWBlock    = 832
+)
+
+func init() {
+	if !hasTileZ {
+		return
+	}
+	tileKernels[Q4_K] = tileQ4K
+}
+
+// tileQ4K runs the Q4_K tile kernel (same structure as tileZ, Q8_K activations).
+func tileQ4K(tl *Tile) {
+	nb := tl.N / QK_K
+	if nb == 0 || tl.NX < tileMinRows {
+		dotTileGo(dotQ4_KSIMD, tl)
+		return
+	}
+	pairs := (tl.NX + 1) / 2
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	s.prep = grow(s.prep, pairs*nb*kPairBlock)
+	s.wu = grow(s.wu, nb*kWBlock)
+	s.out = grow(s.out, 2*pairs*tl.Rows)
+	if tl.NX%2 == 1 {
+		base := (pairs - 1) * nb * kPairBlock
+		for b := 0; b < nb; b++ {
+			blk := s.prep[base+b*kPairBlock:]
+			for c := 0; c < 8; c++ {
+				clear(blk[64*c+32 : 64*c+64])
+			}
+			clear(blk[528:544])
+			clear(blk[576:608])
+			clear(blk[624:640])
+		}
+	}
+	prepPairsK(&tl.X[0], tl.XStride, tl.NX, nb, &s.prep[0])
+	a := tileArgs{
+		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
+		wu: &s.wu[0], xp: &s.prep[0], pairs: pairs, out: &s.out[0],
+	}
+	tileQ4_KZ((*uintptr)(unsafe.Pointer(&a)))
+	for t := 0; t < tl.NX; t++ {
+		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
+	}
+}

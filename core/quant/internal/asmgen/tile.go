@@ -68,6 +68,8 @@ func tileKernels() {
 	tileKernel("tileQ8_0Z", 34, unpackQ8_0)
 	tileKernel("tileQ4_0Z", 18, unpackQ4_0)
 	tileKernel("tileQ5_0Z", 22, unpackQ5_0)
+	prepPairsK()
+	tileQ4K()
 }
 
 // prepPairs emits func(x *byte, xStride, nx, nb int, bias *byte, out *byte): activation

@@ -1,0 +1,236 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The Q4_K tile kernel: ggml_vec_dot_q4_K_q8_K's operations for every (weight row,
+// activation row) pair, two activation rows per zmm register and two pairs at a time.
+//
+// Prepared Q8_K activation pair-block (kPairBlock bytes): chunk c (32 values) of both
+// rows at 64c; the eight bsum pairs (int16) of both rows at 512; x.d ×8 of both rows at
+// 544; −x.d ×4 of both rows at 608.
+//
+// Unpacked weight super-block (kWBlock bytes): the 4-bit levels of chunk c at 32c (chunk
+// 2j = low nibbles of qs[32j:], 2j+1 = high nibbles); scale c as 32 int16 at 256+64c;
+// the eight mins as int16, twice, at 768; f16(d) at 800 and f16(dmin) at 804 as float32.
+const (
+	kPairBlock = 640
+	kWBlock    = 832
+)
+
+// prepPairsK emits func(x *byte, xStride, nx, nb int, out *byte) for Q8_K rows.
+func prepPairsK() {
+	TEXT("prepPairsK", NOSPLIT, "func(x *byte, xStride, nx, nb int, out *byte)")
+	Pragma("noescape")
+	Doc("prepPairsK prepares Q8_K activation rows for the K-quant tile kernels (AVX2).")
+	Load(Param("x"), RSI)
+	Load(Param("xStride"), R9)
+	Load(Param("nx"), RCX)
+	Load(Param("nb"), R10)
+	Load(Param("out"), RDI)
+	MOVQ(R10, R11)
+	IMUL3Q(U32(kPairBlock), R11, R11)
+	XORQ(R8, R8)
+	Label("prepk_row")
+	CMPQ(R8, RCX)
+	JGE(LabelRef("prepk_done"))
+	// RDX = out + (t/2)·nb·kPairBlock; RAX = 32·(t%2)
+	MOVQ(R8, RDX)
+	SHRQ(Imm(1), RDX)
+	IMULQ(R11, RDX)
+	ADDQ(RDI, RDX)
+	MOVQ(R8, RAX)
+	ANDQ(Imm(1), RAX)
+	SHLQ(Imm(5), RAX)
+	MOVQ(RSI, RBX)
+	MOVQ(R10, R12)
+	Label("prepk_block")
+	for c := 0; c < 8; c++ {
+		VMOVDQU(Mem{Base: RBX, Disp: 4 + 32*c}, Y0)
+		VMOVDQU(Y0, Mem{Base: RDX, Index: RAX, Scale: 1, Disp: 64 * c})
+	}
+	// Half offsets of the small fields: 16·h = RAX/2.
+	MOVQ(RAX, R13)
+	SHRQ(Imm(1), R13)
+	VMOVDQU(Mem{Base: RBX, Disp: 4 + 256}, X0)
+	VPHADDW(Mem{Base: RBX, Disp: 4 + 256 + 16}, X0, X0)
+	VMOVDQU(X0, Mem{Base: RDX, Index: R13, Scale: 1, Disp: 512})
+	VBROADCASTSS(Mem{Base: RBX}, Y1)
+	VMOVUPS(Y1, Mem{Base: RDX, Index: RAX, Scale: 1, Disp: 544})
+	VXORPS(signBit, X1, X2)
+	VMOVUPS(X2, Mem{Base: RDX, Index: R13, Scale: 1, Disp: 608})
+	ADDQ(U32(292), RBX)
+	ADDQ(U32(kPairBlock), RDX)
+	DECQ(R12)
+	JNZ(LabelRef("prepk_block"))
+	ADDQ(R9, RSI)
+	INCQ(R8)
+	JMP(LabelRef("prepk_row"))
+	Label("prepk_done")
+	VZEROUPPER()
+	RET()
+}
+
+// unpackQ4K writes the unpacked form of the Q4_K block at RAX to RDI (uses Y0-Y5).
+func unpackQ4K() {
+	for j := 0; j < 4; j++ {
+		VMOVDQU(Mem{Base: RAX, Disp: 16 + 32*j}, Y0)
+		VPSRLW(Imm(4), Y0, Y1)
+		VPAND(mask0F, Y0, Y0)
+		VPAND(mask0F, Y1, Y1)
+		VMOVDQU(Y0, Mem{Base: RDI, Disp: 64 * j})
+		VMOVDQU(Y1, Mem{Base: RDI, Disp: 64*j + 32})
+	}
+	// Scales and mins (ggml's kmask unpacking on dword lanes [u0 u1 u2 ·]).
+	VMOVDQU(Mem{Base: RAX, Disp: 4}, X0)
+	VPSHUFD(Imm(0xaa), X0, X1)
+	VPSRLVD(shift04, X1, X1)
+	VPAND(mask0F, X1, X1)
+	VPSRLD(Imm(6), X0, X2)
+	VPAND(mask03, X2, X2)
+	VPSLLD(Imm(4), X2, X2)
+	VPOR(X2, X1, X1)
+	VPAND(mask3F, X0, X0)
+	VPUNPCKLDQ(X1, X0, X0) // [scales 0-7, mins 0-7] as bytes
+	VPMOVZXBW(X0, Y3)      // as int16
+	VMOVDQU(Y3, Mem{Base: RDI, Disp: 768})
+	for c := 0; c < 8; c++ {
+		VPBROADCASTW(Mem{Base: RDI, Disp: 768 + 2*c}, Z4)
+		VMOVDQU64(Z4, Mem{Base: RDI, Disp: 256 + 64*c})
+	}
+	VEXTRACTI128(Imm(1), Y3, X4) // mins
+	VINSERTI128(Imm(1), X4, Y4, Y4)
+	VMOVDQU(Y4, Mem{Base: RDI, Disp: 768})
+	for i, off := range []int{0, 2} {
+		VPXOR(X5, X5, X5)
+		VPINSRW(Imm(0), Mem{Base: RAX, Disp: off}, X5, X5)
+		VCVTPH2PS(X5, X5)
+		VMOVSS(X5, Mem{Base: RDI, Disp: 800 + 4*i})
+	}
+}
+
+// tileQ4K emits func(a *uintptr) over a tileArgs (wu: one row's unpacked blocks).
+func tileQ4K() {
+	name := "tileQ4_KZ"
+	TEXT(name, NOSPLIT, "func(a *uintptr)")
+	Pragma("noescape")
+	Doc(name + " computes a Q4_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).")
+	a := R13
+	Load(Param("a"), a)
+	MOVQ(Mem{Base: a, Disp: taNB}, R14)
+	IMUL3Q(U32(kPairBlock), R14, R14)
+	MOVQ(Mem{Base: a, Disp: taW}, RBX)
+	XORQ(R12, R12)
+
+	Label(name + "_row")
+	CMPQ(R12, Mem{Base: a, Disp: taRows})
+	JGE(LabelRef(name + "_done"))
+	MOVQ(RBX, RAX)
+	MOVQ(Mem{Base: a, Disp: taWU}, RDI)
+	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+	Label(name + "_unpack")
+	unpackQ4K()
+	ADDQ(U32(144), RAX)
+	ADDQ(U32(kWBlock), RDI)
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_unpack"))
+
+	XORQ(R8, R8)
+	type chain struct {
+		sumi, p, acc, s, accm, fm, sm VecPhysical
+		x                             Register
+	}
+	chains := []chain{
+		{Z22, Z23, Z16, Z25, Z24, Z26, Z27, R10},
+		{Z28, Z29, Z17, Z31, Z30, Z26, Z27, R11},
+	}
+	for _, np := range []int{2, 1} {
+		loop := name + "_pairs" + string(rune('0'+np))
+		Label(loop)
+		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
+		SUBQ(R8, R9)
+		CMPQ(R9, Imm(uint64(np)))
+		if np == 2 {
+			JL(LabelRef(name + "_pairs1"))
+		} else {
+			JL(LabelRef(name + "_next"))
+		}
+		MOVQ(R8, R10)
+		IMULQ(R14, R10)
+		ADDQ(Mem{Base: a, Disp: taXP}, R10)
+		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
+		cs := chains[:np]
+		for _, c := range cs {
+			VPXORD(c.acc, c.acc, c.acc)
+			VPXORD(c.accm, c.accm, c.accm)
+		}
+		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+		Label(loop + "_blk")
+		VBROADCASTSS(Mem{Base: RSI, Disp: 800}, Z19) // f16(w.d)
+		VBROADCASTSS(Mem{Base: RSI, Disp: 804}, Y20) // f16(w.dmin)
+		VMOVDQU64(Mem{Base: RSI, Disp: 768}, Y21)    // mins, both halves
+		for _, c := range cs {
+			VPXORD(c.sumi, c.sumi, c.sumi)
+		}
+		for k := 0; k < 8; k++ {
+			VBROADCASTI64X4(Mem{Base: RSI, Disp: 32 * k}, Z18)
+			for _, c := range cs {
+				VPMADDUBSW(Mem{Base: c.x, Disp: 64 * k}, Z18, c.p)
+				VPMADDWD(Mem{Base: RSI, Disp: 256 + 64*k}, c.p, c.p)
+				VPADDD(c.p, c.sumi, c.sumi)
+			}
+		}
+		for _, c := range cs {
+			// acc_m = fma(−x.d·f16(w.dmin), float32(mins · bsum pairs), acc_m)
+			VPMADDWD(Mem{Base: c.x, Disp: 512}, Y21, c.fm.AsY())
+			VCVTDQ2PS(c.fm.AsY(), c.fm.AsY())
+			VMULPS(Mem{Base: c.x, Disp: 608}, Y20, c.sm.AsY())
+			VFMADD231PS(c.fm.AsY(), c.sm.AsY(), c.accm.AsY())
+			// acc = fma(x.d·f16(w.d), float32(sumi), acc)
+			VCVTDQ2PS(c.sumi, c.sumi)
+			VMULPS(Mem{Base: c.x, Disp: 544}, Z19, c.s)
+			VFMADD231PS(c.sumi, c.s, c.acc)
+		}
+		ADDQ(U32(kWBlock), RSI)
+		ADDQ(U32(kPairBlock), R10)
+		ADDQ(U32(kPairBlock), R11)
+		DECQ(RCX)
+		JNZ(LabelRef(loop + "_blk"))
+		// out[2p+h][r] = hsum_float_8(acc half) + ((m0+m2)+(m1+m3)) of the acc_m half.
+		MOVQ(R8, R9)
+		SHLQ(Imm(1), R9)
+		IMULQ(Mem{Base: a, Disp: taRows}, R9)
+		ADDQ(R12, R9)
+		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+		for _, c := range cs {
+			VMOVUPS(c.acc, Z0)
+			VEXTRACTF64X4(Imm(1), Z0, Y1)
+			VMOVUPS(c.accm.AsY(), Y4)
+			VEXTRACTF128(Imm(1), Y4, X5)
+			for h, y := range []VecPhysical{Y0, Y1} {
+				m := []VecPhysical{X4, X5}[h]
+				lanesSum(y, X2, X3)
+				VMOVHLPS(m, m, X6)
+				VADDPS(X6, m, X6)
+				VMOVSHDUP(X6, X7)
+				VADDSS(X7, X6, X6)
+				VADDSS(X6, X2, X2)
+				VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+				ADDQ(Mem{Base: a, Disp: taRows}, R9)
+			}
+		}
+		ADDQ(Imm(uint64(np)), R8)
+		JMP(LabelRef(loop))
+	}
+	Label(name + "_next")
+	ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
+	INCQ(R12)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
