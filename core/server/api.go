@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -151,7 +152,7 @@ func decodeJSON(body []byte, v any) error {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return badRequest(strings.TrimPrefix(te.Field, "commonRequest."), "wrong type: got JSON %s, want %s", te.Value, te.Type)
+			return badRequest(strings.TrimPrefix(te.Field, "commonRequest."), "wrong type: got JSON %s, want %s", te.Value, jsonKind(te.Type))
 		case errors.As(err, &se):
 			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
 		default:
@@ -230,6 +231,9 @@ func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Par
 			return 0, 0, p, err
 		}
 	}
+	if r.Seed != nil && *r.Seed < -1 {
+		return 0, 0, p, badRequest("seed", "must be -1 (random) or ≥ 0, got %d", *r.Seed)
+	}
 	if r.TopK != nil && *r.TopK < 0 {
 		return 0, 0, p, badRequest("top_k", "must be ≥ 0, got %d", *r.TopK)
 	}
@@ -292,4 +296,28 @@ func (r *commonRequest) logprobs() (int, error) {
 		}
 		return n, nil
 	}
+}
+
+// jsonKind names the JSON value a Go type decodes from, for error messages (never the
+// Go type's name).
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }
