@@ -231,6 +231,16 @@ func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Par
 			return 0, 0, p, err
 		}
 	}
+	// the samplers need a non-empty nucleus and a positive penalty divisor (as vLLM
+	// and minfer.toml require)
+	for _, c := range []struct {
+		name string
+		v    *float64
+	}{{"top_p", r.TopP}, {"repeat_penalty", r.RepeatPenalty}} {
+		if c.v != nil && *c.v == 0 {
+			return 0, 0, p, badRequest(c.name, "must be > 0, got 0")
+		}
+	}
 	if r.Seed != nil && *r.Seed < -1 {
 		return 0, 0, p, badRequest("seed", "must be -1 (random) or ≥ 0, got %d", *r.Seed)
 	}

@@ -13,6 +13,8 @@ func TestBadInputMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, param, want string
 	}{
+		{"top_p zero", `{` + msgs + `,"top_p":0}`, "top_p", "must be > 0"},
+		{"repeat_penalty zero", `{` + msgs + `,"repeat_penalty":0}`, "repeat_penalty", "must be > 0"},
 		{"negative seed", `{` + msgs + `,"seed":-5}`, "seed", "-1 (random) or ≥ 0"},
 		{"extension not an object", `{` + msgs + `,"minfer":"x"}`, "minfer", "want an object"},
 		{"body not an object", `[1,2]`, "", "want an object"},
