@@ -73,8 +73,14 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 			f.Close()
 		}
 	}()
+	if len(f.Tensors) == 0 {
+		return nil, errors.New("model: the file has no tensors (a vocabulary-only GGUF?); it can be tokenized with, not run")
+	}
 	name := f.Arch()
 	a, ok := archs[name]
+	if name == "" {
+		return nil, errors.New("model: no general.architecture key (or not a string): not a model file")
+	}
 	if !ok {
 		return nil, fmt.Errorf("model: unknown architecture %q (supported: %s)", name, strings.Join(Archs(), ", "))
 	}
