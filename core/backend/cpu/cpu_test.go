@@ -298,3 +298,47 @@ func TestSwiGLUAVX512MatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestF16VectorWeight: a norm weight stored as F16 acts as its F32 values.
+func TestF16VectorWeight(t *testing.T) {
+	b := New(Options{Threads: 1})
+	defer b.Close()
+	const n = 64
+	f32b := make([]byte, 4*n)
+	f16b := make([]byte, 2*n)
+	x := make([]float32, n)
+	for i := range n {
+		h := quant.F32ToF16(float32(i)*0.03 - 0.7)
+		v := quant.F16ToF32(h)
+		bits := math.Float32bits(v)
+		f32b[4*i], f32b[4*i+1], f32b[4*i+2], f32b[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+		f16b[2*i], f16b[2*i+1] = byte(h), byte(h>>8)
+		x[i] = float32(math.Sin(float64(i)))
+	}
+	w32, err := b.NewWeight("n32", quant.F32, 1, n, f32b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w16, err := b.NewWeight("n16", quant.F16, 1, n, f16b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xb, _ := b.NewF32(n)
+	b.WriteF32(xb, 0, x)
+	d32, _ := b.NewF32(n)
+	d16, _ := b.NewF32(n)
+	b.RMSNorm(d32, xb, w32, 1, 1e-6)
+	b.RMSNorm(d16, xb, w16, 1, 1e-6)
+	b.AddBias(d16, w16, 1)
+	b.AddBias(d32, w32, 1)
+	got, want := make([]float32, n), make([]float32, n)
+	if err := b.ReadF32(d16, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	b.ReadF32(d32, 0, want)
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("value %d: F16 weight %g, F32 weight %g", i, got[i], want[i])
+		}
+	}
+}

@@ -101,12 +101,15 @@ func (b *Backend) HeadNorm(x backend.Buffer, wt backend.Weight, nt, heads int, e
 	})
 }
 
-// vectorOf returns a 1×n weight's values as float32 (dequantized copy if needed).
+// vectorOf returns a 1×n weight's values as float32.
 func (b *Backend) vectorOf(w *Weight) ([]float32, error) {
-	if w.f32 != nil {
+	switch {
+	case w.f32 != nil:
 		return w.f32[:w.cols], nil
+	case w.vec != nil:
+		return w.vec, nil
 	}
-	return w.vector(make([]float32, w.cols))
+	return nil, fmt.Errorf("cpu: weight %q: a %d×%d %s weight is not a vector", w.name, w.rows, w.cols, w.typ)
 }
 
 // AddBias: x[i] += bias over nt rows of b.Cols values.

@@ -18,6 +18,7 @@ type Weight struct {
 	data       []byte
 	f32        []float32 // F32 weights: data viewed as float32 (nil otherwise)
 	f16        []uint16  // F16 weights: data viewed as binary16 bits (nil otherwise)
+	vec        []float32 // 1×n weights not stored as F32 (norms, biases): dequantized once
 	tr         *quant.Traits
 	mm         matKernel // how MatMul multiplies by this weight; kind == kindNone if it cannot
 	freed      bool
@@ -77,6 +78,12 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		w.f16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
 	}
 	w.mm = matKernelFor(w)
+	if rows == 1 && w.f32 == nil && tr.Dequant != nil {
+		w.vec = make([]float32, cols)
+		if err := quant.Dequantize(t, w.vec, data); err != nil {
+			return nil, fmt.Errorf("cpu: weight %q: %w", name, err)
+		}
+	}
 	if w.mm.kind == kindNone && tr.Dequant == nil {
 		return nil, fmt.Errorf("cpu: weight %q: tensor type %s is not supported (no dot kernel, no dequantizer)", name, t)
 	}
@@ -97,15 +104,3 @@ func weight(x backend.Weight, what string) *Weight {
 
 // row returns the raw bytes of row r.
 func (w *Weight) row(r int) []byte { return w.data[r*w.rowBytes : (r+1)*w.rowBytes] }
-
-// vector returns a 1×n weight (norm weight, bias) as float32 values, dequantizing into
-// dst when it is not stored as F32. dst must hold w.cols values.
-func (w *Weight) vector(dst []float32) ([]float32, error) {
-	if w.f32 != nil {
-		return w.f32[:w.cols], nil
-	}
-	if err := quant.Dequantize(w.typ, dst[:w.cols], w.data[:w.rowBytes]); err != nil {
-		return nil, fmt.Errorf("cpu: weight %q: %w", w.name, err)
-	}
-	return dst[:w.cols], nil
-}
