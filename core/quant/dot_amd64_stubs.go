@@ -73,3 +73,8 @@ func prepPairsK(x *byte, xStride int, nx int, nb int, out *byte)
 //
 //go:noescape
 func tileQ4_KZ(a *uintptr)
+
+// tileQ6_KZ computes a Q6_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).
+//
+//go:noescape
+func tileQ6_KZ(a *uintptr)

@@ -81,7 +81,7 @@ func TestDotTileErrors(t *testing.T) {
 // row, as VecDot's benchmark does.
 func BenchmarkDotTile(b *testing.B) {
 	const n, rows = 4864, 256
-	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, Q4_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, Q4_K, Q6_K} {
 		tr, _ := typ.Lookup()
 		for _, nx := range []int{1, 2, 8, 64} {
 			for _, path := range []string{"tile", "vecdot"} {

@@ -70,6 +70,7 @@ func tileKernels() {
 	tileKernel("tileQ5_0Z", 22, unpackQ5_0)
 	prepPairsK()
 	tileQ4K()
+	tileQ6K()
 }
 
 // prepPairs emits func(x *byte, xStride, nx, nb int, bias *byte, out *byte): activation

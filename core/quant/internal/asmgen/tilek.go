@@ -234,3 +234,160 @@ func tileQ4K() {
 	VZEROUPPER()
 	RET()
 }
+
+// The Q6_K tile kernel uses the same prepared activations (levels by chunk and x.d ×8).
+// Unpacked weight super-block (k6WBlock bytes): the 6-bit levels of chunk c at 32c;
+// chunk c's two scales as int16 [s_2c ×8, s_2c+1 ×8] twice at 256+64c; f16(d) at 768.
+const k6WBlock = 784
+
+// unpackQ6K writes the unpacked form of the Q6_K block at RAX to RDI (uses Y0-Y6).
+func unpackQ6K() {
+	for j := 0; j < 2; j++ {
+		VMOVDQU(Mem{Base: RAX, Disp: 128 + 32*j}, Y4) // qh
+		VMOVDQU(Mem{Base: RAX, Disp: 64 * j}, Y5)     // ql[0:32]
+		VMOVDQU(Mem{Base: RAX, Disp: 64*j + 32}, Y6)  // ql[32:64]
+		for k := 0; k < 4; k++ {
+			switch k {
+			case 0:
+				VPAND(mask0F, Y5, Y0)
+				VPAND(mask03, Y4, Y1)
+				VPSLLW(Imm(4), Y1, Y1)
+			case 1:
+				VPAND(mask0F, Y6, Y0)
+				VPAND(mask0C, Y4, Y1)
+				VPSLLW(Imm(2), Y1, Y1)
+			case 2:
+				VPSRLW(Imm(4), Y5, Y0)
+				VPAND(mask0F, Y0, Y0)
+				VPAND(mask30, Y4, Y1)
+			case 3:
+				VPSRLW(Imm(4), Y6, Y0)
+				VPAND(mask0F, Y0, Y0)
+				VPAND(maskC0, Y4, Y1)
+				VPSRLW(Imm(2), Y1, Y1)
+			}
+			VPOR(Y1, Y0, Y0)
+			VMOVDQU(Y0, Mem{Base: RDI, Disp: 32 * (4*j + k)})
+		}
+	}
+	VPMOVSXBW(Mem{Base: RAX, Disp: 192}, Y3)
+	VMOVDQU(Y3, Mem{Base: RDI, Disp: 768 - 32}) // scratch for the broadcasts below
+	for c := 0; c < 8; c++ {
+		VPBROADCASTW(Mem{Base: RDI, Disp: 768 - 32 + 4*c}, Y0)
+		VPBROADCASTW(Mem{Base: RDI, Disp: 768 - 32 + 4*c + 2}, X1)
+		VINSERTI128(Imm(1), X1, Y0, Y0)
+		VMOVDQU(Y0, Mem{Base: RDI, Disp: 256 + 64*c})
+		VMOVDQU(Y0, Mem{Base: RDI, Disp: 256 + 64*c + 32})
+	}
+	VPXOR(X5, X5, X5)
+	VPINSRW(Imm(0), Mem{Base: RAX, Disp: 208}, X5, X5)
+	VCVTPH2PS(X5, X5)
+	VMOVSS(X5, Mem{Base: RDI, Disp: 768})
+}
+
+// tileQ6K emits func(a *uintptr) over a tileArgs (wu: one row's unpacked blocks).
+func tileQ6K() {
+	name := "tileQ6_KZ"
+	TEXT(name, NOSPLIT, "func(a *uintptr)")
+	Pragma("noescape")
+	Doc(name + " computes a Q6_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).")
+	a := R13
+	Load(Param("a"), a)
+	MOVQ(Mem{Base: a, Disp: taNB}, R14)
+	IMUL3Q(U32(kPairBlock), R14, R14)
+	MOVQ(Mem{Base: a, Disp: taW}, RBX)
+	VMOVDQU(thirtyTwos, Y2)
+	VINSERTI64X4(Imm(1), Y2, Z2, Z21) // 32 in every byte
+	XORQ(R12, R12)
+
+	Label(name + "_row")
+	CMPQ(R12, Mem{Base: a, Disp: taRows})
+	JGE(LabelRef(name + "_done"))
+	MOVQ(RBX, RAX)
+	MOVQ(Mem{Base: a, Disp: taWU}, RDI)
+	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+	Label(name + "_unpack")
+	unpackQ6K()
+	ADDQ(U32(210), RAX)
+	ADDQ(U32(k6WBlock), RDI)
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_unpack"))
+
+	XORQ(R8, R8)
+	type chain struct {
+		sumi, p, c, acc, s VecPhysical
+		x                  Register
+	}
+	chains := []chain{{Z22, Z23, Z24, Z16, Z25, R10}, {Z26, Z27, Z28, Z17, Z29, R11}}
+	for _, np := range []int{2, 1} {
+		loop := name + "_pairs" + string(rune('0'+np))
+		Label(loop)
+		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
+		SUBQ(R8, R9)
+		CMPQ(R9, Imm(uint64(np)))
+		if np == 2 {
+			JL(LabelRef(name + "_pairs1"))
+		} else {
+			JL(LabelRef(name + "_next"))
+		}
+		MOVQ(R8, R10)
+		IMULQ(R14, R10)
+		ADDQ(Mem{Base: a, Disp: taXP}, R10)
+		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
+		cs := chains[:np]
+		for _, c := range cs {
+			VPXORD(c.acc, c.acc, c.acc)
+		}
+		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+		Label(loop + "_blk")
+		VBROADCASTSS(Mem{Base: RSI, Disp: 768}, Z19) // f16(w.d)
+		for _, c := range cs {
+			VPXORD(c.sumi, c.sumi, c.sumi)
+		}
+		for k := 0; k < 8; k++ {
+			VBROADCASTI64X4(Mem{Base: RSI, Disp: 32 * k}, Z18)
+			for _, c := range cs {
+				x := Mem{Base: c.x, Disp: 64 * k}
+				VPMADDUBSW(x, Z18, c.p)
+				VPMADDUBSW(x, Z21, c.c)
+				VPSUBW(c.c, c.p, c.p) // Σ (q−32)·x pairs, as ggml
+				VPMADDWD(Mem{Base: RSI, Disp: 256 + 64*k}, c.p, c.p)
+				VPADDD(c.p, c.sumi, c.sumi)
+			}
+		}
+		for _, c := range cs {
+			VCVTDQ2PS(c.sumi, c.sumi)
+			VMULPS(Mem{Base: c.x, Disp: 544}, Z19, c.s) // x.d·f16(w.d)
+			VFMADD231PS(c.sumi, c.s, c.acc)
+		}
+		ADDQ(U32(k6WBlock), RSI)
+		ADDQ(U32(kPairBlock), R10)
+		ADDQ(U32(kPairBlock), R11)
+		DECQ(RCX)
+		JNZ(LabelRef(loop + "_blk"))
+		MOVQ(R8, R9)
+		SHLQ(Imm(1), R9)
+		IMULQ(Mem{Base: a, Disp: taRows}, R9)
+		ADDQ(R12, R9)
+		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+		for _, c := range cs {
+			VMOVUPS(c.acc, Z0)
+			VEXTRACTF64X4(Imm(1), Z0, Y1)
+			for _, y := range []VecPhysical{Y0, Y1} {
+				lanesSum(y, X2, X3)
+				VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+				ADDQ(Mem{Base: a, Disp: taRows}, R9)
+			}
+		}
+		ADDQ(Imm(uint64(np)), R8)
+		JMP(LabelRef(loop))
+	}
+	Label(name + "_next")
+	ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
+	INCQ(R12)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
