@@ -28,9 +28,10 @@ type Tile struct {
 // DotTile computes every dot of the tile with exactly the bits VecDot gives for each
 // pair, so a matmul may hand whole chunks of rows to one call without changing its
 // results (the row identity of the CPU backend). Where a tile kernel exists (Q8_0, Q4_0,
-// Q5_0 on CPUs with AVX-512 VNNI) and NX ≥ 2, it runs several dot chains at once and
-// unpacks each weight block once for all activation rows: 1.2-1.5× VecDot at 2 rows,
-// ~2-3× at 8-64 (docs/perf-quant.md); otherwise it loops over VecDot. Hand it the whole
+// Q5_0, Q4_K from 2 activation rows, Q6_K from 16, on CPUs with AVX-512 VNNI) it runs
+// several dot chains at once and unpacks each weight block once for all activation
+// rows: 1.2-3× VecDot at 2 rows, 2-3× at 64 (docs/perf-quant.md); otherwise it loops
+// over VecDot. Hand it the whole
 // chunk of weight rows a worker owns and all activation rows: the activations are
 // prepared once per call. Safe for concurrent use on disjoint outputs. It fails for a
 // type without a dot kernel or slices too short for the shape.
