@@ -58,9 +58,9 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module")
 	}
-	bin := buildGuest(t, "testdata/lazysampler")
+	bin := buildGuest(t, "testdata/badguest")
 	var log strings.Builder
-	_, results, err := Check(context.Background(), bin, CheckOptions{Timeout: 5 * time.Second, Log: &syncWriter{w: &log}})
+	_, results, err := Check(context.Background(), bin, CheckOptions{Plugin: "lazy", Timeout: 5 * time.Second, Log: &syncWriter{w: &log}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,3 +162,65 @@ func TestProcessSource(t *testing.T) {
 		t.Error("a policy-only process plugin served as a sampler")
 	}
 }
+
+// TestHostileGoGuest: Go plugins that loop forever, exhaust memory or crash each fail
+// their call with an error naming them, within the deadline for the loop, and the
+// registry keeps serving the other plugins of the same module and the built-ins.
+func TestHostileGoGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "bad.wasm")
+	if err := os.WriteFile(path, buildGuest(t, "testdata/badguest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decls := map[string]config.Plugin{"greedy": {Timeout: 5 * time.Second}}
+	for _, name := range []string{"spin", "hog", "crash", "lazy"} {
+		decls[name] = config.Plugin{Source: "file:" + path, Timeout: 200 * time.Millisecond, MemoryMB: 32}
+	}
+	var log strings.Builder
+	r, err := NewRegistry(ctx, decls, &syncWriter{w: &log}, WithInstances(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, tc := range []struct{ name, want string }{
+		{"spin", "timeout: no answer within 200ms"},
+		{"hog", "fatal error: out of memory"},
+		{"crash", "panic: runtime error: integer divide by zero"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _, err := r.Policy(ctx, tc.name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Release(p)
+			_, err = p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 4})
+			t.Log(err)
+			if err == nil || !strings.Contains(err.Error(), `plugin "`+tc.name+`" policy`) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %s and containing %q", err, tc.name, tc.want)
+			}
+		})
+	}
+	// the module and the built-ins still serve
+	s, _, err := r.Sampler(ctx, "lazy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(s)
+	g, _, err := r.Sampler(ctx, "greedy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(g)
+	round := &sdk.SampleRound{Rows: []sdk.SampleRow{{IDs: []int32{3, 4}, Logits: []float32{2, 1}}}}
+	for _, x := range []sdk.Sampler{s, g} {
+		if _, err := x.Sample(ctx, round); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(log.String(), "[plugin bad] ") {
+		t.Errorf("guest output not logged with the module's prefix: %q", log.String())
+	}
+}

@@ -388,18 +388,56 @@ func (m *Module) release(ctx context.Context, in *instance) {
 	}
 }
 
-// prefixWriter writes whole lines to w, each prefixed.
+// prefixWriter writes whole lines to w (if any), each prefixed, and remembers the
+// recent ones so that a trap's error can quote what the guest said (a Go guest prints
+// "fatal error: out of memory" and its goroutines before it traps).
 type prefixWriter struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prefix string
 	buf    []byte
+	lines  int        // lines written so far
+	recent [64]string // line i is recent[i%64]
+	fatal  string     // the latest "fatal error:" or "panic:" line
+	fatalN int        // its line number
+}
+
+// mark returns the number of lines written so far.
+func (p *prefixWriter) mark() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lines
+}
+
+// since returns what the guest said after mark n: its "fatal error:" or "panic:" line
+// if it printed one, else its first line.
+func (p *prefixWriter) since(n int) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 { // a partial line before a trap
+		p.add(string(p.buf))
+		p.buf = p.buf[:0]
+	}
+	if p.lines <= n {
+		return "", false
+	}
+	if p.fatal != "" && p.fatalN >= n {
+		return p.fatal, true
+	}
+	first := max(n, p.lines-len(p.recent))
+	return p.recent[first%len(p.recent)], true
+}
+
+func (p *prefixWriter) add(line string) {
+	line = strings.TrimSpace(line)
+	if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") {
+		p.fatal, p.fatalN = line, p.lines
+	}
+	p.recent[p.lines%len(p.recent)] = line
+	p.lines++
 }
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
-	if p.w == nil {
-		return len(b), nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.buf = append(p.buf, b...)
@@ -416,7 +454,10 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		if line[len(line)-1] != '\n' {
 			line = append(line, '\n')
 		}
-		p.w.Write(line)
+		if p.w != nil {
+			p.w.Write(line)
+		}
+		p.add(string(p.buf[:i+1]))
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -66,6 +67,7 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 		return &Error{Plugin: name, Role: role, Kind: "timeout", Err: err}
 	}
 	var err error
+	mark := in.m.log.mark()
 	if in.m.opts.Trusted { // not interruptible: check the deadline afterwards
 		start := time.Now()
 		err = fn.CallWithStack(ctx, in.stack[:])
@@ -87,7 +89,14 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled:
 		return in.fail(name, role, "timeout", context.Canceled)
 	case errors.As(err, &exit):
-		return in.fail(name, role, "trap", fmt.Errorf("module exited with code %d", exit.ExitCode()))
+		err = fmt.Errorf("module exited with code %d", exit.ExitCode())
+	default: // wazero appends a multi-line wasm stack trace: keep the first line
+		if msg, _, cut := strings.Cut(err.Error(), "\n"); cut {
+			err = errors.New(msg)
+		}
+	}
+	if last, ok := in.m.log.since(mark); ok {
+		err = fmt.Errorf("%w (the module's last output: %q)", err, last)
 	}
 	return in.fail(name, role, "trap", err)
 }
