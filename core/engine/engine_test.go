@@ -347,3 +347,23 @@ func TestCheckVocab(t *testing.T) {
 		}
 	}
 }
+
+func TestTopLogitsWithoutGeneration(t *testing.T) {
+	prompt := []int32{4, 8, 15, 16, 23, 42}
+	for _, n := range []int{0, 3} {
+		target := &fakeLM{v: 64, n: 64}
+		res := generate(t, target, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: n, TopLogits: 3})
+		want := make([]float32, 64)
+		ref := &fakeLM{v: 64, n: 64}
+		rows, _ := ref.forward(prompt, true)
+		copy(want, rows[5*64:])
+		ids, vals := make([]int32, 3), make([]float32, 3)
+		topK(want, ids, vals)
+		if len(res.TopLogits) != 3 || res.TopLogits[0].ID != ids[0] || res.TopLogits[2].Logit != vals[2] {
+			t.Fatalf("n %d: got %+v, want ids %v logits %v", n, res.TopLogits, ids, vals)
+		}
+		if len(res.Tokens) != n || (n == 0 && res.Stop != StopLength) {
+			t.Fatalf("n %d: got %d tokens, stop %s", n, len(res.Tokens), res.Stop)
+		}
+	}
+}
