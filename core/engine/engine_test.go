@@ -367,3 +367,59 @@ func TestTopLogitsWithoutGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestEmitterMatchesReference: on random token pieces and stop strings, the streamed
+// text equals the final text, and both equal a direct reference: the whole text up to
+// the first token after which a stop string appears, cut at the earliest such stop.
+func TestEmitterMatchesReference(t *testing.T) {
+	rng := uint64(12345)
+	next := func(n int) int { rng = mix(rng, 1); return int(rng % uint64(n)) }
+	alphabet := "ab c"
+	word := func(max int) string {
+		b := make([]byte, 1+next(max))
+		for i := range b {
+			b[i] = alphabet[next(len(alphabet))]
+		}
+		return string(b)
+	}
+	for trial := range 3000 {
+		v := fakeVocab{tok: map[int32]string{}}
+		var toks []int32
+		for i := range 12 {
+			v.tok[int32(i)] = word(3)
+			toks = append(toks, int32(i))
+		}
+		stops := []string{word(4)}
+		if next(2) == 0 {
+			stops = append(stops, word(3))
+		}
+		// reference
+		var full strings.Builder
+		want, reason := "", StopLength
+		for _, id := range toks {
+			full.WriteString(v.tok[id])
+			if cut := firstStop(full.String(), stops); cut >= 0 {
+				want, reason = full.String()[:cut], StopString
+				break
+			}
+		}
+		if reason == StopLength {
+			want = full.String()
+		}
+		var streamed strings.Builder
+		e := emitter{vocab: v, stream: v.NewStream(), stops: stops, onText: func(s string) error { streamed.WriteString(s); return nil }}
+		for _, id := range toks {
+			if done, _ := e.push(id); done {
+				break
+			}
+		}
+		if e.reason == "" {
+			e.reason = StopLength
+		}
+		e.finish()
+		if got := e.text.String(); got != want || streamed.String() != got || e.reason != reason {
+			t.Fatalf("trial %d: pieces %q stops %q: got %q (streamed %q, %s), want %q (%s)",
+				trial, v.tok, stops, got, streamed.String(), e.reason, want, reason)
+		}
+	}
+}
