@@ -142,11 +142,13 @@ func TestChatTmux(t *testing.T) {
 	}
 
 	// Ctrl-D at an empty prompt leaves too
-	p.tmux("kill-session", "-t", "chat")
-	p.tmux("new-session", "-d", "-s", "chat", "-x", "160", "-y", "50", cmd)
-	p.waitText("minfer chat:")
-	p.tmux("send-keys", "-t", "chat", "C-d")
-	if screen := p.waitText("EXIT="); !strings.Contains(screen, "EXIT=0") {
+	// (a second tmux server: a new session on the first one races with its exit)
+	p2 := &tmuxPane{t: t, sock: filepath.Join(dir, "tmux2.sock")}
+	p2.tmux("new-session", "-d", "-s", "chat", "-x", "160", "-y", "50", cmd)
+	t.Cleanup(func() { exec.Command("tmux", "-S", p2.sock, "kill-server").Run() })
+	p2.waitText("minfer chat:")
+	p2.tmux("send-keys", "-t", "chat", "C-d")
+	if screen := p2.waitText("EXIT="); !strings.Contains(screen, "EXIT=0") {
 		t.Fatalf("Ctrl-D at an empty prompt: want exit status 0:\n%s", screen)
 	}
 }
