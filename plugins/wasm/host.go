@@ -47,7 +47,7 @@ type Options struct {
 	Name string
 	// Timeout is the deadline of every call into the module (100ms).
 	Timeout time.Duration
-	// MemoryMB caps the module's linear memory (64; at most 2048).
+	// MemoryMB caps the module's linear memory (64; at most 4096, all a wasm32 memory holds).
 	MemoryMB int
 	// Instances is the number of instances started by Load (2); more are started on
 	// demand and kept up to 4×Instances.
@@ -149,8 +149,8 @@ func Load(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 		opts.Instances = defaultInstances
 	}
 	loadErr := func(kind string, err error) error { return &Error{Plugin: opts.Name, Kind: kind, Err: err} }
-	if opts.MemoryMB > 2048 {
-		return nil, loadErr("load", fmt.Errorf("memory cap %d MB above 2048", opts.MemoryMB))
+	if opts.MemoryMB > 4096 {
+		return nil, loadErr("load", fmt.Errorf("memory cap %d MB above 4096 (all a wasm32 memory holds)", opts.MemoryMB))
 	}
 	sum := sha256.Sum256(bin)
 	m := &Module{opts: opts, checksum: hex.EncodeToString(sum[:])}
