@@ -79,7 +79,7 @@ func FromFloat(t Type, dst []byte, src []float32) error {
 	return nil
 }
 
-// lanes8 holds the eight block accumulators of the fixed summation order.
+// lanes8 are the eight float32 accumulator lanes of ggml's kernels; sum is hsum_float_8.
 type lanes8 [8]float32
 
 func (l *lanes8) sum() float32 {
@@ -171,7 +171,7 @@ func fma32(a, b, c float32) float32 {
 // bit-close to llama.cpp's: a one-ulp difference in a matmul output can flip the
 // rounding of an activation quantized for the next matmul.
 
-// lanes32i are the eight lane sums of one 32-value chunk: lane k = Σ_{j=4k}^{4k+3} w_j·x_j.
+// laneInts are the eight lane sums of one 32-value chunk: lane k = Σ_{j=4k}^{4k+3} w_j·x_j.
 type laneInts [8]int32
 
 // addLanes adds the products of 32 weights (values given by wv) with 32 int8 activations.

@@ -76,9 +76,10 @@ type Traits struct {
 	// activation row x (n values of VecDotType), ggml's ggml_vec_dot_<t>_<vdt>: integer
 	// dot products per block, scaled per block in float32. n must be a multiple of the
 	// block sizes of both types and w, x must hold at least the row's bytes (callers check;
-	// a short slice panics). Results are bitwise reproducible: the same inputs give the
-	// same bits on every CPU (SIMD and pure-Go paths sum in one fixed order). Safe for
-	// concurrent use.
+	// a short slice panics). The float operations are those of ggml's x86 (AVX2/VNNI)
+	// kernel, in its order, so results match llama.cpp's CPU backend bit for bit; they
+	// are the same on every CPU (SIMD and pure-Go paths agree exactly). Safe for
+	// concurrent use. For many rows at once use DotTile (same bits, faster).
 	VecDot func(n int, w, x []byte) float32
 	// FromFloat converts an activation row to this (VecDot) type the way ggml's CPU
 	// backend does (its from_float): for Q8_0/Q8_1 that is the x86 SIMD quantizer, which
