@@ -21,3 +21,12 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferential holds a 3-thread backend to a 1-thread one with backendtest's
+// device-vs-reference check (identical here: threads never change results).
+func TestDifferential(t *testing.T) {
+	backendtest.Differential(t,
+		func() backend.Backend { return cpu.New(cpu.Options{Threads: 3}) },
+		func() backend.Backend { return cpu.New(cpu.Options{Threads: 1}) },
+		backendtest.Options{})
+}
