@@ -37,9 +37,19 @@ func TestCheckBuiltins(t *testing.T) {
 	}
 }
 
-// buildGuest compiles a Go guest of testdata to WebAssembly.
+var (
+	guestsMu sync.Mutex
+	guests   = map[string][]byte{}
+)
+
+// buildGuest compiles a Go guest of testdata to WebAssembly (once per test binary).
 func buildGuest(t *testing.T, dir string) []byte {
 	t.Helper()
+	guestsMu.Lock()
+	defer guestsMu.Unlock()
+	if bin, ok := guests[dir]; ok {
+		return bin
+	}
 	out := filepath.Join(t.TempDir(), "g.wasm")
 	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(dir))
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
@@ -50,6 +60,7 @@ func buildGuest(t *testing.T, dir string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	guests[dir] = bin
 	return bin
 }
 
