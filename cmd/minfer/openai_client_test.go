@@ -50,10 +50,15 @@ type clientLine struct {
 		CompletionTokens int `json:"completion_tokens"`
 		TotalTokens      int `json:"total_tokens"`
 	} `json:"usage"`
+	Minfer struct {
+		Sampler  string `json:"sampler"`
+		Identity string `json:"identity"`
+	} `json:"minfer"`
 }
 
 // TestOpenAIClient runs examples/api-client (the official openai npm package) against
-// the server: a non-streamed and a streamed chat completion.
+// the server: a non-streamed and a streamed chat completion, and one with minfer's
+// extension field passed through the library.
 func TestOpenAIClient(t *testing.T) {
 	needTool(t, "node", "npm")
 	src := apiClientDir(t)
@@ -84,10 +89,10 @@ func TestOpenAIClient(t *testing.T) {
 		t.Fatalf("node client.mjs: %v\n%s", err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("client printed %d lines, want 2:\n%s", len(lines), out)
+	if len(lines) != 3 {
+		t.Fatalf("client printed %d lines, want 3:\n%s", len(lines), out)
 	}
-	for i, mode := range []string{"whole", "stream"} {
+	for i, mode := range []string{"whole", "stream", "extension"} {
 		t.Run(mode, func(t *testing.T) {
 			var got clientLine
 			if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
@@ -98,6 +103,9 @@ func TestOpenAIClient(t *testing.T) {
 			}
 			if u := got.Usage; u.CompletionTokens != 24 || u.PromptTokens < 1 || u.TotalTokens != u.PromptTokens+24 {
 				t.Fatalf("usage: got %+v, want 24 completion tokens", u)
+			}
+			if mode == "extension" && (got.Minfer.Sampler != "greedy" || got.Minfer.Identity != "ok") {
+				t.Fatalf("extension: got %+v, want sampler greedy, identity ok", got.Minfer)
 			}
 			if mode == "stream" && got.Chunks < 4 {
 				t.Fatalf("stream: got %d chunks, want the role, text, final and usage chunks", got.Chunks)

@@ -1,6 +1,7 @@
 // A chat client for minfer serve written against the official OpenAI library: it
 // lists the models, then runs the same greedy chat completion twice, whole and
-// streamed, and prints one JSON line per completion.
+// streamed, and prints one JSON line per completion; a third request passes minfer's
+// extension field ("minfer") through the library and prints what the server reports.
 //
 //   node client.mjs [BASE_URL] [PROMPT]      (BASE_URL default http://127.0.0.1:8080)
 //
@@ -53,3 +54,18 @@ for await (const chunk of stream) {
   usage = chunk.usage ?? usage;
 }
 console.log(JSON.stringify({ mode: "stream", model, text, finish_reason: finish, chunks, usage }));
+
+// 3. minfer's extension field: choose plugins the server's config allows and ask for
+// the greedy-identity check; the response's "minfer" field reports on them.
+const ext = await client.chat.completions.create({
+  ...request,
+  minfer: { sampler: "greedy", assert_identity: true },
+});
+console.log(JSON.stringify({
+  mode: "extension",
+  model,
+  text: ext.choices[0].message.content,
+  finish_reason: ext.choices[0].finish_reason,
+  usage: ext.usage,
+  minfer: { sampler: ext.minfer?.sampler, identity: ext.minfer?.identity },
+}));
