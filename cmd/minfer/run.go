@@ -464,14 +464,17 @@ func (s tokStream) Next(id int32) string { t, _ := s.d.Add(id); return t }
 func (s tokStream) Flush() string        { return s.d.Flush() }
 
 // pluginSet is the plugin registry of a command: loaded once, an instance per request.
-type pluginSet struct{ reg *plugins.Registry }
+type pluginSet struct {
+	reg *plugins.Registry
+	log io.Writer // where a [spec] fallback taking over is reported
+}
 
 func newPluginSet(ctx context.Context, cfg *config.Config, log io.Writer) (*pluginSet, error) {
 	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, log, plugins.WithDir(cfg.Dir))
 	if err != nil {
 		return nil, err
 	}
-	return &pluginSet{reg: reg}, nil
+	return &pluginSet{reg: reg, log: log}, nil
 }
 
 func (p *pluginSet) close() { p.reg.Close() }
@@ -539,6 +542,17 @@ func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool
 		}
 		r.policyVersion = info.Version
 		r.owned = append(r.owned, r.policy)
+		if fb := cfg.Spec.Fallback; fb != "" {
+			if ov, err = params(fb); err != nil {
+				return fail(err)
+			}
+			fp, _, err := p.reg.Policy(ctx, fb, ov)
+			if err != nil {
+				return fail(err)
+			}
+			r.owned = append(r.owned, fp)
+			r.policy = &fallbackPolicy{DepthPolicy: r.policy, fallback: fp, name: r.policyName, fbName: fb, log: p.log}
+		}
 	}
 	return r, nil
 }
