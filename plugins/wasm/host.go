@@ -78,6 +78,11 @@ const (
 	startTimeout     = 10 * time.Second
 )
 
+// setupTimeout is the deadline of the calls made once per module or sequence (version,
+// info, init, window, needs): not on the per-round path, and parsing params in a fresh
+// instance may take a few ms more than a round's call.
+func setupTimeout(perCall time.Duration) time.Duration { return max(perCall, time.Second) }
+
 // Error is returned by every failing call into a plugin.
 type Error struct {
 	Plugin string   // plugin (or module) name
@@ -288,14 +293,14 @@ func typeNames(ts []api.ValueType) string {
 // readInfo asks the first instance for the version marker and the info record.
 func (m *Module) readInfo(ctx context.Context, in *instance) error {
 	fail := func(kind string, err error) error { return &Error{Plugin: m.opts.Name, Kind: kind, Err: err} }
-	minor, err := in.callScalar(ctx, in.fn[sdk.ExportABI], "", m.opts.Timeout)
+	minor, err := in.callScalar(ctx, in.fn[sdk.ExportABI], "", setupTimeout(m.opts.Timeout))
 	if err != nil {
 		return err
 	}
 	if minor < 0 || minor > sdk.ABIMinor {
 		return fail("abi", fmt.Errorf("module needs ABI v%d.%d; this host speaks v%d.%d", sdk.ABIMajor, minor, sdk.ABIMajor, sdk.ABIMinor))
 	}
-	rec, err := in.callPacked(ctx, in.fn[sdk.ExportInfo], "", nil, m.opts.Timeout)
+	rec, err := in.callPacked(ctx, in.fn[sdk.ExportInfo], "", nil, setupTimeout(m.opts.Timeout))
 	if err != nil {
 		return err
 	}

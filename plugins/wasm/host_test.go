@@ -174,7 +174,7 @@ func TestHostile(t *testing.T) {
 			if tc.name == "not wasm" {
 				bin = []byte("\x00asm garbage")
 			}
-			m, err := Load(ctx, bin, Options{Name: "evil", Timeout: 50 * time.Millisecond, MemoryMB: 4, CacheDir: "-", Instances: 1})
+			m, err := Load(ctx, bin, Options{Name: "evil", Timeout: 250 * time.Millisecond, MemoryMB: 4, CacheDir: "-", Instances: 1})
 			if tc.loadKind != "" {
 				checkErr(t, err, tc.loadKind, tc.want)
 				return

@@ -45,7 +45,7 @@ func (m *Module) open(ctx context.Context, name string, role sdk.Role, params []
 	if err != nil {
 		return nil, err
 	}
-	if err := in.start(ctx, name, role, params, h.timeout); err != nil {
+	if err := in.start(ctx, name, role, params, setupTimeout(h.timeout)); err != nil {
 		m.release(ctx, in)
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (h *handle) malformed(err error) error {
 
 // scalar calls a () -> i32 export once (window, needs).
 func (h *handle) scalar(ctx context.Context, sym string) (int, error) {
-	v, err := h.in.callScalar(ctx, h.in.fn[sym], h.role, h.timeout)
+	v, err := h.in.callScalar(ctx, h.in.fn[sym], h.role, setupTimeout(h.timeout))
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -87,7 +87,7 @@ func (h *handle) scalar(ctx context.Context, sym string) (int, error) {
 		return 0, err
 	}
 	if v < 0 {
-		return 0, h.in.fail(h.name, h.role, "plugin", fmt.Errorf("%s: %s", sym, h.in.lastError(ctx, h.timeout)))
+		return 0, h.in.fail(h.name, h.role, "plugin", fmt.Errorf("%s: %s", sym, h.in.lastError(ctx, setupTimeout(h.timeout))))
 	}
 	return int(v), nil
 }

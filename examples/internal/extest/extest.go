@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
@@ -47,6 +48,10 @@ func Config(t *testing.T, toml string) *config.Config {
 	c, err := config.Load(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, pl := range c.Plugins { // tests share a loaded machine: no deadline flakes
+		pl.Timeout = max(pl.Timeout, 5*time.Second)
+		c.Plugins[name] = pl
 	}
 	return c
 }
