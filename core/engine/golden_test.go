@@ -77,7 +77,7 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-func loadTestModel(t *testing.T, b backend.Backend, rel, name string) *model.Model {
+func loadTestModel(t testing.TB, b backend.Backend, rel, name string) *model.Model {
 	t.Helper()
 	f, err := gguf.Open(testpath.Path(t, rel))
 	if err != nil {
