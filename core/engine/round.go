@@ -42,6 +42,7 @@ func (g *gen) run(ctx context.Context) error {
 				return err
 			}
 			g.res.TopLogits = topLogits(rows, g.req.TopLogits)
+			return s.target.truncate(len(s.hist) - 1) // the cache holds all but the newest token
 		}
 		return nil
 	}
