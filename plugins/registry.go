@@ -4,11 +4,18 @@
 //
 // Sources:
 //
-//	builtin:NAME  a plugin of plugins/builtin, run from the embedded builtin.wasm (or
-//	              natively with WithNativeBuiltins)
+//	builtin:NAME  a plugin of plugins/builtin, run from the embedded builtin.wasm, its
+//	              checksum verified, as a trusted module (deadline checked when a call
+//	              returns; see wasm.Options.Trusted and WithInterruptibleBuiltins), or
+//	              natively with WithNativeBuiltins
 //	file:PATH     an ABI v1 WebAssembly module (sdk/ABI.md); it must declare exactly one
 //	              plugin, or one whose name is the config NAME
 //	process:PATH  a go-plugin executable (sdk/process, plugins/process)
+//
+// Modules with the same bytes and memory cap share one compiled module and instance
+// pool (all built-ins share builtin.wasm's). Instances are started by NewRegistry
+// (WithInstances per module) and more on demand; per-call deadlines and memory caps come
+// from each declaration (config.Plugin Timeout and MemoryMB).
 //
 // The values Policy, Sampler and Penalty return also implement io.Closer: Close gives
 // the instance back when the sequence ends (Release does it for any value). After a
