@@ -35,6 +35,7 @@ type job struct {
 	usage      bool // stream_options.include_usage
 	assertID   bool
 	maxField   string // the field that set maxTokens ("" when the request left it out)
+	cached     int    // prompt tokens the slot's cache holds (set once the slot is taken)
 	id         string
 	created    int64
 	endpoint   string
@@ -192,12 +193,13 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		return
 	}
 	ctx := r.Context()
-	sl, err := s.acquire(ctx)
+	sl, err := s.acquire(ctx, j.prompt)
 	if err != nil {
 		status = writeError(w, err)
 		return
 	}
 	defer s.release(sl)
+	j.cached = sl.cached(j.prompt, s.opts.Tokenizer.IsEOG)
 	promptField := "prompt"
 	if j.chat {
 		promptField = "messages"
@@ -250,7 +252,7 @@ func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *
 
 func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins) int {
 	req, lp := j.request(pl, nil)
-	res, err := sl.sess.Generate(ctx, req)
+	res, err := s.generate(ctx, sl, j, req)
 	if err != nil {
 		return s.genError(w, j, err)
 	}
@@ -266,7 +268,7 @@ func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *
 	if lp != nil {
 		lps = s.logprobsJSON(j, lp.entries(len(res.Tokens)))
 	}
-	usage := usageOf(res)
+	usage := usageOf(res, j.cached)
 	var body map[string]any
 	if j.chat {
 		body = map[string]any{
@@ -337,10 +339,24 @@ func (s *Server) extension(pl *Plugins, res *engine.Result) map[string]any {
 	}
 }
 
-func usageOf(res *engine.Result) map[string]int {
-	return map[string]int{
+// generate runs req on the slot and records what its cache holds afterwards.
+func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Request) (*engine.Result, error) {
+	res, err := sl.sess.Generate(ctx, req)
+	if err != nil || res == nil {
+		sl.held = sl.held[:0] // unknown: count nothing as cached next time
+		return res, err
+	}
+	sl.remember(j.prompt, res)
+	return res, nil
+}
+
+// usageOf is OpenAI's usage object; prompt_tokens_details.cached_tokens counts the
+// prompt tokens the slot's cache already held.
+func usageOf(res *engine.Result, cached int) map[string]any {
+	return map[string]any{
 		"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.Tokens),
-		"total_tokens": res.PromptTokens + len(res.Tokens),
+		"total_tokens":          res.PromptTokens + len(res.Tokens),
+		"prompt_tokens_details": map[string]int{"cached_tokens": cached},
 	}
 }
 

@@ -90,6 +90,32 @@ type Server struct {
 type slot struct {
 	id   int
 	sess *engine.Session
+	// held are the tokens of the slot's last request (prompt and reply), which its
+	// session's cache still holds; heldEOG marks a reply that ended with an
+	// end-of-generation token, which the session holds too but held does not.
+	held    []int32
+	heldEOG bool
+}
+
+// remember records what the slot's session holds after a generation.
+func (sl *slot) remember(prompt []int32, res *engine.Result) {
+	sl.held = append(append(sl.held[:0], prompt...), res.Tokens...)
+	sl.heldEOG = res.Stop == engine.StopEOG
+}
+
+// cached is how many tokens of prompt the slot's session reuses (engine.Session keeps
+// the common prefix, minus the last prompt token, which always runs to give the first
+// logits; the cache never holds the newest token of the sequence).
+func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
+	n := 0
+	for n < len(sl.held) && n < len(prompt) && sl.held[n] == prompt[n] {
+		n++
+	}
+	held := len(sl.held)
+	if sl.heldEOG && n == held && n < len(prompt) && isEOG(prompt[n]) {
+		n, held = n+1, held+1 // assumed to be the same EOG id: models write one per template
+	}
+	return max(min(n, len(prompt)-1, held-1), 0)
 }
 
 // New makes the slots' sessions and the handler.
@@ -211,11 +237,13 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// acquire waits for a free slot, or fails when the queue is full or ctx ends.
-func (s *Server) acquire(ctx context.Context) (*slot, error) {
+// acquire waits for a free slot, or fails when the queue is full or ctx ends. Among
+// the slots free at that moment it takes the one whose cache shares the longest
+// prefix with prompt (a conversation's next turn goes back to its slot).
+func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 	select {
 	case sl := <-s.slots:
-		return sl, nil
+		return s.closest(sl, prompt), nil
 	default:
 	}
 	select {
@@ -230,10 +258,39 @@ func (s *Server) acquire(ctx context.Context) (*slot, error) {
 	}()
 	select {
 	case sl := <-s.slots:
-		return sl, nil
+		return s.closest(sl, prompt), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// closest takes the other idle slots as well, keeps the one that reuses most of
+// prompt and gives the rest back. A slot is only chosen for its cache when that covers
+// more than half the prompt (llama.cpp's default --slot-prompt-similarity); otherwise
+// sl, the longest idle, is used, so an unrelated request that merely shares the first
+// tokens (BOS, a template's opening) does not evict a conversation.
+func (s *Server) closest(sl *slot, prompt []int32) *slot {
+	var others []*slot
+	for {
+		select {
+		case o := <-s.slots:
+			others = append(others, o)
+			continue
+		default:
+		}
+		break
+	}
+	isEOG := s.opts.Tokenizer.IsEOG
+	best, bestN := sl, sl.cached(prompt, isEOG)
+	for i, o := range others {
+		if n := o.cached(prompt, isEOG); n > bestN && 2*n > len(prompt) {
+			best, bestN, others[i] = o, n, best
+		}
+	}
+	for _, o := range others {
+		s.slots <- o
+	}
+	return best
 }
 
 func (s *Server) release(sl *slot) { s.slots <- sl }

@@ -89,7 +89,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 		}
 		return ev.send(s.chunk(j, textChoice(text), j.usage))
 	})
-	res, err := sl.sess.Generate(ctx, req)
+	res, err := s.generate(ctx, sl, j, req)
 	if err != nil {
 		if ev.err != nil || errors.Is(err, context.Canceled) {
 			s.logf("%s %s: client went away", j.endpoint, j.id)
@@ -125,7 +125,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 	if j.usage {
 		u := s.chunk(j, nil, false)
 		u["choices"] = []any{}
-		u["usage"] = usageOf(res)
+		u["usage"] = usageOf(res, j.cached)
 		if ev.send(u) != nil {
 			return 499
 		}

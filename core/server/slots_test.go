@@ -1,0 +1,140 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/testpath"
+)
+
+// rowCounter counts the token rows the model embeds: prefilled prompt rows plus one
+// per decoding step.
+type rowCounter struct {
+	backend.Backend
+	rows atomic.Int64
+}
+
+func (c *rowCounter) Embed(dst backend.Buffer, table backend.Weight, ids backend.Buffer, nt int) {
+	c.rows.Add(int64(nt))
+	c.Backend.Embed(dst, table, ids, nt)
+}
+
+// newCountingServer serves stories260K with parallel slots on a backend that counts
+// the rows it computes.
+func newCountingServer(t *testing.T, parallel int) (*rowCounter, *httptest.Server) {
+	t.Helper()
+	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rowCounter{Backend: cpu.New(cpu.Options{Threads: 1})}
+	m, err := model.Load(b, f, model.Options{Name: "target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{
+		Tokenizer: tok, Parallel: parallel, Resolver: testResolver{},
+		NewSession: func() (*engine.Session, error) {
+			return engine.NewSession(engine.Config{Target: m, Vocab: vocab{tok}, Ctx: 256, KVType: backend.KVF16})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+		m.Close()
+		b.Close()
+	})
+	return b, hs
+}
+
+type completion struct {
+	text                string
+	prompt, gen, cached int
+	finish              string
+}
+
+func complete(t *testing.T, b *rowCounter, url, prompt string) (completion, int) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 8})
+	before := b.rows.Load()
+	code, out := post(t, url+"/v1/completions", string(body))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	rows := int(b.rows.Load() - before)
+	raw, _ := json.Marshal(out)
+	var r struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("reply %s: %v", raw, err)
+	}
+	return completion{r.Choices[0].Text, r.Usage.PromptTokens, r.Usage.CompletionTokens,
+		r.Usage.PromptTokensDetails.CachedTokens, r.Choices[0].FinishReason}, rows
+}
+
+// TestSlotReuse: a conversation's next request goes back to the slot that holds its
+// prefix (with two idle slots, the FIFO order alone would pick the other one), and
+// usage.prompt_tokens_details.cached_tokens is exactly what the engine did not
+// recompute.
+func TestSlotReuse(t *testing.T) {
+	b, hs := newCountingServer(t, 2)
+	check := func(name string, c completion, rows int) {
+		t.Helper()
+		if c.finish != "length" {
+			t.Fatalf("%s: finish %s; the row count assumes the length limit", name, c.finish)
+		}
+		// prefill of prompt[cached:n-1], then one row per generated token
+		if want := c.prompt - 1 - c.cached + c.gen; rows != want {
+			t.Fatalf("%s: %d rows computed, want %d (prompt %d, cached %d, generated %d)", name, rows, want, c.prompt, c.cached, c.gen)
+		}
+	}
+	const p1 = "Once upon a time"
+	a, rows := complete(t, b, hs.URL, p1)
+	check("first", a, rows)
+	if a.cached != 0 {
+		t.Fatalf("first request: %d cached tokens on a fresh server", a.cached)
+	}
+	next, rows := complete(t, b, hs.URL, p1+a.text+" Then")
+	check("continuation", next, rows)
+	if next.cached < a.prompt {
+		t.Fatalf("continuation: %d cached tokens, want at least the first prompt's %d (it went to the other slot?)", next.cached, a.prompt)
+	}
+	other, rows := complete(t, b, hs.URL, "The dog ran to the park")
+	check("unrelated", other, rows)
+	if other.cached > 1 {
+		t.Fatalf("unrelated prompt: %d cached tokens, want at most the BOS", other.cached)
+	}
+	// the conversation's slot was kept for it: the unrelated prompt took the other one
+	again, rows := complete(t, b, hs.URL, p1+a.text+" Then"+next.text+" So")
+	check("third turn", again, rows)
+	if again.cached < next.prompt {
+		t.Fatalf("third turn: %d cached tokens, want at least %d", again.cached, next.prompt)
+	}
+}
