@@ -108,7 +108,7 @@ type Module struct {
 	info     sdk.ModuleInfo
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
-	log      *prefixWriter
+	log      *lockedWriter // Options.Log, shared by the instances' prefixWriters
 	pool     chan *instance
 
 	mu     sync.Mutex
@@ -169,7 +169,7 @@ func Load(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 	cfg := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(!opts.Trusted).
 		WithMemoryLimitPages(uint32(opts.MemoryMB) * 16)
 	m.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
-	m.log = &prefixWriter{w: opts.Log, prefix: "[plugin " + opts.Name + "] "}
+	m.log = &lockedWriter{w: opts.Log}
 	if err := m.load(ctx, bin); err != nil {
 		m.rt.Close(ctx)
 		return nil, err
@@ -393,7 +393,22 @@ func (m *Module) release(ctx context.Context, in *instance) {
 	}
 }
 
-// prefixWriter writes whole lines to w (if any), each prefixed, and remembers the
+// lockedWriter serialises the instances' lines to the log (nil: discarded).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	if l.w == nil {
+		return len(b), nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// prefixWriter (one per instance) writes whole lines to w, each prefixed, and remembers the
 // recent ones so that a trap's error can quote what the guest said (a Go guest prints
 // "fatal error: out of memory" and its goroutines before it traps).
 type prefixWriter struct {

@@ -24,10 +24,12 @@ type instance struct {
 	buf   uint32 // request buffer from minfer_alloc (0: none yet)
 	cap   uint32
 	dead  bool // trapped, timed out or returned garbage: never reuse
+	log   *prefixWriter
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
-	cfg := wazero.NewModuleConfig().WithName("").WithStdout(m.log).WithStderr(m.log).WithStartFunctions()
+	log := &prefixWriter{w: m.log, prefix: "[plugin " + m.opts.Name + "] "}
+	cfg := wazero.NewModuleConfig().WithName("").WithStdout(log).WithStderr(log).WithStartFunctions()
 	if _, ok := m.compiled.ExportedFunctions()["_initialize"]; ok {
 		cfg = cfg.WithStartFunctions("_initialize")
 	}
@@ -37,7 +39,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, &Error{Plugin: m.opts.Name, Kind: "load", Err: fmt.Errorf("instantiate: %w", err)}
 	}
-	in := &instance{m: m, mod: mod, mem: mod.Memory(), fn: map[string]api.Function{}}
+	in := &instance{m: m, mod: mod, mem: mod.Memory(), fn: map[string]api.Function{}, log: log}
 	for name := range abiSigs {
 		if f := mod.ExportedFunction(name); f != nil {
 			in.fn[name] = f
@@ -67,7 +69,7 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 		return &Error{Plugin: name, Role: role, Kind: "timeout", Err: err}
 	}
 	var err error
-	mark := in.m.log.mark()
+	mark := in.log.mark()
 	if in.m.opts.Trusted { // not interruptible: check the deadline afterwards
 		start := time.Now()
 		err = fn.CallWithStack(ctx, in.stack[:])
@@ -95,7 +97,7 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 			err = errors.New(msg)
 		}
 	}
-	if last, ok := in.m.log.since(mark); ok {
+	if last, ok := in.log.since(mark); ok {
 		err = fmt.Errorf("%w (the module's last output: %q)", err, last)
 	}
 	return in.fail(name, role, "trap", err)
