@@ -220,8 +220,8 @@ type Plugin struct {
 
 // Plugin defaults.
 const (
-	DefaultWasmTimeout    = 100 * time.Millisecond // builtin: and file: plugins
-	DefaultProcessTimeout = 2 * time.Second        // process: plugins
+	DefaultWasmTimeout    = time.Second     // builtin: and file: plugins (a safety net against runaway plugins, not a latency target: on a loaded 2-core machine scheduling stalls of a greedy call passed 100 ms)
+	DefaultProcessTimeout = 2 * time.Second // process: plugins
 	DefaultMemoryMB       = 64
 )
 
