@@ -323,13 +323,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		intr.set(cancel)
 		defer intr.set(nil)
 	}
-	held := r.held
-	if r.heldEOG && len(ids) > len(held) && r.st.tok.IsEOG(ids[len(held)]) {
-		// the session also holds the reply's end-of-generation token, which the
-		// template writes back (assumed to be the same id: models have one per template)
-		held = append(held[:len(held):len(held)], ids[len(held)])
-	}
-	reused := cachedPrefix(held, ids)
+	reused := server.CachedTokens(r.held, r.heldEOG, ids, r.st.tok.IsEOG)
 	res, err := r.st.sess.Generate(rctx, req)
 	r.st.closeRequest()
 	interrupted := intr != nil && rctx.Err() != nil && res != nil
@@ -358,17 +352,6 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		r.m.printTimings(res, r.st.draft != nil)
 	}
 	return nil
-}
-
-// cachedPrefix is how many of ids a session holding held reuses: the common prefix,
-// of which the last prompt token is always recomputed (it yields the first logits),
-// and the cache never holds the newest held token.
-func cachedPrefix(held, ids []int32) int {
-	n := 0
-	for n < len(held) && n < len(ids) && held[n] == ids[n] {
-		n++
-	}
-	return max(min(n, len(ids)-1, len(held)-1), 0)
 }
 
 func (r *repl) printStats() {

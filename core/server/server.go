@@ -103,19 +103,30 @@ func (sl *slot) remember(prompt []int32, res *engine.Result) {
 	sl.heldEOG = res.Stop == engine.StopEOG
 }
 
-// cached is how many tokens of prompt the slot's session reuses (engine.Session keeps
-// the common prefix, minus the last prompt token, which always runs to give the first
-// logits; the cache never holds the newest token of the sequence).
+// cached is how many tokens of prompt the slot's session reuses.
 func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
+	return CachedTokens(sl.held, sl.heldEOG, prompt, isEOG)
+}
+
+// CachedTokens is how many tokens of prompt an engine.Session reuses when its last
+// request left held in it (that request's prompt and generated tokens; heldEOG when
+// it ended with an end-of-generation token, which the session holds but the result's
+// tokens do not). The session keeps the common prefix, except that the last prompt
+// token always runs (it gives the first logits) and the newest held token was never
+// cached. The server reports it as cached_tokens; the chat REPL in /stats.
+func CachedTokens(held []int32, heldEOG bool, prompt []int32, isEOG func(int32) bool) int {
 	n := 0
-	for n < len(sl.held) && n < len(prompt) && sl.held[n] == prompt[n] {
+	for n < len(held) && n < len(prompt) && held[n] == prompt[n] {
 		n++
 	}
-	held := len(sl.held)
-	if sl.heldEOG && n == held && n < len(prompt) && isEOG(prompt[n]) {
-		n, held = n+1, held+1 // assumed to be the same EOG id: models write one per template
+	h := len(held) // tokens in the session's sequence
+	if heldEOG {
+		if n == h && n < len(prompt) && isEOG(prompt[n]) {
+			n++ // assumed to be the same EOG id: models write one per template
+		}
+		h++
 	}
-	return max(min(n, len(prompt)-1, held-1), 0)
+	return max(min(n, len(prompt)-1, h-1), 0)
 }
 
 // New makes the slots' sessions and the handler.

@@ -138,3 +138,28 @@ func TestSlotReuse(t *testing.T) {
 		t.Fatalf("third turn: %d cached tokens, want at least %d", again.cached, next.prompt)
 	}
 }
+
+func TestCachedTokens(t *testing.T) {
+	isEOG := func(id int32) bool { return id == 99 }
+	for _, tc := range []struct {
+		name    string
+		held    []int32
+		heldEOG bool
+		prompt  []int32
+		want    int
+	}{
+		{"nothing held", nil, false, []int32{1, 2, 3}, 0},
+		{"continuation", []int32{1, 2, 3, 4}, false, []int32{1, 2, 3, 4, 5, 6}, 3}, // the newest held token was never cached
+		{"same prompt", []int32{1, 2, 3}, false, []int32{1, 2, 3}, 2},              // the last prompt token always runs
+		{"diverges", []int32{1, 2, 7, 8}, false, []int32{1, 2, 3, 4}, 2},
+		{"eog written back", []int32{1, 2, 3}, true, []int32{1, 2, 3, 99, 5, 6}, 3},
+		{"eog not written back", []int32{1, 2, 3}, true, []int32{1, 2, 3, 4, 5}, 3}, // the cache holds 1 2 3, the sequence 1 2 3 EOG
+		{"one-token prompt", []int32{1, 2}, false, []int32{1}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CachedTokens(tc.held, tc.heldEOG, tc.prompt, isEOG); got != tc.want {
+				t.Fatalf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
