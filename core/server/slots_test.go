@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/sdk"
 )
 
 // rowCounter counts the token rows the model embeds: prefilled prompt rows plus one
@@ -29,7 +31,7 @@ func (c *rowCounter) Embed(dst backend.Buffer, table backend.Weight, ids backend
 
 // newCountingServer serves stories260K with parallel slots on a backend that counts
 // the rows it computes.
-func newCountingServer(t *testing.T, parallel int) (*rowCounter, *httptest.Server) {
+func newCountingServer(t *testing.T, parallel int, res Resolver) (*rowCounter, *httptest.Server) {
 	t.Helper()
 	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
 	if err != nil {
@@ -45,7 +47,7 @@ func newCountingServer(t *testing.T, parallel int) (*rowCounter, *httptest.Serve
 		t.Fatal(err)
 	}
 	srv, err := New(Options{
-		Tokenizer: tok, Parallel: parallel, Resolver: testResolver{},
+		Tokenizer: tok, Parallel: parallel, Resolver: res,
 		NewSession: func() (*engine.Session, error) {
 			return engine.NewSession(engine.Config{Target: m, Vocab: vocab{tok}, Ctx: 256, KVType: backend.KVF16})
 		},
@@ -71,7 +73,12 @@ type completion struct {
 
 func complete(t *testing.T, b *rowCounter, url, prompt string) (completion, int) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 8})
+	return completeN(t, b, url, prompt, 8)
+}
+
+func completeN(t *testing.T, b *rowCounter, url, prompt string, maxTokens int) (completion, int) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
 	before := b.rows.Load()
 	code, out := post(t, url+"/v1/completions", string(body))
 	if code != 200 {
@@ -104,7 +111,7 @@ func complete(t *testing.T, b *rowCounter, url, prompt string) (completion, int)
 // usage.prompt_tokens_details.cached_tokens is exactly what the engine did not
 // recompute.
 func TestSlotReuse(t *testing.T) {
-	b, hs := newCountingServer(t, 2)
+	b, hs := newCountingServer(t, 2, testResolver{})
 	check := func(name string, c completion, rows int) {
 		t.Helper()
 		if c.finish != "length" {
@@ -161,5 +168,48 @@ func TestCachedTokens(t *testing.T) {
 				t.Fatalf("got %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// eogSampler is greedy but ends every generation with token eog after n tokens.
+type eogSampler struct {
+	greedy
+	n   uint64
+	eog int32
+}
+
+func (e eogSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	if r.Step >= e.n {
+		return sdk.SampleResult{Accepted: 0, Next: e.eog}, nil
+	}
+	return e.greedy.Sample(ctx, r)
+}
+
+type eogResolver struct{ s eogSampler }
+
+func (e eogResolver) Resolve(context.Context, Params, bool) (*Plugins, error) {
+	return &Plugins{Sampler: e.s, SamplerName: "eog", Greedy: true}, nil
+}
+
+// TestSlotReuseAfterEOG: a reply that ended with an end-of-generation token, written
+// back by the next prompt (as chat templates do), is counted as cached, exactly.
+func TestSlotReuseAfterEOG(t *testing.T) {
+	const eos = 2 // stories260K's </s>
+	b, hs := newCountingServer(t, 1, eogResolver{eogSampler{n: 5, eog: eos}})
+	const p1 = "Once upon a time"
+	a, rows := completeN(t, b, hs.URL, p1, 50)
+	if a.finish != "stop" || a.gen != 5 {
+		t.Fatalf("first: finish %s after %d tokens, want stop after 5", a.finish, a.gen)
+	}
+	// rounds: 5 tokens and the EOG
+	if want := a.prompt - 1 + a.gen + 1; rows != want {
+		t.Fatalf("first: %d rows, want %d", rows, want)
+	}
+	next, rows := completeN(t, b, hs.URL, p1+a.text+"</s> The end", 50)
+	if want := next.prompt - 1 - next.cached + next.gen + 1; rows != want {
+		t.Fatalf("next: %d rows computed, want %d (prompt %d, cached %d, generated %d)", rows, want, next.prompt, next.cached, next.gen)
+	}
+	if want := a.prompt + a.gen; next.cached != want {
+		t.Fatalf("next: %d cached tokens, want %d (the first prompt, its reply and the EOG before the cache's end)", next.cached, want)
 	}
 }
