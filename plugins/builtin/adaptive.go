@@ -46,7 +46,11 @@ type Adaptive struct {
 	cur     int  // depth chosen last
 	started bool // a round has been observed
 
-	succ, fail []float64 // per position j ≥ 1 (index j), discounted counts
+	// succ[j], fail[j] are position j's discounted counts divided by scale, the
+	// product of every round's relax factor: relaxing all positions is then one
+	// multiplication per round instead of one per position.
+	succ, fail []float64
+	scale      float64
 	steps      ring      // draft ns per token
 	verify     []ring    // by nt
 	est        []float64 // scratch: verify cost by nt
@@ -94,7 +98,7 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 			return nil, err
 		}
 	}
-	return &Adaptive{p: p, steps: newRing(p.Window)}, nil
+	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1}, nil
 }
 
 // NextDepth records the finished round and returns the depth for the next one.
@@ -126,19 +130,24 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		return // nothing measured: not a real round
 	}
 	a.started = true
-	for j := range a.succ {
-		a.succ[j] *= a.p.Relax
-		a.fail[j] *= a.p.Relax
+	a.scale *= a.p.Relax
+	if a.scale < 1e-100 { // fold the scale back into the counts before it underflows
+		for j := range a.succ {
+			a.succ[j] *= a.scale
+			a.fail[j] *= a.scale
+		}
+		a.scale = 1
 	}
+	one := 1 / a.scale
 	a.grow(drafted + 2)
 	for j := 1; j <= accepted; j++ {
-		a.succ[j] = a.succ[j]*a.p.Forget + 1
+		a.succ[j] = a.succ[j]*a.p.Forget + one
 		a.fail[j] *= a.p.Forget
 	}
 	if accepted < drafted {
 		j := accepted + 1
 		a.succ[j] *= a.p.Forget
-		a.fail[j] = a.fail[j]*a.p.Forget + 1
+		a.fail[j] = a.fail[j]*a.p.Forget + one
 	}
 	if drafted > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(drafted))
@@ -172,20 +181,21 @@ func (a *Adaptive) score(bound int) {
 	tokM, tokO, reachM, reachO := 1.0, 1.0, 1.0, 1.0
 	for d := 0; d <= bound; d++ {
 		if d > 0 {
-			s, f, k := a.succ[d], a.fail[d], a.p.PriorStrength
-			m := (k*prior + s) / (k + s + f)
+			s, f, k := a.succ[d]*a.scale, a.fail[d]*a.scale, a.p.PriorStrength
+			inv := 1 / (k + s + f)
+			m := (k*prior + s) * inv
 			// the bonus fades with evidence faster than the standard deviation does, so
 			// it explores untried positions without inflating well-observed deep ones
 			sd := math.Sqrt(m * (1 - m) / (k + s + f + 1))
-			bonus := a.p.Optimism * sd * k / (k + s + f)
+			bonus := a.p.Optimism * sd * k * inv
 			prior = m
 			reachM *= m
 			reachO *= min(1, m+bonus)
 			tokM += reachM
 			tokO += reachO
 		}
-		cost := max(float64(d)*step+est[d+1], 1)
-		a.mean[d], a.opt[d] = tokM/cost, tokO/cost
+		inv := 1 / max(float64(d)*step+est[d+1], 1)
+		a.mean[d], a.opt[d] = tokM*inv, tokO*inv
 	}
 }
 

@@ -34,7 +34,7 @@ func BenchmarkPolicy(b *testing.B) {
 	for _, name := range []string{"adaptive", "ucb", "static"} {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			p, err := loadBuiltin(b).Policy(ctx, name, []byte(`{"draft_max":8}`), CallOptions{})
+			p, err := loadBuiltin(b).Policy(ctx, name, []byte(`{"draft_max":16}`), CallOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
