@@ -80,7 +80,7 @@ func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer i
 			return
 		}
 	}
-	b.pool.chunks(nt, 1, func(w, lo, hi int) {
+	b.pool.chunksWork(nt*(a.Heads+2*a.KVHeads)*hd*8, nt, 1, func(w, lo, hi int) {
 		sc := &b.workers[w]
 		if cap(sc.cache) < r.Dims {
 			sc.cache = make([]float32, r.Dims)
@@ -148,7 +148,11 @@ func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, p
 		}
 	}
 	group := a.Heads / a.KVHeads
-	b.pool.chunks(nt*a.Heads, 1, func(w, lo, hi int) {
+	work := 0
+	for _, p := range pos {
+		work += (int(p) + 1) * a.Heads * hd
+	}
+	b.pool.chunksWork(work, nt*a.Heads, 1, func(w, lo, hi int) {
 		sc := b.workerScratch(w, hd)
 		for item := lo; item < hi; item++ {
 			t, h := item/a.Heads, item%a.Heads

@@ -77,9 +77,10 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 	x := f32(xb, nt*w.cols, "MatMul x")
 	d := f32(dst, nt*w.rows, "MatMul dst")
 	chunk := rowChunk(w.rows, b.threads)
+	work := nt * w.rows * w.cols
 	switch w.mm.kind {
 	case kindF32:
-		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+		b.pool.chunksWork(work, w.rows, chunk, func(_, lo, hi int) {
 			for t := range nt {
 				xr := x[t*w.cols : (t+1)*w.cols]
 				out := d[t*w.rows : (t+1)*w.rows]
@@ -103,7 +104,7 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 				ar[i] = quant.F32ToF16(v)
 			}
 		})
-		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+		b.pool.chunksWork(work, w.rows, chunk, func(_, lo, hi int) {
 			for t := range nt {
 				xr := a16[t*w.cols : (t+1)*w.cols]
 				out := d[t*w.rows : (t+1)*w.rows]
@@ -133,7 +134,7 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 		if w.mm.tile {
 			// core/quant's tile kernels prepare the activation rows once per call and
 			// reuse each weight block across all nt rows: hand them large chunks.
-			b.pool.chunks(w.rows, tileChunk(w.rows, b.threads), func(_, lo, hi int) {
+			b.pool.chunksWork(work, w.rows, tileChunk(w.rows, b.threads), func(_, lo, hi int) {
 				tl := quant.Tile{N: cols, W: w.data[lo*rb : hi*rb], WStride: rb, Rows: hi - lo,
 					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows}
 				if err := quant.DotTile(w.typ, &tl); err != nil {
@@ -142,7 +143,7 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 			})
 			return
 		}
-		b.pool.chunks(w.rows, chunk, func(_, lo, hi int) {
+		b.pool.chunksWork(work, w.rows, chunk, func(_, lo, hi int) {
 			wd := w.data[lo*rb : hi*rb]
 			for t := range nt {
 				xr := act[t*arb : (t+1)*arb]
