@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -26,9 +28,16 @@ Measures what llama-bench measures: ppN processes N random tokens as one prompt
 from a fresh KV cache, after one warm-up run. Prints mean ± standard deviation of
 tokens per second over the repetitions, as a table or JSON. -p 0 or -n 0 skips a test.
 
+--device picks the backend (auto: CUDA when a usable GPU is present, else the CPU).
+--ledger (CUDA) runs the forwards in profiling mode — graphs off, CUDA events around
+every kernel — and prints a per-kernel ledger: ms per kernel kind and its share of the
+forward, so a shape's cost can be attributed to kernels.
+
 Examples:
   minfer bench -m qwen2.5-0.5b-q8_0.gguf
   minfer bench -m model.gguf -p 64 -n 16 -t 2 -r 3 --json
+  minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 512 -n 128 -r 5
+  minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 8 -n 0 -r 3 --ledger
 `
 
 // benchResult is one test's line (llama-bench's JSON field names where they exist).
@@ -48,12 +57,14 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, m *Main, args []string) error {
-	fs := m.newFlagSet("bench", benchUsage)
+	fs := m.newFlagSet("bench", benchUsage+cudaSwitchHelp())
 	var (
-		configPath, modelPath, kvName string
-		np, ng, reps, threads, batch  int
-		jsonOut                       bool
+		configPath, modelPath, kvName, device string
+		np, ng, reps, threads, batch          int
+		jsonOut, ledger                       bool
 	)
+	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device)")
+	fs.BoolVar(&ledger, "ledger", false, "CUDA profiling mode: print a per-kernel time ledger")
 	fs.StringVar(&configPath, "config", "", "minfer.toml to read")
 	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
 	fs.IntVar(&np, "p", 512, "prompt tokens of the pp test (0: skip)")
@@ -89,11 +100,21 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		cfg.Model.Path = absPath(modelPath)
 	}
 	cfg.Model.Threads = threads
+	if err := setDevice(cfg, device); err != nil {
+		return err
+	}
+	if ledger {
+		os.Setenv("MINFER_LEDGER", "1")
+	}
 	b, err := newBackend(cfg)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	led, hasLedger := b.(interface{ WriteLedger(io.Writer) })
+	if ledger && !hasLedger {
+		return usagef("bench: --ledger needs the CUDA backend (--device cuda); this run uses %s", b.Name())
+	}
 	path := cfg.ResolvePath(cfg.Model.Path)
 	md, f, err := m.loadModel(b, path, "target", false)
 	if err != nil {
@@ -139,6 +160,9 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 					return 0, err
 				}
 			}
+			if err := b.Sync(); err != nil { // a GPU backend only enqueues
+				return 0, err
+			}
 			return float64(test.n) / time.Since(t0).Seconds(), nil
 		}
 		if _, err := run(); err != nil { // warm-up
@@ -159,14 +183,17 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		r.AvgTS, r.StddevTS = meanStd(r.SamplesTS)
 		results = append(results, r)
 	}
+	if ledger {
+		led.WriteLedger(m.Stderr)
+	}
 	if jsonOut {
 		return json.NewEncoder(m.Stdout).Encode(results)
 	}
 	fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %10s | %8s | %7s | %4s | %8s | %20s |\n", "model", "type", "size", "params", "backend", "kv", "test", "t/s")
 	fmt.Fprintf(m.Stdout, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(8), dashes(10), dashes(8), dashes(7), dashes(4), dashes(8), dashes(20))
 	for _, r := range results {
-		fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %6.2f MiB | %6.2f M | cpu %3d | %4s | %8s | %20s |\n", r.Model, r.Type,
-			float64(r.SizeBytes)/(1<<20), float64(r.Params)/1e6, r.Threads, r.KV, r.Test, fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS))
+		fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %6.2f MiB | %6.2f M | %-4s%3d | %4s | %8s | %20s |\n", r.Model, r.Type,
+			float64(r.SizeBytes)/(1<<20), float64(r.Params)/1e6, b.Name(), r.Threads, r.KV, r.Test, fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS))
 	}
 	return nil
 }

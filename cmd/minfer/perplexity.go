@@ -34,6 +34,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("perplexity", perplexityUsage)
 	var (
 		configPath, modelPath, file, kvName string
+		device                              string
 		nctx, chunks, batch, threads        int
 		jsonOut                             bool
 	)
@@ -48,6 +49,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&threads, "threads", 0, "CPU threads (0: physical cores)")
 	fs.IntVar(&threads, "t", 0, "alias of --threads")
 	fs.StringVar(&kvName, "kv", "f16", "KV cache type: f16 or q8_0")
+	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
 	fs.BoolVar(&jsonOut, "json", false, "print {ppl_running, ppl_final, n_chunks, scored_tokens} as JSON")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -76,6 +78,9 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	}
 	if threads > 0 {
 		cfg.Model.Threads = threads
+	}
+	if err := setDevice(cfg, device); err != nil {
+		return err
 	}
 	text, err := os.ReadFile(file)
 	if err != nil {

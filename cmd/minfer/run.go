@@ -54,6 +54,7 @@ type runFlags struct {
 	temp, topP, minP, repeatPenalty                float64
 	seed                                           int64
 	kvType, depth, policy, sampler, penalty        string
+	device                                         string
 	draftMax, topLogits                            int
 	chat, jsonOut, verbose                         bool
 	stops                                          stringList
@@ -86,6 +87,7 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 0, "repetition penalty (1: off)")
 	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
 	fs.BoolVar(&f.chat, "chat", false, "apply the model's chat template; without -p/-f, chat on stdin")
 	fs.BoolVar(&f.chat, "cnv", false, "alias of --chat")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of streaming text")
@@ -135,6 +137,8 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Sampling.RepeatLastN = f.repeatLastN
 		case "kv":
 			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
+		case "device":
+			cfg.Model.Device = f.device
 		case "depth":
 			var d config.Depth
 			if e := d.UnmarshalText([]byte(f.depth)); e != nil {
