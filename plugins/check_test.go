@@ -84,7 +84,7 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	if strings.Join(failed, ",") != "greedy identity" {
 		t.Fatalf("failed checks: got %v, want [greedy identity]", failed)
 	}
-	if !strings.Contains(log.String(), "[plugin check] lazy: started\n") {
+	if !strings.Contains(log.String(), "[plugin lazy] lazy: started\n") {
 		t.Fatalf("guest stderr not in the log with the plugin's prefix: %q", log.String())
 	}
 }

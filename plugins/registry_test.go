@@ -222,7 +222,7 @@ func TestHostileGoGuest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !strings.Contains(log.String(), "[plugin bad] ") {
+	if !strings.Contains(log.String(), "[plugin hog] fatal error: out of memory") {
 		t.Errorf("guest output not logged with the module's prefix: %q", log.String())
 	}
 }

@@ -10,9 +10,10 @@
 // Sandbox: no filesystem, no network, no environment or arguments, fake clocks and a
 // deterministic random source (wazero's defaults); the only imports offered are
 // wasi_snapshot_preview1 functions. Guest stdout and stderr go to Options.Log, each line
-// prefixed with the module's name. Linear memory is capped at Options.MemoryMB and every
-// call has the deadline Options.Timeout (wazero closes a module whose context is done,
-// also inside loops; but see Options.Trusted for minfer's own module).
+// prefixed with the running plugin's name (the module's name before one starts).
+// Linear memory is capped at Options.MemoryMB and every call has the deadline
+// Options.Timeout (wazero closes a module whose context is done, also inside loops; but
+// see Options.Trusted for minfer's own module).
 //
 // A trap, a timeout, an error the plugin reports and a malformed result all return an
 // *Error naming the plugin and role; the handle then refuses further calls and its
@@ -53,7 +54,7 @@ type Options struct {
 	// demand and kept up to 4×Instances.
 	Instances int
 	// Log receives the guest's stdout and stderr, line by line, prefixed
-	// "[plugin NAME] " (nil: discarded).
+	// "[plugin NAME] " with the running plugin's name (nil: discarded).
 	Log io.Writer
 	// CacheDir holds compiled code across processes ("": UserCacheDir/minfer/wazero;
 	// "-": compile in memory only).
@@ -420,6 +421,12 @@ type prefixWriter struct {
 	recent [64]string // line i is recent[i%64]
 	fatal  string     // the latest "fatal error:" or "panic:" line
 	fatalN int        // its line number
+}
+
+func (p *prefixWriter) setPrefix(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prefix = s
 }
 
 // mark returns the number of lines written so far.

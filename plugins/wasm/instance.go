@@ -189,8 +189,10 @@ func (in *instance) lastError(ctx context.Context, timeout time.Duration) string
 	return string(b)
 }
 
-// start runs minfer_init for plugin name with params on this instance.
+// start runs minfer_init for plugin name with params on this instance; the instance's
+// output is prefixed with the plugin's name from then on.
 func (in *instance) start(ctx context.Context, name string, role sdk.Role, params []byte, timeout time.Duration) error {
+	in.log.setPrefix("[plugin " + name + "] ")
 	req := sdk.AppendInitRequest(nil, name, params)
 	ptr, err := in.write(ctx, name, role, req, timeout)
 	if err != nil {
