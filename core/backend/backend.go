@@ -50,8 +50,8 @@ type Weight interface {
 type KVType int
 
 const (
-	KVF16 KVType = iota // IEEE half per element
-	KVQ8_0              // ggml Q8_0 blocks of 32 values along head_dim
+	KVF16  KVType = iota // IEEE half per element
+	KVQ8_0               // ggml Q8_0 blocks of 32 values along head_dim
 )
 
 func (t KVType) String() string {
