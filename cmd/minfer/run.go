@@ -54,7 +54,7 @@ type runFlags struct {
 	temp, topP, minP, repeatPenalty                float64
 	seed                                           int64
 	kvType, depth, policy, sampler, penalty        string
-	device                                         string
+	device, trace                                  string
 	draftMax, topLogits                            int
 	chat, jsonOut, verbose                         bool
 	stops                                          stringList
@@ -88,6 +88,7 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
+	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
 	fs.BoolVar(&f.chat, "chat", false, "apply the model's chat template; without -p/-f, chat on stdin")
 	fs.BoolVar(&f.chat, "cnv", false, "alias of --chat")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of streaming text")
@@ -139,6 +140,8 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
 		case "device":
 			cfg.Model.Device = f.device
+		case "trace":
+			cfg.Log.Trace = absPath(f.trace)
 		case "depth":
 			var d config.Depth
 			if e := d.UnmarshalText([]byte(f.depth)); e != nil {
@@ -471,6 +474,9 @@ func (s tokStream) Flush() string        { return s.d.Flush() }
 type pluginSet struct {
 	reg *plugins.Registry
 	log io.Writer // where a [spec] fallback taking over is reported
+	// tracer records every speculative round ([log] trace, --trace); nil = off.
+	tracer    *plugins.Tracer
+	traceFile *os.File
 }
 
 func newPluginSet(ctx context.Context, cfg *config.Config, log io.Writer) (*pluginSet, error) {
@@ -478,10 +484,27 @@ func newPluginSet(ctx context.Context, cfg *config.Config, log io.Writer) (*plug
 	if err != nil {
 		return nil, err
 	}
-	return &pluginSet{reg: reg, log: log}, nil
+	p := &pluginSet{reg: reg, log: log}
+	if cfg.Log.Trace != "" {
+		f, err := os.Create(cfg.ResolvePath(cfg.Log.Trace))
+		if err != nil {
+			reg.Close()
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		p.traceFile, p.tracer = f, plugins.NewTracer(f)
+	}
+	return p, nil
 }
 
-func (p *pluginSet) close() { p.reg.Close() }
+func (p *pluginSet) close() {
+	p.reg.Close()
+	if p.traceFile != nil {
+		if err := p.tracer.Err(); err != nil {
+			fmt.Fprintf(p.log, "minfer: trace %s: %v\n", p.traceFile.Name(), err)
+		}
+		p.traceFile.Close()
+	}
+}
 
 // roles are one request's plugin instances.
 type roles struct {
@@ -556,6 +579,9 @@ func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool
 			}
 			r.owned = append(r.owned, fp)
 			r.policy = &fallbackPolicy{DepthPolicy: r.policy, fallback: fp, name: r.policyName, fbName: fb, log: p.log}
+		}
+		if p.tracer != nil {
+			r.policy = p.tracer.Wrap(r.policy, r.policyName)
 		}
 	}
 	return r, nil

@@ -51,6 +51,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
+	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
 	fs.Float64Var(&f.temp, "temp", 0, "default temperature when a request gives none (0: greedy)")
 	fs.StringVar(&f.policy, "policy", "", "default depth-policy plugin")
 	fs.StringVar(&f.sampler, "sampler", "", "default sampler plugin")

@@ -109,6 +109,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin for auto")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
+	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fs.BoolVar(&curve, "curve", true, "measure the verify-cost curve (--curve=false skips it)")
 	rest, err := parseFlags(fs, args)

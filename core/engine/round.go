@@ -82,7 +82,9 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	// 1. policy
 	maxD := g.maxDepth()
 	d, minConf := 0, float32(0)
-	if maxD > 0 && g.req.Policy != nil {
+	// The policy is asked also when no depth is possible (MaxDepth 0 near the end of the
+	// budget): it then learns every round's outcome, and a trace records every round.
+	if g.req.Policy != nil {
 		g.last.MaxDepth = maxD
 		t0 := time.Now()
 		dec, err := g.req.Policy.NextDepth(ctx, g.last)
@@ -207,6 +209,11 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 
 // finish computes the result's text and timings.
 func (g *gen) finish() {
+	// A policy that wants the outcome of the last round (the engine reports a round
+	// only before the next one) implements Finish — the --trace recorder does.
+	if f, ok := g.req.Policy.(interface{ Finish(sdk.RoundOutcome) }); ok && g.last.Round >= 0 {
+		f.Finish(g.last)
+	}
 	if err := g.emit.finish(); err != nil && g.emit.reason == "" {
 		g.emit.reason = StopLength
 	}
