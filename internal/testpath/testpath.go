@@ -33,5 +33,9 @@ func dir() (string, error) {
 	if _, err := os.Stat(d); err != nil {
 		return "", err
 	}
+	// Resolve links so that filepath.Walk over the returned root descends into it.
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		d = r
+	}
 	return filepath.Abs(d)
 }
