@@ -30,21 +30,47 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q6_K: {dotQ6_KSIMD, dotQ6_K},
 }
 
-func dotBlocksSIMD(n int, w, x []byte, wBytes int, k func(w, x *byte, nb int, acc *[8]float32)) float32 {
+// blocks32 checks w and x hold nb = n/32 blocks (w of wBytes each, x of Q8_0) and
+// returns nb. The kernels are called directly (not through a func value) so that their
+// //go:noescape accumulator stays on the stack: no allocation per dot.
+func blocks32(n int, w, x []byte, wBytes int) int {
 	nb := n / qk
+	if nb > 0 {
+		_ = w[nb*wBytes-1]
+		_ = x[nb*q8_0Bytes-1]
+	}
+	return nb
+}
+
+func dotQ8_0SIMD(n int, w, x []byte) float32 {
+	nb := blocks32(n, w, x, q8_0Bytes)
 	if nb == 0 {
 		return 0
 	}
-	_ = w[nb*wBytes-1]
-	_ = x[nb*q8_0Bytes-1]
 	var acc lanes8
-	k(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	dotQ8_0AVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
 	return acc.sum()
 }
 
-func dotQ8_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q8_0Bytes, dotQ8_0AVX2) }
-func dotQ4_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q4_0Bytes, dotQ4_0AVX2) }
-func dotQ5_0SIMD(n int, w, x []byte) float32 { return dotBlocksSIMD(n, w, x, q5_0Bytes, dotQ5_0AVX2) }
+func dotQ4_0SIMD(n int, w, x []byte) float32 {
+	nb := blocks32(n, w, x, q4_0Bytes)
+	if nb == 0 {
+		return 0
+	}
+	var acc lanes8
+	dotQ4_0AVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
+
+func dotQ5_0SIMD(n int, w, x []byte) float32 {
+	nb := blocks32(n, w, x, q5_0Bytes)
+	if nb == 0 {
+		return 0
+	}
+	var acc lanes8
+	dotQ5_0AVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
 
 func dotQ4_KSIMD(n int, w, x []byte) float32 {
 	nb := n / QK_K

@@ -17,9 +17,9 @@ func init() {
 	}
 	// The bias is what the unpacked unsigned levels carry: Q8_0 levels are w+128, Q4_0
 	// and Q5_0 levels are v+8 and v+16.
-	tileKernels[Q8_0] = func(tl *Tile) { tileZ(tl, 128, tileQ8_0Z, dotQ8_0SIMD) }
-	tileKernels[Q4_0] = func(tl *Tile) { tileZ(tl, 8, tileQ4_0Z, dotQ4_0SIMD) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileZ(tl, 16, tileQ5_0Z, dotQ5_0SIMD) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileZ(tl, Q8_0) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileZ(tl, Q4_0) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileZ(tl, Q5_0) }
 }
 
 // tileArgs is read by the generated tile kernels at fixed offsets (internal/asmgen's
@@ -63,7 +63,19 @@ func grow[T any](s []T, n int) []T {
 // tileZ runs a 32-block tile kernel: the activation rows are prepared once, in pairs
 // (an odd last row is paired with a zero row whose results are dropped), then every
 // weight row is unpacked once and dotted with all pairs.
-func tileZ(tl *Tile, bias byte, kernel func(*uintptr), dot func(int, []byte, []byte) float32) {
+// The kernels are called directly, not through func values, so that the arguments stay
+// on the stack (no allocation per call).
+func tileZ(tl *Tile, typ Type) {
+	var bias byte
+	var dot func(int, []byte, []byte) float32
+	switch typ {
+	case Q8_0:
+		bias, dot = 128, dotQ8_0SIMD
+	case Q4_0:
+		bias, dot = 8, dotQ4_0SIMD
+	default:
+		bias, dot = 16, dotQ5_0SIMD
+	}
 	nb := tl.N / qk
 	if nb == 0 || tl.NX < tileMinRows {
 		dotTileGo(dot, tl)
@@ -95,7 +107,14 @@ func tileZ(tl *Tile, bias byte, kernel func(*uintptr), dot func(int, []byte, []b
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
 		wu: &s.wu[0], dw: &s.dw[0], xp: &s.prep[0], pairs: pairs, out: &s.out[0],
 	}
-	kernel((*uintptr)(unsafe.Pointer(&a)))
+	switch typ {
+	case Q8_0:
+		tileQ8_0Z((*uintptr)(unsafe.Pointer(&a)))
+	case Q4_0:
+		tileQ4_0Z((*uintptr)(unsafe.Pointer(&a)))
+	default:
+		tileQ5_0Z((*uintptr)(unsafe.Pointer(&a)))
+	}
 	for t := 0; t < tl.NX; t++ {
 		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
 	}
