@@ -58,24 +58,14 @@ func decodeLogits(t *testing.T, s string) []float32 {
 	return out
 }
 
-// tolerance is the bar: 5e-3 for F16/F32 files, 2e-2 for quantized ones.
-// Files in looseFiles get 0.25 instead (the gap an implementation with unquantized
-// activations shows, per the golden README) until the CPU backend's quantized dot
-// products reproduce ggml's summation order; the test logs the measured error.
+// tolerance is the bar: 5e-3 for F16/F32 files, 2e-2 for quantized ones. (Every
+// quantized file matches llama.cpp's norepack logits bit for bit; the bar is the issue's.)
 func tolerance(modelPath string) float64 {
-	switch {
-	case strings.HasSuffix(modelPath, "-f16.gguf") || strings.HasSuffix(modelPath, "stories260K.gguf"):
+	if strings.HasSuffix(modelPath, "-f16.gguf") || strings.HasSuffix(modelPath, "stories260K.gguf") {
 		return 5e-3
-	case looseFiles[strings.TrimSuffix(filepath.Base(modelPath), ".gguf")]:
-		return 0.25
 	}
 	return 2e-2
 }
-
-// looseFiles are the quantized models whose last-prompt logits are still more than
-// 2e-2 from llama.cpp's on at least one prompt: the Q6_K files (0.11-0.17 with the CPU
-// backend of 2b295ab; every other file is within 3e-6, most bit for bit).
-var looseFiles = map[string]bool{"synth-llama-q6_k": true, "synth-qwen2-q6_k": true, "synth-qwen3-q6_k": true}
 
 func loadModel(t *testing.T, b backend.Backend, rel, name string) *model.Model {
 	t.Helper()

@@ -168,7 +168,12 @@ func dotQ5_K(n int, w, x []byte) float32 {
 	return acc.sum() + summs
 }
 
-// q6KLanes are the eight sumi lanes of a Q6_K super-block (levels minus 32).
+// q6KLanes are the eight sumi lanes of a Q6_K super-block as ggml's AVX2 kernel (since
+// 2026) forms them: the unsigned levels 0..63 times the activations, lane k holding bytes
+// 4k..4k+3 of every chunk, then the level bias subtracted once per super-block, lane k
+// taking 32·(s_2k·bsum_2k + s_2k+1·bsum_2k+1) (the groups of chunk k). The total is that
+// of Σ (q−32)·x, but its split over the lanes (and so the float rounding) differs from
+// subtracting 32·x chunk by chunk; llama.cpp's Q6_K goldens need this split.
 func q6KLanes(wb, xb []byte) laneInts {
 	ql, qh, sc := wb[:128], wb[128:192], wb[192:208]
 	xq := q8KQs(xb)
@@ -181,9 +186,12 @@ func q6KLanes(wb, xb []byte) laneInts {
 				if k >= 2 {
 					lo >>= 4
 				}
-				return int32(lo&0xf|(qh[32*j+i]>>(2*k)&3)<<4) - 32
+				return int32(lo&0xf | (qh[32*j+i]>>(2*k)&3)<<4)
 			}, xq[128*j+32*k:], int32(int8(sc[g])), int32(int8(sc[g+1])))
 		}
+	}
+	for k := 0; k < 8; k++ {
+		l[k] -= 32 * (int32(int8(sc[2*k]))*q8KBsum(xb, 2*k) + int32(int8(sc[2*k+1]))*q8KBsum(xb, 2*k+1))
 	}
 	return l
 }

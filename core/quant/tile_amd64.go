@@ -123,7 +123,7 @@ func tileZ(tl *Tile, typ Type) {
 // Prepared sizes of the Q4_K tile kernel (internal/asmgen/tilek.go): one activation
 // pair-block of Q8_K, one unpacked Q4_K super-block.
 const (
-	kPairBlock = 640
+	kPairBlock = 704
 	kWBlock    = 832
 )
 
@@ -161,7 +161,7 @@ func tileQ4K(tl *Tile) {
 	}
 }
 
-const k6WBlock = 784 // an unpacked Q6_K super-block (internal/asmgen/tilek.go)
+const k6WBlock = 864 // an unpacked Q6_K super-block (internal/asmgen/tilek.go)
 
 // tileMinRowsQ6K: the Q6_K tile does more integer work per chunk than VecDot's (two
 // maddubs per activation pair) and only pays once the unpacking is shared widely:
@@ -215,5 +215,6 @@ func clearOddHalfK(prep []byte, pairs, nb int) {
 		clear(blk[528:544])
 		clear(blk[576:608])
 		clear(blk[624:640])
+		clear(blk[672:704])
 	}
 }

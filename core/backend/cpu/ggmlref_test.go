@@ -133,6 +133,9 @@ func gQ4_K(n int, w, x []byte) float32 {
 	return hsum8(&acc) + ((accm[0] + accm[2]) + (accm[1] + accm[3]))
 }
 
+// gQ6_K: ggml's AVX2 Q6_K kernel in its 2026 form (the llama.cpp of the goldens):
+// unsigned levels 0..63 into the lanes, then lane k loses 32·(s_2k·bsum_2k +
+// s_2k+1·bsum_2k+1), the bias of the 32 values k·32.. as a whole.
 func gQ6_K(n int, w, x []byte) float32 {
 	var acc [8]float32
 	var q, sc [256]int32
@@ -144,10 +147,10 @@ func gQ6_K(n int, w, x []byte) float32 {
 		for g := range 2 {
 			L, H := ql[64*g:], qh[32*g:]
 			for l := range 32 {
-				q[128*g+l] = int32(L[l]&15|((H[l]>>0)&3)<<4) - 32
-				q[128*g+32+l] = int32(L[l+32]&15|((H[l]>>2)&3)<<4) - 32
-				q[128*g+64+l] = int32(L[l]>>4|((H[l]>>4)&3)<<4) - 32
-				q[128*g+96+l] = int32(L[l+32]>>4|((H[l]>>6)&3)<<4) - 32
+				q[128*g+l] = int32(L[l]&15 | ((H[l]>>0)&3)<<4)
+				q[128*g+32+l] = int32(L[l+32]&15 | ((H[l]>>2)&3)<<4)
+				q[128*g+64+l] = int32(L[l]>>4 | ((H[l]>>4)&3)<<4)
+				q[128*g+96+l] = int32(L[l+32]>>4 | ((H[l]>>6)&3)<<4)
 			}
 		}
 		for v := range 256 {
@@ -155,6 +158,11 @@ func gQ6_K(n int, w, x []byte) float32 {
 		}
 		lanes := kLanes(&q, &sc, xb[4:260])
 		for k := range 8 {
+			var bias int32
+			for v := 32 * k; v < 32*k+32; v++ {
+				bias += sc[v] * int32(int8(xb[4+v]))
+			}
+			lanes[k] -= 32 * bias
 			acc[k] = fma32(d, float32(lanes[k]), acc[k])
 		}
 	}

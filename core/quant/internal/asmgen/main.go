@@ -338,7 +338,8 @@ func q4KDot() {
 }
 
 // q6KDot emits func(w, x *byte, nb int, acc *[8]float32): ggml's AVX2
-// ggml_vec_dot_q6_K_q8_K loop; the caller reduces acc.
+// ggml_vec_dot_q6_K_q8_K loop (its 2026 form: unsigned levels, the bias subtracted per
+// super-block from the bsums); the caller reduces acc.
 func q6KDot() {
 	TEXT("dotQ6_KAVX2", NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32)")
 	Pragma("noescape")
@@ -346,8 +347,6 @@ func q6KDot() {
 	wp, xp, nb, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("acc"), GP64())
 	acc := YMM()
 	VMOVUPS(Mem{Base: accp}, acc)
-	c32 := YMM()
-	VMOVDQU(thirtyTwos, c32)
 	sc := AllocLocal(32) // the sixteen scales as int16
 	Label("q6k_loop")
 	TESTQ(nb, nb)
@@ -385,10 +384,8 @@ func q6KDot() {
 			}
 			VPOR(h, q, q)
 			x := Mem{Base: xp, Disp: 4 + 128*j + 32*k}
-			p, c := YMM(), YMM()
+			p := YMM()
 			VPMADDUBSW(x, q, p)
-			VPMADDUBSW(x, c32, c)
-			VPSUBW(c, p, p)
 			// Scale of group 8j+2k in lanes 0-7, of group 8j+2k+1 in lanes 8-15.
 			g := 8*j + 2*k
 			s, hi := YMM(), XMM()
@@ -399,6 +396,11 @@ func q6KDot() {
 			VPADDD(p, sumi, sumi)
 		}
 	}
+	// sumi −= (bsums · scales pairs) << 5: lane k loses 32·(s_2k·bsum_2k + s_2k+1·bsum_2k+1).
+	bsub := YMM()
+	VPMADDWD(Mem{Base: xp, Disp: 4 + 256}, s16, bsub)
+	VPSLLD(Imm(5), bsub, bsub)
+	VPSUBD(bsub, sumi, sumi)
 	xd := XMM()
 	VMOVSS(Mem{Base: xp}, xd)
 	d := f16Scalar(Mem{Base: wp, Disp: 208}, xd)

@@ -11,13 +11,14 @@ import (
 //
 // Prepared Q8_K activation pair-block (kPairBlock bytes): chunk c (32 values) of both
 // rows at 64c; the eight bsum pairs (int16) of both rows at 512; x.d ×8 of both rows at
-// 544; −x.d ×4 of both rows at 608.
+// 544; −x.d ×4 of both rows at 608; the sixteen bsums (int16) of both rows at 640 (for
+// Q6_K).
 //
 // Unpacked weight super-block (kWBlock bytes): the 4-bit levels of chunk c at 32c (chunk
 // 2j = low nibbles of qs[32j:], 2j+1 = high nibbles); scale c as 32 int16 at 256+64c;
 // the eight mins as int16, twice, at 768; f16(d) at 800 and f16(dmin) at 804 as float32.
 const (
-	kPairBlock = 640
+	kPairBlock = 704
 	kWBlock    = 832
 )
 
@@ -62,6 +63,8 @@ func prepPairsK() {
 	VMOVUPS(Y1, Mem{Base: RDX, Index: RAX, Scale: 1, Disp: 544})
 	VXORPS(signBit, X1, X2)
 	VMOVUPS(X2, Mem{Base: RDX, Index: R13, Scale: 1, Disp: 608})
+	VMOVDQU(Mem{Base: RBX, Disp: 4 + 256}, Y0)
+	VMOVDQU(Y0, Mem{Base: RDX, Index: RAX, Scale: 1, Disp: 640})
 	ADDQ(U32(292), RBX)
 	ADDQ(U32(kPairBlock), RDX)
 	DECQ(R12)
@@ -235,10 +238,11 @@ func tileQ4K() {
 	RET()
 }
 
-// The Q6_K tile kernel uses the same prepared activations (levels by chunk and x.d ×8).
-// Unpacked weight super-block (k6WBlock bytes): the 6-bit levels of chunk c at 32c;
-// chunk c's two scales as int16 [s_2c ×8, s_2c+1 ×8] twice at 256+64c; f16(d) at 768.
-const k6WBlock = 784
+// The Q6_K tile kernel uses the same prepared activations (levels by chunk, x.d ×8 and
+// the bsums). Unpacked weight super-block (k6WBlock bytes): the 6-bit levels of chunk c
+// at 32c; chunk c's two scales as int16 [s_2c ×8, s_2c+1 ×8] twice at 256+64c; f16(d)
+// at 768; the sixteen scales as int16, twice, at 800.
+const k6WBlock = 864
 
 // unpackQ6K writes the unpacked form of the Q6_K block at RAX to RDI (uses Y0-Y6).
 func unpackQ6K() {
@@ -271,10 +275,11 @@ func unpackQ6K() {
 		}
 	}
 	VPMOVSXBW(Mem{Base: RAX, Disp: 192}, Y3)
-	VMOVDQU(Y3, Mem{Base: RDI, Disp: 768 - 32}) // scratch for the broadcasts below
+	VMOVDQU(Y3, Mem{Base: RDI, Disp: 800})
+	VMOVDQU(Y3, Mem{Base: RDI, Disp: 832})
 	for c := 0; c < 8; c++ {
-		VPBROADCASTW(Mem{Base: RDI, Disp: 768 - 32 + 4*c}, Y0)
-		VPBROADCASTW(Mem{Base: RDI, Disp: 768 - 32 + 4*c + 2}, X1)
+		VPBROADCASTW(Mem{Base: RDI, Disp: 800 + 4*c}, Y0)
+		VPBROADCASTW(Mem{Base: RDI, Disp: 800 + 4*c + 2}, X1)
 		VINSERTI128(Imm(1), X1, Y0, Y0)
 		VMOVDQU(Y0, Mem{Base: RDI, Disp: 256 + 64*c})
 		VMOVDQU(Y0, Mem{Base: RDI, Disp: 256 + 64*c + 32})
@@ -296,8 +301,6 @@ func tileQ6K() {
 	MOVQ(Mem{Base: a, Disp: taNB}, R14)
 	IMUL3Q(U32(kPairBlock), R14, R14)
 	MOVQ(Mem{Base: a, Disp: taW}, RBX)
-	VMOVDQU(thirtyTwos, Y2)
-	VINSERTI64X4(Imm(1), Y2, Z2, Z21) // 32 in every byte
 	XORQ(R12, R12)
 
 	Label(name + "_row")
@@ -349,14 +352,17 @@ func tileQ6K() {
 			VBROADCASTI64X4(Mem{Base: RSI, Disp: 32 * k}, Z18)
 			for _, c := range cs {
 				x := Mem{Base: c.x, Disp: 64 * k}
-				VPMADDUBSW(x, Z18, c.p)
-				VPMADDUBSW(x, Z21, c.c)
-				VPSUBW(c.c, c.p, c.p) // Σ (q−32)·x pairs, as ggml
+				VPMADDUBSW(x, Z18, c.p) // Σ q·x pairs, q unsigned, as ggml
 				VPMADDWD(Mem{Base: RSI, Disp: 256 + 64*k}, c.p, c.p)
 				VPADDD(c.p, c.sumi, c.sumi)
 			}
 		}
+		VMOVDQU64(Mem{Base: RSI, Disp: 800}, Z18) // the scales as int16, for both rows
 		for _, c := range cs {
+			// sumi −= (bsums · scales pairs) << 5, per row half, as ggml
+			VPMADDWD(Mem{Base: c.x, Disp: 640}, Z18, c.c)
+			VPSLLD(Imm(5), c.c, c.c)
+			VPSUBD(c.c, c.sumi, c.sumi)
 			VCVTDQ2PS(c.sumi, c.sumi)
 			VMULPS(Mem{Base: c.x, Disp: 544}, Z19, c.s) // x.d·f16(w.d)
 			VFMADD231PS(c.sumi, c.s, c.acc)
