@@ -98,7 +98,11 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	defer st.close()
 	defer srv.Close()
 	return srv.ListenAndServe(ctx, cfg.Server.Addr, grace, func(a net.Addr) {
-		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", cfg.Model.Path, a, cfg.Server.Parallel)
+		name := cfg.Model.Path
+		if name == "" {
+			name = embeddedName
+		}
+		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", name, a, cfg.Server.Parallel)
 	})
 }
 

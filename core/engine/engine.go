@@ -226,7 +226,7 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 // hold prompt[:n-1], keeping the prefix shared with the previous sequence. Prefilling
 // the draft here keeps the rounds' draft times (which the depth policy weighs) free of
 // the prompt's cost.
-func (s *Session) prefill(prompt []int32, draft bool) error {
+func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) error {
 	keep := 0
 	for keep < len(s.hist) && keep < len(prompt)-1 && s.hist[keep] == prompt[keep] {
 		keep++
@@ -241,7 +241,7 @@ func (s *Session) prefill(prompt []int32, draft bool) error {
 		}
 	}
 	s.hist = append(s.hist[:0], prompt...)
-	if err := feed(s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
+	if err := feed(ctx, s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
 		return err
 	}
 	if !draft || s.draft == nil {
@@ -253,14 +253,21 @@ func (s *Session) prefill(prompt []int32, draft bool) error {
 			return nil // the draft cannot follow this prompt (see draftTokens)
 		}
 	}
-	return feed(s.draft, rest, s.batch)
+	return feed(ctx, s.draft, rest, s.batch)
 }
 
 // feed runs ids through m in chunks of batch, last-row logits only, and returns the
 // logits of the final chunk's last row (nil for no ids).
-func feedLast(m lm, ids []int32, batch int) ([]float32, error) {
+// feedLast runs ids through m in forwards of at most batch tokens and returns the last
+// row's logits. A cancelled ctx stops it between forwards (a long prefill is
+// interruptible; the cache then holds the tokens fed so far, which the next prefill
+// accounts for).
+func feedLast(ctx context.Context, m lm, ids []int32, batch int) ([]float32, error) {
 	var out []float32
 	for len(ids) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		n := min(len(ids), batch)
 		var err error
 		if out, err = m.forward(ids[:n], false); err != nil {
@@ -271,7 +278,7 @@ func feedLast(m lm, ids []int32, batch int) ([]float32, error) {
 	return out, nil
 }
 
-func feed(m lm, ids []int32, batch int) error {
-	_, err := feedLast(m, ids, batch)
+func feed(ctx context.Context, m lm, ids []int32, batch int) error {
+	_, err := feedLast(ctx, m, ids, batch)
 	return err
 }

@@ -30,7 +30,7 @@ func (g *gen) run(ctx context.Context) error {
 	s := g.s
 	g.last = sdk.RoundOutcome{Round: -1}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
-	if err := s.prefill(g.req.Prompt, g.req.Policy != nil); err != nil {
+	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil); err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
 	}
 	if g.req.NPredict == 0 {
@@ -187,7 +187,7 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 			return nil
 		}
 	}
-	logits, err := feedLast(s.draft, pending, s.batch)
+	logits, err := feedLast(context.Background(), s.draft, pending, s.batch)
 	if err != nil {
 		return err
 	}

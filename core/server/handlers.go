@@ -66,7 +66,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 		text, err := s.render(msgs)
 		if err != nil {
-			return nil, &RequestError{Status: http.StatusInternalServerError, Message: "chat template: " + err.Error()}
+			// The template is the model's and it rendered other conversations: what it
+			// refuses (a role it has no branch for, an order it rejects) is the request's.
+			return nil, badRequest("messages", "the chat template cannot render these messages: %v", err)
 		}
 		return s.newJob(true, text, &req.commonRequest)
 	})

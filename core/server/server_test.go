@@ -173,26 +173,35 @@ func TestSameGreedyTextStreamedAndWhole(t *testing.T) {
 // stream ends with "data: [DONE]\n\n") and returns the concatenated text.
 func parseSSE(t *testing.T, raw string) (string, []map[string]any) {
 	t.Helper()
+	text, events, err := checkSSE(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, events
+}
+
+// checkSSE is parseSSE for any goroutine: it returns what is wrong instead of failing.
+func checkSSE(raw string) (string, []map[string]any, error) {
 	if !strings.HasSuffix(raw, "data: [DONE]\n\n") {
-		t.Fatalf("stream does not end with the [DONE] event: %q", raw[max(0, len(raw)-80):])
+		return "", nil, fmt.Errorf("stream does not end with the [DONE] event: %q", raw[max(0, len(raw)-80):])
 	}
 	parts := strings.Split(strings.TrimSuffix(raw, "\n\n"), "\n\n")
 	var text strings.Builder
 	var events []map[string]any
 	for i, p := range parts {
 		if !strings.HasPrefix(p, "data: ") || strings.Contains(p, "\n") {
-			t.Fatalf("event %d is not one data line: %q", i, p)
+			return "", nil, fmt.Errorf("event %d is not one data line: %q", i, p)
 		}
 		payload := strings.TrimPrefix(p, "data: ")
 		if payload == "[DONE]" {
 			if i != len(parts)-1 {
-				t.Fatalf("[DONE] before the end")
+				return "", nil, fmt.Errorf("[DONE] before the end")
 			}
 			break
 		}
 		var ev map[string]any
 		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
-			t.Fatalf("event %d: %v", i, err)
+			return "", nil, fmt.Errorf("event %d: %v", i, err)
 		}
 		events = append(events, ev)
 		for _, c := range ev["choices"].([]any) {
@@ -207,7 +216,7 @@ func parseSSE(t *testing.T, raw string) (string, []map[string]any) {
 			}
 		}
 	}
-	return text.String(), events
+	return text.String(), events, nil
 }
 
 func TestBadRequests(t *testing.T) {
@@ -312,7 +321,11 @@ func TestConcurrentStreams(t *testing.T) {
 					errs <- err
 					return
 				}
-				got, _ := parseSSE(t, string(raw))
+				got, _, err := checkSSE(string(raw))
+				if err != nil {
+					errs <- err
+					continue
+				}
 				if got != want[p] {
 					errs <- fmt.Errorf("prompt %q: got %q, want %q", p, got, want[p])
 				}
