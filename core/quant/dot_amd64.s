@@ -555,7 +555,7 @@ DATA bitsMask<>+31(SB)/1, $0x7f
 GLOBL bitsMask<>(SB), RODATA|NOPTR, $32
 
 // func dotQ8_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
@@ -566,6 +566,11 @@ TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $32-32
 dotQ8_0AVX2_group:
 	CMPQ         DX, $0x08
 	JL           dotQ8_0AVX2_tail
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
 	VPINSRW      $0x00, (AX), X1, X1
 	VPINSRW      $0x00, (CX), X2, X2
 	VPINSRW      $0x01, 34(AX), X1, X1
@@ -726,7 +731,7 @@ dotQ8_0AVX2_done:
 	RET
 
 // func dotQ4_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
@@ -738,6 +743,9 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $32-32
 dotQ4_0AVX2_group:
 	CMPQ           DX, $0x08
 	JL             dotQ4_0AVX2_tail
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
+	PREFETCHT0     2176(AX)
 	VPINSRW        $0x00, (AX), X2, X2
 	VPINSRW        $0x00, (CX), X3, X3
 	VPINSRW        $0x01, 18(AX), X2, X2
@@ -925,7 +933,7 @@ dotQ4_0AVX2_done:
 	RET
 
 // func dotQ5_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
@@ -937,6 +945,9 @@ TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $32-32
 dotQ5_0AVX2_group:
 	CMPQ           DX, $0x08
 	JL             dotQ5_0AVX2_tail
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
+	PREFETCHT0     2176(AX)
 	VPINSRW        $0x00, (AX), X2, X2
 	VPINSRW        $0x00, (CX), X3, X3
 	VPINSRW        $0x01, 22(AX), X2, X2
@@ -1222,7 +1233,7 @@ f16_done:
 	RET
 
 // func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-40
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
@@ -1235,6 +1246,9 @@ TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-40
 q4k_loop:
 	TESTQ        DX, DX
 	JZ           q4k_done
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU      4(AX), X2
 	VPSHUFD      $0xaa, X2, X3
 	VPSRLVD      shift04<>+0(SB), X3, X3
@@ -1328,7 +1342,7 @@ q4k_done:
 	RET
 
 // func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $32-32
 	MOVQ    w+0(FP), AX
 	MOVQ    x+8(FP), CX
@@ -1339,6 +1353,10 @@ TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $32-32
 q6k_loop:
 	TESTQ        DX, DX
 	JZ           q6k_done
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y1
 	VMOVDQU      Y1, (SP)
 	VPXOR        Y2, Y2, Y2

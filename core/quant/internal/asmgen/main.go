@@ -9,6 +9,9 @@
 package main
 
 import (
+	"os"
+	"strconv"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -26,6 +29,9 @@ var (
 
 func main() {
 	ConstraintExpr("amd64")
+	if v := os.Getenv("ASMGEN_PREFETCH"); v != "" {
+		prefetchDist, _ = strconv.Atoi(v)
+	}
 	constants()
 	blockDot("dotQ8_0AVX2", 34, bodyQ8_0, Mem{})
 	blockDot("dotQ4_0AVX2", 18, bodyQ4_0, eights)
@@ -73,6 +79,23 @@ func constants() {
 	// comparing with 0xff leaves 0xff exactly where bit i of qh is set.
 	bitsShuf = bytes32("bitsShuf", func(i int) byte { return byte(i / 8) })
 	bitsMask = bytes32("bitsMask", func(i int) byte { return ^byte(1 << (i % 8)) })
+}
+
+// prefetchDist is how far ahead of the block being dotted the kernels ask for weight
+// bytes (PREFETCHT0): at one activation row a dot streams its weights from memory once,
+// and the prefetch keeps more cache lines in flight than the hardware prefetcher alone
+// (Qwen2.5-0.5B output head at one row, 2048 vs none: Q8_0 −15 % CPU time, Q4_0 −40 %;
+// 512 helped less, 4096 the same). ASMGEN_PREFETCH=N overrides it for experiments.
+var prefetchDist = 2048
+
+// prefetchW emits prefetches of the cache lines n bytes long at prefetchDist past w.
+func prefetchW(w reg.Register, n int) {
+	if prefetchDist == 0 {
+		return
+	}
+	for off := 0; off < n; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
+	}
 }
 
 // A blockBody emits the integer dot of one 32-value weight block at w with the Q8_0
@@ -166,6 +189,7 @@ func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 	Label(name + "_group")
 	CMPQ(nb, Imm(8))
 	JL(LabelRef(name + "_tail"))
+	prefetchW(wp, 8*wBytes)
 	dw, dx := XMM(), XMM()
 	for k := 0; k < 8; k++ {
 		VPINSRW(Imm(uint64(k)), Mem{Base: wp, Disp: k * wBytes}, dw, dw)
@@ -276,6 +300,7 @@ func q4KDot() {
 	Label("q4k_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q4k_done"))
+	prefetchW(wp, 144)
 	// Scales and mins (ggml's kmask unpacking on dword lanes [u0 u1 u2 ·]).
 	u, t, h := XMM(), XMM(), XMM()
 	VMOVDQU(Mem{Base: wp, Disp: 4}, u)
@@ -351,6 +376,7 @@ func q6KDot() {
 	Label("q6k_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q6k_done"))
+	prefetchW(wp, 210)
 	s16 := YMM()
 	VPMOVSXBW(Mem{Base: wp, Disp: 192}, s16)
 	VMOVDQU(s16, sc)
