@@ -156,6 +156,9 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 			cache.Reset()
 			t0 := time.Now()
 			for p := 0; p < len(ids); p += test.chunk {
+				if err := ctx.Err(); err != nil { // Ctrl-C stops a long test between forwards
+					return 0, err
+				}
 				if _, err := md.Forward(ids[p:min(p+test.chunk, len(ids))], cache, false); err != nil {
 					return 0, err
 				}
