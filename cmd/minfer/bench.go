@@ -87,6 +87,8 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return usagef("bench: -p %d -n %d: want counts ≥ 0, not both 0", np, ng)
 	case reps < 1 || batch < 1:
 		return usagef("bench: -r and --batch must be ≥ 1")
+	case threads < 0:
+		return usagef("bench: --threads %d: want ≥ 0 (0: physical cores)", threads)
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {

@@ -64,6 +64,8 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 		return usagef("perplexity: --ctx %d too small", nctx)
 	case batch < 1:
 		return usagef("perplexity: --batch %d: want ≥ 1", batch)
+	case threads < 0:
+		return usagef("perplexity: --threads %d: want ≥ 0 (0: physical cores)", threads)
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {

@@ -207,6 +207,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			return fmt.Errorf("run: %w", err)
 		}
 		prompt = string(b)
+		if prompt == "" && !f.chat {
+			return fmt.Errorf("run: %s is empty (no prompt)", f.file)
+		}
 	}
 	if prompt == "" && !f.chat {
 		return usagef("run: no prompt (give -p TEXT, -f FILE or --chat)")
@@ -245,6 +248,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	res, err := st.sess.Generate(ctx, req)
 	if err != nil && res == nil {
+		if !f.jsonOut && !f.chat {
+			fmt.Fprintln(m.Stdout) // end the echoed prompt, so the error starts its own line
+		}
 		return err
 	}
 	if f.jsonOut {
