@@ -137,6 +137,9 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 		case "repeat-last-n":
 			cfg.Sampling.RepeatLastN = f.repeatLastN
 		case "kv":
+			if _, e := kv.ParseType(f.kvType); e != nil { // one message, not one per [model] and [draft]
+				err = usagef("--kv: %v", e)
+			}
 			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
 		case "device":
 			cfg.Model.Device = f.device
