@@ -88,7 +88,7 @@ func setupTimeout(perCall time.Duration) time.Duration { return max(perCall, tim
 type Error struct {
 	Plugin string   // plugin (or module) name
 	Role   sdk.Role // role being called; "" while loading
-	Kind   string   // "load", "abi", "trap", "timeout", "plugin" (reported by the plugin), "malformed"
+	Kind   string   // "load", "abi", "trap", "timeout", "cancelled" (the caller's context ended), "plugin" (reported by the plugin), "malformed"
 	Err    error
 }
 

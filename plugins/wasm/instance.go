@@ -65,8 +65,8 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 	if in.dead {
 		return &Error{Plugin: name, Role: role, Kind: "trap", Err: errors.New("instance unusable after an earlier failure")}
 	}
-	if err := ctx.Err(); err != nil {
-		return &Error{Plugin: name, Role: role, Kind: "timeout", Err: err}
+	if err := ctx.Err(); err != nil { // the request was cancelled (Ctrl-C, client gone)
+		return &Error{Plugin: name, Role: role, Kind: "cancelled", Err: err}
 	}
 	var err error
 	mark := in.log.mark()
@@ -86,6 +86,8 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 	}
 	var exit *sys.ExitError
 	switch {
+	case ctx.Err() != nil: // the caller's context ended, not the per-call deadline
+		return in.fail(name, role, "cancelled", ctx.Err())
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded:
 		return in.fail(name, role, "timeout", fmt.Errorf("no answer within %v", timeout))
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled:
