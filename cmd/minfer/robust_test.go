@@ -421,3 +421,16 @@ func TestRunErrorAfterEchoedPrompt(t *testing.T) {
 		t.Fatalf("got stdout %q, err %v; want the prompt and a newline, exit 1", stdout, err)
 	}
 }
+
+// TestRunInterrupted: a generation cut short by its context (Ctrl-C) ends with the
+// context's error, not with a plugin "timeout" blamed on the sampler.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
+	err := m.Run(ctx, []string{"run", "--config", emptyConfig(t), "-p", "Once", "-n", "-1", "--ctx", "100000", "--temp", "0.8", "--seed", "1"})
+	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("got %v, want the context's deadline error and no plugin timeout", err)
+	}
+}
