@@ -170,6 +170,9 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if !json.Valid([]byte(f.params)) || !strings.HasPrefix(strings.TrimSpace(f.params), "{") {
 		return usagef("plugin check: --params %q is not a JSON object", f.params)
 	}
+	if f.timeout < 0 || f.memoryMB < 0 {
+		return usagef("plugin check: --timeout %v, --memory-mb %d: want ≥ 0 (0: the default)", f.timeout, f.memoryMB)
+	}
 	bin, err := os.ReadFile(file)
 	if err != nil {
 		return err

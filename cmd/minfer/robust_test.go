@@ -346,6 +346,8 @@ func TestRobustness(t *testing.T) {
 		{name: "plugin check not wasm", args: []string{"plugin", "check", notWasm}, code: 1, want: "invalid magic number"},
 		{name: "plugin check missing", args: []string{"plugin", "check", missing}, code: 1, want: "no such file"},
 		{name: "plugin check trapping module", args: []string{"plugin", "check", trap}, code: 1, want: "checks failed"},
+		{name: "plugin check negative timeout", args: []string{"plugin", "check", trap, "--timeout", "-1s"}, code: 2, want: "--timeout -1s"},
+		{name: "top-logits without --json", args: run("-p", "hi", "--top-logits", "3"), code: 2, want: "--top-logits needs --json"},
 		{name: "plugin check bad params", args: []string{"plugin", "check", trap, "--params", "{bad"}, code: 2, want: "not a JSON object"},
 		{name: "plugin new bad role", args: []string{"plugin", "new", "chef", filepath.Join(dir, "p")}, code: 2, want: `unknown role "chef"`},
 		{name: "policy replay missing trace", args: []string{"policy", "replay", missing, "--policy", "adaptive", "--config", cfg}, code: 1, want: "no such file"},

@@ -196,6 +196,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if f.topLogits < 0 {
 		return usagef("run: --top-logits %d: want ≥ 0", f.topLogits)
 	}
+	if f.topLogits > 0 && !f.jsonOut {
+		return usagef("run: --top-logits needs --json (the logits are a field of its output)")
+	}
 	cfg, _, err := config.LoadOrDefault(f.configPath)
 	if err != nil {
 		return err
