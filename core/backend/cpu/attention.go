@@ -10,7 +10,8 @@ import (
 
 // ropeCache fills cache[2i], cache[2i+1] with cos, sin of theta_i for position p, as
 // ggml_rope_cache_init does with ext_factor 0 and attn_factor 1: theta starts at p and
-// is multiplied by base^(-2/dims) (powf) once per pair, in float32.
+// is multiplied by base^(-2/dims) (powf) once per pair, in float32; cos and sin are
+// glibc's cosf and sinf, not the correctly rounded values.
 func ropeCache(cache []float32, p int32, r backend.RoPE) {
 	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
 	theta := float32(p)
@@ -20,8 +21,8 @@ func ropeCache(cache []float32, p int32, r backend.RoPE) {
 			ff = r.FreqFactors[i]
 		}
 		t := r.FreqScale * (theta / ff)
-		cache[2*i] = float32(math.Cos(float64(t)))
-		cache[2*i+1] = float32(math.Sin(float64(t)))
+		cache[2*i] = cosf(t) // libm's cosf/sinf, as ggml (see sincosf.go)
+		cache[2*i+1] = sinf(t)
 		theta *= thetaScale
 	}
 }
