@@ -16,18 +16,19 @@
 //   - Attention is ggml's one-chunk flash attention: Q converted to the K cache's
 //     vec-dot type, online softmax in float32, V accumulated in F16 (F16 cache) or
 //     float32 (Q8_0 cache).
-//   - RoPE computes theta = pos·base^(-2i/dims) by ggml's float32 recurrence.
+//   - RoPE computes theta = pos·base^(-2i/dims) by ggml's float32 recurrence, and its
+//     cos/sin with glibc's cosf/sinf (sincosf.go), which libm gives ggml: they are not
+//     correctly rounded, and the one-ulp differences reach the logits.
 //   - RMSNorm sums squares in float64, SwiGLU uses ggml's vectorised expf; RoPE's
 //     rotation and the softmax sum are FMA-contracted as GCC compiles ggml.
 //
-// With these, the last-prompt logits of the synthetic Q8_0, Q4_0, Q4_K_M, llama/qwen2
-// F16 goldens equal llama.cpp's to ≤ 2e-6 (TestGoldenExact; core/model's golden tests
-// cover all files). Known differences: llama.cpp runs F16/F32 matmuls of one row (the
-// last layer of a prompt, every decode step) in ggml_vec_dot's order and of several
-// rows in tinyBLAS's; one order for every nt is what row identity needs, so single-row
-// F16/F32 results differ from llama.cpp's in the last bits (qwen3-f16: 6e-4 in the
-// logits). The pure-Q6_K goldens differ by ~0.15 although the Q6_K dots match an
-// independent ggml-AVX2-order reference on every call; the cause is not found.
+// With these, the logits of every quantized synthetic golden (Q8_0, Q4_0, Q4_K_M, Q6_K:
+// the last prompt position and every greedy step) equal llama.cpp's bit for bit, and the
+// llama/qwen2 F16 ones to ≤ 2e-6 (TestGoldenExact; core/model's golden tests cover all
+// files). Known differences: llama.cpp runs F16/F32 matmuls of one row (the last layer
+// of a prompt, every decode step) in ggml_vec_dot's order and of several rows in
+// tinyBLAS's; one order for every nt is what row identity needs, so single-row F16/F32
+// results differ from llama.cpp's in the last bits (qwen3-f16: 6e-4 in the logits).
 //
 // # Row identity
 //
