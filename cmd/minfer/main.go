@@ -123,6 +123,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
+		if len(args) == 2 && args[0] == "help" && commands[args[1]] != nil { // help COMMAND
+			if err := commands[args[1]].run(ctx, m, []string{"--help"}); !errors.Is(err, errHelp) {
+				return err
+			}
+			return nil
+		}
 		m.printUsage(m.Stdout)
 		return nil
 	}

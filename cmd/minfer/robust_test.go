@@ -383,6 +383,7 @@ func TestRobustness(t *testing.T) {
 		{name: "synth bad type", args: []string{"synth", "--arch", "llama", "--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-ff", "128", "--n-vocab", "300", "--type", "q3", "-o", filepath.Join(dir, "s.gguf")}, code: 2, want: `unknown --type "q3"`},
 		{name: "synth into a missing folder", args: []string{"synth", "--arch", "llama", "--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-ff", "128", "--n-vocab", "300", "--type", "q8_0", "-o", filepath.Join(missing, "s.gguf")}, code: 1, want: "no such file"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, want: `unknown command "frobnicate"`},
+		{name: "help COMMAND", args: []string{"help", "inspect"}, want: "Usage: minfer inspect"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { runRobust(t, c) })
