@@ -92,15 +92,11 @@ func loadTestModel(t testing.TB, b backend.Backend, rel, name string) *model.Mod
 }
 
 // goldenTolerance is the logit tolerance: 5e-3 for F16/F32 files, 2e-2 for
-// quantized ones, 0.25 for the Q6_K files whose logits the CPU backend does not yet
-// bring within 2e-2 of llama.cpp's (see core/model's golden test, looseFiles).
-// Greedy ids are compared up to the first reference near-tie under that tolerance.
+// quantized ones. Greedy ids are compared up to the first reference near-tie under that tolerance.
 func goldenTolerance(path string) float32 {
 	switch {
 	case strings.HasSuffix(path, "-f16.gguf") || strings.HasSuffix(path, "stories260K.gguf"):
 		return 5e-3
-	case strings.HasSuffix(path, "-q6_k.gguf"):
-		return 0.25
 	}
 	return 2e-2
 }
