@@ -43,7 +43,7 @@ type tileArgs struct {
 const tileMinRows = 2
 
 // pairBlock is the prepared size of one (activation pair, block): both rows' 32 levels,
-// both rows' eight bias·Σ4 lanes, both rows' scale ×8 (internal/asmgen/tile.go).
+// both rows' eight −bias·Σ4 lanes, both rows' scale ×8 (internal/asmgen/tile.go).
 const pairBlock = 192
 
 type tileScratch struct {

@@ -85,7 +85,7 @@ func constants() {
 // bytes (PREFETCHT0): at one activation row a dot streams its weights from memory once,
 // and the prefetch keeps more cache lines in flight than the hardware prefetcher alone
 // (Qwen2.5-0.5B output head at one row, 2048 vs none: Q8_0 −15 % CPU time, Q4_0 −40 %;
-// 512 helped less, 4096 the same). ASMGEN_PREFETCH=N overrides it for experiments.
+// 512 helped less, 4096 the same; PREFETCHT1 within 3 %, PREFETCHNTA 60 % slower). ASMGEN_PREFETCH=N overrides it for experiments.
 var prefetchDist = 2048
 
 // prefetchW emits prefetches of the cache lines n bytes long at prefetchDist past w.

@@ -17,7 +17,7 @@ import (
 // Offsets of core/quant's tileArgs fields (8 bytes each).
 const (
 	taW, taWStride, taRows, taNB, taWU, taDW, taXP, taPairs, taOut = 0, 8, 16, 24, 32, 40, 48, 56, 64
-	// Prepared activation pair-block: qs of both rows, bias·Σ4 lanes of both rows,
+	// Prepared activation pair-block: qs of both rows, −bias·Σ4 lanes of both rows,
 	// the two float32 block scales each broadcast over 8 lanes.
 	pairBlock = 192
 )
@@ -75,7 +75,8 @@ func tileKernels() {
 
 // prepPairs emits func(x *byte, xStride, nx, nb int, bias *byte, out *byte): activation
 // row t, block b goes to pair t/2, half t%2 of pair-block (t/2)·nb + b: its 32 levels,
-// its eight lanes bias·Σ of 4 levels (VPDPBUSD with the bias bytes), its scale ×8.
+// its eight lanes −bias·Σ of 4 levels (VPDPBUSD with the bias bytes, negated), its
+// scale ×8.
 func prepPairs() {
 	TEXT("prepPairsZ", NOSPLIT, "func(x *byte, xStride, nx, nb int, bias *byte, out *byte)")
 	Pragma("noescape")
@@ -110,6 +111,8 @@ func prepPairs() {
 	VMOVDQU(Y0, Mem{Base: RDX})
 	VPXOR(Y1, Y1, Y1)
 	vpdpbusd(Y0, Y15, Y1)
+	VPXOR(Y3, Y3, Y3)
+	VPSUBD(Y1, Y3, Y1) // −bias·Σ4: the tile kernels start each dot's lanes from it
 	VMOVDQU(Y1, Mem{Base: RDX, Disp: 64})
 	VPXOR(X2, X2, X2)
 	VPINSRW(Imm(0), Mem{Base: RBX}, X2, X2)
@@ -280,9 +283,10 @@ func tileBlocks(loop string, nr, np int, a Register) {
 	for p := 0; p < np; p++ {
 		for i := 0; i < nr; i++ {
 			pv, sv := tmps[i][p][0], tmps[i][p][1]
-			VPXORD(pv, pv, pv)
+			// Σ4 (w+bias)·x − bias·Σ4 x: exact int32 lanes, as ggml's; starting
+			// from the prepared −bias·Σ4 lanes saves an ALU operation per dot.
+			VMOVDQU32(Mem{Base: xs[p], Disp: 64}, pv)
 			vpdpbusd(Mem{Base: xs[p]}, ws[i], pv)
-			VPSUBD(Mem{Base: xs[p], Disp: 64}, pv, pv)
 			VCVTDQ2PS(pv, pv)
 			VMULPS(Mem{Base: xs[p], Disp: 128}, ds[i], sv) // f16(w.d)·f16(x.d)
 			VFMADD231PS(pv, sv, accs[i][p])
