@@ -68,11 +68,27 @@ func (o *tokenizerFlags) load(cmd string, required bool) (*tokenizer.Tokenizer, 
 		}
 		return t, nil
 	case o.tokenizerJSON != "":
-		return tokenizer.FromHF(o.tokenizerJSON)
+		t, err := tokenizer.FromHF(o.tokenizerJSON)
+		if err != nil && isGGUF(o.tokenizerJSON) {
+			return nil, usagef("%s: --tokenizer %s is a GGUF file (give it with -m)", cmd, o.tokenizerJSON)
+		}
+		return t, err
 	case required:
 		return nil, usagef("%s: need -m MODEL.gguf or --tokenizer tokenizer.json", cmd)
 	}
 	return nil, nil
+}
+
+// isGGUF reports whether the file at path starts with the GGUF magic.
+func isGGUF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, len(gguf.Magic))
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == gguf.Magic
 }
 
 // readInput reads a file argument, "-" meaning stdin.
