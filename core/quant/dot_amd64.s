@@ -4070,3 +4070,143 @@ tileQ6_KZ_next:
 tileQ6_KZ_done:
 	VZEROUPPER
 	RET
+
+// func rows2Q8_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
+TEXT ·rows2Q8_0Z(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   wStride+8(FP), BX
+	MOVQ   nb+16(FP), CX
+	MOVQ   xp+24(FP), R10
+	MOVQ   out+32(FP), R11
+	ADDQ   AX, BX
+	VPXORD Z16, Z16, Z16
+
+rows2Q8_0Z_blk:
+	PREFETCHT0      2048(AX)
+	PREFETCHT0      2048(BX)
+	VMOVDQU         2(AX), Y0
+	VPXOR           signBits<>+0(SB), Y0, Y0
+	VMOVDQA         Y0, Y2
+	VMOVDQU         2(BX), Y0
+	VPXOR           signBits<>+0(SB), Y0, Y0
+	VINSERTI64X4    $0x01, Y0, Z2, Z18
+	VBROADCASTI64X4 (R10), Z20
+	VBROADCASTI64X4 64(R10), Z19
+	VPDPBUSD        Z20, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VPBROADCASTW    (AX), X3
+	VPBROADCASTW    (BX), X4
+	VINSERTI128     $0x01, X4, Y3, Y3
+	VCVTPH2PS       Y3, Z21
+	VBROADCASTSS    128(R10), Z22
+	VMULPS          Z22, Z21, Z21
+	VFMADD231PS     Z19, Z21, Z16
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, BX
+	ADDQ            $0x000000c0, R10
+	DECQ            CX
+	JNZ             rows2Q8_0Z_blk
+	VMOVUPS         Z16, (R11)
+	VZEROUPPER
+	RET
+
+// func rows2Q4_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
+TEXT ·rows2Q4_0Z(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   wStride+8(FP), BX
+	MOVQ   nb+16(FP), CX
+	MOVQ   xp+24(FP), R10
+	MOVQ   out+32(FP), R11
+	ADDQ   AX, BX
+	VPXORD Z16, Z16, Z16
+
+rows2Q4_0Z_blk:
+	PREFETCHT0      2048(AX)
+	PREFETCHT0      2048(BX)
+	VBROADCASTI128  2(AX), Y0
+	VPSRLW          $0x04, Y0, Y1
+	VPBLENDD        $0xf0, Y1, Y0, Y0
+	VPAND           mask0F<>+0(SB), Y0, Y0
+	VMOVDQA         Y0, Y2
+	VBROADCASTI128  2(BX), Y0
+	VPSRLW          $0x04, Y0, Y1
+	VPBLENDD        $0xf0, Y1, Y0, Y0
+	VPAND           mask0F<>+0(SB), Y0, Y0
+	VINSERTI64X4    $0x01, Y0, Z2, Z18
+	VBROADCASTI64X4 (R10), Z20
+	VBROADCASTI64X4 64(R10), Z19
+	VPDPBUSD        Z20, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VPBROADCASTW    (AX), X3
+	VPBROADCASTW    (BX), X4
+	VINSERTI128     $0x01, X4, Y3, Y3
+	VCVTPH2PS       Y3, Z21
+	VBROADCASTSS    128(R10), Z22
+	VMULPS          Z22, Z21, Z21
+	VFMADD231PS     Z19, Z21, Z16
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, BX
+	ADDQ            $0x000000c0, R10
+	DECQ            CX
+	JNZ             rows2Q4_0Z_blk
+	VMOVUPS         Z16, (R11)
+	VZEROUPPER
+	RET
+
+// func rows2Q5_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
+TEXT ·rows2Q5_0Z(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), AX
+	MOVQ   wStride+8(FP), BX
+	MOVQ   nb+16(FP), CX
+	MOVQ   xp+24(FP), R10
+	MOVQ   out+32(FP), R11
+	ADDQ   AX, BX
+	VPXORD Z16, Z16, Z16
+
+rows2Q5_0Z_blk:
+	PREFETCHT0      2048(AX)
+	PREFETCHT0      2048(BX)
+	VBROADCASTI128  6(AX), Y0
+	VPSRLW          $0x04, Y0, Y1
+	VPBLENDD        $0xf0, Y1, Y0, Y0
+	VPAND           mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD    2(AX), Y1
+	VPSHUFB         bitsShuf<>+0(SB), Y1, Y1
+	VPOR            bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB        allOnes<>+0(SB), Y1, Y1
+	VPAND           sixteen<>+0(SB), Y1, Y1
+	VPOR            Y1, Y0, Y0
+	VMOVDQA         Y0, Y2
+	VBROADCASTI128  6(BX), Y0
+	VPSRLW          $0x04, Y0, Y1
+	VPBLENDD        $0xf0, Y1, Y0, Y0
+	VPAND           mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD    2(BX), Y1
+	VPSHUFB         bitsShuf<>+0(SB), Y1, Y1
+	VPOR            bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB        allOnes<>+0(SB), Y1, Y1
+	VPAND           sixteen<>+0(SB), Y1, Y1
+	VPOR            Y1, Y0, Y0
+	VINSERTI64X4    $0x01, Y0, Z2, Z18
+	VBROADCASTI64X4 (R10), Z20
+	VBROADCASTI64X4 64(R10), Z19
+	VPDPBUSD        Z20, Z18, Z19
+	VCVTDQ2PS       Z19, Z19
+	VPBROADCASTW    (AX), X3
+	VPBROADCASTW    (BX), X4
+	VINSERTI128     $0x01, X4, Y3, Y3
+	VCVTPH2PS       Y3, Z21
+	VBROADCASTSS    128(R10), Z22
+	VMULPS          Z22, Z21, Z21
+	VFMADD231PS     Z19, Z21, Z16
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, BX
+	ADDQ            $0x000000c0, R10
+	DECQ            CX
+	JNZ             rows2Q5_0Z_blk
+	VMOVUPS         Z16, (R11)
+	VZEROUPPER
+	RET

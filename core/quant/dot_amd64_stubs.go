@@ -78,3 +78,18 @@ func tileQ4_KZ(a *uintptr)
 //
 //go:noescape
 func tileQ6_KZ(a *uintptr)
+
+// rows2Q8_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func rows2Q8_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+
+// rows2Q4_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func rows2Q4_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+
+// rows2Q5_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+//
+//go:noescape
+func rows2Q5_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)

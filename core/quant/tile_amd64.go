@@ -77,8 +77,16 @@ func tileZ(tl *Tile, typ Type) {
 		bias, dot = 16, dotQ5_0SIMD
 	}
 	nb := tl.N / qk
-	if nb == 0 || tl.NX < tileMinRows {
+	if nb == 0 || tl.Rows < 2 && tl.NX < tileMinRows {
 		dotTileGo(dot, tl)
+		return
+	}
+	var biasBytes [32]byte
+	for i := range biasBytes {
+		biasBytes[i] = bias
+	}
+	if tl.NX < tileMinRows {
+		rowsZ(tl, typ, nb, &biasBytes, dot)
 		return
 	}
 	pairs := (tl.NX + 1) / 2
@@ -98,10 +106,6 @@ func tileZ(tl *Tile, typ Type) {
 			clear(blk[160:192])
 		}
 	}
-	var biasBytes [32]byte
-	for i := range biasBytes {
-		biasBytes[i] = bias
-	}
 	prepPairsZ(&tl.X[0], tl.XStride, tl.NX, nb, &biasBytes[0], &s.prep[0])
 	a := tileArgs{
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
@@ -117,6 +121,35 @@ func tileZ(tl *Tile, typ Type) {
 	}
 	for t := 0; t < tl.NX; t++ {
 		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
+	}
+}
+
+// rowsZ runs one activation row (decoding) through the two-row kernels: the row is
+// prepared once (prepPairsZ, one half of each pair-block used), then weight rows go two
+// at a time, their lanes side by side in a zmm; an odd last row goes to VecDot. Each
+// result has VecDot's bits. BenchmarkDotTile/…/1: see docs/perf-cpu.md.
+func rowsZ(tl *Tile, typ Type, nb int, bias *[32]byte, dot func(int, []byte, []byte) float32) {
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	s.prep = grow(s.prep, nb*pairBlock)
+	prepPairsZ(&tl.X[0], tl.XStride, 1, nb, &bias[0], &s.prep[0])
+	var lanes [16]float32
+	r := 0
+	for ; r+2 <= tl.Rows; r += 2 {
+		w := &tl.W[r*tl.WStride]
+		switch typ {
+		case Q8_0:
+			rows2Q8_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+		case Q4_0:
+			rows2Q4_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+		default:
+			rows2Q5_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+		}
+		tl.Out[r] = (*lanes8)(lanes[:8]).sum()
+		tl.Out[r+1] = (*lanes8)(lanes[8:]).sum()
+	}
+	if r < tl.Rows {
+		tl.Out[r] = dot(tl.N, tl.W[r*tl.WStride:], tl.X)
 	}
 }
 

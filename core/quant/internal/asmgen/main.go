@@ -43,6 +43,7 @@ func main() {
 	fromFloatQ8_0()
 	fromFloatQ8_K()
 	tileKernels()
+	rowsKernels()
 	Generate()
 }
 

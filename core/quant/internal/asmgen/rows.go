@@ -1,0 +1,63 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Two-row kernels (AVX-512 F/BW/VL + VNNI) for one activation row, the matmuls of
+// decoding: a zmm holds the eight lanes of weight rows r and r+1 side by side, and each
+// pair is still its own chain acc = fma(f16(w.d)·f16(x.d), float32(lanes), acc) over
+// the blocks, as VecDot. One VPDPBUSD on the unsigned levels (w+bias), started from the
+// prepared −bias·Σ4 x lanes, gives ggml's exact integer lanes for both rows, where the
+// AVX2 kernel needs sign, sign, maddubs and madd per row.
+
+func rowsKernels() {
+	rowsKernel("rows2Q8_0Z", 34, unpackQ8_0)
+	rowsKernel("rows2Q4_0Z", 18, unpackQ4_0)
+	rowsKernel("rows2Q5_0Z", 22, unpackQ5_0)
+}
+
+// rowsKernel emits func(w *byte, wStride, nb int, xp *byte, out *[16]float32): the dots
+// of weight rows w and w+wStride (nb blocks each) with the activation row prepared by
+// prepPairsZ (one row: pair-blocks of pairBlock bytes, half 0). out gets the eight
+// lanes of row 0, then those of row 1, for the caller's hsum.
+func rowsKernel(name string, wBytes int, unpack unpacker) {
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, nb int, xp *byte, out *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).")
+	Load(Param("w"), RAX)
+	Load(Param("wStride"), RBX)
+	Load(Param("nb"), RCX)
+	Load(Param("xp"), R10)
+	Load(Param("out"), R11)
+	ADDQ(RAX, RBX) // the second row
+	VPXORD(Z16, Z16, Z16)
+	Label(name + "_blk")
+	prefetchW(RAX, 64)
+	prefetchW(RBX, 64)
+	unpack(Mem{Base: RAX})
+	VMOVDQA(Y0, Y2)
+	unpack(Mem{Base: RBX})
+	VINSERTI64X4(Imm(1), Y0, Z2, Z18)              // [row 0 levels | row 1 levels]
+	VBROADCASTI64X4(Mem{Base: R10}, Z20)           // x levels, both halves
+	VBROADCASTI64X4(Mem{Base: R10, Disp: 64}, Z19) // −bias·Σ4 x, both halves
+	vpdpbusd(Z20, Z18, Z19)                        // Σ4 w·x of both rows
+	VCVTDQ2PS(Z19, Z19)
+	VPBROADCASTW(Mem{Base: RAX}, X3)
+	VPBROADCASTW(Mem{Base: RBX}, X4)
+	VINSERTI128(Imm(1), X4, Y3, Y3)
+	VCVTPH2PS(Y3, Z21)                           // [f16(w0.d) ×8 | f16(w1.d) ×8]
+	VBROADCASTSS(Mem{Base: R10, Disp: 128}, Z22) // f16(x.d)
+	VMULPS(Z22, Z21, Z21)
+	VFMADD231PS(Z19, Z21, Z16)
+	ADDQ(U32(wBytes), RAX)
+	ADDQ(U32(wBytes), RBX)
+	ADDQ(U32(pairBlock), R10)
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_blk"))
+	VMOVUPS(Z16, Mem{Base: R11})
+	VZEROUPPER()
+	RET()
+}
