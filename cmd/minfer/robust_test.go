@@ -417,12 +417,16 @@ func TestBenchStopsWhenInterrupted(t *testing.T) {
 	}
 }
 
-// TestRunErrorAfterEchoedPrompt: when generation fails after the prompt was echoed, the
-// echo ends with a newline so the error message starts its own line.
-func TestRunErrorAfterEchoedPrompt(t *testing.T) {
-	stdout, _, err := runCLI(t, "", "run", "--config", emptyConfig(t), "-p", "Once upon a time", "--ctx", "2")
-	if exitCode(err) != 1 || stdout != "Once upon a time\n" {
-		t.Fatalf("got stdout %q, err %v; want the prompt and a newline, exit 1", stdout, err)
+// TestRunPromptTooLongNotEchoed: a prompt that cannot fit the context is not echoed to
+// stdout (it may be megabytes); only the error names the problem.
+func TestRunPromptTooLongNotEchoed(t *testing.T) {
+	stdout, _, err := runCLI(t, "", "run", "--config", emptyConfig(t), "-p", "Once upon a time", "--ctx", "4")
+	if exitCode(err) != 1 || stdout != "" || !strings.Contains(err.Error(), "does not fit the context of 4") {
+		t.Fatalf("got stdout %q, err %v; want nothing on stdout, exit 1", stdout, err)
+	}
+	stdout, _, err = runCLI(t, "", "run", "--config", emptyConfig(t), "-p", "Once upon a time", "--ctx", "5", "-n", "1", "--temp", "0")
+	if err != nil || !strings.HasPrefix(stdout, "Once upon a time") {
+		t.Fatalf("a prompt that just fits: got stdout %q, err %v", stdout, err)
 	}
 }
 

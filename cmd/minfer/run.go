@@ -246,15 +246,17 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	defer st.closeRequest()
+	echoed := false
 	if !f.jsonOut {
-		if !f.chat {
+		if !f.chat && len(ids) <= st.sess.Ctx() { // a prompt too long for the context gets only the error
 			fmt.Fprint(m.Stdout, prompt)
+			echoed = true
 		}
 		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
 	}
 	res, err := st.sess.Generate(ctx, req)
 	if err != nil && res == nil {
-		if !f.jsonOut && !f.chat {
+		if echoed {
 			fmt.Fprintln(m.Stdout) // end the echoed prompt, so the error starts its own line
 		}
 		return err
