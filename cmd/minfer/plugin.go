@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -258,6 +259,17 @@ func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 	for _, p := range files {
 		fmt.Fprintf(m.Stdout, "wrote %s\n", p)
 	}
-	fmt.Fprintf(m.Stdout, "next: cd %s && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm . (README.md has the details)\n", dir)
+	build := "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm ."
+	for _, p := range files { // the scaffold's README names the .wasm after the plugin
+		if b, err := os.ReadFile(p); err == nil && filepath.Base(p) == "README.md" {
+			for line := range strings.Lines(string(b)) {
+				if strings.Contains(line, "go build -buildmode=c-shared -o ") {
+					build = strings.TrimSpace(line)
+					break
+				}
+			}
+		}
+	}
+	fmt.Fprintf(m.Stdout, "next: cd %s && %s (README.md has the details)\n", dir, build)
 	return nil
 }

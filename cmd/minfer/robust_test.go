@@ -349,6 +349,7 @@ func TestRobustness(t *testing.T) {
 		{name: "plugin check negative timeout", args: []string{"plugin", "check", trap, "--timeout", "-1s"}, code: 2, want: "--timeout -1s"},
 		{name: "top-logits without --json", args: run("-p", "hi", "--top-logits", "3"), code: 2, want: "--top-logits needs --json"},
 		{name: "plugin check bad params", args: []string{"plugin", "check", trap, "--params", "{bad"}, code: 2, want: "not a JSON object"},
+		{name: "plugin new names the .wasm after the plugin", args: []string{"plugin", "new", "policy", filepath.Join(dir, "My Policy")}, want: "-o my-policy.wasm ."},
 		{name: "plugin new bad role", args: []string{"plugin", "new", "chef", filepath.Join(dir, "p")}, code: 2, want: `unknown role "chef"`},
 		{name: "policy replay missing trace", args: []string{"policy", "replay", missing, "--policy", "adaptive", "--config", cfg}, code: 1, want: "no such file"},
 		{name: "policy replay garbage trace", args: []string{"policy", "replay", badTrace, "--policy", "adaptive", "--config", cfg}, code: 1, want: "trace line 1"},
