@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -16,7 +17,8 @@ Usage: minfer config check [FILE]
 
 Loads a minfer.toml strictly: unknown keys, values of the wrong type and invalid values
 are errors naming the key and line (exit code 1). On success prints "ok: FILE" and a
-summary of what the file configures.
+summary of what the file configures, and warns on stderr about model and plugin files
+it names that do not exist (a run would fail on them).
 
 Without FILE it checks the file minfer would use: ./minfer.toml, else
 $XDG_CONFIG_HOME/minfer/minfer.toml (~/.config/minfer/minfer.toml); with neither it
@@ -66,7 +68,35 @@ func runConfig(ctx context.Context, m *Main, args []string) error {
 		fmt.Fprintf(m.Stdout, "ok: %s\n", used)
 	}
 	summarizeConfig(m.Stdout, c)
+	for _, w := range missingFiles(c) {
+		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
+	}
 	return nil
+}
+
+// missingFiles lists the files c names (models, plugin modules and executables) that
+// cannot be opened now: the file itself is valid, but a run with it would fail there.
+func missingFiles(c *config.Config) []string {
+	var out []string
+	check := func(what, path string) {
+		if path == "" {
+			return
+		}
+		if st, err := os.Stat(c.ResolvePath(path)); err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", what, err))
+		} else if st.IsDir() {
+			out = append(out, fmt.Sprintf("%s: %s is a directory", what, c.ResolvePath(path)))
+		}
+	}
+	check("[model] path", c.Model.Path)
+	check("[draft] path", c.Draft.Path)
+	for _, name := range slices.Sorted(maps.Keys(c.Plugins)) {
+		kind, ref, err := c.Plugins[name].SourceKind()
+		if err == nil && (kind == config.SourceFile || kind == config.SourceProcess && strings.ContainsRune(ref, os.PathSeparator)) {
+			check(fmt.Sprintf("[plugins.%s] source", name), ref)
+		}
+	}
+	return out
 }
 
 // summarizeConfig prints what a configuration does, one line per section.

@@ -337,6 +337,7 @@ func TestRobustness(t *testing.T) {
 		{name: "config syntax error", args: []string{"config", "check", syntax}, code: 1, want: "syntax.toml:2"},
 		{name: "config invalid UTF-8", args: []string{"config", "check", badUTF8}, code: 1, want: "invalid UTF-8"},
 		{name: "run with a bad config", args: []string{"run", "--config", unknownKey, "-p", "hi"}, code: 1, want: "unknown key"},
+		{name: "config naming missing files", args: []string{"config", "check", missingPlugin}, want: "warning: [plugins.x] source: stat " + filepath.Join(dir, "nope.wasm") + ": no such file"},
 		{name: "config missing file", args: []string{"config", "check", missing}, code: 1, want: "missing.gguf"},
 		// plugins
 		{name: "sampler file missing", args: []string{"run", "--config", missingPlugin, "-p", "hi"}, code: 1, want: "nope.wasm: no such file"},
