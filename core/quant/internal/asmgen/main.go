@@ -83,11 +83,13 @@ func constants() {
 }
 
 // prefetchDist is how far ahead of the block being dotted the kernels ask for weight
-// bytes (PREFETCHT0): at one activation row a dot streams its weights from memory once,
-// and the prefetch keeps more cache lines in flight than the hardware prefetcher alone
-// (Qwen2.5-0.5B output head at one row, 2048 vs none: Q8_0 −15 % CPU time, Q4_0 −40 %;
-// 512 helped less, 4096 the same; PREFETCHT1 within 3 %, PREFETCHNTA 60 % slower). ASMGEN_PREFETCH=N overrides it for experiments.
-var prefetchDist = 2048
+// bytes (PREFETCHT1, into L2): at one activation row a dot streams its weights from
+// memory once, and the prefetch keeps more cache lines in flight than the hardware
+// prefetcher alone. Qwen2.5-0.5B output head at one row, PREFETCHT0 at 2048 vs none:
+// Q8_0 −15 % CPU time, Q4_0 −40 % (512 helped less, PREFETCHNTA hurt); whole-model
+// decode with the two-row kernels, PREFETCHT1 at 4096 vs PREFETCHT0 at 2048: −3 to −5 %
+// CPU time (docs/perf-cpu.md). ASMGEN_PREFETCH=N overrides the distance.
+var prefetchDist = 4096
 
 // prefetchW emits prefetches of the cache lines n bytes long at prefetchDist past w.
 func prefetchW(w reg.Register, n int) {
@@ -95,7 +97,7 @@ func prefetchW(w reg.Register, n int) {
 		return
 	}
 	for off := 0; off < n; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
+		PREFETCHT1(Mem{Base: w, Disp: prefetchDist + off})
 	}
 }
 
