@@ -348,6 +348,7 @@ func TestRobustness(t *testing.T) {
 		{name: "plugin check missing", args: []string{"plugin", "check", missing}, code: 1, want: "no such file"},
 		{name: "plugin check trapping module", args: []string{"plugin", "check", trap}, code: 1, want: "checks failed"},
 		{name: "plugin check negative timeout", args: []string{"plugin", "check", trap, "--timeout", "-1s"}, code: 2, want: "--timeout -1s"},
+		{name: "empty stop string", args: run("-p", "hi", "--stop", ""), code: 2, want: "empty stop string"},
 		{name: "top-logits without --json", args: run("-p", "hi", "--top-logits", "3"), code: 2, want: "--top-logits needs --json"},
 		{name: "plugin check bad params", args: []string{"plugin", "check", trap, "--params", "{bad"}, code: 2, want: "not a JSON object"},
 		{name: "plugin new names the .wasm after the plugin", args: []string{"plugin", "new", "policy", filepath.Join(dir, "My Policy")}, want: "-o my-policy.wasm ."},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,6 +196,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	if f.topLogits < 0 {
 		return usagef("run: --top-logits %d: want ≥ 0", f.topLogits)
+	}
+	if slices.Contains(f.stops, "") {
+		return usagef("run: --stop \"\": an empty stop string would stop at once")
 	}
 	if f.topLogits > 0 && !f.jsonOut {
 		return usagef("run: --top-logits needs --json (the logits are a field of its output)")
