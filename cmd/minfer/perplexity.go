@@ -100,7 +100,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	defer md.Close()
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.ResolvePath(cfg.Model.Path), err)
 	}
 	ids, err := tok.Encode(string(text), true, false)
 	if err != nil {

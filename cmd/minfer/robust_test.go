@@ -307,7 +307,8 @@ func TestRobustness(t *testing.T) {
 		{name: "wrong tensor shape", args: run("-m", badShape, "-p", "hi"), code: 1, want: `"blk.0.attn_k.weight": shape`},
 		{name: "bad head_count_kv", args: run("-m", kvHeads3, "-p", "hi"), code: 1, want: "not a multiple of head_count_kv 3"},
 		{name: "huge block_count", args: run("-m", layers1000, "-p", "hi"), code: 1, want: "block_count 1000 exceeds"},
-		{name: "vocabulary shorter than scores", args: run("-m", fewTokens, "-p", "hi"), code: 1, want: "scores for 3 tokens"},
+		{name: "vocabulary shorter than scores", args: run("-m", fewTokens, "-p", "hi"), code: 1, want: "few-tokens.gguf: tokenizer: 512 scores for 3 tokens"},
+		{name: "perplexity vocabulary shorter than scores", args: []string{"perplexity", "--config", cfg, "-m", fewTokens, "-f", ppl}, code: 1, want: "few-tokens.gguf: tokenizer:"},
 		{name: "chat with a broken template", args: run("-m", badTemplate, "-p", "hi", "--chat"), code: 1, want: "chat template"},
 		// drafts
 		{name: "draft of another vocabulary", args: run("-m", llamaQ8, "--draft", qwen2Q8, "-p", "hi", "-n", "2"), code: 1, want: "differ in tokenizer.ggml.bos_token_id"},

@@ -341,7 +341,7 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 		return fail(err)
 	}
 	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%s: %w", cfg.ResolvePath(cfg.Model.Path), err)) // name the file, as a model error does
 	}
 	if cfg.Draft.Path != "" {
 		var df *gguf.File
