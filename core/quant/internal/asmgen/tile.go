@@ -280,15 +280,27 @@ func tileBlocks(loop string, nr, np int, a Register) {
 		VBROADCASTI64X4(Mem{Base: wp[i]}, ws[i])
 		VBROADCASTSS(Mem{Base: dp[i]}, ds[i])
 	}
+	// The pair's levels and scales are loaded once for both weight rows (Z8-Z11: EVEX
+	// reaches them too); the load ports, not the ALUs, were the limit.
+	xv, xsc := [2]VecPhysical{Z8, Z9}, [2]VecPhysical{Z10, Z11}
 	for p := 0; p < np; p++ {
+		if nr == 2 {
+			VMOVDQU32(Mem{Base: xs[p]}, xv[p])
+			VMOVUPS(Mem{Base: xs[p], Disp: 128}, xsc[p])
+		}
 		for i := 0; i < nr; i++ {
 			pv, sv := tmps[i][p][0], tmps[i][p][1]
 			// Σ4 (w+bias)·x − bias·Σ4 x: exact int32 lanes, as ggml's; starting
 			// from the prepared −bias·Σ4 lanes saves an ALU operation per dot.
 			VMOVDQU32(Mem{Base: xs[p], Disp: 64}, pv)
-			vpdpbusd(Mem{Base: xs[p]}, ws[i], pv)
+			if nr == 2 {
+				vpdpbusd(xv[p], ws[i], pv)
+				VMULPS(xsc[p], ds[i], sv) // f16(w.d)·f16(x.d)
+			} else {
+				vpdpbusd(Mem{Base: xs[p]}, ws[i], pv)
+				VMULPS(Mem{Base: xs[p], Disp: 128}, ds[i], sv)
+			}
 			VCVTDQ2PS(pv, pv)
-			VMULPS(Mem{Base: xs[p], Disp: 128}, ds[i], sv) // f16(w.d)·f16(x.d)
 			VFMADD231PS(pv, sv, accs[i][p])
 		}
 	}
