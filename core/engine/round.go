@@ -17,6 +17,9 @@ type gen struct {
 	j        judge
 	start    time.Time
 	firstAt  time.Time
+	// firstRound is the number of tokens the first emitting round produced: they all
+	// arrive at the time to first token, so generation speed counts only the rest.
+	firstRound int
 	endAt    time.Time
 	produced int // tokens chosen so far (including an ending EOG)
 	last     sdk.RoundOutcome
@@ -134,6 +137,9 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	// 6. emit the accepted run one token at a time, exactly as plain decoding would
 	toks := append(g.drafts[:r.Accepted:r.Accepted], r.Next)
 	emitted, done, err := g.push(toks)
+	if g.firstRound == 0 {
+		g.firstRound = g.produced
+	}
 	g.res.Spec.addRound(len(g.drafts), r.Accepted, emitted)
 	return done, err
 }
@@ -228,8 +234,10 @@ func (g *gen) finish() {
 		r.Timings.PromptMs = ms(g.firstAt.Sub(g.start))
 		r.Timings.GenMs = ms(g.endAt.Sub(g.firstAt))
 		r.Timings.TTFTMs = r.Timings.PromptMs
-		if g.produced > 1 && r.Timings.GenMs > 0 {
-			r.Timings.GenTPS = float64(g.produced-1) / r.Timings.GenMs * 1000
+		// Tokens after the first round over the time after it (a speculative first
+		// round emits several tokens at once; counting them would inflate the rate).
+		if n := g.produced - max(g.firstRound, 1); n > 0 && r.Timings.GenMs > 0 {
+			r.Timings.GenTPS = float64(n) / r.Timings.GenMs * 1000
 		}
 	}
 	if r.Timings.PromptMs > 0 {

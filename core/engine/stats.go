@@ -8,7 +8,8 @@ import (
 )
 
 // Timings of one generation, in milliseconds and tokens per second. The prompt phase
-// lasts until the first token is chosen (TTFT); generation is the rest.
+// lasts until the first token is chosen (TTFT); generation is the rest, and GenTPS
+// counts the tokens after the first round (which all arrive at TTFT) over its time.
 type Timings struct {
 	PromptMs  float64 `json:"prompt_ms"`
 	PromptTPS float64 `json:"prompt_tokens_per_s"`
