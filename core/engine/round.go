@@ -10,22 +10,22 @@ import (
 
 // gen is the state of one request.
 type gen struct {
-	s        *Session
-	req      Request
-	res      *Result
-	emit     emitter
-	j        judge
-	start    time.Time
-	firstAt  time.Time
+	s       *Session
+	req     Request
+	res     *Result
+	emit    emitter
+	j       judge
+	start   time.Time
+	firstAt time.Time
 	// firstRound is the number of tokens the first emitting round produced: they all
 	// arrive at the time to first token, so generation speed counts only the rest.
 	firstRound int
-	endAt    time.Time
-	produced int // tokens chosen so far (including an ending EOG)
-	last     sdk.RoundOutcome
-	drafts   []int32
-	conf     []float32
-	in       []int32
+	endAt      time.Time
+	produced   int // tokens chosen so far (including an ending EOG)
+	last       sdk.RoundOutcome
+	drafts     []int32
+	conf       []float32
+	in         []int32
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
