@@ -121,6 +121,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.printUsage(m.Stderr)
 		return usagef("no command given")
 	}
+	if args[0] == "--version" || args[0] == "-v" {
+		args = []string{"version"}
+	}
 	switch args[0] {
 	case "-h", "--help", "help":
 		if len(args) == 2 && args[0] == "help" && commands[args[1]] != nil { // help COMMAND
