@@ -4089,6 +4089,72 @@ tileQ6_KZ_done:
 	VZEROUPPER
 	RET
 
+DATA mask0F64<>+0(SB)/1, $0x0f
+DATA mask0F64<>+1(SB)/1, $0x0f
+DATA mask0F64<>+2(SB)/1, $0x0f
+DATA mask0F64<>+3(SB)/1, $0x0f
+DATA mask0F64<>+4(SB)/1, $0x0f
+DATA mask0F64<>+5(SB)/1, $0x0f
+DATA mask0F64<>+6(SB)/1, $0x0f
+DATA mask0F64<>+7(SB)/1, $0x0f
+DATA mask0F64<>+8(SB)/1, $0x0f
+DATA mask0F64<>+9(SB)/1, $0x0f
+DATA mask0F64<>+10(SB)/1, $0x0f
+DATA mask0F64<>+11(SB)/1, $0x0f
+DATA mask0F64<>+12(SB)/1, $0x0f
+DATA mask0F64<>+13(SB)/1, $0x0f
+DATA mask0F64<>+14(SB)/1, $0x0f
+DATA mask0F64<>+15(SB)/1, $0x0f
+DATA mask0F64<>+16(SB)/1, $0x0f
+DATA mask0F64<>+17(SB)/1, $0x0f
+DATA mask0F64<>+18(SB)/1, $0x0f
+DATA mask0F64<>+19(SB)/1, $0x0f
+DATA mask0F64<>+20(SB)/1, $0x0f
+DATA mask0F64<>+21(SB)/1, $0x0f
+DATA mask0F64<>+22(SB)/1, $0x0f
+DATA mask0F64<>+23(SB)/1, $0x0f
+DATA mask0F64<>+24(SB)/1, $0x0f
+DATA mask0F64<>+25(SB)/1, $0x0f
+DATA mask0F64<>+26(SB)/1, $0x0f
+DATA mask0F64<>+27(SB)/1, $0x0f
+DATA mask0F64<>+28(SB)/1, $0x0f
+DATA mask0F64<>+29(SB)/1, $0x0f
+DATA mask0F64<>+30(SB)/1, $0x0f
+DATA mask0F64<>+31(SB)/1, $0x0f
+DATA mask0F64<>+32(SB)/1, $0x0f
+DATA mask0F64<>+33(SB)/1, $0x0f
+DATA mask0F64<>+34(SB)/1, $0x0f
+DATA mask0F64<>+35(SB)/1, $0x0f
+DATA mask0F64<>+36(SB)/1, $0x0f
+DATA mask0F64<>+37(SB)/1, $0x0f
+DATA mask0F64<>+38(SB)/1, $0x0f
+DATA mask0F64<>+39(SB)/1, $0x0f
+DATA mask0F64<>+40(SB)/1, $0x0f
+DATA mask0F64<>+41(SB)/1, $0x0f
+DATA mask0F64<>+42(SB)/1, $0x0f
+DATA mask0F64<>+43(SB)/1, $0x0f
+DATA mask0F64<>+44(SB)/1, $0x0f
+DATA mask0F64<>+45(SB)/1, $0x0f
+DATA mask0F64<>+46(SB)/1, $0x0f
+DATA mask0F64<>+47(SB)/1, $0x0f
+DATA mask0F64<>+48(SB)/1, $0x0f
+DATA mask0F64<>+49(SB)/1, $0x0f
+DATA mask0F64<>+50(SB)/1, $0x0f
+DATA mask0F64<>+51(SB)/1, $0x0f
+DATA mask0F64<>+52(SB)/1, $0x0f
+DATA mask0F64<>+53(SB)/1, $0x0f
+DATA mask0F64<>+54(SB)/1, $0x0f
+DATA mask0F64<>+55(SB)/1, $0x0f
+DATA mask0F64<>+56(SB)/1, $0x0f
+DATA mask0F64<>+57(SB)/1, $0x0f
+DATA mask0F64<>+58(SB)/1, $0x0f
+DATA mask0F64<>+59(SB)/1, $0x0f
+DATA mask0F64<>+60(SB)/1, $0x0f
+DATA mask0F64<>+61(SB)/1, $0x0f
+DATA mask0F64<>+62(SB)/1, $0x0f
+DATA mask0F64<>+63(SB)/1, $0x0f
+GLOBL mask0F64<>(SB), RODATA|NOPTR, $64
+
 // func rows2Q8_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
 // Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
 TEXT ·rows2Q8_0Z(SB), NOSPLIT, $0-40
@@ -4143,16 +4209,12 @@ TEXT ·rows2Q4_0Z(SB), NOSPLIT, $0-40
 rows2Q4_0Z_blk:
 	PREFETCHT1      4096(AX)
 	PREFETCHT1      4096(BX)
-	VBROADCASTI128  2(AX), Y0
+	VMOVDQU         2(AX), X0
+	VINSERTI128     $0x01, 2(BX), Y0, Y0
 	VPSRLW          $0x04, Y0, Y1
-	VPBLENDD        $0xf0, Y1, Y0, Y0
-	VPAND           mask0F<>+0(SB), Y0, Y0
-	VMOVDQA         Y0, Y2
-	VBROADCASTI128  2(BX), Y0
-	VPSRLW          $0x04, Y0, Y1
-	VPBLENDD        $0xf0, Y1, Y0, Y0
-	VPAND           mask0F<>+0(SB), Y0, Y0
-	VINSERTI64X4    $0x01, Y0, Z2, Z18
+	VINSERTI64X4    $0x01, Y1, Z0, Z18
+	VSHUFI64X2      $0xd8, Z18, Z18, Z18
+	VPANDD          mask0F64<>+0(SB), Z18, Z18
 	VBROADCASTI64X4 (R10), Z20
 	VBROADCASTI64X4 64(R10), Z19
 	VPDPBUSD        Z20, Z18, Z19
@@ -4187,28 +4249,24 @@ TEXT ·rows2Q5_0Z(SB), NOSPLIT, $0-40
 rows2Q5_0Z_blk:
 	PREFETCHT1      4096(AX)
 	PREFETCHT1      4096(BX)
-	VBROADCASTI128  6(AX), Y0
+	VMOVDQU         6(AX), X0
+	VINSERTI128     $0x01, 6(BX), Y0, Y0
 	VPSRLW          $0x04, Y0, Y1
-	VPBLENDD        $0xf0, Y1, Y0, Y0
-	VPAND           mask0F<>+0(SB), Y0, Y0
-	VPBROADCASTD    2(AX), Y1
-	VPSHUFB         bitsShuf<>+0(SB), Y1, Y1
-	VPOR            bitsMask<>+0(SB), Y1, Y1
-	VPCMPEQB        allOnes<>+0(SB), Y1, Y1
-	VPAND           sixteen<>+0(SB), Y1, Y1
-	VPOR            Y1, Y0, Y0
-	VMOVDQA         Y0, Y2
-	VBROADCASTI128  6(BX), Y0
-	VPSRLW          $0x04, Y0, Y1
-	VPBLENDD        $0xf0, Y1, Y0, Y0
-	VPAND           mask0F<>+0(SB), Y0, Y0
+	VINSERTI64X4    $0x01, Y1, Z0, Z18
+	VSHUFI64X2      $0xd8, Z18, Z18, Z18
+	VPANDD          mask0F64<>+0(SB), Z18, Z18
+	VPBROADCASTD    2(AX), Y2
+	VPSHUFB         bitsShuf<>+0(SB), Y2, Y2
+	VPOR            bitsMask<>+0(SB), Y2, Y2
+	VPCMPEQB        allOnes<>+0(SB), Y2, Y2
+	VPAND           sixteen<>+0(SB), Y2, Y2
 	VPBROADCASTD    2(BX), Y1
 	VPSHUFB         bitsShuf<>+0(SB), Y1, Y1
 	VPOR            bitsMask<>+0(SB), Y1, Y1
 	VPCMPEQB        allOnes<>+0(SB), Y1, Y1
 	VPAND           sixteen<>+0(SB), Y1, Y1
-	VPOR            Y1, Y0, Y0
-	VINSERTI64X4    $0x01, Y0, Z2, Z18
+	VINSERTI64X4    $0x01, Y1, Z2, Z3
+	VPORD           Z3, Z18, Z18
 	VBROADCASTI64X4 (R10), Z20
 	VBROADCASTI64X4 64(R10), Z19
 	VPDPBUSD        Z20, Z18, Z19

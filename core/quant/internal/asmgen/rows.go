@@ -14,16 +14,61 @@ import (
 // AVX2 kernel needs sign, sign, maddubs and madd per row.
 
 func rowsKernels() {
-	rowsKernel("rows2Q8_0Z", 34, unpackQ8_0)
-	rowsKernel("rows2Q4_0Z", 18, unpackQ4_0)
-	rowsKernel("rows2Q5_0Z", 22, unpackQ5_0)
+	mask0F64 = GLOBL("mask0F64", RODATA|NOPTR)
+	for i := 0; i < 64; i++ {
+		DATA(i, U8(0x0f))
+	}
+	rowsKernel("rows2Q8_0Z", 34, unpack2Q8_0)
+	rowsKernel("rows2Q4_0Z", 18, unpack2Q4_0)
+	rowsKernel("rows2Q5_0Z", 22, unpack2Q5_0)
+}
+
+var mask0F64 Mem
+
+// An unpacker2 writes the 32 unsigned levels of the blocks at w0 and w1 into Z18,
+// row 0 in the low half; Y0-Y4 are scratch.
+type unpacker2 func(w0, w1 Mem)
+
+func unpack2Q8_0(w0, w1 Mem) {
+	unpackQ8_0(w0)
+	VMOVDQA(Y0, Y2)
+	unpackQ8_0(w1)
+	VINSERTI64X4(Imm(1), Y0, Z2, Z18)
+}
+
+// unpack2Q4_0 unpacks both rows' nibbles at once: [q0 | q1] as 16-byte lanes, then
+// [low q0, low q1, high q0, high q1] reordered to [low q0, high q0 | low q1, high q1].
+func unpack2Q4_0(w0, w1 Mem) { unpack2Nibbles(w0.Offset(2), w1.Offset(2)) }
+
+func unpack2Nibbles(m0, m1 Mem) {
+	VMOVDQU(m0, X0)
+	VINSERTI128(Imm(1), m1, Y0, Y0)
+	VPSRLW(Imm(4), Y0, Y1)
+	VINSERTI64X4(Imm(1), Y1, Z0, Z18)
+	VSHUFI64X2(Imm(0xd8), Z18, Z18, Z18)
+	VPANDD(mask0F64, Z18, Z18)
+}
+
+// unpack2Q5_0 adds each row's fifth bits (as unpackQ5_0) to both rows' nibbles.
+func unpack2Q5_0(w0, w1 Mem) {
+	unpack2Nibbles(w0.Offset(6), w1.Offset(6))
+	for i, w := range []Mem{w0, w1} {
+		b := []VecPhysical{Y2, Y1}[i]
+		VPBROADCASTD(w.Offset(2), b)
+		VPSHUFB(bitsShuf, b, b)
+		VPOR(bitsMask, b, b)
+		VPCMPEQB(allOnes, b, b)
+		VPAND(sixteen, b, b)
+	}
+	VINSERTI64X4(Imm(1), Y1, Z2, Z3)
+	VPORD(Z3, Z18, Z18)
 }
 
 // rowsKernel emits func(w *byte, wStride, nb int, xp *byte, out *[16]float32): the dots
 // of weight rows w and w+wStride (nb blocks each) with the activation row prepared by
 // prepPairsZ (one row: pair-blocks of pairBlock bytes, half 0). out gets the eight
 // lanes of row 0, then those of row 1, for the caller's hsum.
-func rowsKernel(name string, wBytes int, unpack unpacker) {
+func rowsKernel(name string, wBytes int, unpack2 unpacker2) {
 	TEXT(name, NOSPLIT, "func(w *byte, wStride, nb int, xp *byte, out *[16]float32)")
 	Pragma("noescape")
 	Doc(name + " runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).")
@@ -37,10 +82,7 @@ func rowsKernel(name string, wBytes int, unpack unpacker) {
 	Label(name + "_blk")
 	prefetchW(RAX, 64)
 	prefetchW(RBX, 64)
-	unpack(Mem{Base: RAX})
-	VMOVDQA(Y0, Y2)
-	unpack(Mem{Base: RBX})
-	VINSERTI64X4(Imm(1), Y0, Z2, Z18)              // [row 0 levels | row 1 levels]
+	unpack2(Mem{Base: RAX}, Mem{Base: RBX})        // [row 0 levels | row 1 levels]
 	VBROADCASTI64X4(Mem{Base: R10}, Z20)           // x levels, both halves
 	VBROADCASTI64X4(Mem{Base: R10, Disp: 64}, Z19) // −bias·Σ4 x, both halves
 	vpdpbusd(Z20, Z18, Z19)                        // Σ4 w·x of both rows
