@@ -4155,62 +4155,93 @@ DATA mask0F64<>+62(SB)/1, $0x0f
 DATA mask0F64<>+63(SB)/1, $0x0f
 GLOBL mask0F64<>(SB), RODATA|NOPTR, $64
 
-// func rows2Q8_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// func rows2Q8_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
-TEXT ·rows2Q8_0Z(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   wStride+8(FP), BX
-	MOVQ   nb+16(FP), CX
-	MOVQ   xp+24(FP), R10
-	MOVQ   out+32(FP), R11
-	ADDQ   AX, BX
+TEXT ·rows2Q8_0Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), R9
+	MOVQ pairs+16(FP), R12
+	MOVQ nb+24(FP), R13
+	MOVQ xp+32(FP), R14
+	MOVQ out+40(FP), R11
+
+rows2Q8_0Z_pair:
+	MOVQ   AX, SI
+	LEAQ   (AX)(R9*1), DI
+	MOVQ   R13, CX
+	MOVQ   R14, R10
 	VPXORD Z16, Z16, Z16
 
 rows2Q8_0Z_blk:
-	PREFETCHT1      4096(AX)
-	PREFETCHT1      4096(BX)
-	VMOVDQU         2(AX), Y0
+	PREFETCHT1      4096(SI)
+	PREFETCHT1      4096(DI)
+	VMOVDQU         2(SI), Y0
 	VPXOR           signBits<>+0(SB), Y0, Y0
 	VMOVDQA         Y0, Y2
-	VMOVDQU         2(BX), Y0
+	VMOVDQU         2(DI), Y0
 	VPXOR           signBits<>+0(SB), Y0, Y0
 	VINSERTI64X4    $0x01, Y0, Z2, Z18
 	VBROADCASTI64X4 (R10), Z20
 	VBROADCASTI64X4 64(R10), Z19
 	VPDPBUSD        Z20, Z18, Z19
 	VCVTDQ2PS       Z19, Z19
-	VPBROADCASTW    (AX), X3
-	VPBROADCASTW    (BX), X4
+	VPBROADCASTW    (SI), X3
+	VPBROADCASTW    (DI), X4
 	VINSERTI128     $0x01, X4, Y3, Y3
 	VCVTPH2PS       Y3, Z21
 	VBROADCASTSS    128(R10), Z22
 	VMULPS          Z22, Z21, Z21
 	VFMADD231PS     Z19, Z21, Z16
-	ADDQ            $0x00000022, AX
-	ADDQ            $0x00000022, BX
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
 	ADDQ            $0x000000c0, R10
 	DECQ            CX
 	JNZ             rows2Q8_0Z_blk
-	VMOVUPS         Z16, (R11)
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (R11)
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, 4(R11)
+	ADDQ            $0x08, R11
+	LEAQ            (AX)(R9*2), AX
+	DECQ            R12
+	JNZ             rows2Q8_0Z_pair
 	VZEROUPPER
 	RET
 
-// func rows2Q4_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// func rows2Q4_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
-TEXT ·rows2Q4_0Z(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   wStride+8(FP), BX
-	MOVQ   nb+16(FP), CX
-	MOVQ   xp+24(FP), R10
-	MOVQ   out+32(FP), R11
-	ADDQ   AX, BX
+TEXT ·rows2Q4_0Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), R9
+	MOVQ pairs+16(FP), R12
+	MOVQ nb+24(FP), R13
+	MOVQ xp+32(FP), R14
+	MOVQ out+40(FP), R11
+
+rows2Q4_0Z_pair:
+	MOVQ   AX, SI
+	LEAQ   (AX)(R9*1), DI
+	MOVQ   R13, CX
+	MOVQ   R14, R10
 	VPXORD Z16, Z16, Z16
 
 rows2Q4_0Z_blk:
-	PREFETCHT1      4096(AX)
-	PREFETCHT1      4096(BX)
-	VMOVDQU         2(AX), X0
-	VINSERTI128     $0x01, 2(BX), Y0, Y0
+	PREFETCHT1      4096(SI)
+	PREFETCHT1      4096(DI)
+	VMOVDQU         2(SI), X0
+	VINSERTI128     $0x01, 2(DI), Y0, Y0
 	VPSRLW          $0x04, Y0, Y1
 	VINSERTI64X4    $0x01, Y1, Z0, Z18
 	VSHUFI64X2      $0xd8, Z18, Z18, Z18
@@ -4219,48 +4250,73 @@ rows2Q4_0Z_blk:
 	VBROADCASTI64X4 64(R10), Z19
 	VPDPBUSD        Z20, Z18, Z19
 	VCVTDQ2PS       Z19, Z19
-	VPBROADCASTW    (AX), X3
-	VPBROADCASTW    (BX), X4
+	VPBROADCASTW    (SI), X3
+	VPBROADCASTW    (DI), X4
 	VINSERTI128     $0x01, X4, Y3, Y3
 	VCVTPH2PS       Y3, Z21
 	VBROADCASTSS    128(R10), Z22
 	VMULPS          Z22, Z21, Z21
 	VFMADD231PS     Z19, Z21, Z16
-	ADDQ            $0x00000012, AX
-	ADDQ            $0x00000012, BX
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, DI
 	ADDQ            $0x000000c0, R10
 	DECQ            CX
 	JNZ             rows2Q4_0Z_blk
-	VMOVUPS         Z16, (R11)
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (R11)
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, 4(R11)
+	ADDQ            $0x08, R11
+	LEAQ            (AX)(R9*2), AX
+	DECQ            R12
+	JNZ             rows2Q4_0Z_pair
 	VZEROUPPER
 	RET
 
-// func rows2Q5_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+// func rows2Q5_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512_VNNI, MMX+
-TEXT ·rows2Q5_0Z(SB), NOSPLIT, $0-40
-	MOVQ   w+0(FP), AX
-	MOVQ   wStride+8(FP), BX
-	MOVQ   nb+16(FP), CX
-	MOVQ   xp+24(FP), R10
-	MOVQ   out+32(FP), R11
-	ADDQ   AX, BX
+TEXT ·rows2Q5_0Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), R9
+	MOVQ pairs+16(FP), R12
+	MOVQ nb+24(FP), R13
+	MOVQ xp+32(FP), R14
+	MOVQ out+40(FP), R11
+
+rows2Q5_0Z_pair:
+	MOVQ   AX, SI
+	LEAQ   (AX)(R9*1), DI
+	MOVQ   R13, CX
+	MOVQ   R14, R10
 	VPXORD Z16, Z16, Z16
 
 rows2Q5_0Z_blk:
-	PREFETCHT1      4096(AX)
-	PREFETCHT1      4096(BX)
-	VMOVDQU         6(AX), X0
-	VINSERTI128     $0x01, 6(BX), Y0, Y0
+	PREFETCHT1      4096(SI)
+	PREFETCHT1      4096(DI)
+	VMOVDQU         6(SI), X0
+	VINSERTI128     $0x01, 6(DI), Y0, Y0
 	VPSRLW          $0x04, Y0, Y1
 	VINSERTI64X4    $0x01, Y1, Z0, Z18
 	VSHUFI64X2      $0xd8, Z18, Z18, Z18
 	VPANDD          mask0F64<>+0(SB), Z18, Z18
-	VPBROADCASTD    2(AX), Y2
+	VPBROADCASTD    2(SI), Y2
 	VPSHUFB         bitsShuf<>+0(SB), Y2, Y2
 	VPOR            bitsMask<>+0(SB), Y2, Y2
 	VPCMPEQB        allOnes<>+0(SB), Y2, Y2
 	VPAND           sixteen<>+0(SB), Y2, Y2
-	VPBROADCASTD    2(BX), Y1
+	VPBROADCASTD    2(DI), Y1
 	VPSHUFB         bitsShuf<>+0(SB), Y1, Y1
 	VPOR            bitsMask<>+0(SB), Y1, Y1
 	VPCMPEQB        allOnes<>+0(SB), Y1, Y1
@@ -4271,18 +4327,37 @@ rows2Q5_0Z_blk:
 	VBROADCASTI64X4 64(R10), Z19
 	VPDPBUSD        Z20, Z18, Z19
 	VCVTDQ2PS       Z19, Z19
-	VPBROADCASTW    (AX), X3
-	VPBROADCASTW    (BX), X4
+	VPBROADCASTW    (SI), X3
+	VPBROADCASTW    (DI), X4
 	VINSERTI128     $0x01, X4, Y3, Y3
 	VCVTPH2PS       Y3, Z21
 	VBROADCASTSS    128(R10), Z22
 	VMULPS          Z22, Z21, Z21
 	VFMADD231PS     Z19, Z21, Z16
-	ADDQ            $0x00000016, AX
-	ADDQ            $0x00000016, BX
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, DI
 	ADDQ            $0x000000c0, R10
 	DECQ            CX
 	JNZ             rows2Q5_0Z_blk
-	VMOVUPS         Z16, (R11)
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (R11)
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, 4(R11)
+	ADDQ            $0x08, R11
+	LEAQ            (AX)(R9*2), AX
+	DECQ            R12
+	JNZ             rows2Q5_0Z_pair
 	VZEROUPPER
 	RET

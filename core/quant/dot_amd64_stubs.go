@@ -79,17 +79,17 @@ func tileQ4_KZ(a *uintptr)
 //go:noescape
 func tileQ6_KZ(a *uintptr)
 
-// rows2Q8_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+// rows2Q8_0Z runs pairs of weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
 //
 //go:noescape
-func rows2Q8_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+func rows2Q8_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)
 
-// rows2Q4_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+// rows2Q4_0Z runs pairs of weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
 //
 //go:noescape
-func rows2Q4_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+func rows2Q4_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)
 
-// rows2Q5_0Z runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
+// rows2Q5_0Z runs pairs of weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).
 //
 //go:noescape
-func rows2Q5_0Z(w *byte, wStride int, nb int, xp *byte, out *[16]float32)
+func rows2Q5_0Z(w *byte, wStride int, pairs int, nb int, xp *byte, out *float32)

@@ -133,20 +133,17 @@ func rowsZ(tl *Tile, typ Type, nb int, bias *[32]byte, dot func(int, []byte, []b
 	defer tileScratchPool.Put(s)
 	s.prep = grow(s.prep, nb*pairBlock)
 	prepPairsZ(&tl.X[0], tl.XStride, 1, nb, &bias[0], &s.prep[0])
-	var lanes [16]float32
-	r := 0
-	for ; r+2 <= tl.Rows; r += 2 {
-		w := &tl.W[r*tl.WStride]
+	r := tl.Rows &^ 1
+	if pairs := r / 2; pairs > 0 {
+		w, out := &tl.W[0], &tl.Out[0]
 		switch typ {
 		case Q8_0:
-			rows2Q8_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+			rows2Q8_0Z(w, tl.WStride, pairs, nb, &s.prep[0], out)
 		case Q4_0:
-			rows2Q4_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+			rows2Q4_0Z(w, tl.WStride, pairs, nb, &s.prep[0], out)
 		default:
-			rows2Q5_0Z(w, tl.WStride, nb, &s.prep[0], &lanes)
+			rows2Q5_0Z(w, tl.WStride, pairs, nb, &s.prep[0], out)
 		}
-		tl.Out[r] = (*lanes8)(lanes[:8]).sum()
-		tl.Out[r+1] = (*lanes8)(lanes[8:]).sum()
 	}
 	if r < tl.Rows {
 		tl.Out[r] = dot(tl.N, tl.W[r*tl.WStride:], tl.X)

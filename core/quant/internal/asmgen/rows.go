@@ -64,42 +64,57 @@ func unpack2Q5_0(w0, w1 Mem) {
 	VPORD(Z3, Z18, Z18)
 }
 
-// rowsKernel emits func(w *byte, wStride, nb int, xp *byte, out *[16]float32): the dots
-// of weight rows w and w+wStride (nb blocks each) with the activation row prepared by
-// prepPairsZ (one row: pair-blocks of pairBlock bytes, half 0). out gets the eight
-// lanes of row 0, then those of row 1, for the caller's hsum.
+// rowsKernel emits func(w *byte, wStride, pairs, nb int, xp *byte, out *float32): for
+// p < pairs, the dots of weight rows 2p and 2p+1 (at w + 2p·wStride, nb blocks each)
+// with the activation row prepared by prepPairsZ (one row: pair-blocks of pairBlock
+// bytes, half 0) go to out[2p] and out[2p+1], each reduced as hsum_float_8.
 func rowsKernel(name string, wBytes int, unpack2 unpacker2) {
-	TEXT(name, NOSPLIT, "func(w *byte, wStride, nb int, xp *byte, out *[16]float32)")
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, pairs, nb int, xp *byte, out *float32)")
 	Pragma("noescape")
-	Doc(name + " runs two weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).")
+	Doc(name + " runs pairs of weight rows against one prepared activation row in ggml's order (AVX512F/BW/VL, AVX512_VNNI, F16C).")
 	Load(Param("w"), RAX)
-	Load(Param("wStride"), RBX)
-	Load(Param("nb"), RCX)
-	Load(Param("xp"), R10)
+	Load(Param("wStride"), R9)
+	Load(Param("pairs"), R12)
+	Load(Param("nb"), R13)
+	Load(Param("xp"), R14)
 	Load(Param("out"), R11)
-	ADDQ(RAX, RBX) // the second row
+	Label(name + "_pair")
+	MOVQ(RAX, RSI)
+	LEAQ(Mem{Base: RAX, Index: R9, Scale: 1}, RDI) // the second row
+	MOVQ(R13, RCX)
+	MOVQ(R14, R10)
 	VPXORD(Z16, Z16, Z16)
 	Label(name + "_blk")
-	prefetchW(RAX, 64)
-	prefetchW(RBX, 64)
-	unpack2(Mem{Base: RAX}, Mem{Base: RBX})        // [row 0 levels | row 1 levels]
+	prefetchW(RSI, 64)
+	prefetchW(RDI, 64)
+	unpack2(Mem{Base: RSI}, Mem{Base: RDI})        // [row 0 levels | row 1 levels]
 	VBROADCASTI64X4(Mem{Base: R10}, Z20)           // x levels, both halves
 	VBROADCASTI64X4(Mem{Base: R10, Disp: 64}, Z19) // −bias·Σ4 x, both halves
 	vpdpbusd(Z20, Z18, Z19)                        // Σ4 w·x of both rows
 	VCVTDQ2PS(Z19, Z19)
-	VPBROADCASTW(Mem{Base: RAX}, X3)
-	VPBROADCASTW(Mem{Base: RBX}, X4)
+	VPBROADCASTW(Mem{Base: RSI}, X3)
+	VPBROADCASTW(Mem{Base: RDI}, X4)
 	VINSERTI128(Imm(1), X4, Y3, Y3)
 	VCVTPH2PS(Y3, Z21)                           // [f16(w0.d) ×8 | f16(w1.d) ×8]
 	VBROADCASTSS(Mem{Base: R10, Disp: 128}, Z22) // f16(x.d)
 	VMULPS(Z22, Z21, Z21)
 	VFMADD231PS(Z19, Z21, Z16)
-	ADDQ(U32(wBytes), RAX)
-	ADDQ(U32(wBytes), RBX)
+	ADDQ(U32(wBytes), RSI)
+	ADDQ(U32(wBytes), RDI)
 	ADDQ(U32(pairBlock), R10)
 	DECQ(RCX)
 	JNZ(LabelRef(name + "_blk"))
-	VMOVUPS(Z16, Mem{Base: R11})
+	// hsum_float_8 of each half: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+	VMOVUPS(Z16, Z0)
+	VEXTRACTF64X4(Imm(1), Z0, Y1)
+	lanesSum(Y0, X2, X3)
+	VMOVSS(X2, Mem{Base: R11})
+	lanesSum(Y1, X2, X3)
+	VMOVSS(X2, Mem{Base: R11, Disp: 4})
+	ADDQ(Imm(8), R11)
+	LEAQ(Mem{Base: RAX, Index: R9, Scale: 2}, RAX)
+	DECQ(R12)
+	JNZ(LabelRef(name + "_pair"))
 	VZEROUPPER()
 	RET()
 }
