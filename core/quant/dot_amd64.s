@@ -1892,6 +1892,507 @@ TEXT ·tileQ8_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
+tileQ8_0Z_rows4:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x04
+	JL   tileQ8_0Z_rows2
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ8_0Z_rows4_unpack0:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows4_unpack0
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
+
+tileQ8_0Z_rows4_unpack1:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows4_unpack1
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
+
+tileQ8_0Z_rows4_unpack2:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows4_unpack2
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000060, SI
+	ADDQ      $0x0000000c, DI
+
+tileQ8_0Z_rows4_unpack3:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows4_unpack3
+	XORQ      R8, R8
+
+tileQ8_0Z_rows4_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ8_0Z_rows4_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows4_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows4_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z13, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z28, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ8_0Z_rows4_pairs2
+
+tileQ8_0Z_rows4_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ8_0Z_rows4_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows4_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows4_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ8_0Z_rows4_pairs1
+
+tileQ8_0Z_rows4_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x04, R12
+	JMP  tileQ8_0Z_rows4
+
 tileQ8_0Z_rows2:
 	MOVQ 16(R13), R9
 	SUBQ R12, R9
@@ -1911,8 +2412,8 @@ tileQ8_0Z_rows2_unpack0:
 	VCVTPH2PS X2, X2
 	VMOVSS    X2, (DI)
 	ADDQ      $0x00000022, AX
-	ADDQ      $0x20, SI
-	ADDQ      $0x04, DI
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
 	DECQ      CX
 	JNZ       tileQ8_0Z_rows2_unpack0
 	MOVQ      BX, AX
@@ -1920,10 +2421,8 @@ tileQ8_0Z_rows2_unpack0:
 	MOVQ      32(R13), SI
 	MOVQ      40(R13), DI
 	MOVQ      24(R13), CX
-	MOVQ      CX, R9
-	SHLQ      $0x05, R9
-	ADDQ      R9, SI
-	LEAQ      (DI)(CX*4), DI
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
 
 tileQ8_0Z_rows2_unpack1:
 	VMOVDQU   2(AX), Y0
@@ -1934,8 +2433,8 @@ tileQ8_0Z_rows2_unpack1:
 	VCVTPH2PS X2, X2
 	VMOVSS    X2, (DI)
 	ADDQ      $0x00000022, AX
-	ADDQ      $0x20, SI
-	ADDQ      $0x04, DI
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
 	DECQ      CX
 	JNZ       tileQ8_0Z_rows2_unpack1
 	XORQ      R8, R8
@@ -1956,16 +2455,12 @@ tileQ8_0Z_rows2_pairs2:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ8_0Z_rows2_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -1973,11 +2468,11 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
 	VMOVDQU32       64(R11), Z22
@@ -1985,15 +2480,13 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z30
-	VPDPBUSD        Z9, Z24, Z30
-	VMULPS          Z11, Z25, Z31
-	VCVTDQ2PS       Z30, Z30
-	VFMADD231PS     Z30, Z31, Z27
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2043,7 +2536,7 @@ tileQ8_0Z_rows2_pairs2_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -2098,16 +2591,12 @@ tileQ8_0Z_rows2_pairs1:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ8_0Z_rows2_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -2115,15 +2604,13 @@ tileQ8_0Z_rows2_pairs1_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2155,7 +2642,7 @@ tileQ8_0Z_rows2_pairs1_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -2203,8 +2690,8 @@ tileQ8_0Z_rows1_unpack0:
 	VCVTPH2PS X2, X2
 	VMOVSS    X2, (DI)
 	ADDQ      $0x00000022, AX
-	ADDQ      $0x20, SI
-	ADDQ      $0x04, DI
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
 	DECQ      CX
 	JNZ       tileQ8_0Z_rows1_unpack0
 	XORQ      R8, R8
@@ -2237,8 +2724,8 @@ tileQ8_0Z_rows1_pairs2_blk:
 	VMULPS          128(R11), Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2309,8 +2796,8 @@ tileQ8_0Z_rows1_pairs1_blk:
 	VMULPS          128(R10), Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2359,6 +2846,515 @@ TEXT ·tileQ4_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
+tileQ4_0Z_rows4:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x04
+	JL   tileQ4_0Z_rows2
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ4_0Z_rows4_unpack0:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows4_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ4_0Z_rows4_unpack1:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows4_unpack1
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ4_0Z_rows4_unpack2:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows4_unpack2
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ4_0Z_rows4_unpack3:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows4_unpack3
+	XORQ           R8, R8
+
+tileQ4_0Z_rows4_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ4_0Z_rows4_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows4_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows4_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z13, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z28, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ4_0Z_rows4_pairs2
+
+tileQ4_0Z_rows4_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ4_0Z_rows4_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows4_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows4_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ4_0Z_rows4_pairs1
+
+tileQ4_0Z_rows4_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x04, R12
+	JMP  tileQ4_0Z_rows4
+
 tileQ4_0Z_rows2:
 	MOVQ 16(R13), R9
 	SUBQ R12, R9
@@ -2380,8 +3376,8 @@ tileQ4_0Z_rows2_unpack0:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000012, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
 	DECQ           CX
 	JNZ            tileQ4_0Z_rows2_unpack0
 	MOVQ           BX, AX
@@ -2389,10 +3385,8 @@ tileQ4_0Z_rows2_unpack0:
 	MOVQ           32(R13), SI
 	MOVQ           40(R13), DI
 	MOVQ           24(R13), CX
-	MOVQ           CX, R9
-	SHLQ           $0x05, R9
-	ADDQ           R9, SI
-	LEAQ           (DI)(CX*4), DI
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
 
 tileQ4_0Z_rows2_unpack1:
 	VBROADCASTI128 2(AX), Y0
@@ -2405,8 +3399,8 @@ tileQ4_0Z_rows2_unpack1:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000012, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
 	DECQ           CX
 	JNZ            tileQ4_0Z_rows2_unpack1
 	XORQ           R8, R8
@@ -2427,16 +3421,12 @@ tileQ4_0Z_rows2_pairs2:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ4_0Z_rows2_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -2444,11 +3434,11 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
 	VMOVDQU32       64(R11), Z22
@@ -2456,15 +3446,13 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z30
-	VPDPBUSD        Z9, Z24, Z30
-	VMULPS          Z11, Z25, Z31
-	VCVTDQ2PS       Z30, Z30
-	VFMADD231PS     Z30, Z31, Z27
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2514,7 +3502,7 @@ tileQ4_0Z_rows2_pairs2_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -2569,16 +3557,12 @@ tileQ4_0Z_rows2_pairs1:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ4_0Z_rows2_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -2586,15 +3570,13 @@ tileQ4_0Z_rows2_pairs1_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2626,7 +3608,7 @@ tileQ4_0Z_rows2_pairs1_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -2676,8 +3658,8 @@ tileQ4_0Z_rows1_unpack0:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000012, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
 	DECQ           CX
 	JNZ            tileQ4_0Z_rows1_unpack0
 	XORQ           R8, R8
@@ -2710,8 +3692,8 @@ tileQ4_0Z_rows1_pairs2_blk:
 	VMULPS          128(R11), Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2782,8 +3764,8 @@ tileQ4_0Z_rows1_pairs1_blk:
 	VMULPS          128(R10), Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2832,6 +3814,539 @@ TEXT ·tileQ5_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
+tileQ5_0Z_rows4:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x04
+	JL   tileQ5_0Z_rows2
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ5_0Z_rows4_unpack0:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows4_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ5_0Z_rows4_unpack1:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows4_unpack1
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ5_0Z_rows4_unpack2:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows4_unpack2
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ5_0Z_rows4_unpack3:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows4_unpack3
+	XORQ           R8, R8
+
+tileQ5_0Z_rows4_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ5_0Z_rows4_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows4_pairs2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows4_pairs2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z17, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z27, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z13, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VMOVUPS         Z28, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x02, R8
+	JMP             tileQ5_0Z_rows4_pairs2
+
+tileQ5_0Z_rows4_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ5_0Z_rows4_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows4_pairs1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows4_pairs1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x01, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z26, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x02, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z12, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           16(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x03, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z14, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            16(R13), R9
+	ADDQ            $0x01, R8
+	JMP             tileQ5_0Z_rows4_pairs1
+
+tileQ5_0Z_rows4_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x04, R12
+	JMP  tileQ5_0Z_rows4
+
 tileQ5_0Z_rows2:
 	MOVQ 16(R13), R9
 	SUBQ R12, R9
@@ -2859,8 +4374,8 @@ tileQ5_0Z_rows2_unpack0:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000016, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
 	DECQ           CX
 	JNZ            tileQ5_0Z_rows2_unpack0
 	MOVQ           BX, AX
@@ -2868,10 +4383,8 @@ tileQ5_0Z_rows2_unpack0:
 	MOVQ           32(R13), SI
 	MOVQ           40(R13), DI
 	MOVQ           24(R13), CX
-	MOVQ           CX, R9
-	SHLQ           $0x05, R9
-	ADDQ           R9, SI
-	LEAQ           (DI)(CX*4), DI
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
 
 tileQ5_0Z_rows2_unpack1:
 	VBROADCASTI128 6(AX), Y0
@@ -2890,8 +4403,8 @@ tileQ5_0Z_rows2_unpack1:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000016, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
 	DECQ           CX
 	JNZ            tileQ5_0Z_rows2_unpack1
 	XORQ           R8, R8
@@ -2912,16 +4425,12 @@ tileQ5_0Z_rows2_pairs2:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ5_0Z_rows2_pairs2_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -2929,11 +4438,11 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
 	VMOVDQU32       64(R11), Z22
@@ -2941,15 +4450,13 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z30
-	VPDPBUSD        Z9, Z24, Z30
-	VMULPS          Z11, Z25, Z31
-	VCVTDQ2PS       Z30, Z30
-	VFMADD231PS     Z30, Z31, Z27
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R11), Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -2999,7 +4506,7 @@ tileQ5_0Z_rows2_pairs2_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -3054,16 +4561,12 @@ tileQ5_0Z_rows2_pairs1:
 	MOVQ   32(R13), SI
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
-	MOVQ   CX, AX
-	SHLQ   $0x05, AX
-	ADDQ   SI, AX
-	LEAQ   (DI)(CX*4), DX
 
 tileQ5_0Z_rows2_pairs1_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
-	VBROADCASTI64X4 (AX), Z24
-	VBROADCASTSS    (DX), Z25
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
 	VMOVDQU32       64(R10), Z20
@@ -3071,15 +4574,13 @@ tileQ5_0Z_rows2_pairs1_blk:
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z28
-	VPDPBUSD        Z8, Z24, Z28
-	VMULPS          Z10, Z25, Z29
-	VCVTDQ2PS       Z28, Z28
-	VFMADD231PS     Z28, Z29, Z26
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
-	ADDQ            $0x20, AX
-	ADDQ            $0x04, DX
+	VMOVDQU32       64(R10), Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -3111,7 +4612,7 @@ tileQ5_0Z_rows2_pairs1_blk:
 	SHLQ            $0x01, R9
 	IMULQ           16(R13), R9
 	ADDQ            R12, R9
-	INCQ            R9
+	ADDQ            $0x01, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z26, Z0
 	VEXTRACTF64X4   $0x01, Z0, Y1
@@ -3167,8 +4668,8 @@ tileQ5_0Z_rows1_unpack0:
 	VCVTPH2PS      X2, X2
 	VMOVSS         X2, (DI)
 	ADDQ           $0x00000016, AX
-	ADDQ           $0x20, SI
-	ADDQ           $0x04, DI
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
 	DECQ           CX
 	JNZ            tileQ5_0Z_rows1_unpack0
 	XORQ           R8, R8
@@ -3201,8 +4702,8 @@ tileQ5_0Z_rows1_pairs2_blk:
 	VMULPS          128(R11), Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
@@ -3273,8 +4774,8 @@ tileQ5_0Z_rows1_pairs1_blk:
 	VMULPS          128(R10), Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	ADDQ            $0x20, SI
-	ADDQ            $0x04, DI
+	ADDQ            $0x00000020, SI
+	ADDQ            $0x00000004, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX

@@ -93,8 +93,8 @@ func tileZ(tl *Tile, typ Type) {
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
 	s.prep = grow(s.prep, pairs*nb*pairBlock)
-	s.wu = grow(s.wu, 2*nb*32) // two weight rows at a time
-	s.dw = grow(s.dw, 2*nb)
+	s.wu = grow(s.wu, 4*nb*32) // up to four weight rows at a time
+	s.dw = grow(s.dw, 4*nb)
 	s.out = grow(s.out, 2*pairs*tl.Rows)
 	if tl.NX%2 == 1 {
 		// The missing partner row: zero levels, lanes and scales.

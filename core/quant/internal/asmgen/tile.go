@@ -158,31 +158,31 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 	MOVQ(Mem{Base: a, Disp: taW}, RBX)
 	XORQ(R12, R12) // r
 
-	for _, nr := range []int{2, 1} {
+	nrs := []int{4, 2, 1}
+	for k, nr := range nrs {
 		rows := name + "_rows" + string(rune('0'+nr))
 		Label(rows)
 		MOVQ(Mem{Base: a, Disp: taRows}, R9)
 		SUBQ(R12, R9)
 		CMPQ(R9, Imm(uint64(nr)))
-		if nr == 2 {
-			JL(LabelRef(name + "_rows1"))
+		if k+1 < len(nrs) {
+			JL(LabelRef(name + "_rows" + string(rune('0'+nrs[k+1]))))
 		} else {
 			JL(LabelRef(name + "_done"))
 		}
-		// Unpack nr rows: levels to wu (+32·nb for the second), f16(d) to dw (+4·nb).
+		// Unpack nr rows, interleaved per block: row i's levels of block b at
+		// wu + (b·nr + i)·32, its f16(d) at dw + (b·nr + i)·4.
 		for i := 0; i < nr; i++ {
 			MOVQ(RBX, RAX)
-			if i == 1 {
+			for j := 0; j < i; j++ {
 				ADDQ(Mem{Base: a, Disp: taWStride}, RAX)
 			}
 			MOVQ(Mem{Base: a, Disp: taWU}, RSI)
 			MOVQ(Mem{Base: a, Disp: taDW}, RDI)
 			MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-			if i == 1 { // the second row's halves: wu + 32·nb, dw + 4·nb
-				MOVQ(RCX, R9)
-				SHLQ(Imm(5), R9)
-				ADDQ(R9, RSI)
-				LEAQ(Mem{Base: RDI, Index: RCX, Scale: 4}, RDI)
+			if i > 0 {
+				ADDQ(U32(32*i), RSI)
+				ADDQ(U32(4*i), RDI)
 			}
 			un := rows + "_unpack" + string(rune('0'+i))
 			Label(un)
@@ -193,8 +193,8 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 			VCVTPH2PS(X2, X2)
 			VMOVSS(X2, Mem{Base: RDI})
 			ADDQ(U32(wBytes), RAX)
-			ADDQ(Imm(32), RSI)
-			ADDQ(Imm(4), RDI)
+			ADDQ(U32(32*nr), RSI)
+			ADDQ(U32(4*nr), RDI)
 			DECQ(RCX)
 			JNZ(LabelRef(un))
 		}
@@ -212,14 +212,13 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 			}
 			tileBlocks(loop, nr, np, a)
 			// Reduce and store out[2p+h][r+i].
-			accs := [2][2]VecPhysical{{Z16, Z17}, {Z26, Z27}}
 			for i := 0; i < nr; i++ {
 				MOVQ(R8, R9)
 				SHLQ(Imm(1), R9)
 				IMULQ(Mem{Base: a, Disp: taRows}, R9)
 				ADDQ(R12, R9)
-				if i == 1 {
-					INCQ(R9)
+				if i > 0 {
+					ADDQ(Imm(uint64(i)), R9)
 				}
 				MOVQ(Mem{Base: a, Disp: taOut}, RAX)
 				for p := 0; p < np; p++ {
@@ -249,6 +248,9 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 	RET()
 }
 
+// accs[i][p] is the accumulator of weight row i (of up to four) with activation pair p.
+var accs = [4][2]VecPhysical{{Z16, Z17}, {Z26, Z27}, {Z12, Z13}, {Z14, Z28}}
+
 // tileBlocks emits the block loop for nr weight rows (unpacked in wu/dw) and np
 // activation pairs starting at pair R8: acc[i][p] = fma(dw_i·dx, lanes, acc[i][p]).
 func tileBlocks(loop string, nr, np int, a Register) {
@@ -256,9 +258,8 @@ func tileBlocks(loop string, nr, np int, a Register) {
 	IMULQ(R14, R10)
 	ADDQ(Mem{Base: a, Disp: taXP}, R10)
 	LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
-	accs := [2][2]VecPhysical{{Z16, Z17}, {Z26, Z27}}
-	tmps := [2][2][2]VecPhysical{{{Z20, Z21}, {Z22, Z23}}, {{Z28, Z29}, {Z30, Z31}}}
-	ws, ds := [2]VecPhysical{Z18, Z24}, [2]VecPhysical{Z19, Z25}
+	tmps := [2][2][2]VecPhysical{{{Z20, Z21}, {Z22, Z23}}, {{Z29, Z30}, {Z31, Z3}}}
+	ws, ds := [4]VecPhysical{Z18, Z24, Z4, Z5}, [4]VecPhysical{Z19, Z25, Z6, Z7}
 	xs := [2]Register{R10, R11}
 	for i := 0; i < nr; i++ {
 		for p := 0; p < np; p++ {
@@ -268,32 +269,25 @@ func tileBlocks(loop string, nr, np int, a Register) {
 	MOVQ(Mem{Base: a, Disp: taWU}, RSI)
 	MOVQ(Mem{Base: a, Disp: taDW}, RDI)
 	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-	if nr == 2 { // second row: RAX = wu + 32·nb, RDX = dw + 4·nb
-		MOVQ(RCX, RAX)
-		SHLQ(Imm(5), RAX)
-		ADDQ(RSI, RAX)
-		LEAQ(Mem{Base: RDI, Index: RCX, Scale: 4}, RDX)
-	}
-	wp, dp := [2]Register{RSI, RAX}, [2]Register{RDI, RDX}
 	Label(loop + "_blk")
-	for i := 0; i < nr; i++ {
-		VBROADCASTI64X4(Mem{Base: wp[i]}, ws[i])
-		VBROADCASTSS(Mem{Base: dp[i]}, ds[i])
+	for i := 0; i < nr; i++ { // the nr rows' block b lie together (tileKernel)
+		VBROADCASTI64X4(Mem{Base: RSI, Disp: 32 * i}, ws[i])
+		VBROADCASTSS(Mem{Base: RDI, Disp: 4 * i}, ds[i])
 	}
 	// The pair's levels and scales are loaded once for both weight rows (Z8-Z11: EVEX
 	// reaches them too); the load ports, not the ALUs, were the limit.
 	xv, xsc := [2]VecPhysical{Z8, Z9}, [2]VecPhysical{Z10, Z11}
 	for p := 0; p < np; p++ {
-		if nr == 2 {
+		if nr >= 2 {
 			VMOVDQU32(Mem{Base: xs[p]}, xv[p])
 			VMOVUPS(Mem{Base: xs[p], Disp: 128}, xsc[p])
 		}
 		for i := 0; i < nr; i++ {
-			pv, sv := tmps[i][p][0], tmps[i][p][1]
+			pv, sv := tmps[i%2][p][0], tmps[i%2][p][1]
 			// Σ4 (w+bias)·x − bias·Σ4 x: exact int32 lanes, as ggml's; starting
 			// from the prepared −bias·Σ4 lanes saves an ALU operation per dot.
 			VMOVDQU32(Mem{Base: xs[p], Disp: 64}, pv)
-			if nr == 2 {
+			if nr >= 2 {
 				vpdpbusd(xv[p], ws[i], pv)
 				VMULPS(xsc[p], ds[i], sv) // f16(w.d)·f16(x.d)
 			} else {
@@ -304,10 +298,8 @@ func tileBlocks(loop string, nr, np int, a Register) {
 			VFMADD231PS(pv, sv, accs[i][p])
 		}
 	}
-	for i := 0; i < nr; i++ {
-		ADDQ(Imm(32), wp[i])
-		ADDQ(Imm(4), dp[i])
-	}
+	ADDQ(U32(32*nr), RSI)
+	ADDQ(U32(4*nr), RDI)
 	ADDQ(U32(pairBlock), R10)
 	ADDQ(U32(pairBlock), R11)
 	DECQ(RCX)
