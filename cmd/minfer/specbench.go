@@ -200,7 +200,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	}
 	for rep := range reps {
 		for di, d := range depths {
-			if !f.jsonOut {
+			if !f.jsonOut && m.IsTerminal {
 				fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, d)
 			}
 			for pi, p := range ids {
@@ -210,7 +210,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 			}
 		}
 	}
-	if !f.jsonOut {
+	if !f.jsonOut && m.IsTerminal {
 		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
 	}
 	summarizeDepths(res.Depths, len(ids))

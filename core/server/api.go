@@ -103,31 +103,54 @@ type Extension struct {
 	AssertIdentity bool   `json:"assert_identity"`
 }
 
+// UnmarshalJSON decodes strictly: an unknown key in the extension is a mistake worth
+// a 400 (a misspelt "polciy" would otherwise silently run the default policy).
+func (x *Extension) UnmarshalJSON(b []byte) error {
+	type plain Extension
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	var v plain
+	if err := d.Decode(&v); err != nil {
+		msg := err.Error()
+		if k, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+			return badRequest("minfer."+strings.Trim(k, `"`), "unknown field (known: policy, sampler, penalty, draft_max, assert_identity)")
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return badRequest("minfer."+te.Field, "wrong type: got JSON %s, want %s", te.Value, jsonKind(te.Type))
+		}
+		return badRequest("minfer", "want an object such as {\"policy\": \"adaptive\"}")
+	}
+	*x = Extension(v)
+	return nil
+}
+
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
 // commonRequest holds the fields chat and text completions share.
 type commonRequest struct {
-	Model               string          `json:"model"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                *int            `json:"top_k"`
-	MinP                *float64        `json:"min_p"`
-	Seed                *int64          `json:"seed"`
-	Stop                stopList        `json:"stop"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-	RepeatPenalty       *float64        `json:"repeat_penalty"`
-	RepeatLastN         *int            `json:"repeat_last_n"`
-	Logprobs            json.RawMessage `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	N                   *int            `json:"n"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	Minfer              *Extension      `json:"minfer"`
+	Model               string             `json:"model"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	TopK                *int               `json:"top_k"`
+	MinP                *float64           `json:"min_p"`
+	Seed                *int64             `json:"seed"`
+	Stop                stopList           `json:"stop"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	RepeatPenalty       *float64           `json:"repeat_penalty"`
+	RepeatLastN         *int               `json:"repeat_last_n"`
+	Logprobs            json.RawMessage    `json:"logprobs"`
+	TopLogprobs         *int               `json:"top_logprobs"`
+	N                   *int               `json:"n"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *streamOptions     `json:"stream_options"`
+	Minfer              *Extension         `json:"minfer"`
+	LogitBias           map[string]float64 `json:"logit_bias"`
 }
 
 type chatRequest struct {
@@ -150,7 +173,10 @@ func decodeJSON(body []byte, v any) error {
 	if err := d.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		var se *json.SyntaxError
+		var re *RequestError
 		switch {
+		case errors.As(err, &re):
+			return re
 		case errors.As(err, &te):
 			return badRequest(strings.TrimPrefix(te.Field, "commonRequest."), "wrong type: got JSON %s, want %s", te.Value, jsonKind(te.Type))
 		case errors.As(err, &se):
@@ -187,6 +213,9 @@ type Params struct {
 
 // validate checks the shared fields and returns the generation budget and Params.
 func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Params, err error) {
+	if len(r.LogitBias) > 0 {
+		return 0, 0, p, badRequest("logit_bias", "not supported by the built-in samplers; a sampler plugin can bias logits (examples/logit-bias-sampler)")
+	}
 	if r.N != nil && *r.N != 1 {
 		return 0, 0, p, badRequest("n", "only n=1 is supported, got %d", *r.N)
 	}

@@ -169,7 +169,13 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
+	allow := map[string]string{"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/models": "GET", "/health": "GET", "/metrics": "GET"}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := allow[r.URL.Path]; ok {
+			w.Header().Set("Allow", m)
+			writeError(w, &RequestError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s %s: method not allowed (use %s)", r.Method, r.URL.Path, m)})
+			return
+		}
 		writeError(w, &RequestError{Status: http.StatusNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return s, nil

@@ -237,6 +237,10 @@ func TestBadRequests(t *testing.T) {
 		{"temperature", "/v1/completions", `{"prompt":"a","temperature":9}`, "temperature", 400},
 		{"stop type", "/v1/completions", `{"prompt":"a","stop":5}`, "", 400},
 		{"unknown plugin", "/v1/completions", `{"prompt":"a","minfer":{"sampler":"nope"}}`, "minfer.sampler", 400},
+		{"unknown extension key", "/v1/completions", `{"prompt":"a","minfer":{"polciy":"ucb"}}`, "minfer.polciy", 400},
+		{"extension wrong type", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":"4"}}`, "minfer.draft_max", 400},
+		{"extension not an object", "/v1/completions", `{"prompt":"a","minfer":7}`, "minfer", 400},
+		{"logit_bias", "/v1/completions", `{"prompt":"a","logit_bias":{"50256":-100}}`, "logit_bias", 400},
 		{"assert identity non-greedy", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":99}}`, "minfer.draft_max", 400},
 		{"prompt missing", "/v1/completions", `{}`, "prompt", 400},
 		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "prompt", 400},
@@ -350,5 +354,31 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 	if g := runtime.NumGoroutine(); g > before+4 {
 		t.Fatalf("goroutines: %d after the load, %d before", g, before)
+	}
+}
+
+func TestWrongMethod(t *testing.T) {
+	_, hs := newTestServer(t, 1)
+	for _, tc := range []struct{ method, path, allow string }{
+		{"GET", "/v1/chat/completions", "POST"},
+		{"POST", "/v1/models", "GET"},
+	} {
+		req, _ := http.NewRequest(tc.method, hs.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow {
+			t.Fatalf("%s %s: got %d Allow %q, want 405 Allow %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), tc.allow)
+		}
+	}
+	resp, err := http.Get(hs.URL + "/v2/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown path: got %d, want 404", resp.StatusCode)
 	}
 }
