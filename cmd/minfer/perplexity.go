@@ -62,6 +62,8 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 		return usagef("perplexity: no text (give -f FILE)")
 	case nctx < 4:
 		return usagef("perplexity: --ctx %d too small", nctx)
+	case chunks == 0 || chunks < -1:
+		return usagef("perplexity: --chunks %d: want -1 (all) or ≥ 1", chunks)
 	case batch < 1:
 		return usagef("perplexity: --batch %d: want ≥ 1", batch)
 	case threads < 0:

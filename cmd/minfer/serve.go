@@ -72,6 +72,9 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	if len(rest) > 0 {
 		return usagef("serve: unexpected argument %q", rest[0])
 	}
+	if grace < 0 {
+		return usagef("serve: --shutdown-grace %v: want ≥ 0", grace)
+	}
 	cfg, _, err := config.LoadOrDefault(f.configPath)
 	if err != nil {
 		return err

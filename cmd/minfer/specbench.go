@@ -124,6 +124,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return usagef("specbench: unexpected argument %q", rest[0])
 	case f.draftPath == "":
 		return usagef("specbench: no draft model (give --draft DRAFT)")
+	case warmup < 0:
+		return usagef("specbench: --warmup %g: want ≥ 0 seconds", warmup)
 	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1:
 		return usagef("specbench: -n, -r, --prompt-count and --prompt-tokens must be ≥ 1")
 	}

@@ -82,6 +82,11 @@ func runTemplate(ctx context.Context, m *Main, args []string) error {
 	if err := json.Unmarshal(b, &msgs); err != nil {
 		return fmt.Errorf("template: %s: want a JSON array of {\"role\", \"content\"}: %w", messages, err)
 	}
+	for i, msg := range msgs {
+		if msg.Role == "" {
+			return fmt.Errorf("template: %s: message %d has no \"role\"", messages, i)
+		}
+	}
 	var opts tokenizer.RenderOptions
 	if tools != "" {
 		tb, err := m.readInput(tools)
