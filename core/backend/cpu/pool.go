@@ -5,22 +5,33 @@ import (
 	"time"
 )
 
-// pool runs one function on n goroutines at once: the caller is worker 0 and n-1
+// pool runs the chunks of one op on n goroutines: the caller is worker 0 and n-1
 // long-lived goroutines are the others. A pool is used by one goroutine at a time.
 //
-// Hand-off: the caller publishes the task and bumps seq; a worker that finished its last
-// task less than spinFor ago is still polling seq and starts at once; one that has
-// parked (blocked on its channel) is woken through the channel. Decode runs ≈ 150
-// parallel ops per token tens of microseconds apart, and waking a parked goroutine costs
-// about that much, so the second worker used to join late. The caller waits for the
-// workers the same way: polling first, then parked on done.
+// Hand-off: the caller publishes the op (fn, chunk, total), sets the claim counter and
+// bumps seq; every worker, the caller included, claims chunk indices from the counter
+// until none are left. The caller waits only for the chunks that were claimed to be
+// completed, never for a worker to show up: a worker that wakes late finds nothing to
+// claim (or claims chunks of a later op, which are just as valid), so a slow wake-up
+// costs the op that worker's help, not the wake-up time. A worker that finished its
+// last op less than spinFor ago is still polling seq and starts at once; one that has
+// parked (blocked on its channel) is woken through the channel. The caller waits the
+// same way: polling first, then parked on done.
 type pool struct {
-	n       int
-	fn      func(w int)   // the current task, written before seq is bumped
-	seq     atomic.Uint64 // task number; bumped once per run
-	pending atomic.Int32  // workers that have not finished the current task
-	stop    atomic.Bool
-	workers []poolWorker
+	n int
+	// The current op, written by the caller before claim is set and not written again
+	// until every chunk of it is completed; read by a worker only after it claimed one
+	// of its chunks.
+	fn           func(w, lo, hi int)
+	chunk, total int
+	// claim is chunks<<32 | next: the op's chunk count and the next chunk index to
+	// hand out. Claiming is one Add; an index ≥ chunks means nothing is left. Each
+	// goroutine over-claims at most twice per op, so next never reaches 1<<32.
+	claim     atomic.Uint64
+	completed atomic.Int64  // chunks of the current op completed
+	seq       atomic.Uint64 // op number; bumped once per op to wake the polling workers
+	stop      atomic.Bool
+	workers   []poolWorker
 	// waiting is set while the caller is parked on done.
 	waiting atomic.Bool
 	done    chan struct{}
@@ -32,11 +43,11 @@ type poolWorker struct {
 	_      [48]byte // keep workers' flags on separate cache lines
 }
 
-// spinFor is how long a worker polls for the next task, and the caller for the
-// workers, before blocking. Measured (docs/perf-cpu.md, Qwen2.5-0.5B, -t 2): on a quiet
-// machine 50 µs raised decode from 31 to 38 t/s (Q8_0) and 43 to 59 t/s (Q4_0), 15 µs
-// only to 49 (Q4_0), 200 µs 4 % more than 50 µs; with the two cores busy with other
-// processes, 50 µs cost ≈ 17 % (the polling spends the process's share).
+// spinFor is how long a worker polls for the next op, and the caller for the workers,
+// before blocking. Measured (docs/perf-cpu.md, Qwen2.5-0.5B, -t 2): on a quiet machine
+// 50 µs raised decode from 31 to 38 t/s (Q8_0) and 43 to 59 t/s (Q4_0), 15 µs only to
+// 49 (Q4_0), 200 µs 4 % more than 50 µs; with the two cores busy with other processes,
+// 50 µs cost ≈ 17 % (the polling spends the process's share).
 var spinFor = 50 * time.Microsecond
 
 func newPool(n int) *pool {
@@ -67,12 +78,12 @@ func spin(cond func() bool) bool {
 
 func (p *pool) worker(id int) {
 	me := &p.workers[id]
-	var seen uint64 // the pool starts at seq 0; a task may come before this goroutine runs
+	var seen uint64 // the pool starts at seq 0; an op may come before this goroutine runs
 	for {
 		if !spin(func() bool { return p.seq.Load() != seen }) {
 			me.parked.Store(true)
 			if p.seq.Load() != seen && me.parked.CompareAndSwap(true, false) {
-				// A task came while parking and nobody is sending: run it.
+				// An op came while parking and nobody is sending: run it.
 			} else {
 				<-me.wake
 			}
@@ -81,42 +92,32 @@ func (p *pool) worker(id int) {
 			return
 		}
 		seen = p.seq.Load()
-		p.fn(id)
-		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+		p.work(id)
+	}
+}
+
+// work claims and runs chunks of the current op until none are left.
+func (p *pool) work(id int) {
+	for {
+		v := p.claim.Add(1)
+		i, chunks := int(uint32(v))-1, int(v>>32)
+		if i >= chunks {
+			return
+		}
+		// The op cannot complete before this chunk does: its fields are stable.
+		lo := i * p.chunk
+		p.fn(id, lo, min(lo+p.chunk, p.total))
+		if p.completed.Add(1) == int64(chunks) && p.waiting.CompareAndSwap(true, false) {
 			p.done <- struct{}{}
 		}
 	}
 }
 
-// run calls fn(w) for w = 0..n-1 concurrently and waits for all of them.
-func (p *pool) run(fn func(w int)) {
-	if p.n == 1 {
-		fn(0)
-		return
-	}
-	p.fn = fn
-	p.pending.Store(int32(p.n - 1))
-	p.seq.Add(1)
-	for i := 1; i < p.n; i++ {
-		if w := &p.workers[i]; w.parked.CompareAndSwap(true, false) {
-			w.wake <- struct{}{}
-		}
-	}
-	fn(0)
-	if !spin(func() bool { return p.pending.Load() == 0 }) {
-		p.waiting.Store(true)
-		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(true, false) {
-			// The last worker finished while we were parking.
-		} else {
-			<-p.done
-		}
-	}
-	p.fn = nil
-}
-
 // chunks splits [0, total) into pieces of at most chunk items handed out dynamically
-// (an atomic counter), calling fn(w, lo, hi) for each on whichever worker is free.
-// Work is split by whole items only, so results never depend on the split.
+// (an atomic counter), calling fn(w, lo, hi) for each on whichever worker claims it; w
+// identifies the goroutine (0 is the caller), so no two calls with the same w overlap.
+// It returns when every piece is done. Work is split by whole items only, so results
+// never depend on the split.
 func (p *pool) chunks(total, chunk int, fn func(w, lo, hi int)) {
 	if total <= 0 {
 		return
@@ -130,23 +131,37 @@ func (p *pool) chunks(total, chunk int, fn func(w, lo, hi int)) {
 		}
 		return
 	}
-	var next atomic.Int64
-	p.run(func(w int) {
-		for {
-			lo := int(next.Add(int64(chunk))) - chunk
-			if lo >= total {
-				return
-			}
-			fn(w, lo, min(lo+chunk, total))
+	n := (total + chunk - 1) / chunk
+	p.fn, p.chunk, p.total = fn, chunk, total
+	p.completed.Store(0)
+	p.claim.Store(uint64(n) << 32)
+	p.seq.Add(1)
+	for i := 1; i < p.n; i++ {
+		if w := &p.workers[i]; w.parked.CompareAndSwap(true, false) {
+			w.wake <- struct{}{}
 		}
-	})
+	}
+	p.work(0)
+	if !spin(func() bool { return p.completed.Load() == int64(n) }) {
+		p.waiting.Store(true)
+		if p.completed.Load() == int64(n) && p.waiting.CompareAndSwap(true, false) {
+			// The last chunk completed while we were parking.
+		} else {
+			<-p.done
+		}
+	}
+	p.fn = nil
 }
 
 // serialWork is the amount of work (multiply-adds) below which an op runs on the
-// calling goroutine alone: waking a parked worker and waiting for it costs tens of
-// microseconds on a busy machine, more than ~250 k multiply-adds take (a k/v projection
-// of a 0.5B model, one decode step's attention).
-var serialWork = 1 << 18
+// calling goroutine alone. Since the caller no longer waits for a worker to wake up
+// (see pool), handing an op off costs ≈ a microsecond while the worker is polling, and
+// parallel ops close together keep it polling: 2^15 (was 2^18, when a late worker's
+// wake-up was on the caller's path) lets the small ops of a small model (a 512→128
+// projection, one decode step's attention) run on both workers. Measured
+// (docs/perf-cpu.md, -t 2): the 18.9M trained qwen2 one-row forward 1.2 → 0.76 ms,
+// Qwen2.5-0.5B Q8_0 decode 38 → 40 t/s; 2^12…2^15 measured the same.
+var serialWork = 1 << 15
 
 // chunksWork is chunks, run serially when work < serialWork.
 func (p *pool) chunksWork(work, total, chunk int, fn func(w, lo, hi int)) {
