@@ -171,7 +171,7 @@ func testStack(t *testing.T, b backend.Backend, cfg *config.Config) *stack {
 	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
 		t.Fatal(err)
 	}
-	if st.sess, err = engine.NewSession(engine.Config{Target: tm, Vocab: tokVocab{st.tok}, Ctx: cfg.Model.Ctx}); err != nil {
+	if st.sess, err = engine.NewSession(engine.Config{Target: tm, Vocab: engine.TokenizerVocab(st.tok), Ctx: cfg.Model.Ctx}); err != nil {
 		t.Fatal(err)
 	}
 	if st.plug, err = newPluginSet(context.Background(), cfg, io.Discard); err != nil {

@@ -325,6 +325,8 @@ type stack struct {
 	sess         *engine.Session
 	plug         *pluginSet
 	closeRequest func()
+	// sessCfg makes a session on the stack's models (the server makes one per slot).
+	sessCfg engine.Config
 }
 
 // openStack loads the models named by cfg (the embedded model when none) and opens a
@@ -360,8 +362,9 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 	if err != nil {
 		return fail(usagef("%v", err))
 	}
-	st.sess, err = engine.NewSession(engine.Config{Target: st.target, Draft: st.draft, Vocab: tokVocab{st.tok},
-		Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
+	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: engine.TokenizerVocab(st.tok),
+		Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax}
+	st.sess, err = engine.NewSession(st.sessCfg)
 	if err != nil {
 		return fail(err)
 	}
@@ -473,20 +476,6 @@ func (m *Main) loadModel(b backend.Backend, path, ns string, verbose bool) (*mod
 	}
 	return md, f, nil
 }
-
-// tokVocab adapts the tokenizer to the engine.
-type tokVocab struct{ t *tokenizer.Tokenizer }
-
-func (v tokVocab) IsEOG(id int32) bool { return v.t.IsEOG(id) }
-func (v tokVocab) NewStream() engine.TextStream {
-	return tokStream{v.t.NewDecoder()}
-}
-
-type tokStream struct{ d *tokenizer.StreamDecoder }
-
-// Next ignores the decoder's error: the engine only passes ids inside the vocabulary.
-func (s tokStream) Next(id int32) string { t, _ := s.d.Add(id); return t }
-func (s tokStream) Flush() string        { return s.d.Flush() }
 
 // pluginSet is the plugin registry of a command: loaded once, an instance per request.
 type pluginSet struct {

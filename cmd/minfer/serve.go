@@ -10,7 +10,6 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/sdk"
 )
@@ -101,11 +100,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	defer st.close()
 	defer srv.Close()
 	return srv.ListenAndServe(ctx, cfg.Server.Addr, grace, func(a net.Addr) {
-		name := cfg.Model.Path
-		if name == "" {
-			name = embeddedName
-		}
-		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", name, a, cfg.Server.Parallel)
+		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", modelName(cfg), a, cfg.Server.Parallel)
 	})
 }
 
@@ -115,8 +110,6 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) 
 	if err != nil {
 		return nil, nil, err
 	}
-	kt, _ := kv.ParseType(cfg.Model.KV)
-	dkt, _ := kv.ParseType(cfg.Draft.KV)
 	apiKey := ""
 	if cfg.Server.APIKeyEnv != "" {
 		if apiKey = os.Getenv(cfg.Server.APIKeyEnv); apiKey == "" {
@@ -124,20 +117,19 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) 
 			return nil, nil, fmt.Errorf("serve: [server] api_key_env names %s, which is empty or unset", cfg.Server.APIKeyEnv)
 		}
 	}
-	id := cfg.Model.Path
-	if id == "" {
-		id = embeddedName
-	}
 	logw := m.Stderr
 	if !verbose {
 		logw = nil
 	}
 	srv, err := server.New(server.Options{
-		ModelID:   id,
+		ModelID:   modelName(cfg),
 		Tokenizer: st.tok,
 		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: st.target, Draft: st.draft, Vocab: tokVocab{st.tok},
-				Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax})
+			if s := st.sess; s != nil { // the stack's own session becomes the first slot
+				st.sess = nil
+				return s, nil
+			}
+			return engine.NewSession(st.sessCfg)
 		},
 		Parallel: cfg.Server.Parallel, QueueSize: cfg.Server.Queue,
 		Resolver:  &serveResolver{st: st, cfg: cfg},
@@ -236,4 +228,12 @@ func (c capDepth) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.Dep
 	d, err := c.DepthPolicy.NextDepth(ctx, last)
 	d.Depth = min(d.Depth, c.max)
 	return d, err
+}
+
+// modelName is the name the server reports for cfg's model.
+func modelName(cfg *config.Config) string {
+	if cfg.Model.Path == "" {
+		return embeddedName
+	}
+	return cfg.Model.Path
 }

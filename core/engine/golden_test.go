@@ -18,17 +18,6 @@ import (
 	"github.com/minfer/minfer/internal/testpath"
 )
 
-// tokVocab adapts the tokenizer to the engine (as cmd/minfer does).
-type tokVocab struct{ t *tokenizer.Tokenizer }
-
-func (v tokVocab) IsEOG(id int32) bool   { return v.t.IsEOG(id) }
-func (v tokVocab) NewStream() TextStream { return tokStream{v.t.NewDecoder()} }
-
-type tokStream struct{ d *tokenizer.StreamDecoder }
-
-func (s tokStream) Next(id int32) string { t, _ := s.d.Add(id); return t }
-func (s tokStream) Flush() string        { return s.d.Flush() }
-
 type goldenStep struct {
 	ID           int32   `json:"id"`
 	Logit        float32 `json:"logit"`
@@ -128,7 +117,7 @@ func TestGoldenGreedy(t *testing.T) {
 			if !slices.Equal(ids, c.PromptIDs) {
 				t.Fatalf("prompt ids: got %v, want %v", ids, c.PromptIDs)
 			}
-			s, err := NewSession(Config{Target: m, Vocab: tokVocab{tok}, Ctx: 512, Batch: 512})
+			s, err := NewSession(Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 512, Batch: 512})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,18 +48,6 @@ func (testResolver) Resolve(_ context.Context, p Params, _ bool) (*Plugins, erro
 	return &Plugins{Sampler: greedy{}, SamplerName: "greedy", Greedy: true, PolicyName: "none"}, nil
 }
 
-type vocab struct{ t *tokenizer.Tokenizer }
-
-func (v vocab) IsEOG(id int32) bool { return v.t.IsEOG(id) }
-func (v vocab) NewStream() engine.TextStream {
-	return &stream{d: v.t.NewDecoder()}
-}
-
-type stream struct{ d *tokenizer.StreamDecoder }
-
-func (s *stream) Next(id int32) string { t, _ := s.d.Add(id); return t }
-func (s *stream) Flush() string        { return s.d.Flush() }
-
 // newTestServer serves stories260K on the CPU with the given number of slots.
 func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
 	t.Helper()
@@ -80,7 +68,7 @@ func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
 	srv, err := New(Options{
 		ModelID: "stories260K", Tokenizer: tok, Parallel: parallel, QueueSize: 256,
 		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: vocab{tok}, Ctx: 256, KVType: backend.KVF16})
+			return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
 		},
 		Resolver: testResolver{},
 	})

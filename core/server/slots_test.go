@@ -49,7 +49,7 @@ func newCountingServer(t *testing.T, parallel int, res Resolver) (*rowCounter, *
 	srv, err := New(Options{
 		Tokenizer: tok, Parallel: parallel, Resolver: res,
 		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: vocab{tok}, Ctx: 256, KVType: backend.KVF16})
+			return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
 		},
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 	if req.Prompt, err = tok.Encode(o.Prompt, true, true); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: vocab{tok}, Ctx: 256, DraftMax: cfg.Spec.DraftMax})
+	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: engine.TokenizerVocab(tok), Ctx: 256, DraftMax: cfg.Spec.DraftMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,13 +153,3 @@ func Params(t *testing.T, cfg *config.Config, name string) map[string]any {
 	}
 	return m
 }
-
-type vocab struct{ t *tokenizer.Tokenizer }
-
-func (v vocab) IsEOG(id int32) bool          { return v.t.IsEOG(id) }
-func (v vocab) NewStream() engine.TextStream { return stream{v.t.NewDecoder()} }
-
-type stream struct{ d *tokenizer.StreamDecoder }
-
-func (s stream) Next(id int32) string { t, _ := s.d.Add(id); return t }
-func (s stream) Flush() string        { return s.d.Flush() }
