@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/minfer/minfer/internal/golden"
 	"testing"
 
 	"github.com/minfer/minfer/core/backend/cpu"
@@ -29,7 +30,7 @@ func BenchmarkJudgeGreedy151k(b *testing.B) {
 func BenchmarkDecodeStories260K(b *testing.B) {
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
-	m := loadTestModel(b, be, "models/stories260K.gguf", "target")
+	m := golden.LoadModel(b, be, "models/stories260K.gguf", "target")
 	s, err := NewSession(Config{Target: m, Vocab: fakeVocab{}, Ctx: 256})
 	if err != nil {
 		b.Fatal(err)

@@ -2,93 +2,17 @@ package engine
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
-	"github.com/minfer/minfer/core/gguf"
-	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/testpath"
 )
-
-type goldenStep struct {
-	ID           int32   `json:"id"`
-	Logit        float32 `json:"logit"`
-	RunnerUp     int32   `json:"runner_up_id"`
-	RunnerUpLogi float32 `json:"runner_up_logit"`
-}
-
-type goldenCase struct {
-	Model     string  `json:"model"`
-	Prompt    string  `json:"prompt"`
-	PromptIDs []int32 `json:"prompt_ids"`
-	Variants  struct {
-		Norepack struct {
-			Greedy struct {
-				IDs   []int32      `json:"ids"`
-				Steps []goldenStep `json:"steps"`
-				Hex   string       `json:"text_hex"`
-			} `json:"greedy"`
-		} `json:"norepack"`
-	} `json:"variants"`
-}
-
-type goldenPPL struct {
-	Model    string  `json:"model"`
-	TextIDs  []int32 `json:"text_ids"`
-	Scored   int     `json:"scored_tokens"`
-	Variants struct {
-		Norepack struct {
-			Running []float64 `json:"ppl_running"`
-			Final   float64   `json:"ppl_final"`
-			NChunks int       `json:"n_chunks"`
-			NCtx    int       `json:"n_ctx"`
-			NBatch  int       `json:"n_batch"`
-		} `json:"norepack"`
-	} `json:"variants"`
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-}
-
-func loadTestModel(t testing.TB, b backend.Backend, rel, name string) *model.Model {
-	t.Helper()
-	f, err := gguf.Open(testpath.Path(t, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(b, f, model.Options{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
-
-// goldenTolerance is the issue's logit tolerance: 5e-3 for F16/F32 files, 2e-2 for
-// quantized ones. Greedy ids are compared up to the first reference near-tie under that tolerance.
-func goldenTolerance(path string) float32 {
-	switch {
-	case strings.HasSuffix(path, "-f16.gguf") || strings.HasSuffix(path, "stories260K.gguf"):
-		return 5e-3
-	}
-	return 2e-2
-}
 
 // TestGoldenGreedy: the engine's greedy continuation equals llama.cpp's up to the first
 // step whose reference top-2 gap is below the logit tolerance (a near-tie either
@@ -102,10 +26,9 @@ func TestGoldenGreedy(t *testing.T) {
 	defer b.Close()
 	for _, p := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(p), ".json"), func(t *testing.T) {
-			var c goldenCase
-			readJSON(t, p, &c)
+			c := golden.LoadCase(t, p)
 			g := c.Variants.Norepack.Greedy
-			m := loadTestModel(t, b, c.Model, "target")
+			m := golden.LoadModel(t, b, c.Model, "target")
 			tok, err := tokenizer.FromGGUF(m.File())
 			if err != nil {
 				t.Fatal(err)
@@ -126,10 +49,10 @@ func TestGoldenGreedy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tol := goldenTolerance(c.Model)
+			tol := golden.Tolerance(c.Model)
 			n := len(g.IDs)
 			for i, st := range g.Steps {
-				if st.Logit-st.RunnerUpLogi < tol {
+				if st.Logit-st.RunnerUpLogit < tol {
 					n = i + 1 // ids[:i] must match; step i itself is a near-tie
 					break
 				}
@@ -162,10 +85,10 @@ func TestGoldenPerplexity(t *testing.T) {
 	defer b.Close()
 	for _, p := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(p), ".json"), func(t *testing.T) {
-			var g goldenPPL
-			readJSON(t, p, &g)
+			var g golden.PPL
+			golden.ReadJSON(t, p, &g)
 			nr := g.Variants.Norepack
-			m := loadTestModel(t, b, g.Model, "target")
+			m := golden.LoadModel(t, b, g.Model, "target")
 			res, err := Perplexity(bg, m, g.TextIDs, PerplexityOptions{Ctx: nr.NCtx, Batch: nr.NBatch, Chunks: nr.NChunks, BOS: g.TextIDs[0]})
 			if err != nil {
 				t.Fatal(err)

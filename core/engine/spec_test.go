@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/minfer/minfer/internal/golden"
 	"slices"
 	"strconv"
 	"testing"
@@ -44,7 +45,7 @@ func TestSpeculativeGreedyIdentity(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()
 	load := func(name, ns string) *model.Model {
-		return loadTestModel(t, b, "models/"+name+".gguf", ns)
+		return golden.LoadModel(t, b, "models/"+name+".gguf", ns)
 	}
 	prompt := []int32{1, 450, 1996, 1354, 1701, 432, 12, 1002}
 	for _, arch := range []struct {
@@ -107,11 +108,11 @@ func TestTrainedPairGreedyIdentity(t *testing.T) {
 	var report struct {
 		EvalTokenIDs map[string][]int32 `json:"eval_token_ids"`
 	}
-	readJSON(t, testpath.Path(t, "models", "trained", "train-report.json"), &report)
+	golden.ReadJSON(t, testpath.Path(t, "models", "trained", "train-report.json"), &report)
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()
-	target := loadTestModel(t, b, "models/trained/target-q8_0.gguf", "target")
-	draft := loadTestModel(t, b, "models/trained/draft-q8_0.gguf", "draft")
+	target := golden.LoadModel(t, b, "models/trained/target-q8_0.gguf", "target")
+	draft := golden.LoadModel(t, b, "models/trained/draft-q8_0.gguf", "draft")
 	for _, pc := range []struct {
 		file string
 		off  int

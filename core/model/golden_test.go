@@ -1,97 +1,16 @@
 package model_test
 
 import (
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
-	"github.com/minfer/minfer/core/gguf"
-	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/testpath"
 )
-
-// goldenCase is the part of ../shared/testdata/golden/cases/*.json these tests use.
-type goldenCase struct {
-	Model     string  `json:"model"`
-	PromptIDs []int32 `json:"prompt_ids"`
-	NVocab    int     `json:"n_vocab"`
-	Variants  struct {
-		Norepack struct {
-			Last struct {
-				Position int    `json:"position"`
-				Full     string `json:"full_f32le_base64"`
-			} `json:"last_prompt_logits"`
-			Greedy struct {
-				Steps []goldenStep `json:"steps"`
-			} `json:"greedy"`
-		} `json:"norepack"`
-	} `json:"variants"`
-}
-
-// goldenStep is one greedy step: the logits row that chose ID (steps[0] is the last
-// prompt position, steps[i] the row after feeding the id of step i-1).
-type goldenStep struct {
-	ID          int32   `json:"id"`
-	Logit       float32 `json:"logit"`
-	RunnerUp    int32   `json:"runner_up_id"`
-	RunnerLogit float32 `json:"runner_up_logit"`
-}
-
-func loadCase(t *testing.T, path string) goldenCase {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c goldenCase
-	if err := json.Unmarshal(b, &c); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return c
-}
-
-func decodeLogits(t *testing.T, s string) []float32 {
-	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out
-}
-
-// tolerance is the issue's bar: 5e-3 for F16/F32 files, 2e-2 for quantized ones. (Every
-// quantized file matches llama.cpp's norepack logits bit for bit; the bar is the issue's.)
-func tolerance(modelPath string) float64 {
-	if strings.HasSuffix(modelPath, "-f16.gguf") || strings.HasSuffix(modelPath, "stories260K.gguf") {
-		return 5e-3
-	}
-	return 2e-2
-}
-
-func loadModel(t *testing.T, b backend.Backend, rel, name string) *model.Model {
-	t.Helper()
-	f, err := gguf.Open(testpath.Path(t, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(b, f, model.Options{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
 
 // TestGoldenLastPromptLogits: the whole prompt in one forward, last-row logits against
 // llama.cpp's (norepack) within the issue's tolerance.
@@ -104,9 +23,9 @@ func TestGoldenLastPromptLogits(t *testing.T) {
 	defer b.Close()
 	for _, p := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(p), ".json"), func(t *testing.T) {
-			c := loadCase(t, p)
-			m := loadModel(t, b, c.Model, "target")
-			want := decodeLogits(t, c.Variants.Norepack.Last.Full)
+			c := golden.LoadCase(t, p)
+			m := golden.LoadModel(t, b, c.Model, "target")
+			want := c.LastLogits(t)
 			if len(want) != m.Params.Vocab || c.NVocab != m.Params.Vocab {
 				t.Fatalf("vocab: got %d, golden %d/%d", m.Params.Vocab, c.NVocab, len(want))
 			}
@@ -129,7 +48,7 @@ func TestGoldenLastPromptLogits(t *testing.T) {
 					worst, at = d, i
 				}
 			}
-			tol := tolerance(c.Model)
+			tol := float64(golden.Tolerance(c.Model))
 			t.Logf("%s: max |Δlogit| %.2e at id %d (tolerance %.0e)", filepath.Base(p), worst, at, tol)
 			if !(worst <= tol) {
 				t.Fatalf("logit %d: got %v, want %v (|Δ| %.3g > %.0e)", at, got[at], want[at], worst, tol)
@@ -154,13 +73,13 @@ func TestGoldenGreedySteps(t *testing.T) {
 	defer b.Close()
 	for _, p := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(p), ".json"), func(t *testing.T) {
-			c := loadCase(t, p)
+			c := golden.LoadCase(t, p)
 			steps := c.Variants.Norepack.Greedy.Steps
 			if len(steps) == 0 {
 				t.Fatal("no greedy steps")
 			}
 			const tol = 1e-5
-			m := loadModel(t, b, c.Model, "target")
+			m := golden.LoadModel(t, b, c.Model, "target")
 			kv, err := m.NewKV(512, backend.KVF16)
 			if err != nil {
 				t.Fatal(err)
@@ -179,7 +98,7 @@ func TestGoldenGreedySteps(t *testing.T) {
 				for _, w := range []struct {
 					id    int32
 					logit float32
-				}{{st.ID, st.Logit}, {st.RunnerUp, st.RunnerLogit}} {
+				}{{st.ID, st.Logit}, {st.RunnerUp, st.RunnerUpLogit}} {
 					d := math.Abs(float64(got[w.id] - w.logit))
 					worst = max(worst, d)
 					if !(d <= tol) {

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"fmt"
+	"github.com/minfer/minfer/internal/golden"
 	"math"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestForwardUsesGraphs(t *testing.T) {
 	var logits [2][]float32
 	var kvID uint64
 	for i, b := range []backend.Backend{g, plain} {
-		m := loadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+		m := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
 		kv, err := m.NewKV(16, backend.KVF16)
 		if err != nil {
 			t.Fatal(err)

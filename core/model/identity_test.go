@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"github.com/minfer/minfer/internal/golden"
 	"math"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestRowIdentity(t *testing.T) {
 		{"synthetic/synth-qwen3-q8_0", []backend.KVType{backend.KVF16}, []backend.KVType{backend.KVQ8_0}},
 	} {
 		file := tc.file
-		m := loadModel(t, b, "models/"+file+".gguf", "target")
+		m := golden.LoadModel(t, b, "models/"+file+".gguf", "target")
 		v := m.Params.Vocab
 		ids := make([]int32, maxNT)
 		for i := range ids {

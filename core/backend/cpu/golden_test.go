@@ -1,17 +1,12 @@
 package cpu_test
 
 import (
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
-	"github.com/minfer/minfer/core/gguf"
-	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/testpath"
 )
 
@@ -25,33 +20,8 @@ func TestGoldenExact(t *testing.T) {
 	defer b.Close()
 	for _, name := range []string{"synth-qwen2-q8_0.p2", "synth-llama-q4_0.p1", "synth-qwen3-q4_k_m.p2", "synth-llama-q8_0.p1"} {
 		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(testpath.Path(t, "golden", "cases", name+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c struct {
-				Model     string  `json:"model"`
-				PromptIDs []int32 `json:"prompt_ids"`
-				Variants  struct {
-					Norepack struct {
-						Last struct {
-							Full string `json:"full_f32le_base64"`
-						} `json:"last_prompt_logits"`
-					} `json:"norepack"`
-				} `json:"variants"`
-			}
-			if err := json.Unmarshal(raw, &c); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Open(testpath.Path(t, c.Model))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(b, f, model.Options{Name: "golden"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			c := golden.LoadCase(t, testpath.Path(t, "golden", "cases", name+".json"))
+			m := golden.LoadModel(t, b, c.Model, "golden")
 			kv, err := m.NewKV(512, backend.KVF16)
 			if err != nil {
 				t.Fatal(err)
@@ -65,14 +35,13 @@ func TestGoldenExact(t *testing.T) {
 			if err := m.ReadLogits(l, got); err != nil {
 				t.Fatal(err)
 			}
-			wantRaw, err := base64.StdEncoding.DecodeString(c.Variants.Norepack.Last.Full)
-			if err != nil || len(wantRaw) != 4*len(got) {
-				t.Fatalf("golden logits: %d bytes, err %v", len(wantRaw), err)
+			want := c.LastLogits(t)
+			if len(want) != len(got) {
+				t.Fatalf("golden logits: %d values, model vocabulary %d", len(want), len(got))
 			}
 			worst := 0.0
 			for i := range got {
-				want := math.Float32frombits(binary.LittleEndian.Uint32(wantRaw[4*i:]))
-				worst = max(worst, math.Abs(float64(got[i]-want)))
+				worst = max(worst, math.Abs(float64(got[i]-want[i])))
 			}
 			if worst > 1e-5 {
 				t.Errorf("max |Δlogit| = %g, want ≤ 1e-5", worst)
