@@ -51,8 +51,17 @@ func (testResolver) Resolve(_ context.Context, p Params, _ bool) (*Plugins, erro
 // newTestServer serves stories260K on the CPU with the given number of slots.
 func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
 	t.Helper()
-	path := testpath.Path(t, "models", "stories260K.gguf")
-	f, err := gguf.Open(path)
+	return serveStories(t, cpu.New(cpu.Options{Threads: 1}), Options{
+		ModelID: "stories260K", Parallel: parallel, QueueSize: 256, Resolver: testResolver{},
+	})
+}
+
+// serveStories loads stories260K on b and serves it with opts (Tokenizer and
+// NewSession filled in: sessions of 256 positions, f16 KV). Everything is closed when
+// the test ends, b included.
+func serveStories(t *testing.T, b backend.Backend, opts Options) (*Server, *httptest.Server) {
+	t.Helper()
+	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,18 +69,15 @@ func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := cpu.New(cpu.Options{Threads: 1})
 	m, err := model.Load(b, f, model.Options{Name: "target"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{
-		ModelID: "stories260K", Tokenizer: tok, Parallel: parallel, QueueSize: 256,
-		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
-		},
-		Resolver: testResolver{},
-	})
+	opts.Tokenizer = tok
+	opts.NewSession = func() (*engine.Session, error) {
+		return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
+	}
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

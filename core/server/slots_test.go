@@ -9,11 +9,6 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
-	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/gguf"
-	"github.com/minfer/minfer/core/model"
-	"github.com/minfer/minfer/core/tokenizer"
-	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -33,35 +28,8 @@ func (c *rowCounter) Embed(dst backend.Buffer, table backend.Weight, ids backend
 // the rows it computes.
 func newCountingServer(t *testing.T, parallel int, res Resolver) (*rowCounter, *httptest.Server) {
 	t.Helper()
-	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &rowCounter{Backend: cpu.New(cpu.Options{Threads: 1})}
-	m, err := model.Load(b, f, model.Options{Name: "target"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Options{
-		Tokenizer: tok, Parallel: parallel, Resolver: res,
-		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close()
-		m.Close()
-		b.Close()
-	})
+	_, hs := serveStories(t, b, Options{Parallel: parallel, Resolver: res})
 	return b, hs
 }
 
