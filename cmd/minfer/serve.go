@@ -212,22 +212,7 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 		PolicyName: roles.policyName, PolicyVersion: roles.policyVersion, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
 		Seed: seed, Release: roles.close,
 	}
-	if p.DraftMax != nil && pl.Policy != nil {
-		pl.Policy = capDepth{pl.Policy, *p.DraftMax}
-	}
 	return pl, nil
-}
-
-// capDepth bounds a policy's depth (a request's minfer.draft_max).
-type capDepth struct {
-	sdk.DepthPolicy
-	max int
-}
-
-func (c capDepth) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
-	d, err := c.DepthPolicy.NextDepth(ctx, last)
-	d.Depth = min(d.Depth, c.max)
-	return d, err
 }
 
 // modelName is the name the server reports for cfg's model.

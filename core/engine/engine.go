@@ -51,6 +51,9 @@ type Request struct {
 	Sampler  sdk.Sampler
 	Penalty  sdk.Penalty     // nil: no penalty
 	Policy   sdk.DepthPolicy // nil: depth 0 (plain decoding)
+	// DraftMax, if non-nil, lowers the session's depth bound for this request (a
+	// server request's draft_max); the policy sees it as RoundOutcome.MaxDepth.
+	DraftMax *int
 	// PolicyName is reported in the stats.
 	PolicyName string
 	Seed       uint64

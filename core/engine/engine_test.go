@@ -423,3 +423,41 @@ func TestEmitterMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// recPolicy asks for a fixed depth and records the MaxDepth it was offered.
+type recPolicy struct {
+	depth   int
+	offered []int
+}
+
+func (p *recPolicy) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	if last.Round >= 0 {
+		p.offered = append(p.offered, last.MaxDepth)
+	}
+	return sdk.DepthDecision{Depth: p.depth}, nil
+}
+
+// TestRequestDraftMax: a request's DraftMax caps every round's depth and is the bound
+// the policy is shown, while the output stays that of plain decoding.
+func TestRequestDraftMax(t *testing.T) {
+	const v, n = 97, 4096
+	prompt := []int32{1, 5, 9, 14, 2, 77}
+	plain := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 40})
+	for _, limit := range []int{0, 2, 5} {
+		p := &recPolicy{depth: 8}
+		got := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: p, DraftMax: &limit})
+		if !slices.Equal(got.Tokens, plain.Tokens) {
+			t.Fatalf("draft_max %d: tokens differ from plain decoding", limit)
+		}
+		for k := range got.Spec.ByDepth {
+			if d, _ := strconv.Atoi(k); d > limit {
+				t.Fatalf("draft_max %d: a round drafted %d tokens", limit, d)
+			}
+		}
+		for i, m := range p.offered {
+			if m > limit {
+				t.Fatalf("draft_max %d: round %d offered MaxDepth %d", limit, i, m)
+			}
+		}
+	}
+}

@@ -68,6 +68,9 @@ func (g *gen) maxDepth() int {
 		return 0
 	}
 	d := min(s.draftMax, s.target.ctx()-s.target.len()-1)
+	if g.req.DraftMax != nil {
+		d = min(d, *g.req.DraftMax)
+	}
 	if g.req.NPredict > 0 {
 		d = min(d, g.req.NPredict-g.produced-1)
 	}

@@ -242,7 +242,7 @@ func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *
 	req := engine.Request{
 		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop,
 		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName,
-		Seed: pl.Seed, OnText: onText,
+		Seed: pl.Seed, OnText: onText, DraftMax: j.params.DraftMax,
 	}
 	var lp *lpSampler
 	if j.logprobs != 0 {
