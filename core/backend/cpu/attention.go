@@ -191,6 +191,16 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 	acc := sc.acc[:hd]
 	clear(acc)
 	base := kv.vec(layer, head, 0)
+	if useAVX512 && hd%64 == 0 {
+		kv.attendF16Z(out, q16, acc, sc, base, p, scale)
+		return
+	}
+	kv.attendF16Loop(out, q16, acc, base, p, scale)
+}
+
+// attendF16Loop is ggml's loop as written, one key at a time.
+func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p int, scale float32) {
+	hd := kv.spec.HeadDim
 	var S float32
 	M := float32(math.Inf(-1))
 	for ic := 0; ic <= p; ic++ {
@@ -208,6 +218,42 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 		madF16(acc, kv.v16[(base+ic)*hd:(base+ic+1)*hd], vs)
 		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 	}
+	finishAttn(out, acc, S)
+}
+
+// attendF16Z is attendF16's loop in three passes with the same operations in the same
+// order per value: every score (scoresF16AVX512), then the online softmax's running
+// maximum, rescale factors ms and weights vs key by key, then the F16 accumulation of V
+// (accumVF16AVX512, which rescales where ms ≠ 1 as ggml does where the maximum rose:
+// a factor of exactly 1 leaves F16 values unchanged).
+func (kv *KV) attendF16Z(out []float32, q16 []uint16, acc []float32, sc *scratch, base, p int, scale float32) {
+	hd := kv.spec.HeadDim
+	n := p + 1
+	if cap(sc.s) < n {
+		c := max(n, 256)
+		sc.s, sc.ms, sc.vs = make([]float32, c), make([]float32, c), make([]float32, c)
+	}
+	scores, msv, vsv := sc.s[:n], sc.ms[:n], sc.vs[:n]
+	q32 := sc.v[:hd] // the F16 query as float32 (exact)
+	for j, h := range q16 {
+		q32[j] = quant.F16ToF32(h)
+	}
+	scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
+	var S float32
+	M := float32(math.Inf(-1))
+	for ic, s := range scores {
+		ms, vs := float32(1), float32(1)
+		if s > M {
+			Mold := M
+			M = s
+			ms = expf(Mold - M)
+		} else {
+			vs = expf(s - M)
+		}
+		msv[ic], vsv[ic] = ms, vs
+		S = fma32(S, ms, vs)
+	}
+	accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
 	finishAttn(out, acc, S)
 }
 

@@ -29,3 +29,9 @@ func scaleF16AVX512(acc *float32, n int, s float32)
 
 //go:noescape
 func swigluAVX512(dst, x, gate *float32, n int)
+
+//go:noescape
+func scoresF16AVX512(k *uint16, q *float32, hd, n int, scale float32, out *float32)
+
+//go:noescape
+func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32)

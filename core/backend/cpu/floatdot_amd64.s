@@ -186,3 +186,101 @@ loopscale:
 	JNZ loopscale
 	VZEROUPPER
 	RET
+
+// func scoresF16AVX512(k *uint16, q *float32, hd, n int, scale float32, out *float32)
+// out[i] = ggml_vec_dot_f16(k[i·hd:], q)·scale for i < n: per key the four 16-lane
+// chains of vecF16AVX512 from zero, GGML_F32x16_REDUCE ((0+2)+(1+3), then
+// _mm512_reduce_add_ps's halving), then one float32 multiply. q holds the F16 query's
+// values as float32 (exact); hd > 0, hd%64 == 0; n > 0.
+TEXT ·scoresF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), SI
+	MOVQ q+8(FP), DI
+	MOVQ hd+16(FP), R8
+	MOVQ n+24(FP), BX
+	VMOVSS scale+32(FP), X9
+	MOVQ out+40(FP), DX
+loopkey:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ DI, AX
+	MOVQ R8, CX
+loopkeyblk:
+	VCVTPH2PS (SI), Z4
+	VFMADD231PS (AX), Z4, Z0
+	VCVTPH2PS 32(SI), Z5
+	VFMADD231PS 64(AX), Z5, Z1
+	VCVTPH2PS 64(SI), Z6
+	VFMADD231PS 128(AX), Z6, Z2
+	VCVTPH2PS 96(SI), Z7
+	VFMADD231PS 192(AX), Z7, Z3
+	ADDQ $128, SI
+	ADDQ $256, AX
+	SUBQ $64, CX
+	JNZ loopkeyblk
+	VADDPS Z2, Z0, Z0
+	VADDPS Z3, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VADDPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VADDSS X1, X0, X0
+	VMULSS X9, X0, X0
+	VMOVSS X0, (DX)
+	ADDQ $4, DX
+	DECQ BX
+	JNZ loopkey
+	VZEROUPPER
+	RET
+
+// func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32)
+// For i < n: when ms[i] is not 1.0 (bitwise), acc = f16(acc·ms[i]) (ggml_vec_scale_f16);
+// then acc = f16(fma(v[i·hd:], vs[i], acc)) (ggml_vec_mad_f16). The same bits as
+// scaleF16AVX512 and madF16AVX512 called in turn; hd > 0, hd%16 == 0; n > 0.
+TEXT ·accumVF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ acc+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ hd+16(FP), R8
+	MOVQ n+24(FP), BX
+	MOVQ ms+32(FP), R9
+	MOVQ vs+40(FP), R10
+loopacc:
+	CMPL (R9), $0x3f800000
+	JEQ accmad
+	VBROADCASTSS (R9), Z3
+	MOVQ DI, DX
+	MOVQ R8, CX
+loopaccscale:
+	VMULPS (DX), Z3, Z0
+	VCVTPS2PH $0, Z0, Y2
+	VCVTPH2PS Y2, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JNZ loopaccscale
+accmad:
+	VBROADCASTSS (R10), Z3
+	MOVQ DI, DX
+	MOVQ R8, CX
+loopaccmad:
+	VMOVUPS (DX), Z0
+	VCVTPH2PS (SI), Z1
+	VFMADD231PS Z3, Z1, Z0
+	VCVTPS2PH $0, Z0, Y2
+	VCVTPH2PS Y2, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ $64, DX
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JNZ loopaccmad
+	ADDQ $4, R9
+	ADDQ $4, R10
+	DECQ BX
+	JNZ loopacc
+	VZEROUPPER
+	RET

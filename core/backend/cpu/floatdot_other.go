@@ -15,3 +15,10 @@ func madF16AVX512(acc *float32, v *uint16, n int, s float32)  { panic("BUG: cpu:
 func scaleF16AVX512(acc *float32, n int, s float32)           { panic("BUG: cpu: no AVX-512") }
 
 func swigluAVX512(dst, x, gate *float32, n int) { panic("BUG: cpu: no AVX-512") }
+
+func scoresF16AVX512(k *uint16, q *float32, hd, n int, scale float32, out *float32) {
+	panic("BUG: cpu: no AVX-512")
+}
+func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32) {
+	panic("BUG: cpu: no AVX-512")
+}

@@ -159,9 +159,6 @@ func swigluRow(dst, x, g []float32) {
 	}
 }
 
-// expf is a correctly rounded float32 exponential (glibc's expf is, in practice).
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
-
 // vSilu is ggml_v_silu (AVX-512): x / (1 + ggml_v_expf(0 - x)).
 func vSilu(x float32) float32 {
 	return x / (1 + vExpf(0-x))
