@@ -182,6 +182,29 @@ type Backend interface {
 	Close() error
 }
 
+// RowStatser is implemented by backends that can summarise logits rows where they live,
+// so a sampler that needs only a row's best candidates and its normaliser never costs a
+// copy of the whole row (150k floats for Qwen) to the host.
+//
+// RowStats computes, for each row r < nt of logits[nt][n], on the host side of the call:
+//   - ids[r*k+j], vals[r*k+j] for j < k: the row's k best values and their column ids,
+//     exactly as TopK (descending, ties to the lower id, NaN below every number);
+//     0 ≤ k ≤ n, and k == 0 computes no candidates (ids and vals may then be empty);
+//   - maxv[r]: the row's largest value, NaN ignored (−Inf when the row holds no number);
+//   - lse[r]: log Σ exp(row) over the whole row, max-subtracted and accumulated in
+//     float32 in an order that depends only on n (so a row gives the same bits in any
+//     nt); NaN when the row holds a NaN, +Inf when it holds +Inf, −Inf when every value
+//     is −Inf;
+//   - picked[r]: logits[r][pick[r]] when pick[r] ≥ 0 (0 when pick[r] < 0).
+//
+// ids and vals hold at least nt*k values, maxv, lse, picked and pick at least nt (too
+// short is a BUG panic). A pick[r] ≥ n or k outside [0, n] is an error. It waits for
+// the work before it and returns the first pending error; it must not be called inside
+// a graph capture.
+type RowStatser interface {
+	RowStats(logits Buffer, nt, n, k int, pick []int32, ids []int32, vals []float32, maxv, lse, picked []float32) error
+}
+
 // Graphs is implemented by backends that can record a sequence of ops once and replay
 // it (CUDA graphs). The model calls Run for a forward of a given shape: the first call
 // for a key calls record, which enqueues ops as usual, and captures them; later calls

@@ -20,6 +20,7 @@ func kernelNames() map[string][]string {
 		"rope.cu":        {"rope_store"},
 		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},
 		"topk.cu":        {"topk"},
+		"rowstats.cu":    {"rowstats_part", "rowstats_merge"},
 		"gemm.cu":        {"gemm_f16w"},
 	}
 	for _, w := range wlayouts {

@@ -1,0 +1,146 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/cuda"
+)
+
+var _ backend.RowStatser = (*Backend)(nil)
+
+// rowStatsChunk is the most values of a row one rowstats_part block covers: ~38 blocks
+// per row for a 152k vocabulary, so a single row spreads over many SMs, and a chunk
+// (16 KB) stays in L1 across the k selection passes.
+const rowStatsChunk = 4096
+
+// rowStatsParts is how rowstats_part splits a row of n values: parts chunks of chunk
+// values (the last may be shorter, none is empty). It depends only on n, so a row's
+// results do not depend on nt.
+func rowStatsParts(n int) (parts, chunk int) {
+	parts = ceilDiv(n, rowStatsChunk)
+	chunk = ceilDiv(n, parts)
+	return ceilDiv(n, chunk), chunk
+}
+
+// RowStats computes each row's k best, max, log-sum-exp and picked logit on the device
+// (see backend.RowStatser) and copies them back in one transfer; for k above the tier's
+// TopKMaxK it reads the rows and computes everything on the host.
+func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, ids []int32, vals []float32, maxv, lse, picked []float32) error {
+	if b.closed {
+		return errClosed
+	}
+	checkNT(nt, "RowStats")
+	l := f32(logits, nt*n, "RowStats logits")
+	if len(ids) < nt*k || len(vals) < nt*k || len(maxv) < nt || len(lse) < nt || len(picked) < nt || len(pick) < nt {
+		panic(fmt.Sprintf("BUG: cuda: RowStats: %d rows, k %d: ids/vals/maxv/lse/picked/pick hold %d/%d/%d/%d/%d/%d",
+			nt, k, len(ids), len(vals), len(maxv), len(lse), len(picked), len(pick)))
+	}
+	if k < 0 || k > n {
+		return fmt.Errorf("cuda: RowStats: k = %d outside [0, %d]", k, n)
+	}
+	for r, c := range pick[:nt] {
+		if int(c) >= n {
+			return fmt.Errorf("cuda: RowStats: row %d: picked column %d outside [0, %d)", r, c, n)
+		}
+	}
+	defer b.enter()()
+	if k > b.tier.TopKMaxK {
+		if err := b.takeErr(); err != nil {
+			return err
+		}
+		return b.rowStatsHost(l, nt, n, k, pick, ids, vals, maxv, lse, picked)
+	}
+	parts, chunk := rowStatsParts(n)
+	partBytes := int64(nt) * int64(parts) * int64(2*k+3) * 4
+	outN := nt * (2*k + 3)
+	sc := b.scratchFor("rowstats", partBytes+int64(outN)*4+int64(nt)*4)
+	if sc == 0 {
+		return b.takeErr()
+	}
+	part, out := sc, sc+cuda.DevicePtr(partBytes)
+	pickp := out + cuda.DevicePtr(4*outN)
+	b.fail(b.stream.CopyHtoD(pickp, unsafe.Pointer(&pick[0]), 4*nt))
+	b.launch("rowstats_part", cuda.Dim3{X: parts, Y: nt}, cuda.Dim3{X: 256}, 0,
+		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(chunk), cuda.P(part))
+	b.launch("rowstats_merge", cuda.Dim3{X: nt}, cuda.Dim3{X: 256}, 0,
+		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(parts), cuda.P(part), cuda.P(pickp), cuda.P(out), cuda.I(nt))
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	host := make([]byte, 4*outN)
+	if err := cuda.CopyDtoH(host, out); err != nil {
+		return err
+	}
+	word := func(i int) uint32 { return binary.LittleEndian.Uint32(host[4*i:]) }
+	for i := range nt * k {
+		ids[i] = int32(word(i))
+		vals[i] = math.Float32frombits(word(nt*k + i))
+	}
+	for r := range nt {
+		maxv[r] = math.Float32frombits(word(2*nt*k + r))
+		lse[r] = math.Float32frombits(word(2*nt*k + nt + r))
+		picked[r] = math.Float32frombits(word(2*nt*k + 2*nt + r))
+	}
+	return nil
+}
+
+// rowStatsHost is RowStats from the rows copied to the host (k beyond the device's
+// selection); the sum runs in float64.
+func (b *Backend) rowStatsHost(l *Buffer, nt, n, k int, pick []int32, ids []int32, vals []float32, maxv, lse, picked []float32) error {
+	row := make([]float32, n)
+	idx := make([]int32, n)
+	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
+	for r := range nt {
+		if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
+			return err
+		}
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortFunc(idx, func(x, y int32) int {
+			switch {
+			case above(row[x], row[y]):
+				return -1
+			case above(row[y], row[x]):
+				return 1
+			}
+			return int(x - y)
+		})
+		for j := range k {
+			ids[r*k+j], vals[r*k+j] = idx[j], row[idx[j]]
+		}
+		maxv[r], lse[r] = hostMaxLSE(row)
+		picked[r] = 0
+		if pick[r] >= 0 {
+			picked[r] = row[pick[r]]
+		}
+	}
+	return nil
+}
+
+// hostMaxLSE is a row's max (NaN ignored) and log Σ exp with RowStats' special cases.
+func hostMaxLSE(row []float32) (float32, float32) {
+	m, nan := float32(math.Inf(-1)), false
+	for _, x := range row {
+		if x > m {
+			m = x
+		}
+		nan = nan || x != x
+	}
+	switch {
+	case nan:
+		return m, float32(math.NaN())
+	case math.IsInf(float64(m), 0):
+		return m, m
+	}
+	var s float64
+	for _, x := range row {
+		s += math.Exp(float64(x - m))
+	}
+	return m, m + float32(math.Log(s))
+}
