@@ -34,7 +34,8 @@ var drv struct {
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime           uintptr
 	cuEventDestroy                                                                 uintptr
 	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuFuncSetAttribute      uintptr
-	cuLaunchKernel                                                                 uintptr
+	cuLaunchKernel, cuLaunchKernelEx                                               uintptr
+	cuMemHostAlloc, cuMemFreeHost, cuMemHostGetDevicePointer                       uintptr
 	cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy uintptr
 }
 
@@ -100,6 +101,10 @@ func load() error {
 		{&drv.cuModuleUnload, []string{"cuModuleUnload"}, true},
 		{&drv.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}, true},
 		{&drv.cuLaunchKernel, []string{"cuLaunchKernel"}, true},
+		{&drv.cuLaunchKernelEx, []string{"cuLaunchKernelEx"}, false}, // CUDA 12.0+: PDL
+		{&drv.cuMemHostAlloc, []string{"cuMemHostAlloc"}, true},
+		{&drv.cuMemFreeHost, []string{"cuMemFreeHost"}, true},
+		{&drv.cuMemHostGetDevicePointer, []string{"cuMemHostGetDevicePointer_v2"}, true},
 		{&drv.cuGraphInstantiateWithFlags, []string{"cuGraphInstantiateWithFlags"}, true},
 		{&drv.cuGraphLaunch, []string{"cuGraphLaunch"}, true},
 		{&drv.cuGraphExecDestroy, []string{"cuGraphExecDestroy"}, true},

@@ -83,9 +83,38 @@ func F(v float32) Arg { return Arg(math.Float32bits(v)) }
 // Launcher enqueues kernels; it owns the argument slots, so one Launcher must not be
 // used by two goroutines at once.
 type Launcher struct {
+	// PDL launches every kernel with programmatic stream serialization (compute 9.0+,
+	// CUDA 12 drivers): a kernel may start while the previous one in the stream runs,
+	// and waits for it with griddepcontrol.wait (common.cuh grid_dep_sync). Ignored
+	// when the driver lacks cuLaunchKernelEx.
+	PDL  bool
 	vals [24]uint64
 	ptrs [24]uintptr
+	cfg  launchConfig
+	attr launchAttr
 }
+
+// launchConfig is CUlaunchConfig; launchAttr is CUlaunchAttribute (id, padding, and a
+// 64-byte value union).
+type launchConfig struct {
+	gx, gy, gz, bx, by, bz, shared uint32
+	_                              uint32
+	stream, attrs                  uintptr
+	nattrs                         uint32
+	_                              uint32
+}
+
+type launchAttr struct {
+	id  uint32
+	_   uint32
+	val [64]byte
+}
+
+const attrProgrammaticStreamSerialization = 6 // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+// PDLSupported reports whether the driver can launch with programmatic dependent
+// launch (it has cuLaunchKernelEx); the device must also be compute 9.0 or newer.
+func PDLSupported() bool { return drv.cuLaunchKernelEx != 0 }
 
 // Launch enqueues f on s with the given shape, dynamic shared memory and arguments.
 func (l *Launcher) Launch(s *Stream, f *Function, grid, block Dim3, shared int, args ...Arg) error {
@@ -97,7 +126,19 @@ func (l *Launcher) Launch(s *Stream, f *Function, grid, block Dim3, shared int, 
 		l.ptrs[i] = uintptr(unsafe.Pointer(&l.vals[i]))
 	}
 	g, b := grid.norm(), block.norm()
-	r := call(drv.cuLaunchKernel, f.h, uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
+	var r uintptr
+	if l.PDL && drv.cuLaunchKernelEx != 0 {
+		l.attr = launchAttr{id: attrProgrammaticStreamSerialization}
+		l.attr.val[0] = 1 // programmaticStreamSerializationAllowed
+		l.cfg = launchConfig{gx: uint32(g.X), gy: uint32(g.Y), gz: uint32(g.Z), bx: uint32(b.X), by: uint32(b.Y), bz: uint32(b.Z),
+			shared: uint32(shared), stream: s.h, attrs: uintptr(unsafe.Pointer(&l.attr)), nattrs: 1}
+		r = call(drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(&l.cfg)), f.h, uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
+		if err := check("cuLaunchKernelEx", r); err != nil {
+			return fmt.Errorf("%s grid %v block %v: %w", f.name, g, b, err)
+		}
+		return nil
+	}
+	r = call(drv.cuLaunchKernel, f.h, uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
 		uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), s.h,
 		uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
 	if err := check("cuLaunchKernel", r); err != nil {

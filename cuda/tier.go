@@ -28,15 +28,26 @@ type Tier struct {
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
-	// AttnChunk is the number of cache positions one attention block scores before the
-	// combine step (split-K). 256 gives ≥ 8 blocks per head at 2k context, enough to fill
-	// the SMs at decode (nt = 1) while keeping the combine cheap.
+	// AttnChunk is the fewest cache positions one attention block scores before the
+	// combine step (split-K; a multiple of 32). A row seeing p positions spreads them
+	// over up to AttnMaxSplits blocks of max(AttnChunk, p/AttnMaxSplits rounded up to 32)
+	// positions: at decode, short contexts then use several blocks per head instead of
+	// one block walking every position (32: 5 blocks per head at 140 positions).
 	AttnChunk int
+	// AttnPrefillChunk replaces AttnChunk for calls of GEMMMinRows rows or more
+	// (prefill): there every row's splits write hd+2 partials each, and 32-position
+	// chunks made pp512 10 % slower on the H200 than 256 (the rows are bitwise only below
+	// GEMMMinRows anyway).
+	AttnPrefillChunk int
 	// AttnMaxSplits bounds the splits per (row, head); long contexts grow the chunk
 	// instead, so the partials scratch stays nt × heads × AttnMaxSplits × (HeadDim+2).
 	AttnMaxSplits int
 	// TopKMaxK is the largest k computed on the device; larger k read whole rows back.
 	TopKMaxK int
+	// PDL launches kernels with programmatic dependent launch (griddepcontrol, compute
+	// 9.0+): each kernel's launch overlaps the previous kernel, which matters when a
+	// decode step is hundreds of small kernels (MINFER_NO_PDL=1 turns it off).
+	PDL bool
 	// MMA names the tensor-core instruction family a tiled GEMM would use.
 	MMA string
 	// Note says why the tier differs from its neighbours.
@@ -45,21 +56,21 @@ type Tier struct {
 
 // tiers is ordered by compute capability.
 var tiers = []Tier{
-	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
-	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
-	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
-	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
-	{Name: "blackwell-dc", Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
-	{Name: "blackwell", Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
-	{Name: "gb10", Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
 }
 

@@ -1,9 +1,11 @@
 // attn.cu: causal attention over the cache, split-K. attn_part: block (head h, row r,
-// split s) scores positions [s*chunk, min((s+1)*chunk, pos[r]+1)) and writes the
-// partial (max m, sum l, unnormalised output acc[hd]). attn_combine merges the splits
-// of (r, h) in order. The chunk depends only on the cache size, never on nt, so each row
-// has the same bits whatever the batch. attn_combine also writes the output's 8-bit
-// form when q is not null (hd % 32 == 0).
+// split s) scores positions [s*c, min((s+1)*c, p1)) of the p1 = pos[r]+1 positions row r
+// sees, c = split_chunk(p1, nsplit, minchunk), and writes the partial (max m, sum l,
+// unnormalised output acc[hd]). attn_combine merges the splits of (r, h) in order. The
+// chunk depends only on the row's position and the cache size (nsplit), never on nt, so
+// each row has the same bits whatever the batch; and a short context is spread over
+// several blocks of ≥ minchunk positions instead of one. attn_combine also writes the
+// output's 8-bit form when q is not null (hd % 32 == 0).
 #include "common.cuh"
 
 template <bool Q8>
@@ -12,7 +14,15 @@ static __device__ __forceinline__ float kv_at(const void *c, const u16 *cd, i64 
     return h2f(((const u16 *)c)[idx]);
 }
 
-// Dynamic shared memory: (hd + chunk) floats. 128 threads.
+// split_chunk is the positions per split for a row seeing p1 positions: p1 spread over
+// nsplit splits, rounded up to a multiple of 32, at least minchunk (core/backend/cuda
+// attnChunk mirrors it).
+static __device__ __forceinline__ int split_chunk(int p1, int nsplit, int minchunk) {
+    const int c = ((p1 + nsplit - 1) / nsplit + 31) / 32 * 32;
+    return c > minchunk ? c : minchunk;
+}
+
+// Dynamic shared memory: (hd + the largest chunk) floats. 128 threads.
 template <bool Q8>
 static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                  const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
@@ -25,7 +35,9 @@ static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, 
         if (threadIdx.x == 0 && h == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
         return;
     }
-    const int p1 = pos[r] + 1, start = s * chunk;
+    const int p1 = pos[r] + 1;
+    chunk = split_chunk(p1, nsplit, chunk);
+    const int start = s * chunk;
     if (start >= p1) return;
     const int end = min(start + chunk, p1), n = end - start;
     const int kvh = h / (heads / kvheads), kvdim = kvheads * hd;
@@ -62,23 +74,27 @@ static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, 
 extern "C" __global__ void attn_part_f16(const float *q, const void *kc, const void *vc, const int *pos, float *part,
                                          int heads, int kvheads, int hd, int chunk, int nsplit, float scale, int ctx,
                                          int *err) {
+    grid_dep_sync();
     attn_part<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
 }
 
 extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                         const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
                                         int nsplit, float scale, int ctx, int *err) {
+    grid_dep_sync();
     attn_part<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
 }
 
 // Grid (heads, nt), threads over hd.
 extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
                                         int nsplit, int ctx, i8 *q, float *qd) {
+    grid_dep_sync();
     const int h = blockIdx.x, r = blockIdx.y;
     if (pos[r] < 0 || pos[r] >= ctx) {  // recorded by attn_part
         for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[((i64)r * heads + h) * hd + d] = 0.0f;
         return;
     }
+    chunk = split_chunk(pos[r] + 1, nsplit, chunk);
     const int ns = pos[r] / chunk + 1;
     const float *p = part + ((i64)r * heads + h) * nsplit * (hd + 2);
     float M = NEG_INF;

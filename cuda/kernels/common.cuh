@@ -73,6 +73,20 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
     return v;
 }
 
+// grid_dep_sync is the first step of every kernel (before any read of another kernel's
+// output and before any write): under programmatic dependent launch (sm_90+, the
+// backend's Launcher.PDL) a kernel may start while the previous kernel of the stream is
+// still running; griddepcontrol.wait blocks until that kernel has finished and its
+// writes are visible. launch_dependents then lets the next kernel's blocks be scheduled
+// early, so its launch latency hides behind this kernel's work. Launched without PDL,
+// both are no-ops. Only reads of data no kernel writes (weights) may precede it.
+static __device__ __forceinline__ void grid_dep_sync() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 static __device__ __forceinline__ void set_error(int *err, int code, int detail) {
     if (atomicCAS(err, 0, code) == 0) err[1] = detail;
 }

@@ -3,6 +3,7 @@
 
 // swiglu also writes dst's 8-bit form when q is not null (n % 32 == 0).
 extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, int n, i8 *q, float *qd) {
+    grid_dep_sync();
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float x = g[i];
@@ -12,6 +13,7 @@ extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, in
 }
 
 extern "C" __global__ void add(float *dst, const float *x, int n) {
+    grid_dep_sync();
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     dst[i] += x[i];
@@ -19,6 +21,7 @@ extern "C" __global__ void add(float *dst, const float *x, int n) {
 
 // add_bias: x[r][c] += b[c] for n = rows*cols elements.
 extern "C" __global__ void add_bias(float *x, const float *b, int n, int cols) {
+    grid_dep_sync();
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     x[i] += b[i % cols];

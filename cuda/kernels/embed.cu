@@ -17,7 +17,7 @@ static __device__ void embed(const void *q, const void *d, const void *e, const 
 
 #define EMBED(name, T)                                                                              \
     extern "C" __global__ void embed_##name(const void *q, const void *d, const void *e, const int *ids, \
-                                            float *dst, int rows, int cols, int *err) {             \
+                                            float *dst, int rows, int cols, int *err) { grid_dep_sync();             \
         embed<T>(q, d, e, ids, dst, rows, cols, err);                                               \
     }
 EMBED(f32, W_F32)

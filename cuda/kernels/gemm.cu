@@ -36,7 +36,7 @@ static __device__ void dequant(const void *q, const void *d, const void *e, u16 
 
 #define DEQUANT(name, T)                                                                                  \
     extern "C" __global__ void dequant_f16_##name(const void *q, const void *d, const void *e, u16 *out, \
-                                                  int rows, int cols) {                                 \
+                                                  int rows, int cols) { grid_dep_sync();                                 \
         dequant<T>(q, d, e, out, rows, cols);                                                            \
     }
 DEQUANT(f32, W_F32)
@@ -59,6 +59,7 @@ static __device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)f2
 
 extern "C" __global__ void __launch_bounds__(256) gemm_f16w(const u16 *w, const float *x, float *dst, int nt, int rows,
                                                              int cols, const float *bias) {
+    grid_dep_sync();
     __shared__ __align__(16) u16 sx[BM * LDS];
     __shared__ __align__(16) u16 sw[BN * LDS];
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;

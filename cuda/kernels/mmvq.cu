@@ -233,13 +233,18 @@ template <class T, int NT>
 static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows, const float *bias) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const i64 row = (i64)blockIdx.x * (blockDim.x / WARP) + warp;
+    const int U = T::units(a.cols);
+    // The lane's first weight unit is loaded before waiting for x's producer (weights
+    // never change), so its memory latency overlaps the previous kernel under PDL.
+    typename T::R r;
+    if (row < rows && lane < U) r = T::load(a, row, lane);
+    grid_dep_sync();
     if (row >= rows) return;
     float acc[NT];
 #pragma unroll
     for (int j = 0; j < NT; j++) acc[j] = 0.0f;
-    const int U = T::units(a.cols);
     for (int u = lane; u < U; u += WARP) {
-        const typename T::R r = T::load(a, row, u);
+        if (u != lane) r = T::load(a, row, u);
 #pragma unroll
         for (int j = 0; j < NT; j++) acc[j] += T::dot(r, a, j, u);
     }

@@ -5,6 +5,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, int n, float eps, i8 *q, float *qd) {
+    grid_dep_sync();
     __shared__ float sh[32];
     const float *xr = x + (i64)blockIdx.x * n;
     float *dr = dst + (i64)blockIdx.x * n;
@@ -25,6 +26,7 @@ extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, i
 // the same order, as add followed by rmsnorm.
 extern "C" __global__ void add_rmsnorm(float *x, const float *r, const float *w, float *dst, int n, float eps, i8 *q,
                                        float *qd) {
+    grid_dep_sync();
     __shared__ float sh[32];
     float *xr = x + (i64)blockIdx.x * n;
     const float *rr = r + (i64)blockIdx.x * n;

@@ -4,6 +4,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void quantize_q8(const float *x, i8 *q, float *d, int nblocks) {
+    grid_dep_sync();
     const int b = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, l = threadIdx.x % WARP;
     if (b >= nblocks) return;
     q8_store(x[(i64)b * 32 + l], q, d, (i64)b * 32 + l);

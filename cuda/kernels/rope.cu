@@ -31,6 +31,7 @@ static __device__ __forceinline__ void store_row(const float *src, void *c, u16 
 extern "C" __global__ void rope_store(float *q, float *k, const float *v, const int *pos, const float *ff,
                                       int heads, int kvheads, int hd, int dims, int neox, float base,
                                       float freq_scale, void *kc, void *vc, u16 *kd, u16 *vd, int ctx, int *err) {
+    grid_dep_sync();
     const int r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
     const int p = pos[r];
     float *vec = h < heads ? q + ((i64)r * heads + h) * hd : k + ((i64)r * kvheads + (h - heads)) * hd;

@@ -9,6 +9,7 @@ static __device__ __forceinline__ bool before(float v, int i, float bv, int bi) 
 }
 
 extern "C" __global__ void topk(const float *logits, int n, int k, int *ids, float *vals) {
+    grid_dep_sync();
     __shared__ float sv[32];
     __shared__ int si[32];
     __shared__ float pv;

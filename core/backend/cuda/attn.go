@@ -125,15 +125,16 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 		return
 	}
 	kc, vc, kd, vd := kv.layerPtrs(layer)
-	grid := cuda.Dim3{X: a.Heads, Y: nt, Z: kv.nsplit}
-	shared := 4 * (hd + kv.chunk)
+	chunk, nsplit, maxChunk := b.attnParams(kv, nt)
+	grid := cuda.Dim3{X: a.Heads, Y: nt, Z: nsplit}
+	shared := 4 * (hd + maxChunk)
 	if kv.spec.Type == backend.KVF16 {
 		b.launch("attn_part_f16", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(vc), cuda.P(ps.p),
-			cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.F(a.Scale),
+			cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit), cuda.F(a.Scale),
 			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
 	} else {
 		b.launch("attn_part_q8", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(kd), cuda.P(vc), cuda.P(vd),
-			cuda.P(ps.p), cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit), cuda.F(a.Scale),
+			cuda.P(ps.p), cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit), cuda.F(a.Scale),
 			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
 	}
 	ds.wrote()
@@ -142,11 +143,23 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 		sq, sd = b.shadow(ds)
 	}
 	b.launch("attn_combine", cuda.Dim3{X: a.Heads, Y: nt}, cuda.Dim3{X: rowThreads(min(hd, 256))}, 0,
-		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(kv.chunk), cuda.I(kv.nsplit),
+		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit),
 		cuda.I(kv.spec.Ctx), cuda.P(sq), cuda.P(sd))
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
+}
+
+// attnParams are the attention launch's smallest chunk, splits and largest chunk for
+// nt rows on cache kv: decode and verify rows split by position (attn.cu); calls of
+// GEMMMinRows rows or more (prefill) use fewer, larger splits.
+func (b *Backend) attnParams(kv *KV, nt int) (chunk, nsplit, maxChunk int) {
+	if nt < b.tier.GEMMMinRows {
+		return kv.chunk, kv.nsplit, kv.maxChunk
+	}
+	chunk = b.tier.AttnPrefillChunk
+	nsplit = min(kv.nsplit, ceilDiv(kv.spec.Ctx, chunk))
+	return chunk, nsplit, attnChunk(kv.spec.Ctx, nsplit, chunk)
 }
 
 // TopK computes each row's k best (value desc, id asc) on the device when k ≤ the

@@ -73,7 +73,10 @@ type Backend struct {
 
 	err     error
 	errWord cuda.DevicePtr // 2 int32: code, detail (set by kernels; see common.cuh)
-	closed  bool
+	// host is pinned memory for what crosses to the host at a sync: the error word's
+	// copy in its first hostData bytes, ReadF32's data after it (grown on demand).
+	host   *cuda.HostMem
+	closed bool
 
 	allocs   map[cuda.DevicePtr]int64 // every live allocation, freed by Close
 	reserve  int64
@@ -158,6 +161,9 @@ func Open(opts Options) (*Backend, error) {
 	if b.led.on {
 		b.sw.noGraphs = true // one launch per op, each timed
 	}
+	// Under the ledger each kernel sits between two events, so PDL could not overlap
+	// anything there.
+	b.l.PDL = tier.PDL && cuda.PDLSupported() && !b.sw.noPDL && !b.led.on
 	if b.log == nil {
 		b.log = io.Discard
 	}
@@ -187,9 +193,14 @@ func (b *Backend) init(opts Options) error {
 	if err := b.stream.Memset32(b.errWord, 0, 2); err != nil {
 		return err
 	}
+	b.growHost(hostData + 64<<10)
 	free, total, _ := b.ctx.MemInfo()
-	fmt.Fprintf(b.log, "cuda: %s, compute %d.%d (tier %s), %d SMs, %.1f of %.1f GiB free\n",
-		b.ctx.Props.Name, b.ctx.Props.Major, b.ctx.Props.Minor, b.tier.Name, b.ctx.Props.SMs,
+	pdl := ""
+	if b.l.PDL {
+		pdl = ", PDL on"
+	}
+	fmt.Fprintf(b.log, "cuda: %s, compute %d.%d (tier %s%s), %d SMs, %.1f of %.1f GiB free\n",
+		b.ctx.Props.Name, b.ctx.Props.Major, b.ctx.Props.Minor, b.tier.Name, pdl, b.ctx.Props.SMs,
 		float64(free)/(1<<30), float64(total)/(1<<30))
 	return b.stream.Synchronize()
 }
@@ -238,15 +249,23 @@ func (b *Backend) takeErr() error {
 	if b.capturing {
 		b.failf("synchronising call inside a graph capture")
 	} else {
+		// The error word's copy is enqueued before the wait, so one synchronisation
+		// covers the work, the word and whatever ReadF32 enqueued before calling here.
+		var w [8]byte
+		copied := b.host != nil && b.stream.CopyDtoH(b.host.Ptr(0), b.errWord, 8) == nil
 		if err := b.stream.Synchronize(); err != nil {
 			b.fail(err)
 		}
 		b.settle()
 		if b.err == nil {
-			var w [8]byte
-			if err := cuda.CopyDtoH(w[:], b.errWord); err != nil {
+			if copied {
+				copy(w[:], b.host.Bytes()[:8])
+			} else if err := cuda.CopyDtoH(w[:], b.errWord); err != nil {
 				b.fail(err)
-			} else if code := int32(le32(w[:4])); code != 0 {
+			}
+		}
+		if b.err == nil {
+			if code := int32(le32(w[:4])); code != 0 {
 				detail := int32(le32(w[4:]))
 				switch code {
 				case 1:
@@ -305,6 +324,8 @@ func (b *Backend) closeLocked() error {
 	for p := range b.allocs {
 		errs = append(errs, cuda.Free(p))
 	}
+	errs = append(errs, b.host.Free())
+	b.host = nil
 	for _, p := range b.retired {
 		errs = append(errs, cuda.Free(p))
 	}
@@ -345,6 +366,30 @@ func (b *Backend) free(p cuda.DevicePtr) {
 	}
 	delete(b.allocs, p)
 	b.fail(cuda.Free(p))
+}
+
+// hostData is the offset of ReadF32's data in b.host (the error word sits before it).
+const hostData = 64
+
+// growHost makes b.host hold at least n bytes, replacing it (no copy can be pending on
+// it: every use waits for the stream). Without pinned memory (allocation refused) b.host
+// stays as it was; callers then take the synchronous paths.
+func (b *Backend) growHost(n int) {
+	if b.host != nil && b.host.Len() >= n {
+		return
+	}
+	size := max(n, 1<<20)
+	if b.host != nil {
+		size = max(n, 2*b.host.Len())
+	}
+	h, err := cuda.HostAlloc(size)
+	if err != nil {
+		return
+	}
+	if b.host != nil {
+		b.fail(b.host.Free())
+	}
+	b.host = h
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

@@ -126,6 +126,10 @@ func (b *Backend) WriteI32(dst backend.Buffer, off int, src []int32) {
 	b.fail(b.stream.CopyHtoD(d.at(off), unsafe.Pointer(&src[0]), 4*len(src)))
 }
 
+// maxPinnedRead bounds the pinned staging memory ReadF32 grows to (8 rows of a 152k
+// vocabulary's logits fit); larger reads copy synchronously to pageable memory.
+const maxPinnedRead = 16 << 20
+
 // ReadF32 waits for enqueued work, then copies src[off:off+len(dst)] to dst.
 func (b *Backend) ReadF32(src backend.Buffer, off int, dst []float32) error {
 	if b.closed {
@@ -133,13 +137,27 @@ func (b *Backend) ReadF32(src backend.Buffer, off int, dst []float32) error {
 	}
 	s := f32(src, off+len(dst), "ReadF32")
 	defer b.enter()()
+	n := 4 * len(dst)
+	if n > 0 && n <= maxPinnedRead && !b.capturing {
+		// Through pinned memory: the copy is enqueued behind the work and takeErr's one
+		// synchronisation covers both.
+		if b.growHost(hostData + n); b.host != nil && b.host.Len() >= hostData+n {
+			if err := b.stream.CopyDtoH(b.host.Ptr(hostData), s.at(off), n); err == nil {
+				if err := b.takeErr(); err != nil {
+					return err
+				}
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n), b.host.Bytes()[hostData:hostData+n])
+				return nil
+			}
+		}
+	}
 	if err := b.takeErr(); err != nil {
 		return err
 	}
-	if len(dst) == 0 {
+	if n == 0 {
 		return nil
 	}
-	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), s.at(off))
+	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n), s.at(off))
 }
 
 // KV is one sequence's cache: per layer, K and V as [Ctx][KVHeads*HeadDim] halves (F16)
@@ -151,7 +169,8 @@ type KV struct {
 	bytes         int64
 	layerVals     int64 // bytes of one layer's K values
 	layerScales   int64
-	chunk, nsplit int // attention split (fixed by Ctx)
+	chunk, nsplit int // attention: the smallest chunk, the splits (fixed by Ctx)
+	maxChunk      int // the largest chunk a row of this cache can have
 }
 
 // Spec is the cache's shape.
@@ -206,19 +225,26 @@ func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
 			return nil, err
 		}
 	}
-	kv.chunk, kv.nsplit = b.attnSplit(spec.Ctx)
+	kv.maxChunk, kv.nsplit = b.attnSplit(spec.Ctx)
+	kv.chunk = b.tier.AttnChunk
 	fmt.Fprintf(b.log, "cuda: KV cache %.1f MiB (%d layers, ctx %d, %v)\n", mib(kv.bytes), spec.Layers, spec.Ctx, spec.Type)
 	return kv, nil
 }
 
-// attnSplit picks the positions per attention block for a cache of ctx positions:
-// the tier's chunk, grown (in multiples of 32) so splits stay ≤ AttnMaxSplits.
-func (b *Backend) attnSplit(ctx int) (chunk, nsplit int) {
-	chunk = b.tier.AttnChunk
-	if ceilDiv(ctx, chunk) > b.tier.AttnMaxSplits {
-		chunk = ceilDiv(ceilDiv(ctx, b.tier.AttnMaxSplits), 32) * 32
-	}
-	return chunk, ceilDiv(ctx, chunk)
+// attnSplit picks the attention splits of a cache of ctx positions — AttnMaxSplits,
+// fewer for a cache shorter than that many of the tier's smallest chunks — and the
+// largest chunk any row of it can have (the shared memory attn_part needs).
+func (b *Backend) attnSplit(ctx int) (maxChunk, nsplit int) {
+	minChunk := b.tier.AttnChunk
+	nsplit = min(b.tier.AttnMaxSplits, ceilDiv(ctx, minChunk))
+	return attnChunk(ctx, nsplit, minChunk), nsplit
+}
+
+// attnChunk is the positions per attention split of a row that sees p1 positions
+// (attn.cu split_chunk): p1 over nsplit splits, rounded up to a multiple of 32, at least
+// minChunk. It depends on the row's position and the cache size only, never on nt.
+func attnChunk(p1, nsplit, minChunk int) int {
+	return max(minChunk, ceilDiv(ceilDiv(p1, nsplit), 32)*32)
 }
 
 // Free releases a buffer, weight or KV cache.

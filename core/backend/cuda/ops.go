@@ -15,11 +15,13 @@ type switches struct {
 	noGraphs   bool // Run: enqueue ops, never capture
 	noGEMM     bool // matmul: chunked mat-vec for every nt
 	noFuse     bool // residual add + RMSNorm as two kernels
+	noPDL      bool // launches: no programmatic dependent launch
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM")}
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
+		noPDL: on("MINFER_NO_PDL")}
 }
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
@@ -29,6 +31,7 @@ func Switches() map[string]string {
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
 		"MINFER_NO_GEMM":          "matmul: use chunked mat-vec launches for every nt instead of the tensor-core GEMM",
 		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
+		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
 	"github.com/minfer/minfer/cuda"
 )
@@ -89,11 +90,29 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 func TestAttnSplit(t *testing.T) {
 	tier, _ := cuda.TierFor(9, 0)
 	b := &Backend{tier: tier}
-	for _, ctx := range []int{1, 255, 256, 4096, 8192, 8193, 32768, 131072} {
-		chunk, n := b.attnSplit(ctx)
-		if n > tier.AttnMaxSplits || chunk*n < ctx || chunk%32 != 0 || (n-1)*chunk >= ctx {
-			t.Errorf("ctx %d: chunk %d × %d splits", ctx, chunk, n)
+	for _, ctx := range []int{1, 31, 33, 255, 256, 1000, 1025, 4096, 8192, 8193, 32768, 131072} {
+		maxChunk, n := b.attnSplit(ctx)
+		if n < 1 || n > tier.AttnMaxSplits || maxChunk%32 != 0 || maxChunk*n < ctx {
+			t.Fatalf("ctx %d: max chunk %d × %d splits", ctx, maxChunk, n)
 		}
+		kv := &KV{spec: backend.KVSpec{Ctx: ctx}, chunk: tier.AttnChunk, nsplit: n, maxChunk: maxChunk}
+		for _, nt := range []int{1, tier.GEMMMinRows} {
+			minChunk, ns, maxC := b.attnParams(kv, nt)
+			if ns < 1 || ns > n {
+				t.Fatalf("ctx %d, nt %d: %d splits (cache has %d)", ctx, nt, ns, n)
+			}
+			// Every row position: its chunk fits the shared memory sized by maxC, its
+			// splits fit the grid.
+			for p1 := 1; p1 <= ctx; p1++ {
+				c := attnChunk(p1, ns, minChunk)
+				if c%32 != 0 || c < minChunk || c > maxC || ceilDiv(p1, c) > ns {
+					t.Fatalf("ctx %d, nt %d, %d positions: chunk %d (max %d), %d splits used of %d", ctx, nt, p1, c, maxC, ceilDiv(p1, c), ns)
+				}
+			}
+		}
+	}
+	if c := attnChunk(140, 32, tier.AttnChunk); c != 32 {
+		t.Errorf("140 positions over 32 splits: chunk %d, want 32 (5 blocks per head)", c)
 	}
 }
 
