@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -163,11 +164,35 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal(os.Stdout)}
-	err := m.Run(ctx, os.Args[1:])
+	stopProfile, err := startProfile(os.Getenv("MINFER_CPUPROFILE"))
+	if err == nil {
+		err = m.Run(ctx, os.Args[1:])
+		stopProfile()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "minfer: %v\n", err)
 	}
 	os.Exit(exitCode(err))
+}
+
+// startProfile writes a CPU profile of the whole command to path (MINFER_CPUPROFILE;
+// read it with go tool pprof); "" profiles nothing.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("MINFER_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("MINFER_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func isTerminal(f *os.File) bool {
