@@ -2065,7 +2065,7 @@ tileQ8_0Z_rows4_pairs2_blk:
 	JNZ             tileQ8_0Z_rows4_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2077,7 +2077,10 @@ tileQ8_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows4_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2085,153 +2088,190 @@ tileQ8_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z13, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z28, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ8_0Z_rows4_pairs2
+
+tileQ8_0Z_rows4_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r1_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z13, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r2_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r2_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r3_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z28, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_r3_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_r3_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ8_0Z_rows4_pairs2
 
 tileQ8_0Z_rows4_pairs1:
 	MOVQ   56(R13), R9
@@ -2289,7 +2329,7 @@ tileQ8_0Z_rows4_pairs1_blk:
 	JNZ             tileQ8_0Z_rows4_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2301,7 +2341,10 @@ tileQ8_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows4_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2309,81 +2352,98 @@ tileQ8_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ8_0Z_rows4_pairs1
+
+tileQ8_0Z_rows4_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs1_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0Z_rows4_pairs1
 
 tileQ8_0Z_rows4_next:
 	ADDQ 8(R13), BX
@@ -2493,7 +2553,7 @@ tileQ8_0Z_rows2_pairs2_blk:
 	JNZ             tileQ8_0Z_rows2_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2505,7 +2565,10 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows2_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2513,69 +2576,86 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ8_0Z_rows2_pairs2
+
+tileQ8_0Z_rows2_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs2_r1_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ8_0Z_rows2_pairs2
 
 tileQ8_0Z_rows2_pairs1:
 	MOVQ   56(R13), R9
@@ -2617,7 +2697,7 @@ tileQ8_0Z_rows2_pairs1_blk:
 	JNZ             tileQ8_0Z_rows2_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2629,7 +2709,10 @@ tileQ8_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows2_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2637,33 +2720,40 @@ tileQ8_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ8_0Z_rows2_pairs1
+
+tileQ8_0Z_rows2_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs1_r1_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0Z_rows2_pairs1
 
 tileQ8_0Z_rows2_next:
 	ADDQ 8(R13), BX
@@ -2732,7 +2822,7 @@ tileQ8_0Z_rows1_pairs2_blk:
 	JNZ             tileQ8_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2744,7 +2834,10 @@ tileQ8_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows1_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2752,27 +2845,34 @@ tileQ8_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ8_0Z_rows1_pairs2
+
+tileQ8_0Z_rows1_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows1_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows1_pairs2_r0_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ8_0Z_rows1_pairs2
 
 tileQ8_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
@@ -2804,7 +2904,7 @@ tileQ8_0Z_rows1_pairs1_blk:
 	JNZ             tileQ8_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -2816,7 +2916,10 @@ tileQ8_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows1_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2824,9 +2927,11 @@ tileQ8_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ8_0Z_rows1_pairs1
+
+tileQ8_0Z_rows1_pairs1_r0_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0Z_rows1_pairs1
 
 tileQ8_0Z_rows1_next:
 	ADDQ 8(R13), BX
@@ -3027,7 +3132,7 @@ tileQ4_0Z_rows4_pairs2_blk:
 	JNZ             tileQ4_0Z_rows4_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3039,7 +3144,10 @@ tileQ4_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows4_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3047,153 +3155,190 @@ tileQ4_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z13, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z28, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ4_0Z_rows4_pairs2
+
+tileQ4_0Z_rows4_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r1_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z13, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r2_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r2_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r3_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z28, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_r3_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_r3_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ4_0Z_rows4_pairs2
 
 tileQ4_0Z_rows4_pairs1:
 	MOVQ   56(R13), R9
@@ -3251,7 +3396,7 @@ tileQ4_0Z_rows4_pairs1_blk:
 	JNZ             tileQ4_0Z_rows4_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3263,7 +3408,10 @@ tileQ4_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows4_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3271,81 +3419,98 @@ tileQ4_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ4_0Z_rows4_pairs1
+
+tileQ4_0Z_rows4_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs1_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ4_0Z_rows4_pairs1
 
 tileQ4_0Z_rows4_next:
 	ADDQ 8(R13), BX
@@ -3459,7 +3624,7 @@ tileQ4_0Z_rows2_pairs2_blk:
 	JNZ             tileQ4_0Z_rows2_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3471,7 +3636,10 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows2_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3479,69 +3647,86 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ4_0Z_rows2_pairs2
+
+tileQ4_0Z_rows2_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs2_r1_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ4_0Z_rows2_pairs2
 
 tileQ4_0Z_rows2_pairs1:
 	MOVQ   56(R13), R9
@@ -3583,7 +3768,7 @@ tileQ4_0Z_rows2_pairs1_blk:
 	JNZ             tileQ4_0Z_rows2_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3595,7 +3780,10 @@ tileQ4_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows2_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3603,33 +3791,40 @@ tileQ4_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ4_0Z_rows2_pairs1
+
+tileQ4_0Z_rows2_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs1_r1_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ4_0Z_rows2_pairs1
 
 tileQ4_0Z_rows2_next:
 	ADDQ 8(R13), BX
@@ -3700,7 +3895,7 @@ tileQ4_0Z_rows1_pairs2_blk:
 	JNZ             tileQ4_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3712,7 +3907,10 @@ tileQ4_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows1_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3720,27 +3918,34 @@ tileQ4_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ4_0Z_rows1_pairs2
+
+tileQ4_0Z_rows1_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows1_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows1_pairs2_r0_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ4_0Z_rows1_pairs2
 
 tileQ4_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
@@ -3772,7 +3977,7 @@ tileQ4_0Z_rows1_pairs1_blk:
 	JNZ             tileQ4_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -3784,7 +3989,10 @@ tileQ4_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows1_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3792,9 +4000,11 @@ tileQ4_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ4_0Z_rows1_pairs1
+
+tileQ4_0Z_rows1_pairs1_r0_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ4_0Z_rows1_pairs1
 
 tileQ4_0Z_rows1_next:
 	ADDQ 8(R13), BX
@@ -4019,7 +4229,7 @@ tileQ5_0Z_rows4_pairs2_blk:
 	JNZ             tileQ5_0Z_rows4_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4031,7 +4241,10 @@ tileQ5_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows4_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4039,153 +4252,190 @@ tileQ5_0Z_rows4_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z13, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z28, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ5_0Z_rows4_pairs2
+
+tileQ5_0Z_rows4_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r1_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z13, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r2_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r2_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r3_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z28, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_r3_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_r3_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ5_0Z_rows4_pairs2
 
 tileQ5_0Z_rows4_pairs1:
 	MOVQ   56(R13), R9
@@ -4243,7 +4493,7 @@ tileQ5_0Z_rows4_pairs1_blk:
 	JNZ             tileQ5_0Z_rows4_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4255,7 +4505,10 @@ tileQ5_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows4_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4263,81 +4516,98 @@ tileQ5_0Z_rows4_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x02, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z12, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x03, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z14, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ5_0Z_rows4_pairs1
+
+tileQ5_0Z_rows4_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs1_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ5_0Z_rows4_pairs1
 
 tileQ5_0Z_rows4_next:
 	ADDQ 8(R13), BX
@@ -4463,7 +4733,7 @@ tileQ5_0Z_rows2_pairs2_blk:
 	JNZ             tileQ5_0Z_rows2_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4475,7 +4745,10 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows2_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4483,69 +4756,86 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z27, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ5_0Z_rows2_pairs2
+
+tileQ5_0Z_rows2_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs2_r1_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ5_0Z_rows2_pairs2
 
 tileQ5_0Z_rows2_pairs1:
 	MOVQ   56(R13), R9
@@ -4587,7 +4877,7 @@ tileQ5_0Z_rows2_pairs1_blk:
 	JNZ             tileQ5_0Z_rows2_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4599,7 +4889,10 @@ tileQ5_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows2_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4607,33 +4900,40 @@ tileQ5_0Z_rows2_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x01, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z26, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ5_0Z_rows2_pairs1
+
+tileQ5_0Z_rows2_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs1_r1_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ5_0Z_rows2_pairs1
 
 tileQ5_0Z_rows2_next:
 	ADDQ 8(R13), BX
@@ -4710,7 +5010,7 @@ tileQ5_0Z_rows1_pairs2_blk:
 	JNZ             tileQ5_0Z_rows1_pairs2_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4722,7 +5022,10 @@ tileQ5_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows1_pairs2_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4730,27 +5033,34 @@ tileQ5_0Z_rows1_pairs2_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VMOVUPS         Z17, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x02, R8
-	JMP             tileQ5_0Z_rows1_pairs2
+
+tileQ5_0Z_rows1_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows1_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows1_pairs2_r0_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ5_0Z_rows1_pairs2
 
 tileQ5_0Z_rows1_pairs1:
 	MOVQ   56(R13), R9
@@ -4782,7 +5092,7 @@ tileQ5_0Z_rows1_pairs1_blk:
 	JNZ             tileQ5_0Z_rows1_pairs1_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
-	IMULQ           16(R13), R9
+	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
 	VMOVUPS         Z16, Z0
@@ -4794,7 +5104,10 @@ tileQ5_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows1_pairs1_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4802,9 +5115,11 @@ tileQ5_0Z_rows1_pairs1_blk:
 	VMOVSHDUP       X2, X3
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            16(R13), R9
-	ADDQ            $0x01, R8
-	JMP             tileQ5_0Z_rows1_pairs1
+
+tileQ5_0Z_rows1_pairs1_r0_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ5_0Z_rows1_pairs1
 
 tileQ5_0Z_rows1_next:
 	ADDQ 8(R13), BX

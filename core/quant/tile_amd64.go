@@ -15,8 +15,6 @@ func init() {
 	if !hasTileZ {
 		return
 	}
-	// The bias is what the unpacked unsigned levels carry: Q8_0 levels are w+128, Q4_0
-	// and Q5_0 levels are v+8 and v+16.
 	tileKernels[Q8_0] = func(tl *Tile) { tileZ(tl, Q8_0) }
 	tileKernels[Q4_0] = func(tl *Tile) { tileZ(tl, Q4_0) }
 	tileKernels[Q5_0] = func(tl *Tile) { tileZ(tl, Q5_0) }
@@ -25,15 +23,17 @@ func init() {
 // tileArgs is read by the generated tile kernels at fixed offsets (internal/asmgen's
 // ta* constants): every field is 8 bytes, in this order.
 type tileArgs struct {
-	w       *byte
-	wStride int
-	rows    int
-	nb      int      // blocks per row
-	wu      *byte    // scratch: two rows' unpacked levels, 32 bytes per block
-	dw      *float32 // scratch: two rows' block scales
-	xp      *byte    // prepared activation pairs, pairBlock bytes per (pair, block)
-	pairs   int
-	out     *float32 // results, out[t·rows + r]
+	w         *byte
+	wStride   int
+	rows      int
+	nb        int      // blocks per row
+	wu        *byte    // scratch: two rows' unpacked levels, 32 bytes per block
+	dw        *float32 // scratch: two rows' block scales
+	xp        *byte    // prepared activation pairs, pairBlock bytes per (pair, block)
+	pairs     int
+	out       *float32 // results: out[t·outStride + r] (32-block tiles), out[t·rows + r] (K-quants)
+	outStride int
+	nx        int // activation rows (the 32-block tiles store rows t < nx)
 }
 
 // tileMinRows is the fewest activation rows the tile kernels take. With one row there
@@ -53,28 +53,20 @@ type tileScratch struct {
 
 var tileScratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 // tileZ runs a 32-block tile kernel: the activation rows are prepared once, in pairs
 // (an odd last row is paired with a zero row whose results are dropped), then every
 // weight row is unpacked once and dotted with all pairs.
 // The kernels are called directly, not through func values, so that the arguments stay
 // on the stack (no allocation per call).
 func tileZ(tl *Tile, typ Type) {
-	var bias byte
 	var dot func(int, []byte, []byte) float32
 	switch typ {
 	case Q8_0:
-		bias, dot = 128, dotQ8_0SIMD
+		dot = dotQ8_0SIMD
 	case Q4_0:
-		bias, dot = 8, dotQ4_0SIMD
+		dot = dotQ4_0SIMD
 	default:
-		bias, dot = 16, dotQ5_0SIMD
+		dot = dotQ5_0SIMD
 	}
 	nb := tl.N / qk
 	if nb == 0 || tl.Rows < 2 && tl.NX < tileMinRows {
@@ -83,7 +75,7 @@ func tileZ(tl *Tile, typ Type) {
 	}
 	var biasBytes [32]byte
 	for i := range biasBytes {
-		biasBytes[i] = bias
+		biasBytes[i] = zBias(typ)
 	}
 	if tl.NX < tileMinRows {
 		rowsZ(tl, typ, nb, &biasBytes, dot)
@@ -92,24 +84,20 @@ func tileZ(tl *Tile, typ Type) {
 	pairs := (tl.NX + 1) / 2
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
-	s.prep = grow(s.prep, pairs*nb*pairBlock)
 	s.wu = grow(s.wu, 4*nb*32) // up to four weight rows at a time
 	s.dw = grow(s.dw, 4*nb)
-	s.out = grow(s.out, 2*pairs*tl.Rows)
-	if tl.NX%2 == 1 {
-		// The missing partner row: zero levels, lanes and scales.
-		base := (pairs - 1) * nb * pairBlock
-		for b := 0; b < nb; b++ {
-			blk := s.prep[base+b*pairBlock:]
-			clear(blk[32:64])
-			clear(blk[96:128])
-			clear(blk[160:192])
-		}
+	var prep []byte
+	if tl.Prep != nil {
+		prep = tl.Prep.buf
+	} else {
+		s.prep = grow(s.prep, pairs*nb*pairBlock)
+		prepRowsZ(s.prep, tl.X, tl.XStride, 0, tl.NX, tl.NX, nb, &biasBytes)
+		prep = s.prep
 	}
-	prepPairsZ(&tl.X[0], tl.XStride, tl.NX, nb, &biasBytes[0], &s.prep[0])
 	a := tileArgs{
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
-		wu: &s.wu[0], dw: &s.dw[0], xp: &s.prep[0], pairs: pairs, out: &s.out[0],
+		wu: &s.wu[0], dw: &s.dw[0], xp: &prep[0], pairs: pairs,
+		out: &tl.Out[0], outStride: tl.OutStride, nx: tl.NX,
 	}
 	switch typ {
 	case Q8_0:
@@ -119,9 +107,79 @@ func tileZ(tl *Tile, typ Type) {
 	default:
 		tileQ5_0Z((*uintptr)(unsafe.Pointer(&a)))
 	}
-	for t := 0; t < tl.NX; t++ {
-		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
+}
+
+// zBias is the bias the 32-block tile kernels' unsigned levels carry per weight type:
+// Q8_0 levels are w+128, Q4_0 and Q5_0 levels v+8 and v+16.
+func zBias(typ Type) byte {
+	switch typ {
+	case Q8_0:
+		return 128
+	case Q4_0:
+		return 8
 	}
+	return 16
+}
+
+// prepRowsZ prepares activation rows [lo, hi) of x (row lo at x[0]) of a product of nx
+// rows into prep, in pairs (pair t/2, half t%2); an odd nx's last pair gets a zero
+// partner (levels, lanes and scales), whose results the kernels drop.
+func prepRowsZ(prep, x []byte, xStride, lo, hi, nx, nb int, bias *[32]byte) {
+	base := lo / 2 * nb * pairBlock
+	if hi == nx && nx%2 == 1 {
+		last := (nx - 1) / 2 * nb * pairBlock
+		for b := 0; b < nb; b++ {
+			blk := prep[last+b*pairBlock:]
+			clear(blk[32:64])
+			clear(blk[96:128])
+			clear(blk[160:192])
+		}
+	}
+	prepPairsZ(&x[0], xStride, hi-lo, nb, &bias[0], &prep[base])
+}
+
+// tilePrepSize is the prepared size of nx rows of n values for t's tile kernel, or 0
+// where DotTile would not run one (see tileZ, tileQ4K, tileQ6K).
+func tilePrepSize(t Type, n, nx int) int {
+	if !hasTileZ || n <= 0 {
+		return 0
+	}
+	pairs := (nx + 1) / 2
+	switch t {
+	case Q8_0, Q4_0, Q5_0:
+		if n%qk != 0 || nx < tileMinRows {
+			return 0
+		}
+		return pairs * (n / qk) * pairBlock
+	case Q4_K, Q6_K:
+		if n%QK_K != 0 || nx < tileMinRows || t == Q6_K && nx < tileMinRowsQ6K {
+			return 0
+		}
+		return pairs * (n / QK_K) * kPairBlock
+	}
+	return 0
+}
+
+// prepareRows is TilePrep.PrepareRows once the arguments are checked.
+func prepareRows(p *TilePrep, x []byte, xStride, lo, hi int) {
+	switch p.typ {
+	case Q8_0, Q4_0, Q5_0:
+		var bias [32]byte
+		for i := range bias {
+			bias[i] = zBias(p.typ)
+		}
+		prepRowsZ(p.buf, x, xStride, lo, hi, p.nx, p.n/qk, &bias)
+	default:
+		prepRowsK(p.buf, x, xStride, lo, hi, p.nx, p.n/QK_K)
+	}
+}
+
+// prepRowsK is prepRowsZ for the K-quant kernels' Q8_K pair layout.
+func prepRowsK(prep, x []byte, xStride, lo, hi, nx, nb int) {
+	if hi == nx && nx%2 == 1 {
+		clearOddHalfK(prep, (nx+1)/2, nb)
+	}
+	prepPairsK(&x[0], xStride, hi-lo, nb, &prep[lo/2*nb*kPairBlock])
 }
 
 // rowsZ runs one activation row (decoding) through the two-row kernels: the row is
@@ -174,16 +232,20 @@ func tileQ4K(tl *Tile) {
 	pairs := (tl.NX + 1) / 2
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
-	s.prep = grow(s.prep, pairs*nb*kPairBlock)
+	if tl.Prep == nil {
+		s.prep = grow(s.prep, pairs*nb*kPairBlock)
+	}
 	s.wu = grow(s.wu, nb*kWBlock)
 	s.out = grow(s.out, 2*pairs*tl.Rows)
-	if tl.NX%2 == 1 {
-		clearOddHalfK(s.prep, pairs, nb)
+	prep := s.prep
+	if tl.Prep != nil {
+		prep = tl.Prep.buf
+	} else {
+		prepRowsK(s.prep, tl.X, tl.XStride, 0, tl.NX, tl.NX, nb)
 	}
-	prepPairsK(&tl.X[0], tl.XStride, tl.NX, nb, &s.prep[0])
 	a := tileArgs{
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
-		wu: &s.wu[0], xp: &s.prep[0], pairs: pairs, out: &s.out[0],
+		wu: &s.wu[0], xp: &prep[0], pairs: pairs, out: &s.out[0],
 	}
 	tileQ4_KZ((*uintptr)(unsafe.Pointer(&a)))
 	for t := 0; t < tl.NX; t++ {
@@ -216,16 +278,20 @@ func tileQ6K(tl *Tile) {
 	pairs := (tl.NX + 1) / 2
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
-	s.prep = grow(s.prep, pairs*nb*kPairBlock)
+	if tl.Prep == nil {
+		s.prep = grow(s.prep, pairs*nb*kPairBlock)
+	}
 	s.wu = grow(s.wu, nb*k6WBlock)
 	s.out = grow(s.out, 2*pairs*tl.Rows)
-	if tl.NX%2 == 1 {
-		clearOddHalfK(s.prep, pairs, nb)
+	prep := s.prep
+	if tl.Prep != nil {
+		prep = tl.Prep.buf
+	} else {
+		prepRowsK(s.prep, tl.X, tl.XStride, 0, tl.NX, tl.NX, nb)
 	}
-	prepPairsK(&tl.X[0], tl.XStride, tl.NX, nb, &s.prep[0])
 	a := tileArgs{
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
-		wu: &s.wu[0], xp: &s.prep[0], pairs: pairs, out: &s.out[0],
+		wu: &s.wu[0], xp: &prep[0], pairs: pairs, out: &s.out[0],
 	}
 	tileQ6_KZ((*uintptr)(unsafe.Pointer(&a)))
 	for t := 0; t < tl.NX; t++ {

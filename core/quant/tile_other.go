@@ -4,3 +4,10 @@ package quant
 
 // tileKernels is empty: DotTile loops over VecDot.
 var tileKernels = map[Type]func(*Tile){}
+
+// tilePrepSize is 0: no kernel takes prepared rows.
+func tilePrepSize(t Type, n, nx int) int { return 0 }
+
+func prepareRows(p *TilePrep, x []byte, xStride, lo, hi int) {
+	panic("BUG: quant: prepareRows without tile kernels")
+}

@@ -17,6 +17,9 @@ import (
 // Offsets of core/quant's tileArgs fields (8 bytes each).
 const (
 	taW, taWStride, taRows, taNB, taWU, taDW, taXP, taPairs, taOut = 0, 8, 16, 24, 32, 40, 48, 56, 64
+	// The 32-block tiles store straight into the caller's Out: its stride, and the
+	// activation row count (an odd count's last pair has no second row to store).
+	taOutStride, taNX = 72, 80
 	// Prepared activation pair-block: qs of both rows, −bias·Σ4 lanes of both rows,
 	// the two float32 block scales each broadcast over 8 lanes.
 	pairBlock = 192
@@ -142,11 +145,11 @@ func lanesSum(y VecPhysical, d, t VecPhysical) {
 	VADDSS(t, d, d)
 }
 
-// tileKernel emits func(a *uintptr) over a tileArgs. Weight rows go two at a time (one
-// for an odd last row): each is unpacked into its half of a.wu (levels) and a.dw (float32
-// scales); then the activation pairs run two at a time (then one), so up to four zmm
-// FMA chains, eight (weight row, activation row) dots, advance per block while every
-// activation load serves two weight rows. Results go to out[t·rows + r].
+// tileKernel emits func(a *uintptr) over a tileArgs. Weight rows go four at a time (then
+// two, then one): each is unpacked into its slot of a.wu (levels) and a.dw (float32
+// scales); then the activation pairs run two at a time (then one), so up to eight zmm
+// FMA chains advance per block while every activation load serves all the weight rows.
+// Results go straight to out[t·outStride + r] for t < nx.
 func tileKernel(name string, wBytes int, unpack unpacker) {
 	TEXT(name, NOSPLIT, "func(a *uintptr)")
 	Pragma("noescape")
@@ -211,25 +214,30 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 				JL(LabelRef(rows + "_next"))
 			}
 			tileBlocks(loop, nr, np, a)
-			// Reduce and store out[2p+h][r+i].
+			// Reduce and store out[(2p+h)·outStride + r+i], skipping row 2p+1 = nx.
 			for i := 0; i < nr; i++ {
 				MOVQ(R8, R9)
 				SHLQ(Imm(1), R9)
-				IMULQ(Mem{Base: a, Disp: taRows}, R9)
+				IMULQ(Mem{Base: a, Disp: taOutStride}, R9)
 				ADDQ(R12, R9)
 				if i > 0 {
 					ADDQ(Imm(uint64(i)), R9)
 				}
 				MOVQ(Mem{Base: a, Disp: taOut}, RAX)
 				for p := 0; p < np; p++ {
+					skip := loop + "_r" + string(rune('0'+i)) + "_p" + string(rune('0'+p)) + "_odd"
 					VMOVUPS(accs[i][p], Z0)
 					VEXTRACTF64X4(Imm(1), Z0, Y1)
 					lanesSum(Y0, X2, X3)
 					VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-					ADDQ(Mem{Base: a, Disp: taRows}, R9)
+					ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
+					LEAQ(Mem{Base: R8, Index: R8, Scale: 1, Disp: 2*p + 1}, RDX)
+					CMPQ(RDX, Mem{Base: a, Disp: taNX})
+					JGE(LabelRef(skip))
 					lanesSum(Y1, X2, X3)
 					VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-					ADDQ(Mem{Base: a, Disp: taRows}, R9)
+					Label(skip)
+					ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
 				}
 			}
 			ADDQ(Imm(uint64(np)), R8)
