@@ -48,6 +48,7 @@ import (
 	"sync"
 
 	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
 )
 
 // Options configure a CPU backend.
@@ -67,8 +68,9 @@ type Backend struct {
 	closed bool
 
 	// Scratch reused across calls so the hot paths do not allocate.
-	actBuf  []byte    // quantized activation rows of MatMul
-	workers []scratch // per worker scratch of Attention and RoPE
+	actBuf  []byte         // quantized activation rows of MatMul
+	prep    quant.TilePrep // MatMul's activation rows in core/quant's tile layout
+	workers []scratch      // per worker scratch of Attention and RoPE
 }
 
 // scratch is one worker's private buffers.
@@ -145,6 +147,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.pool.close()
 	b.actBuf = nil
+	b.prep = quant.TilePrep{}
 	b.workers = nil
 	return nil
 }

@@ -128,17 +128,33 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 	case kindQuant:
 		arb := w.mm.actRowBytes
 		act := b.actScratch(nt * arb)
-		b.parallelRows(nt, func(t int) {
-			w.mm.quantize(act[t*arb:(t+1)*arb], x[t*w.cols:(t+1)*w.cols])
-		})
+		var prep *quant.TilePrep
+		if w.mm.tile && b.prep.Reset(w.typ, w.cols, nt) {
+			// The tile kernels' layout of the activations, made once here (by pairs of
+			// rows, each right after its rows are quantized) for all the chunks.
+			prep = &b.prep
+			b.parallelRows((nt+1)/2, func(p int) {
+				lo, hi := 2*p, min(2*p+2, nt)
+				for t := lo; t < hi; t++ {
+					w.mm.quantize(act[t*arb:(t+1)*arb], x[t*w.cols:(t+1)*w.cols])
+				}
+				if err := prep.PrepareRows(act[lo*arb:hi*arb], arb, lo, hi); err != nil {
+					b.failf("MatMul: weight %q: %v", w.name, err)
+				}
+			})
+		} else {
+			b.parallelRows(nt, func(t int) {
+				w.mm.quantize(act[t*arb:(t+1)*arb], x[t*w.cols:(t+1)*w.cols])
+			})
+		}
 		dot, rb, cols := w.mm.dot, w.rowBytes, w.cols
 		if w.mm.tile {
-			// core/quant's tile kernels prepare the activation rows once per call and
-			// reuse each weight block across all nt rows: hand them large chunks.
+			// core/quant's tile kernels reuse each weight block across all nt rows:
+			// hand them large chunks.
 			b.pool.chunksWork(work, w.rows, tileChunk(w.rows, b.threads), func(_, lo, hi int) {
 				tl := tilePool.Get().(*quant.Tile)
 				*tl = quant.Tile{N: cols, W: w.data[lo*rb : hi*rb], WStride: rb, Rows: hi - lo,
-					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows}
+					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows, Prep: prep}
 				err := quant.DotTile(w.typ, tl)
 				*tl = quant.Tile{}
 				tilePool.Put(tl)
