@@ -226,6 +226,59 @@ func (m *Model) ReadLogits(l Logits, dst []float32) error {
 	return m.b.ReadF32(l.Buf, 0, dst[:l.Rows*l.Cols])
 }
 
+// RowStats summarise the rows of a forward's logits where they live (see
+// backend.RowStatser): row r's K best logits, best first, ties to the lower id, are
+// IDs[r*K:(r+1)*K] and Vals[r*K:(r+1)*K]; Max[r] is its largest logit, LSE[r] log Σ exp
+// over the whole row and Picked[r] the logit of the column asked for (0 for none).
+type RowStats struct {
+	K                int
+	IDs              []int32
+	Vals             []float32
+	Max, LSE, Picked []float32
+}
+
+// HasRowStats reports whether the backend computes RowStats without reading the rows.
+func (m *Model) HasRowStats() bool {
+	_, ok := m.b.(backend.RowStatser)
+	return ok
+}
+
+// ErrNoRowStats is returned by Model.RowStats on a backend without backend.RowStatser.
+var ErrNoRowStats = errors.New("model: the backend does not compute row statistics")
+
+// RowStats fills st (reusing its slices) with the statistics of l's rows: the k best
+// candidates (0 ≤ k ≤ Cols) and, for every row r, the max, log-sum-exp and the logit of
+// column pick[r] (pick[r] < 0: none; len(pick) ≥ l.Rows, or nil for no picks). Like
+// ReadLogits it is valid until the model's next Forward.
+func (m *Model) RowStats(l Logits, k int, pick []int32, st *RowStats) error {
+	rs, ok := m.b.(backend.RowStatser)
+	if !ok {
+		return ErrNoRowStats
+	}
+	nt := l.Rows
+	if pick == nil {
+		pick = make([]int32, nt)
+		for i := range pick {
+			pick[i] = -1
+		}
+	}
+	st.K = k
+	st.IDs, st.Vals = grow(st.IDs, nt*k), grow(st.Vals, nt*k)
+	st.Max, st.LSE, st.Picked = grow(st.Max, nt), grow(st.LSE, nt), grow(st.Picked, nt)
+	if err := rs.RowStats(l.Buf, nt, l.Cols, k, pick, st.IDs, st.Vals, st.Max, st.LSE, st.Picked); err != nil {
+		return fmt.Errorf("model %s: row statistics of %d rows: %w", m.Name, nt, err)
+	}
+	return nil
+}
+
+// grow returns s resliced to n elements, reallocated when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // Close frees the weights and scratch buffers and closes the file.
 func (m *Model) Close() error {
 	if m.arch == nil {
