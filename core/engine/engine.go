@@ -80,12 +80,19 @@ type Result struct {
 	Spec         SpecStats
 }
 
-// lm is a model with its cache, seen through host-side logits (fakes implement it in
-// tests).
+// lm is a model with its cache, seen through host-side logits or through the rows'
+// statistics (fakes implement it in tests).
 type lm interface {
 	// forward runs ids at the next positions, returning the logits of every row (all)
 	// or of the last one, row-major, valid until the next call.
 	forward(ids []int32, all bool) ([]float32, error)
+	// hasStats reports whether forwardStats is available.
+	hasStats() bool
+	// forwardStats runs ids like forward but returns, instead of the rows, their
+	// statistics computed where the logits live (model.RowStats: the k best, max,
+	// log-sum-exp and the logit of column pick[r]; pick nil: none), valid until the
+	// next call.
+	forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error)
 	len() int
 	truncate(n int) error
 	ctx() int
@@ -97,6 +104,7 @@ type seq struct {
 	m    *model.Model
 	c    *kv.Cache
 	host []float32
+	st   model.RowStats
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
@@ -115,6 +123,22 @@ func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
 		return nil, err
 	}
 	return s.host[:n], nil
+}
+
+func (s *seq) hasStats() bool { return s.m.HasRowStats() }
+
+func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {
+	mu := backendLock(s.m.Backend())
+	mu.Lock()
+	defer mu.Unlock()
+	l, err := s.m.Forward(ids, s.c, all)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.m.RowStats(l, k, pick, &s.st); err != nil {
+		return nil, err
+	}
+	return &s.st, nil
 }
 
 func (s *seq) len() int             { return s.c.Len() }
@@ -279,6 +303,22 @@ func feedLast(ctx context.Context, m lm, ids []int32, batch int) ([]float32, err
 		ids = ids[n:]
 	}
 	return out, nil
+}
+
+// feedStats is feedLast returning the statistics of the last row (k best, no pick)
+// instead of the row: the same forwards, the last one through forwardStats.
+func feedStats(ctx context.Context, m lm, ids []int32, batch, k int) (*model.RowStats, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("BUG: engine: feedStats of no tokens")
+	}
+	last := (len(ids) - 1) / batch * batch // the start of feedLast's final forward
+	if err := feed(ctx, m, ids[:last], batch); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m.forwardStats(ids[last:], false, k, nil)
 }
 
 func feed(ctx context.Context, m lm, ids []int32, batch int) error {

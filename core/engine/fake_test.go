@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -20,9 +21,17 @@ type fakeLM struct {
 	// unless wrong[p+1] is set, which then wins instead.
 	script []int32
 	wrong  map[int]int32
-	out    []float32
-	calls  int
-	rows   int
+	// ties > 0 sets every ties-th logit of a row (from id 3) to one value above the
+	// rest, so the best candidates tie.
+	ties int
+	// stats makes the fake compute forwardStats (on the host, with the judge's own
+	// functions: the device path must give exactly the host path's SampleRows).
+	stats      bool
+	statsCalls int
+	st         model.RowStats
+	out        []float32
+	calls      int
+	rows       int
 }
 
 func mix(h, x uint64) uint64 {
@@ -48,6 +57,11 @@ func (f *fakeLM) row(p int, dst []float32) {
 			t = w
 		}
 		dst[t] = 20
+	}
+	if f.ties > 0 {
+		for j := 3; j < len(dst); j += f.ties {
+			dst[j] = 10
+		}
 	}
 }
 
@@ -76,6 +90,35 @@ func (f *fakeLM) forward(ids []int32, all bool) ([]float32, error) {
 		f.out = append(f.out, row...)
 	}
 	return f.out, nil
+}
+
+func (f *fakeLM) hasStats() bool { return f.stats }
+
+func (f *fakeLM) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {
+	if !f.stats {
+		return nil, fmt.Errorf("BUG: fake: forwardStats without stats")
+	}
+	rows, err := f.forward(ids, all)
+	if err != nil {
+		return nil, err
+	}
+	f.statsCalls++
+	nr := len(rows) / f.v
+	st := &f.st
+	st.K = k
+	st.IDs, st.Vals = make([]int32, nr*k), make([]float32, nr*k)
+	st.Max, st.LSE, st.Picked = make([]float32, nr), make([]float32, nr), make([]float32, nr)
+	for r := range nr {
+		row := rows[r*f.v : (r+1)*f.v]
+		if k > 0 {
+			topK(row, st.IDs[r*k:(r+1)*k], st.Vals[r*k:(r+1)*k])
+		}
+		st.Max[r], st.LSE[r] = maxLSE(row)
+		if pick != nil && pick[r] >= 0 {
+			st.Picked[r] = row[pick[r]]
+		}
+	}
+	return st, nil
 }
 
 func (f *fakeLM) len() int { return len(f.hashes) }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -68,6 +69,49 @@ func (j *judge) run(ctx context.Context, rows []float32, hist, draft []int32, se
 		}
 		j.srows = append(j.srows, sr)
 	}
+	return j.sample(ctx, draft, seed, step)
+}
+
+// maxStatsK is the most candidates per row the engine asks a backend's RowStats for
+// (every CUDA tier selects up to 64 on the device).
+const maxStatsK = 64
+
+// statsK is the candidate count with which the round's rows can be judged from their
+// statistics alone (runStats), or 0 when the full rows are needed: the sampler wants
+// 1…maxStatsK candidates and no penalty window has to adjust the rows first.
+func (j *judge) statsK() int {
+	k := j.needs.TopK
+	if k < 1 || k > maxStatsK || k > j.vocab {
+		return 0
+	}
+	if j.penalty != nil && j.penalty.Window() > 0 {
+		return 0
+	}
+	return k
+}
+
+// runStats decides a round like run, from the rows' statistics (st.K == statsK(), one
+// row per draft token plus one, Picked[i] the logit of draft[i]) instead of the rows:
+// the sampler sees exactly the SampleRows run would build.
+func (j *judge) runStats(ctx context.Context, st *model.RowStats, draft []int32, seed, step uint64) (sdk.SampleResult, error) {
+	nr, k := len(draft)+1, st.K
+	if k != j.needs.TopK || len(st.IDs) < nr*k || len(st.Vals) < nr*k || len(st.Max) < nr || len(st.LSE) < nr || len(st.Picked) < nr {
+		return sdk.SampleResult{}, fmt.Errorf("BUG: engine: statistics of %d rows of %d candidates for %d rows of %d", len(st.Max), st.K, nr, j.needs.TopK)
+	}
+	j.srows = j.srows[:0]
+	for i := range nr {
+		sr := sdk.SampleRow{IDs: st.IDs[i*k : (i+1)*k], Logits: st.Vals[i*k : (i+1)*k], MaxLogit: st.Max[i], LogSumExp: st.LSE[i]}
+		if i < len(draft) {
+			sr.DraftLogit = st.Picked[i]
+		}
+		j.srows = append(j.srows, sr)
+	}
+	return j.sample(ctx, draft, seed, step)
+}
+
+// sample asks the sampler about the round in j.srows and checks its answer.
+func (j *judge) sample(ctx context.Context, draft []int32, seed, step uint64) (sdk.SampleResult, error) {
+	v := j.vocab
 	res, err := j.sampler.Sample(ctx, &sdk.SampleRound{Rows: j.srows, Draft: draft, Seed: seed, Step: step})
 	if err != nil {
 		return res, fmt.Errorf("engine: sampler: %w", err)
@@ -187,8 +231,11 @@ func argmaxProb(row []float32) (int32, float32) {
 		}
 	}
 	_, lse := maxLSE(row)
-	return int32(best), float32(math.Exp(float64(row[best] - lse)))
+	return int32(best), prob(row[best], lse)
 }
+
+// prob is the softmax probability of a logit in a row of log-sum-exp lse.
+func prob(logit, lse float32) float32 { return float32(math.Exp(float64(logit - lse))) }
 
 // topLogits is the k best raw logits of a row.
 func topLogits(row []float32, k int) []TopLogit {

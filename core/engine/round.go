@@ -26,6 +26,7 @@ type gen struct {
 	drafts     []int32
 	conf       []float32
 	in         []int32
+	pick       []int32 // the verify rows' picked columns: the drafts, then none
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
@@ -108,20 +109,39 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	t1 := time.Now()
 	// 3. verify: one target forward over the last token and the drafts
 	base := s.target.len()
+	var t2 time.Time
 	g.in = append(append(g.in[:0], s.hist[len(s.hist)-1]), g.drafts...)
-	rows, err := s.target.forward(g.in, true)
-	if err != nil {
-		return true, fmt.Errorf("engine: verify: %w", err)
-	}
-	t2 := time.Now()
-	if round == 0 && g.req.TopLogits > 0 {
-		g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
-	}
-	// 4. penalty and sampler
-	r, err := g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
-	g.res.Spec.Ms.Plugins += ms(time.Since(t2))
-	if err != nil {
-		return true, err
+	var r sdk.SampleResult
+	if k := g.statsK(round); k > 0 {
+		// The sampler needs only candidates and normalisers, computed where the logits
+		// live: the rows never come to the host.
+		g.pick = append(append(g.pick[:0], g.drafts...), -1)
+		st, err := s.target.forwardStats(g.in, true, k, g.pick)
+		if err != nil {
+			return true, fmt.Errorf("engine: verify: %w", err)
+		}
+		t2 = time.Now()
+		// 4. sampler (no penalty window)
+		r, err = g.j.runStats(ctx, st, g.drafts, g.req.Seed, uint64(g.produced))
+		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
+		if err != nil {
+			return true, err
+		}
+	} else {
+		rows, err := s.target.forward(g.in, true)
+		if err != nil {
+			return true, fmt.Errorf("engine: verify: %w", err)
+		}
+		t2 = time.Now()
+		if round == 0 && g.req.TopLogits > 0 {
+			g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
+		}
+		// 4. penalty and sampler
+		r, err = g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
+		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
+		if err != nil {
+			return true, err
+		}
 	}
 	// 5. roll both caches back to the accepted tokens
 	keep := base + 1 + r.Accepted
@@ -145,6 +165,16 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	}
 	g.res.Spec.addRound(len(g.drafts), r.Accepted, emitted)
 	return done, err
+}
+
+// statsK is the candidate count when this round's verify rows can be judged from their
+// statistics on the target's backend (see judge.statsK), or 0 for the full rows: also
+// when the round must report the raw top logits.
+func (g *gen) statsK(round int) int {
+	if !g.s.target.hasStats() || (round == 0 && g.req.TopLogits > 0) {
+		return 0
+	}
+	return g.j.statsK()
 }
 
 // push appends toks to the sequence through the stop rules. When a rule ends the
@@ -196,12 +226,11 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 			return nil
 		}
 	}
-	logits, err := feedLast(context.Background(), s.draft, pending, s.batch)
-	if err != nil {
-		return err
-	}
+	tok, p, err := g.draftNext(pending)
 	for i := range d {
-		tok, p := argmaxProb(logits)
+		if err != nil {
+			return err
+		}
 		if minConf > 0 && p < minConf {
 			break
 		}
@@ -209,11 +238,29 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 		if i == d-1 {
 			break
 		}
-		if logits, err = s.draft.forward(g.drafts[i:i+1], false); err != nil {
-			return err
-		}
+		tok, p, err = g.draftNext(g.drafts[i : i+1])
 	}
 	return nil
+}
+
+// draftNext runs ids through the draft model and returns the greedy next token and
+// its probability: from the last row's statistics (the best candidate and the
+// log-sum-exp) where the draft's backend computes them, else from the row.
+func (g *gen) draftNext(ids []int32) (int32, float32, error) {
+	s := g.s
+	if s.draft.hasStats() {
+		st, err := feedStats(context.Background(), s.draft, ids, s.batch, 1)
+		if err != nil {
+			return 0, 0, err
+		}
+		return st.IDs[0], prob(st.Vals[0], st.LSE[0]), nil
+	}
+	logits, err := feedLast(context.Background(), s.draft, ids, s.batch)
+	if err != nil {
+		return 0, 0, err
+	}
+	tok, p := argmaxProb(logits)
+	return tok, p, nil
 }
 
 // finish computes the result's text and timings.
