@@ -230,9 +230,9 @@ struct TF32 {
 };
 
 template <class T, int NT>
-static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows, const float *bias) {
+static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows, const float *bias, int blk) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const i64 row = (i64)blockIdx.x * (blockDim.x / WARP) + warp;
+    const i64 row = (i64)blk * (blockDim.x / WARP) + warp;
     const int U = T::units(a.cols);
     // The lane's first weight unit is loaded before waiting for x's producer (weights
     // never change), so its memory latency overlaps the previous kernel under PDL.
@@ -255,12 +255,29 @@ static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows,
     }
 }
 
-#define MMVQ1(name, T, N)                                                                            \
-    extern "C" __global__ void mmvq_##name##_##N(const void *q, const void *d, const void *e,       \
-                                                 const int *xq, const float *xd, const float *xf,   \
-                                                 float *dst, int rows, int cols, const float *bias) { \
-        const Args a = {q, d, e, xq, xd, xf, cols};                                                 \
-        mmvq<T, N>(a, dst, rows, bias);                                                             \
+// Each kernel multiplies one x by up to three weights of the same type and shape class
+// (a layer's q, k and v, or gate and up: one launch instead of three): the first
+// ceil(rows0 / warps) blocks take set 0, the next set 1, then set 2; a set with 0 rows
+// is absent. Every row runs mmvq's code whatever the sets, so its bits are those of a
+// one-weight launch.
+#define MMVQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
+#define MMVQ1(name, T, N)                                                                               \
+    extern "C" __global__ void mmvq_##name##_##N(const int *xq, const float *xd, const float *xf, int cols, \
+                                                 MMVQ_SET(0), MMVQ_SET(1), MMVQ_SET(2)) {               \
+        const int wpb = blockDim.x / WARP;                                                              \
+        const int nb0 = (rows0 + wpb - 1) / wpb, nb1 = (rows1 + wpb - 1) / wpb;                         \
+        int blk = blockIdx.x;                                                                           \
+        if (blk < nb0) {                                                                                \
+            const Args a = {q0, d0, e0, xq, xd, xf, cols};                                              \
+            mmvq<T, N>(a, dst0, rows0, bias0, blk);                                                     \
+        } else if ((blk -= nb0) < nb1) {                                                                \
+            const Args a = {q1, d1, e1, xq, xd, xf, cols};                                              \
+            mmvq<T, N>(a, dst1, rows1, bias1, blk);                                                     \
+        } else {                                                                                        \
+            blk -= nb1;                                                                                 \
+            const Args a = {q2, d2, e2, xq, xd, xf, cols};                                              \
+            mmvq<T, N>(a, dst2, rows2, bias2, blk);                                                     \
+        }                                                                                               \
     }
 #define MMVQ(name, T) \
     MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \

@@ -16,12 +16,13 @@ type switches struct {
 	noGEMM     bool // matmul: chunked mat-vec for every nt
 	noFuse     bool // residual add + RMSNorm as two kernels
 	noPDL      bool // launches: no programmatic dependent launch
+	noMerge    bool // matmul: one mat-vec launch per weight
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
-		noPDL: on("MINFER_NO_PDL")}
+		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE")}
 }
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
@@ -31,6 +32,7 @@ func Switches() map[string]string {
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
 		"MINFER_NO_GEMM":          "matmul: use chunked mat-vec launches for every nt instead of the tensor-core GEMM",
 		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
+		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 	}
@@ -38,13 +40,44 @@ func Switches() map[string]string {
 
 // launchSpec is a kernel launch held back; pendingMM is a MatMul whose launches wait
 // until the next op that is neither a MatMul nor an AddBias of one of their outputs, so
-// the model's "q, k, v = x·W; q, k, v += b" folds into three launches. The bias is each
-// launch's last argument.
+// the model's "q, k, v = x·W; q, k, v += b" folds the biases into the matmuls'
+// epilogues, and mat-vec launches of one x merge (mergeMV): q, k and v become one
+// launch, gate and up another. The bias is a generic launch's last argument, a
+// mat-vec launch's set's bias.
 type launchSpec struct {
 	name        string
 	grid, block cuda.Dim3
 	args        []cuda.Arg
-	bias        bool // the last argument is the bias pointer
+	bias        bool    // the last argument (or mv's bias) is the bias pointer
+	mv          *mvSpec // a mat-vec launch (mmvq.cu): args are built at flush
+}
+
+// mvSpec is a mat-vec launch: one x (its 8-bit form xq/xd or f32 xf) times up to
+// mvMaxSets weights.
+type mvSpec struct {
+	xq, xd, xf cuda.DevicePtr
+	cols       int
+	sets       []mvSet
+}
+
+type mvSet struct {
+	q, d, e, dst, bias cuda.DevicePtr
+	rows               int
+}
+
+// mvMaxSets is the number of weight sets an mmvq kernel takes (mmvq.cu MMVQ1).
+const mvMaxSets = 3
+
+func (m *mvSpec) args() []cuda.Arg {
+	a := []cuda.Arg{cuda.P(m.xq), cuda.P(m.xd), cuda.P(m.xf), cuda.I(m.cols)}
+	for i := range mvMaxSets {
+		var st mvSet
+		if i < len(m.sets) {
+			st = m.sets[i]
+		}
+		a = append(a, cuda.P(st.q), cuda.P(st.d), cuda.P(st.e), cuda.P(st.dst), cuda.I(st.rows), cuda.P(st.bias))
+	}
+	return a
 }
 
 type pendingMM struct {
@@ -55,18 +88,58 @@ type pendingMM struct {
 }
 
 // flush enqueues the held-back ops in program order: a pending add (it always precedes
-// the pending matmuls, since Add flushes them), then the matmuls.
+// the pending matmuls, since Add flushes them), then the matmuls. The pending matmuls
+// are independent (MatMul flushes before one reads another's output), so merging their
+// launches keeps the program's meaning.
 func (b *Backend) flush() {
 	if a := b.padd; a != nil {
 		b.padd = nil
 		b.launchAdd(*a)
 	}
+	var ls []launchSpec
 	for _, mm := range b.pend {
-		for _, l := range mm.launches {
-			b.launch(l.name, l.grid, l.block, 0, l.args...)
+		ls = append(ls, mm.launches...)
+	}
+	if !b.sw.noMerge {
+		ls = mergeMV(ls, b.tier.MMVQWarps)
+	}
+	for _, l := range ls {
+		args := l.args
+		if l.mv != nil {
+			args = l.mv.args()
 		}
+		b.launch(l.name, l.grid, l.block, 0, args...)
 	}
 	b.pend = b.pend[:0]
+}
+
+// mergeMV folds each mat-vec launch into an earlier one of the same kernel, x and
+// width while that one has fewer than mvMaxSets weights; warps is the warps per block.
+func mergeMV(ls []launchSpec, warps int) []launchSpec {
+	out := ls[:0:0]
+	for _, l := range ls {
+		merged := false
+		if l.mv != nil {
+			for i := range out {
+				o := &out[i]
+				if o.mv != nil && o.name == l.name && o.mv.xq == l.mv.xq && o.mv.xd == l.mv.xd && o.mv.xf == l.mv.xf &&
+					o.mv.cols == l.mv.cols && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
+					sets := append(append([]mvSet(nil), o.mv.sets...), l.mv.sets...)
+					o.mv = &mvSpec{xq: o.mv.xq, xd: o.mv.xd, xf: o.mv.xf, cols: o.mv.cols, sets: sets}
+					o.grid.X = 0
+					for _, st := range sets {
+						o.grid.X += ceilDiv(st.rows, warps)
+					}
+					merged = true
+					break
+				}
+			}
+		}
+		if !merged {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func wt(x backend.Weight, what string) *Weight {
@@ -169,7 +242,11 @@ func (b *Backend) AddBias(x backend.Buffer, bias backend.Weight, nt int) {
 			mm.biased = true
 			for j := range mm.launches {
 				if l := &mm.launches[j]; l.bias {
-					l.args[len(l.args)-1] = cuda.P(v.q)
+					if l.mv != nil {
+						l.mv.sets[0].bias = v.q
+					} else {
+						l.args[len(l.args)-1] = cuda.P(v.q)
+					}
 				}
 			}
 			xs.wrote()
@@ -296,8 +373,8 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		}
 		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
 			grid: cuda.Dim3{X: ceilDiv(W.rows, warps)}, block: cuda.Dim3{X: 32 * warps},
-			args: []cuda.Arg{cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(q), cuda.P(d), cuda.P(xs.at(r0 * W.cols)),
-				cuda.P(ds.at(r0 * W.rows)), cuda.I(W.rows), cuda.I(W.cols), 0}})
+			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols,
+				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
 	}
 	b.pend = append(b.pend, mm)
 }
