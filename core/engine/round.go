@@ -107,41 +107,12 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 		return true, fmt.Errorf("engine: draft: %w", err)
 	}
 	t1 := time.Now()
-	// 3. verify: one target forward over the last token and the drafts
+	// 3, 4. verify: one target forward over the last token and the drafts; then the
+	// penalty and the sampler
 	base := s.target.len()
-	var t2 time.Time
-	g.in = append(append(g.in[:0], s.hist[len(s.hist)-1]), g.drafts...)
-	var r sdk.SampleResult
-	if k := g.statsK(round); k > 0 {
-		// The sampler needs only candidates and normalisers, computed where the logits
-		// live: the rows never come to the host.
-		g.pick = append(append(g.pick[:0], g.drafts...), -1)
-		st, err := s.target.forwardStats(g.in, true, k, g.pick)
-		if err != nil {
-			return true, fmt.Errorf("engine: verify: %w", err)
-		}
-		t2 = time.Now()
-		// 4. sampler (no penalty window)
-		r, err = g.j.runStats(ctx, st, g.drafts, g.req.Seed, uint64(g.produced))
-		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
-		if err != nil {
-			return true, err
-		}
-	} else {
-		rows, err := s.target.forward(g.in, true)
-		if err != nil {
-			return true, fmt.Errorf("engine: verify: %w", err)
-		}
-		t2 = time.Now()
-		if round == 0 && g.req.TopLogits > 0 {
-			g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
-		}
-		// 4. penalty and sampler
-		r, err = g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
-		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
-		if err != nil {
-			return true, err
-		}
+	r, t2, err := g.verify(ctx, round)
+	if err != nil {
+		return true, err
 	}
 	// 5. roll both caches back to the accepted tokens
 	keep := base + 1 + r.Accepted
@@ -165,6 +136,38 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	}
 	g.res.Spec.addRound(len(g.drafts), r.Accepted, emitted)
 	return done, err
+}
+
+// verify runs the round's target forward over the last token and the drafts, returning
+// the sampler's decision and the time the forward's results were on the host. When
+// the sampler needs only candidates and normalisers (statsK), they are computed where
+// the logits live and the rows never come to the host.
+func (g *gen) verify(ctx context.Context, round int) (sdk.SampleResult, time.Time, error) {
+	s := g.s
+	g.in = append(append(g.in[:0], s.hist[len(s.hist)-1]), g.drafts...)
+	var r sdk.SampleResult
+	if k := g.statsK(round); k > 0 {
+		g.pick = append(append(g.pick[:0], g.drafts...), -1)
+		st, err := s.target.forwardStats(g.in, true, k, g.pick)
+		if err != nil {
+			return r, time.Time{}, fmt.Errorf("engine: verify: %w", err)
+		}
+		t2 := time.Now()
+		r, err = g.j.runStats(ctx, st, g.drafts, g.req.Seed, uint64(g.produced))
+		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
+		return r, t2, err
+	}
+	rows, err := s.target.forward(g.in, true)
+	if err != nil {
+		return r, time.Time{}, fmt.Errorf("engine: verify: %w", err)
+	}
+	t2 := time.Now()
+	if round == 0 && g.req.TopLogits > 0 {
+		g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
+	}
+	r, err = g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
+	g.res.Spec.Ms.Plugins += ms(time.Since(t2))
+	return r, t2, err
 }
 
 // statsK is the candidate count when this round's verify rows can be judged from their
