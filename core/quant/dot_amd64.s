@@ -2015,44 +2015,46 @@ tileQ8_0Z_rows4_pairs2_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z14
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z27
-	VMOVDQU32       64(R11), Z22
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z4, Z22
 	VMULPS          Z11, Z6, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z13
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z5, Z31
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -2063,213 +2065,44 @@ tileQ8_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
 	JNZ             tileQ8_0Z_rows4_pairs2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	VMOVUPS         X8, (AX)(R9*4)
 	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows4_pairs2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	JGE             tileQ8_0Z_rows4_pairs2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs2_r0_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z17, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r0_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r0_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x01, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z26, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r1_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r1_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z27, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r1_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r1_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x02, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z12, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r2_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r2_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z13, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r2_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r2_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x03, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z14, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r3_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r3_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z28, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs2_r3_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ8_0Z_rows4_pairs2_r3_p1_odd:
-	ADDQ 72(R13), R9
+tileQ8_0Z_rows4_pairs2_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows4_pairs2
 
@@ -2301,22 +2134,23 @@ tileQ8_0Z_rows4_pairs1_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
@@ -2523,24 +2357,26 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -2679,12 +2515,13 @@ tileQ8_0Z_rows2_pairs1_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
@@ -3082,44 +2919,46 @@ tileQ4_0Z_rows4_pairs2_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z14
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z27
-	VMOVDQU32       64(R11), Z22
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z4, Z22
 	VMULPS          Z11, Z6, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z13
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z5, Z31
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -3130,213 +2969,44 @@ tileQ4_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
 	JNZ             tileQ4_0Z_rows4_pairs2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	VMOVUPS         X8, (AX)(R9*4)
 	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows4_pairs2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	JGE             tileQ4_0Z_rows4_pairs2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs2_r0_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z17, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r0_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r0_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x01, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z26, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r1_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r1_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z27, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r1_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r1_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x02, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z12, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r2_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r2_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z13, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r2_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r2_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x03, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z14, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r3_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r3_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z28, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs2_r3_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ4_0Z_rows4_pairs2_r3_p1_odd:
-	ADDQ 72(R13), R9
+tileQ4_0Z_rows4_pairs2_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows4_pairs2
 
@@ -3368,22 +3038,23 @@ tileQ4_0Z_rows4_pairs1_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
@@ -3594,24 +3265,26 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -3750,12 +3423,13 @@ tileQ4_0Z_rows2_pairs1_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
@@ -4179,44 +3853,46 @@ tileQ5_0Z_rows4_pairs2_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z14
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z27
-	VMOVDQU32       64(R11), Z22
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z4, Z22
 	VMULPS          Z11, Z6, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z13
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z5, Z31
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -4227,213 +3903,44 @@ tileQ5_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
 	JNZ             tileQ5_0Z_rows4_pairs2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
 	ADDQ            R12, R9
 	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	VMOVUPS         X8, (AX)(R9*4)
 	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows4_pairs2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+	JGE             tileQ5_0Z_rows4_pairs2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs2_r0_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z17, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r0_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r0_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x01, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z26, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r1_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r1_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z27, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r1_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r1_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x02, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z12, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r2_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r2_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z13, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r2_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r2_p1_odd:
-	ADDQ          72(R13), R9
-	MOVQ          R8, R9
-	SHLQ          $0x01, R9
-	IMULQ         72(R13), R9
-	ADDQ          R12, R9
-	ADDQ          $0x03, R9
-	MOVQ          64(R13), AX
-	VMOVUPS       Z14, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          1(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r3_p0_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r3_p0_odd:
-	ADDQ          72(R13), R9
-	VMOVUPS       Z28, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VEXTRACTF128  $0x01, Y0, X3
-	VADDPS        X3, X0, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-	ADDQ          72(R13), R9
-	LEAQ          3(R8)(R8*1), DX
-	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs2_r3_p1_odd
-	VEXTRACTF128  $0x01, Y1, X3
-	VADDPS        X3, X1, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (AX)(R9*4)
-
-tileQ5_0Z_rows4_pairs2_r3_p1_odd:
-	ADDQ 72(R13), R9
+tileQ5_0Z_rows4_pairs2_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows4_pairs2
 
@@ -4465,22 +3972,23 @@ tileQ5_0Z_rows4_pairs1_blk:
 	VBROADCASTSS    12(DI), Z7
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
-	VMOVDQU32       64(R10), Z20
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z4, Z20
 	VMULPS          Z10, Z6, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z12
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z5, Z29
 	VMULPS          Z10, Z7, Z30
 	VCVTDQ2PS       Z29, Z29
@@ -4703,24 +4211,26 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29
 	VFMADD231PS     Z29, Z30, Z26
 	VMOVDQU32       (R11), Z9
 	VMOVUPS         128(R11), Z11
-	VMOVDQU32       64(R11), Z22
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
 	VPDPBUSD        Z9, Z18, Z22
 	VMULPS          Z11, Z19, Z23
 	VCVTDQ2PS       Z22, Z22
 	VFMADD231PS     Z22, Z23, Z17
-	VMOVDQU32       64(R11), Z31
+	VMOVDQA32       Z1, Z31
 	VPDPBUSD        Z9, Z24, Z31
 	VMULPS          Z11, Z25, Z3
 	VCVTDQ2PS       Z31, Z31
@@ -4859,12 +4369,13 @@ tileQ5_0Z_rows2_pairs1_blk:
 	VBROADCASTSS    4(DI), Z25
 	VMOVDQU32       (R10), Z8
 	VMOVUPS         128(R10), Z10
-	VMOVDQU32       64(R10), Z20
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
 	VPDPBUSD        Z8, Z18, Z20
 	VMULPS          Z10, Z19, Z21
 	VCVTDQ2PS       Z20, Z20
 	VFMADD231PS     Z20, Z21, Z16
-	VMOVDQU32       64(R10), Z29
+	VMOVDQA32       Z0, Z29
 	VPDPBUSD        Z8, Z24, Z29
 	VMULPS          Z10, Z25, Z30
 	VCVTDQ2PS       Z29, Z29

@@ -9,13 +9,14 @@ import (
 // TestDotTilePrep: tiles over activation rows prepared once (TilePrep, in two ranges as
 // two workers would) give the same bits as tiles that prepare their own, for every type
 // with a tile kernel, odd and even row counts and several chunks of weight rows; the
-// kernels write only their own outputs (the stride's padding stays untouched).
+// kernels write only their own outputs (the stride's padding and the row after the last
+// stay untouched: an odd count's missing partner row is never stored).
 func TestDotTilePrep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	var p TilePrep
 	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q4_1} {
 		tr, _ := typ.Lookup()
-		for _, sh := range []struct{ n, rows, nx int }{{512, 12, 2}, {768, 9, 17}, {1024, 11, 32}, {256, 5, 1}} {
+		for _, sh := range []struct{ n, rows, nx int }{{512, 12, 2}, {768, 9, 17}, {1024, 11, 32}, {256, 5, 1}, {512, 8, 7}, {256, 16, 3}} {
 			t.Run(typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
 				wb := mustRowBytes(t, typ, sh.n)
 				xb := mustRowBytes(t, tr.VecDotType, sh.n)
@@ -48,7 +49,7 @@ func TestDotTilePrep(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				got := make([]float32, sh.nx*stride)
+				got := make([]float32, (sh.nx+1)*stride) // a row beyond the tile
 				for i := range got {
 					got[i] = -7 // padding sentinel
 				}
@@ -59,11 +60,11 @@ func TestDotTilePrep(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for i := 0; i < sh.nx; i++ {
+				for i := 0; i <= sh.nx; i++ {
 					for r := 0; r < stride; r++ {
-						g, wnt := got[i*stride+r], want[i*stride+r]
-						if r >= sh.rows {
-							wnt = -7
+						g, wnt := got[i*stride+r], float32(-7)
+						if i < sh.nx && r < sh.rows {
+							wnt = want[i*stride+r]
 						}
 						if math.Float32bits(g) != math.Float32bits(wnt) {
 							t.Fatalf("out[%d][%d] = %v, want %v", i, r, g, wnt)

@@ -80,29 +80,36 @@ func TestDotTileErrors(t *testing.T) {
 // with the VecDot loop it must equal. MB/s counts the weight bytes once per activation
 // row, as VecDot's benchmark does.
 func BenchmarkDotTile(b *testing.B) {
-	const n, rows = 4864, 256
+	const rows = 256
 	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, Q4_K, Q6_K} {
 		tr, _ := typ.Lookup()
 		for _, nx := range []int{1, 2, 8, 64} {
 			for _, path := range []string{"tile", "vecdot"} {
-				b.Run(typ.String()+"/"+itoa(nx)+"/"+path, func(b *testing.B) {
-					rng := rand.New(rand.NewPCG(3, 3))
-					wb := mustRowBytes(b, typ, n)
-					xb := mustRowBytes(b, tr.VecDotType, n)
-					tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
-						W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
-					b.SetBytes(int64(wb * rows * nx))
-					for i := 0; i < b.N; i++ {
-						if path == "tile" {
-							if err := DotTile(typ, tl); err != nil {
-								b.Fatal(err)
-							}
-						} else {
-							dotTileGo(tr.VecDot, tl)
-						}
-					}
-				})
+				b.Run(typ.String()+"/"+itoa(nx)+"/"+path, func(b *testing.B) { benchTile(b, typ, tr, 4864, rows, nx, path) })
 			}
+		}
+	}
+	// The columns of the q, k, v, o, gate and up projections (ffn_down has 4864).
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+		tr, _ := typ.Lookup()
+		b.Run(typ.String()+"/896cols/64/tile", func(b *testing.B) { benchTile(b, typ, tr, 896, rows, 64, "tile") })
+	}
+}
+
+func benchTile(b *testing.B, typ Type, tr *Traits, n, rows, nx int, path string) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	wb := mustRowBytes(b, typ, n)
+	xb := mustRowBytes(b, tr.VecDotType, n)
+	tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
+		W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
+	b.SetBytes(int64(wb * rows * nx))
+	for i := 0; i < b.N; i++ {
+		if path == "tile" {
+			if err := DotTile(typ, tl); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			dotTileGo(tr.VecDot, tl)
 		}
 	}
 }
