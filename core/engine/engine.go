@@ -111,7 +111,8 @@ func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
-	l, err := s.m.Forward(ids, s.c, all)
+	pos0 := s.c.Len()
+	l, err := s.m.ForwardNoWait(ids, s.c, all)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
 		s.host = make([]float32, n)
 	}
 	if err := s.m.ReadLogits(l, s.host[:n]); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.c.Truncate(pos0))
 	}
 	return s.host[:n], nil
 }
@@ -131,12 +132,13 @@ func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.R
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
-	l, err := s.m.Forward(ids, s.c, all)
+	pos0 := s.c.Len()
+	l, err := s.m.ForwardNoWait(ids, s.c, all)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.m.RowStats(l, k, pick, &s.st); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.c.Truncate(pos0))
 	}
 	return &s.st, nil
 }

@@ -170,6 +170,21 @@ type Logits struct {
 // identity). On error (an id outside the vocabulary, a full cache, a backend failure)
 // the cache length is unchanged.
 func (m *Model) Forward(ids []int32, c *kv.Cache, all bool) (Logits, error) {
+	return m.forward(ids, c, all, true)
+}
+
+// ForwardNoWait is Forward without waiting for the backend to finish: the work is
+// enqueued, c is appended at once, and an error the backend reports during the work
+// surfaces at the ReadLogits or RowStats that must follow (one wait instead of two per
+// step on a GPU). When that read fails, the caller truncates c back to its length
+// before the call, which restores Forward's rule that a failed forward leaves the
+// cache unchanged. Errors found before anything is enqueued (ids, cache room) are
+// returned here, with c unchanged.
+func (m *Model) ForwardNoWait(ids []int32, c *kv.Cache, all bool) (Logits, error) {
+	return m.forward(ids, c, all, false)
+}
+
+func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error) {
 	nt := len(ids)
 	if nt == 0 {
 		return Logits{}, errors.New("model: forward of no tokens")
@@ -205,7 +220,7 @@ func (m *Model) Forward(ids []int32, c *kv.Cache, all bool) (Logits, error) {
 	} else {
 		run()
 	}
-	if err == nil {
+	if err == nil && wait {
 		err = m.b.Sync()
 	}
 	if err != nil {

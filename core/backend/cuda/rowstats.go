@@ -64,11 +64,37 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 	}
 	part, out := sc, sc+cuda.DevicePtr(partBytes)
 	pickp := out + cuda.DevicePtr(4*outN)
-	b.fail(b.stream.CopyHtoD(pickp, unsafe.Pointer(&pick[0]), 4*nt))
+	// Through the pinned host buffer: the picks go up and the results come back by
+	// async copies around the two kernels, and takeErr's one wait covers them all.
+	need := hostData + 4*outN + 4*nt
+	if b.growHost(need); b.host == nil || b.host.Len() < need {
+		return b.rowStatsSync(l, nt, n, k, chunk, parts, pick, part, out, pickp, ids, vals, maxv, lse, picked)
+	}
+	hb := b.host.Bytes()
+	copy(hb[hostData+4*outN:need], unsafe.Slice((*byte)(unsafe.Pointer(&pick[0])), 4*nt))
+	b.fail(b.stream.CopyHtoD(pickp, b.host.Ptr(hostData+4*outN), 4*nt))
+	b.launchRowStats(l, nt, n, k, chunk, parts, part, out, pickp)
+	b.fail(b.stream.CopyDtoH(b.host.Ptr(hostData), out, 4*outN))
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	unpackRowStats(hb[hostData:hostData+4*outN], nt, k, ids, vals, maxv, lse, picked)
+	return nil
+}
+
+func (b *Backend) launchRowStats(l *Buffer, nt, n, k, chunk, parts int, part, out, pickp cuda.DevicePtr) {
 	b.launch("rowstats_part", cuda.Dim3{X: parts, Y: nt}, cuda.Dim3{X: 256}, 0,
 		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(chunk), cuda.P(part))
 	b.launch("rowstats_merge", cuda.Dim3{X: nt}, cuda.Dim3{X: 256}, 0,
 		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(parts), cuda.P(part), cuda.P(pickp), cuda.P(out), cuda.I(nt))
+}
+
+// rowStatsSync is RowStats without pinned host memory: pageable copies, two waits.
+func (b *Backend) rowStatsSync(l *Buffer, nt, n, k, chunk, parts int, pick []int32, part, out, pickp cuda.DevicePtr,
+	ids []int32, vals []float32, maxv, lse, picked []float32) error {
+	outN := nt * (2*k + 3)
+	b.fail(b.stream.CopyHtoD(pickp, unsafe.Pointer(&pick[0]), 4*nt))
+	b.launchRowStats(l, nt, n, k, chunk, parts, part, out, pickp)
 	if err := b.takeErr(); err != nil {
 		return err
 	}
@@ -76,6 +102,13 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 	if err := cuda.CopyDtoH(host, out); err != nil {
 		return err
 	}
+	unpackRowStats(host, nt, k, ids, vals, maxv, lse, picked)
+	return nil
+}
+
+// unpackRowStats spreads rowstats_merge's output (ids, vals, max, lse, picked) into the
+// caller's slices.
+func unpackRowStats(host []byte, nt, k int, ids []int32, vals []float32, maxv, lse, picked []float32) {
 	word := func(i int) uint32 { return binary.LittleEndian.Uint32(host[4*i:]) }
 	for i := range nt * k {
 		ids[i] = int32(word(i))
@@ -86,7 +119,6 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 		lse[r] = math.Float32frombits(word(2*nt*k + nt + r))
 		picked[r] = math.Float32frombits(word(2*nt*k + 2*nt + r))
 	}
-	return nil
 }
 
 // rowStatsHost is RowStats from the rows copied to the host (k beyond the device's
