@@ -33,8 +33,14 @@ import (
 // measured yet is interpolated linearly between measured neighbours, and extrapolated
 // flat beyond them (optimistic for deeper depths: they get tried and measured).
 //
-// The policy keeps its depth unless another scores more than `hysteresis` better. The
-// depth never exceeds draft_max nor the round's MaxDepth (the backend's identity bound).
+// The policy keeps its depth unless another scores more than `hysteresis` better, with
+// two exceptions: a depth never run is tried as soon as it scores best (the hysteresis
+// is against flapping between measured depths), and depth 0 is left as soon as another
+// depth scores better optimistically (plain rounds observe no acceptance, so parking
+// there would freeze the estimates on a few early rounds). Exploration climbs: a depth
+// more than one past the deepest measured is not a candidate yet (an untried deep round
+// is the costliest probe). The depth never exceeds draft_max nor the round's MaxDepth
+// (the backend's identity bound).
 //
 // Params (JSON): draft_max (16), min_conf (0; passed through as the early-exit cut-off),
 // start (4: the depth of the first round, before anything is measured), hysteresis
@@ -207,8 +213,17 @@ func (a *Adaptive) choose(bound int) int {
 	if a.cur > bound {
 		a.cur = bound
 	}
-	best := 0
+	// Depths deeper than one past the deepest measured are not candidates yet: an
+	// untried depth scores on optimism, and a deep probe is the costliest round there
+	// is, so exploration climbs one depth at a time.
+	reach := 0
 	for d := range a.opt {
+		if a.tried(d) {
+			reach = d + 1
+		}
+	}
+	best := 0
+	for d := range a.opt[:min(len(a.opt), reach+1)] {
 		if a.opt[d] > a.opt[best] {
 			best = d
 		}
@@ -216,7 +231,23 @@ func (a *Adaptive) choose(bound int) int {
 	if a.opt[best] > a.opt[a.cur]*(1+a.p.Hysteresis) || a.mean[best] > a.opt[a.cur] {
 		return best
 	}
+	// A depth never run scores on optimism alone; the hysteresis guards against flapping
+	// between measured depths, so it does not hold back the first try of a new one.
+	if best != a.cur && !a.tried(best) {
+		return best
+	}
+	// Depth 0 observes no acceptance at all, so staying there is not a stable choice
+	// but a blind one: leave it whenever another depth scores better optimistically.
+	if a.cur == 0 && a.opt[best] > a.opt[0] {
+		return best
+	}
 	return a.cur
+}
+
+// tried reports whether a round of depth d has been measured (a verify of d+1 rows).
+func (a *Adaptive) tried(d int) bool {
+	_, ok := a.verify[d+1].min()
+	return ok
 }
 
 // verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima. An nt not
