@@ -1892,6 +1892,1717 @@ TEXT ·tileQ8_0Z(SB), NOSPLIT, $0-8
 	MOVQ   (R13), BX
 	XORQ   R12, R12
 
+tileQ8_0Z_rows16:
+	CMPQ 24(R13), $0x30
+	JG   tileQ8_0Z_rows4
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x10
+	JL   tileQ8_0Z_rows4
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ8_0Z_rows16_unpack0:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack0
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
+
+tileQ8_0Z_rows16_unpack1:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack1
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
+
+tileQ8_0Z_rows16_unpack2:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack2
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000060, SI
+	ADDQ      $0x0000000c, DI
+
+tileQ8_0Z_rows16_unpack3:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack3
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000080, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000010, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+
+tileQ8_0Z_rows16_unpack4:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack4
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000080, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000010, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
+
+tileQ8_0Z_rows16_unpack5:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack5
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000080, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000010, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
+
+tileQ8_0Z_rows16_unpack6:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack6
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000080, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000010, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000060, SI
+	ADDQ      $0x0000000c, DI
+
+tileQ8_0Z_rows16_unpack7:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack7
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000100, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000020, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+
+tileQ8_0Z_rows16_unpack8:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack8
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000100, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000020, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
+
+tileQ8_0Z_rows16_unpack9:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack9
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000100, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000020, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
+
+tileQ8_0Z_rows16_unpack10:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack10
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000100, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000020, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000060, SI
+	ADDQ      $0x0000000c, DI
+
+tileQ8_0Z_rows16_unpack11:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack11
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000180, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000030, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+
+tileQ8_0Z_rows16_unpack12:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack12
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000180, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000030, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000004, DI
+
+tileQ8_0Z_rows16_unpack13:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack13
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000180, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000030, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000040, SI
+	ADDQ      $0x00000008, DI
+
+tileQ8_0Z_rows16_unpack14:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack14
+	MOVQ      BX, AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	ADDQ      8(R13), AX
+	MOVQ      32(R13), SI
+	MOVQ      40(R13), DI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000180, DX, DX
+	ADDQ      DX, SI
+	MOVQ      24(R13), DX
+	IMUL3Q    $0x00000030, DX, DX
+	ADDQ      DX, DI
+	MOVQ      24(R13), CX
+	ADDQ      $0x00000060, SI
+	ADDQ      $0x0000000c, DI
+
+tileQ8_0Z_rows16_unpack15:
+	VMOVDQU   2(AX), Y0
+	VPXOR     signBits<>+0(SB), Y0, Y0
+	VMOVDQU   Y0, (SI)
+	VPXOR     X2, X2, X2
+	VPINSRW   $0x00, (AX), X2, X2
+	VCVTPH2PS X2, X2
+	VMOVSS    X2, (DI)
+	ADDQ      $0x00000022, AX
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000010, DI
+	DECQ      CX
+	JNZ       tileQ8_0Z_rows16_unpack15
+	XORQ      R8, R8
+
+tileQ8_0Z_rows16_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ8_0Z_rows16_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g0_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g0_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs2_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g1_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g1_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs2_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g2_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g3_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g3_row3:
+	ADDQ $0x02, R8
+	JMP  tileQ8_0Z_rows16_pairs2
+
+tileQ8_0Z_rows16_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ8_0Z_rows16_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs1_g0_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g0_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g0_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g0_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g0_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g0_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g0_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g0_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs1_g1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x05, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x06, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x07, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g1_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs1_g2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x09, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0a, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0b, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g2_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ8_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ8_0Z_rows16_pairs1_g3_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ8_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g3_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0d, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g3_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g3_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0e, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g3_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g3_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0f, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g3_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g3_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0Z_rows16_pairs1
+
+tileQ8_0Z_rows16_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x10, R12
+	JMP  tileQ8_0Z_rows16
+
 tileQ8_0Z_rows4:
 	MOVQ 16(R13), R9
 	SUBQ R12, R9
@@ -2004,7 +3715,7 @@ tileQ8_0Z_rows4_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows4_pairs2_blk:
+tileQ8_0Z_rows4_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2064,7 +3775,7 @@ tileQ8_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows4_pairs2_blk
+	JNZ             tileQ8_0Z_rows4_pairs2_g0_blk
 	VSHUFF32X4      $0x88, Z17, Z16, Z4
 	VSHUFF32X4      $0xdd, Z17, Z16, Z5
 	VADDPS          Z5, Z4, Z0
@@ -2099,10 +3810,10 @@ tileQ8_0Z_rows4_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows4_pairs2_row3
+	JGE             tileQ8_0Z_rows4_pairs2_g0_row3
 	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs2_row3:
+tileQ8_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows4_pairs2
 
@@ -2123,7 +3834,7 @@ tileQ8_0Z_rows4_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows4_pairs1_blk:
+tileQ8_0Z_rows4_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2160,7 +3871,7 @@ tileQ8_0Z_rows4_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows4_pairs1_blk
+	JNZ             tileQ8_0Z_rows4_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -2178,7 +3889,7 @@ tileQ8_0Z_rows4_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows4_pairs1_r0_p0_odd
+	JGE             tileQ8_0Z_rows4_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2187,7 +3898,7 @@ tileQ8_0Z_rows4_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs1_r0_p0_odd:
+tileQ8_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -2207,7 +3918,7 @@ tileQ8_0Z_rows4_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs1_r1_p0_odd
+	JGE           tileQ8_0Z_rows4_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2216,7 +3927,7 @@ tileQ8_0Z_rows4_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs1_r1_p0_odd:
+tileQ8_0Z_rows4_pairs1_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -2236,7 +3947,7 @@ tileQ8_0Z_rows4_pairs1_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs1_r2_p0_odd
+	JGE           tileQ8_0Z_rows4_pairs1_g0_r2_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2245,7 +3956,7 @@ tileQ8_0Z_rows4_pairs1_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs1_r2_p0_odd:
+tileQ8_0Z_rows4_pairs1_g0_r2_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -2265,7 +3976,7 @@ tileQ8_0Z_rows4_pairs1_r2_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows4_pairs1_r3_p0_odd
+	JGE           tileQ8_0Z_rows4_pairs1_g0_r3_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2274,7 +3985,7 @@ tileQ8_0Z_rows4_pairs1_r2_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows4_pairs1_r3_p0_odd:
+tileQ8_0Z_rows4_pairs1_g0_r3_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ8_0Z_rows4_pairs1
@@ -2350,7 +4061,7 @@ tileQ8_0Z_rows2_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows2_pairs2_blk:
+tileQ8_0Z_rows2_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2386,7 +4097,7 @@ tileQ8_0Z_rows2_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows2_pairs2_blk
+	JNZ             tileQ8_0Z_rows2_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -2404,7 +4115,7 @@ tileQ8_0Z_rows2_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows2_pairs2_r0_p0_odd
+	JGE             tileQ8_0Z_rows2_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2413,7 +4124,7 @@ tileQ8_0Z_rows2_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs2_r0_p0_odd:
+tileQ8_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -2427,7 +4138,7 @@ tileQ8_0Z_rows2_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows2_pairs2_r0_p1_odd
+	JGE           tileQ8_0Z_rows2_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2436,7 +4147,7 @@ tileQ8_0Z_rows2_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs2_r0_p1_odd:
+tileQ8_0Z_rows2_pairs2_g0_r0_p1_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -2456,7 +4167,7 @@ tileQ8_0Z_rows2_pairs2_r0_p1_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows2_pairs2_r1_p0_odd
+	JGE           tileQ8_0Z_rows2_pairs2_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2465,7 +4176,7 @@ tileQ8_0Z_rows2_pairs2_r0_p1_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs2_r1_p0_odd:
+tileQ8_0Z_rows2_pairs2_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z27, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -2479,7 +4190,7 @@ tileQ8_0Z_rows2_pairs2_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows2_pairs2_r1_p1_odd
+	JGE           tileQ8_0Z_rows2_pairs2_g0_r1_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2488,7 +4199,7 @@ tileQ8_0Z_rows2_pairs2_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs2_r1_p1_odd:
+tileQ8_0Z_rows2_pairs2_g0_r1_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows2_pairs2
@@ -2508,7 +4219,7 @@ tileQ8_0Z_rows2_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows2_pairs1_blk:
+tileQ8_0Z_rows2_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2531,7 +4242,7 @@ tileQ8_0Z_rows2_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows2_pairs1_blk
+	JNZ             tileQ8_0Z_rows2_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -2549,7 +4260,7 @@ tileQ8_0Z_rows2_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows2_pairs1_r0_p0_odd
+	JGE             tileQ8_0Z_rows2_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2558,7 +4269,7 @@ tileQ8_0Z_rows2_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs1_r0_p0_odd:
+tileQ8_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -2578,7 +4289,7 @@ tileQ8_0Z_rows2_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows2_pairs1_r1_p0_odd
+	JGE           tileQ8_0Z_rows2_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2587,7 +4298,7 @@ tileQ8_0Z_rows2_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows2_pairs1_r1_p0_odd:
+tileQ8_0Z_rows2_pairs1_g0_r1_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ8_0Z_rows2_pairs1
@@ -2638,7 +4349,7 @@ tileQ8_0Z_rows1_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows1_pairs2_blk:
+tileQ8_0Z_rows1_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -2656,7 +4367,7 @@ tileQ8_0Z_rows1_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows1_pairs2_blk
+	JNZ             tileQ8_0Z_rows1_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -2674,7 +4385,7 @@ tileQ8_0Z_rows1_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows1_pairs2_r0_p0_odd
+	JGE             tileQ8_0Z_rows1_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2683,7 +4394,7 @@ tileQ8_0Z_rows1_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ8_0Z_rows1_pairs2_r0_p0_odd:
+tileQ8_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -2697,7 +4408,7 @@ tileQ8_0Z_rows1_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ8_0Z_rows1_pairs2_r0_p1_odd
+	JGE           tileQ8_0Z_rows1_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -2706,7 +4417,7 @@ tileQ8_0Z_rows1_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ8_0Z_rows1_pairs2_r0_p1_odd:
+tileQ8_0Z_rows1_pairs2_g0_r0_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows1_pairs2
@@ -2725,7 +4436,7 @@ tileQ8_0Z_rows1_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ8_0Z_rows1_pairs1_blk:
+tileQ8_0Z_rows1_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -2738,7 +4449,7 @@ tileQ8_0Z_rows1_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows1_pairs1_blk
+	JNZ             tileQ8_0Z_rows1_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -2756,7 +4467,7 @@ tileQ8_0Z_rows1_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows1_pairs1_r0_p0_odd
+	JGE             tileQ8_0Z_rows1_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -2765,7 +4476,7 @@ tileQ8_0Z_rows1_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ8_0Z_rows1_pairs1_r0_p0_odd:
+tileQ8_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ8_0Z_rows1_pairs1
@@ -2787,6 +4498,1749 @@ TEXT ·tileQ4_0Z(SB), NOSPLIT, $0-8
 	IMUL3Q $0x000000c0, R14, R14
 	MOVQ   (R13), BX
 	XORQ   R12, R12
+
+tileQ4_0Z_rows16:
+	CMPQ 24(R13), $0x30
+	JG   tileQ4_0Z_rows4
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x10
+	JL   tileQ4_0Z_rows4
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ4_0Z_rows16_unpack0:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ4_0Z_rows16_unpack1:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack1
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ4_0Z_rows16_unpack2:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack2
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ4_0Z_rows16_unpack3:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack3
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ4_0Z_rows16_unpack4:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack4
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ4_0Z_rows16_unpack5:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack5
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ4_0Z_rows16_unpack6:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack6
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ4_0Z_rows16_unpack7:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack7
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ4_0Z_rows16_unpack8:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack8
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ4_0Z_rows16_unpack9:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack9
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ4_0Z_rows16_unpack10:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack10
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ4_0Z_rows16_unpack11:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack11
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ4_0Z_rows16_unpack12:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack12
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ4_0Z_rows16_unpack13:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack13
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ4_0Z_rows16_unpack14:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack14
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ4_0Z_rows16_unpack15:
+	VBROADCASTI128 2(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ4_0Z_rows16_unpack15
+	XORQ           R8, R8
+
+tileQ4_0Z_rows16_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ4_0Z_rows16_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g0_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g0_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs2_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g1_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g1_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs2_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g2_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g3_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g3_row3:
+	ADDQ $0x02, R8
+	JMP  tileQ4_0Z_rows16_pairs2
+
+tileQ4_0Z_rows16_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ4_0Z_rows16_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs1_g0_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g0_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g0_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g0_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g0_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g0_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g0_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g0_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs1_g1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x05, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x06, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x07, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g1_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs1_g2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x09, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0a, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0b, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g2_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ4_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ4_0Z_rows16_pairs1_g3_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ4_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g3_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0d, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g3_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g3_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0e, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g3_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g3_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0f, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g3_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g3_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ4_0Z_rows16_pairs1
+
+tileQ4_0Z_rows16_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x10, R12
+	JMP  tileQ4_0Z_rows16
 
 tileQ4_0Z_rows4:
 	MOVQ 16(R13), R9
@@ -2908,7 +6362,7 @@ tileQ4_0Z_rows4_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows4_pairs2_blk:
+tileQ4_0Z_rows4_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2968,7 +6422,7 @@ tileQ4_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows4_pairs2_blk
+	JNZ             tileQ4_0Z_rows4_pairs2_g0_blk
 	VSHUFF32X4      $0x88, Z17, Z16, Z4
 	VSHUFF32X4      $0xdd, Z17, Z16, Z5
 	VADDPS          Z5, Z4, Z0
@@ -3003,10 +6457,10 @@ tileQ4_0Z_rows4_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows4_pairs2_row3
+	JGE             tileQ4_0Z_rows4_pairs2_g0_row3
 	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs2_row3:
+tileQ4_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows4_pairs2
 
@@ -3027,7 +6481,7 @@ tileQ4_0Z_rows4_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows4_pairs1_blk:
+tileQ4_0Z_rows4_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3064,7 +6518,7 @@ tileQ4_0Z_rows4_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows4_pairs1_blk
+	JNZ             tileQ4_0Z_rows4_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -3082,7 +6536,7 @@ tileQ4_0Z_rows4_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows4_pairs1_r0_p0_odd
+	JGE             tileQ4_0Z_rows4_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3091,7 +6545,7 @@ tileQ4_0Z_rows4_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs1_r0_p0_odd:
+tileQ4_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -3111,7 +6565,7 @@ tileQ4_0Z_rows4_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs1_r1_p0_odd
+	JGE           tileQ4_0Z_rows4_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3120,7 +6574,7 @@ tileQ4_0Z_rows4_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs1_r1_p0_odd:
+tileQ4_0Z_rows4_pairs1_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -3140,7 +6594,7 @@ tileQ4_0Z_rows4_pairs1_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs1_r2_p0_odd
+	JGE           tileQ4_0Z_rows4_pairs1_g0_r2_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3149,7 +6603,7 @@ tileQ4_0Z_rows4_pairs1_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs1_r2_p0_odd:
+tileQ4_0Z_rows4_pairs1_g0_r2_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -3169,7 +6623,7 @@ tileQ4_0Z_rows4_pairs1_r2_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows4_pairs1_r3_p0_odd
+	JGE           tileQ4_0Z_rows4_pairs1_g0_r3_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3178,7 +6632,7 @@ tileQ4_0Z_rows4_pairs1_r2_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows4_pairs1_r3_p0_odd:
+tileQ4_0Z_rows4_pairs1_g0_r3_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ4_0Z_rows4_pairs1
@@ -3258,7 +6712,7 @@ tileQ4_0Z_rows2_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows2_pairs2_blk:
+tileQ4_0Z_rows2_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3294,7 +6748,7 @@ tileQ4_0Z_rows2_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows2_pairs2_blk
+	JNZ             tileQ4_0Z_rows2_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -3312,7 +6766,7 @@ tileQ4_0Z_rows2_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows2_pairs2_r0_p0_odd
+	JGE             tileQ4_0Z_rows2_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3321,7 +6775,7 @@ tileQ4_0Z_rows2_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs2_r0_p0_odd:
+tileQ4_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -3335,7 +6789,7 @@ tileQ4_0Z_rows2_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows2_pairs2_r0_p1_odd
+	JGE           tileQ4_0Z_rows2_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3344,7 +6798,7 @@ tileQ4_0Z_rows2_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs2_r0_p1_odd:
+tileQ4_0Z_rows2_pairs2_g0_r0_p1_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -3364,7 +6818,7 @@ tileQ4_0Z_rows2_pairs2_r0_p1_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows2_pairs2_r1_p0_odd
+	JGE           tileQ4_0Z_rows2_pairs2_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3373,7 +6827,7 @@ tileQ4_0Z_rows2_pairs2_r0_p1_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs2_r1_p0_odd:
+tileQ4_0Z_rows2_pairs2_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z27, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -3387,7 +6841,7 @@ tileQ4_0Z_rows2_pairs2_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows2_pairs2_r1_p1_odd
+	JGE           tileQ4_0Z_rows2_pairs2_g0_r1_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3396,7 +6850,7 @@ tileQ4_0Z_rows2_pairs2_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs2_r1_p1_odd:
+tileQ4_0Z_rows2_pairs2_g0_r1_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows2_pairs2
@@ -3416,7 +6870,7 @@ tileQ4_0Z_rows2_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows2_pairs1_blk:
+tileQ4_0Z_rows2_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3439,7 +6893,7 @@ tileQ4_0Z_rows2_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows2_pairs1_blk
+	JNZ             tileQ4_0Z_rows2_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -3457,7 +6911,7 @@ tileQ4_0Z_rows2_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows2_pairs1_r0_p0_odd
+	JGE             tileQ4_0Z_rows2_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3466,7 +6920,7 @@ tileQ4_0Z_rows2_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs1_r0_p0_odd:
+tileQ4_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -3486,7 +6940,7 @@ tileQ4_0Z_rows2_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows2_pairs1_r1_p0_odd
+	JGE           tileQ4_0Z_rows2_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3495,7 +6949,7 @@ tileQ4_0Z_rows2_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows2_pairs1_r1_p0_odd:
+tileQ4_0Z_rows2_pairs1_g0_r1_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ4_0Z_rows2_pairs1
@@ -3548,7 +7002,7 @@ tileQ4_0Z_rows1_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows1_pairs2_blk:
+tileQ4_0Z_rows1_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -3566,7 +7020,7 @@ tileQ4_0Z_rows1_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows1_pairs2_blk
+	JNZ             tileQ4_0Z_rows1_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -3584,7 +7038,7 @@ tileQ4_0Z_rows1_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows1_pairs2_r0_p0_odd
+	JGE             tileQ4_0Z_rows1_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3593,7 +7047,7 @@ tileQ4_0Z_rows1_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ4_0Z_rows1_pairs2_r0_p0_odd:
+tileQ4_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -3607,7 +7061,7 @@ tileQ4_0Z_rows1_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ4_0Z_rows1_pairs2_r0_p1_odd
+	JGE           tileQ4_0Z_rows1_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -3616,7 +7070,7 @@ tileQ4_0Z_rows1_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ4_0Z_rows1_pairs2_r0_p1_odd:
+tileQ4_0Z_rows1_pairs2_g0_r0_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows1_pairs2
@@ -3635,7 +7089,7 @@ tileQ4_0Z_rows1_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ4_0Z_rows1_pairs1_blk:
+tileQ4_0Z_rows1_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -3648,7 +7102,7 @@ tileQ4_0Z_rows1_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows1_pairs1_blk
+	JNZ             tileQ4_0Z_rows1_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -3666,7 +7120,7 @@ tileQ4_0Z_rows1_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows1_pairs1_r0_p0_odd
+	JGE             tileQ4_0Z_rows1_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -3675,7 +7129,7 @@ tileQ4_0Z_rows1_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ4_0Z_rows1_pairs1_r0_p0_odd:
+tileQ4_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ4_0Z_rows1_pairs1
@@ -3697,6 +7151,1845 @@ TEXT ·tileQ5_0Z(SB), NOSPLIT, $0-8
 	IMUL3Q $0x000000c0, R14, R14
 	MOVQ   (R13), BX
 	XORQ   R12, R12
+
+tileQ5_0Z_rows16:
+	CMPQ 24(R13), $0x30
+	JG   tileQ5_0Z_rows4
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x10
+	JL   tileQ5_0Z_rows4
+	MOVQ BX, AX
+	MOVQ 32(R13), SI
+	MOVQ 40(R13), DI
+	MOVQ 24(R13), CX
+
+tileQ5_0Z_rows16_unpack0:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack0
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ5_0Z_rows16_unpack1:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack1
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ5_0Z_rows16_unpack2:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack2
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ5_0Z_rows16_unpack3:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack3
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ5_0Z_rows16_unpack4:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack4
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ5_0Z_rows16_unpack5:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack5
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ5_0Z_rows16_unpack6:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack6
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000080, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000010, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ5_0Z_rows16_unpack7:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack7
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ5_0Z_rows16_unpack8:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack8
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ5_0Z_rows16_unpack9:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack9
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ5_0Z_rows16_unpack10:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack10
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000100, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000020, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ5_0Z_rows16_unpack11:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack11
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+
+tileQ5_0Z_rows16_unpack12:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack12
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000020, SI
+	ADDQ           $0x00000004, DI
+
+tileQ5_0Z_rows16_unpack13:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack13
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000008, DI
+
+tileQ5_0Z_rows16_unpack14:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack14
+	MOVQ           BX, AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	ADDQ           8(R13), AX
+	MOVQ           32(R13), SI
+	MOVQ           40(R13), DI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000180, DX, DX
+	ADDQ           DX, SI
+	MOVQ           24(R13), DX
+	IMUL3Q         $0x00000030, DX, DX
+	ADDQ           DX, DI
+	MOVQ           24(R13), CX
+	ADDQ           $0x00000060, SI
+	ADDQ           $0x0000000c, DI
+
+tileQ5_0Z_rows16_unpack15:
+	VBROADCASTI128 6(AX), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(AX), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPXOR          X2, X2, X2
+	VPINSRW        $0x00, (AX), X2, X2
+	VCVTPH2PS      X2, X2
+	VMOVSS         X2, (DI)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000010, DI
+	DECQ           CX
+	JNZ            tileQ5_0Z_rows16_unpack15
+	XORQ           R8, R8
+
+tileQ5_0Z_rows16_pairs2:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x02
+	JL     tileQ5_0Z_rows16_pairs1
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g0_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g0_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs2_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g1_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g1_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs2_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g2_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g2_row3:
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z28, Z28, Z28
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g3_blk
+	VSHUFF32X4      $0x88, Z17, Z16, Z4
+	VSHUFF32X4      $0xdd, Z17, Z16, Z5
+	VADDPS          Z5, Z4, Z0
+	VSHUFF32X4      $0x88, Z27, Z26, Z4
+	VSHUFF32X4      $0xdd, Z27, Z26, Z5
+	VADDPS          Z5, Z4, Z1
+	VSHUFF32X4      $0x88, Z13, Z12, Z4
+	VSHUFF32X4      $0xdd, Z13, Z12, Z5
+	VADDPS          Z5, Z4, Z2
+	VSHUFF32X4      $0x88, Z28, Z14, Z4
+	VSHUFF32X4      $0xdd, Z28, Z14, Z5
+	VADDPS          Z5, Z4, Z3
+	VSHUFPS         $0x44, Z1, Z0, Z4
+	VSHUFPS         $0xee, Z1, Z0, Z5
+	VADDPS          Z5, Z4, Z6
+	VSHUFPS         $0x44, Z3, Z2, Z4
+	VSHUFPS         $0xee, Z3, Z2, Z5
+	VADDPS          Z5, Z4, Z7
+	VSHUFPS         $0x88, Z7, Z6, Z4
+	VSHUFPS         $0xdd, Z7, Z6, Z5
+	VADDPS          Z5, Z4, Z8
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         X8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            3(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g3_row3:
+	ADDQ $0x02, R8
+	JMP  tileQ5_0Z_rows16_pairs2
+
+tileQ5_0Z_rows16_pairs1:
+	MOVQ   56(R13), R9
+	SUBQ   R8, R9
+	CMPQ   R9, $0x01
+	JL     tileQ5_0Z_rows16_next
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs1_g0_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g0_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g0_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g0_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g0_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g0_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g0_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g0_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000080, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000010, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs1_g1_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x04, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x05, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x06, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x07, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g1_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000100, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000020, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs1_g2_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x08, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x09, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0a, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g2_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g2_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0b, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g2_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g2_r3_p0_odd:
+	ADDQ   72(R13), R9
+	MOVQ   R8, R10
+	IMULQ  R14, R10
+	ADDQ   48(R13), R10
+	LEAQ   (R10)(R14*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z26, Z26, Z26
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	MOVQ   32(R13), SI
+	MOVQ   40(R13), DI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000180, DX, DX
+	ADDQ   DX, SI
+	MOVQ   24(R13), DX
+	IMUL3Q $0x00000030, DX, DX
+	ADDQ   DX, DI
+	MOVQ   24(R13), CX
+
+tileQ5_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JNZ             tileQ5_0Z_rows16_pairs1_g3_blk
+	MOVQ            R8, R9
+	SHLQ            $0x01, R9
+	IMULQ           72(R13), R9
+	ADDQ            R12, R9
+	ADDQ            $0x0c, R9
+	MOVQ            64(R13), AX
+	VMOVUPS         Z16, Z0
+	VEXTRACTF64X4   $0x01, Z0, Y1
+	VEXTRACTF128    $0x01, Y0, X3
+	VADDPS          X3, X0, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+	ADDQ            72(R13), R9
+	LEAQ            1(R8)(R8*1), DX
+	CMPQ            DX, 80(R13)
+	JGE             tileQ5_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128    $0x01, Y1, X3
+	VADDPS          X3, X1, X2
+	VMOVHLPS        X2, X2, X3
+	VADDPS          X3, X2, X2
+	VMOVSHDUP       X2, X3
+	VADDSS          X3, X2, X2
+	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g3_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0d, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g3_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g3_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0e, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g3_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g3_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0f, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g3_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g3_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ5_0Z_rows16_pairs1
+
+tileQ5_0Z_rows16_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x10, R12
+	JMP  tileQ5_0Z_rows16
 
 tileQ5_0Z_rows4:
 	MOVQ 16(R13), R9
@@ -3842,7 +9135,7 @@ tileQ5_0Z_rows4_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows4_pairs2_blk:
+tileQ5_0Z_rows4_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3902,7 +9195,7 @@ tileQ5_0Z_rows4_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows4_pairs2_blk
+	JNZ             tileQ5_0Z_rows4_pairs2_g0_blk
 	VSHUFF32X4      $0x88, Z17, Z16, Z4
 	VSHUFF32X4      $0xdd, Z17, Z16, Z5
 	VADDPS          Z5, Z4, Z0
@@ -3937,10 +9230,10 @@ tileQ5_0Z_rows4_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            3(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows4_pairs2_row3
+	JGE             tileQ5_0Z_rows4_pairs2_g0_row3
 	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs2_row3:
+tileQ5_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows4_pairs2
 
@@ -3961,7 +9254,7 @@ tileQ5_0Z_rows4_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows4_pairs1_blk:
+tileQ5_0Z_rows4_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3998,7 +9291,7 @@ tileQ5_0Z_rows4_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows4_pairs1_blk
+	JNZ             tileQ5_0Z_rows4_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -4016,7 +9309,7 @@ tileQ5_0Z_rows4_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows4_pairs1_r0_p0_odd
+	JGE             tileQ5_0Z_rows4_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4025,7 +9318,7 @@ tileQ5_0Z_rows4_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs1_r0_p0_odd:
+tileQ5_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -4045,7 +9338,7 @@ tileQ5_0Z_rows4_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs1_r1_p0_odd
+	JGE           tileQ5_0Z_rows4_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4054,7 +9347,7 @@ tileQ5_0Z_rows4_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs1_r1_p0_odd:
+tileQ5_0Z_rows4_pairs1_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -4074,7 +9367,7 @@ tileQ5_0Z_rows4_pairs1_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs1_r2_p0_odd
+	JGE           tileQ5_0Z_rows4_pairs1_g0_r2_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4083,7 +9376,7 @@ tileQ5_0Z_rows4_pairs1_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs1_r2_p0_odd:
+tileQ5_0Z_rows4_pairs1_g0_r2_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -4103,7 +9396,7 @@ tileQ5_0Z_rows4_pairs1_r2_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows4_pairs1_r3_p0_odd
+	JGE           tileQ5_0Z_rows4_pairs1_g0_r3_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4112,7 +9405,7 @@ tileQ5_0Z_rows4_pairs1_r2_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows4_pairs1_r3_p0_odd:
+tileQ5_0Z_rows4_pairs1_g0_r3_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ5_0Z_rows4_pairs1
@@ -4204,7 +9497,7 @@ tileQ5_0Z_rows2_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows2_pairs2_blk:
+tileQ5_0Z_rows2_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -4240,7 +9533,7 @@ tileQ5_0Z_rows2_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows2_pairs2_blk
+	JNZ             tileQ5_0Z_rows2_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -4258,7 +9551,7 @@ tileQ5_0Z_rows2_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows2_pairs2_r0_p0_odd
+	JGE             tileQ5_0Z_rows2_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4267,7 +9560,7 @@ tileQ5_0Z_rows2_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs2_r0_p0_odd:
+tileQ5_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -4281,7 +9574,7 @@ tileQ5_0Z_rows2_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows2_pairs2_r0_p1_odd
+	JGE           tileQ5_0Z_rows2_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4290,7 +9583,7 @@ tileQ5_0Z_rows2_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs2_r0_p1_odd:
+tileQ5_0Z_rows2_pairs2_g0_r0_p1_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -4310,7 +9603,7 @@ tileQ5_0Z_rows2_pairs2_r0_p1_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows2_pairs2_r1_p0_odd
+	JGE           tileQ5_0Z_rows2_pairs2_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4319,7 +9612,7 @@ tileQ5_0Z_rows2_pairs2_r0_p1_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs2_r1_p0_odd:
+tileQ5_0Z_rows2_pairs2_g0_r1_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z27, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -4333,7 +9626,7 @@ tileQ5_0Z_rows2_pairs2_r1_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows2_pairs2_r1_p1_odd
+	JGE           tileQ5_0Z_rows2_pairs2_g0_r1_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4342,7 +9635,7 @@ tileQ5_0Z_rows2_pairs2_r1_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs2_r1_p1_odd:
+tileQ5_0Z_rows2_pairs2_g0_r1_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows2_pairs2
@@ -4362,7 +9655,7 @@ tileQ5_0Z_rows2_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows2_pairs1_blk:
+tileQ5_0Z_rows2_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -4385,7 +9678,7 @@ tileQ5_0Z_rows2_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows2_pairs1_blk
+	JNZ             tileQ5_0Z_rows2_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -4403,7 +9696,7 @@ tileQ5_0Z_rows2_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows2_pairs1_r0_p0_odd
+	JGE             tileQ5_0Z_rows2_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4412,7 +9705,7 @@ tileQ5_0Z_rows2_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs1_r0_p0_odd:
+tileQ5_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	MOVQ          R8, R9
 	SHLQ          $0x01, R9
@@ -4432,7 +9725,7 @@ tileQ5_0Z_rows2_pairs1_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          1(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows2_pairs1_r1_p0_odd
+	JGE           tileQ5_0Z_rows2_pairs1_g0_r1_p0_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4441,7 +9734,7 @@ tileQ5_0Z_rows2_pairs1_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows2_pairs1_r1_p0_odd:
+tileQ5_0Z_rows2_pairs1_g0_r1_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ5_0Z_rows2_pairs1
@@ -4500,7 +9793,7 @@ tileQ5_0Z_rows1_pairs2:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows1_pairs2_blk:
+tileQ5_0Z_rows1_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -4518,7 +9811,7 @@ tileQ5_0Z_rows1_pairs2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows1_pairs2_blk
+	JNZ             tileQ5_0Z_rows1_pairs2_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -4536,7 +9829,7 @@ tileQ5_0Z_rows1_pairs2_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows1_pairs2_r0_p0_odd
+	JGE             tileQ5_0Z_rows1_pairs2_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4545,7 +9838,7 @@ tileQ5_0Z_rows1_pairs2_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ5_0Z_rows1_pairs2_r0_p0_odd:
+tileQ5_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
 	VMOVUPS       Z17, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -4559,7 +9852,7 @@ tileQ5_0Z_rows1_pairs2_r0_p0_odd:
 	ADDQ          72(R13), R9
 	LEAQ          3(R8)(R8*1), DX
 	CMPQ          DX, 80(R13)
-	JGE           tileQ5_0Z_rows1_pairs2_r0_p1_odd
+	JGE           tileQ5_0Z_rows1_pairs2_g0_r0_p1_odd
 	VEXTRACTF128  $0x01, Y1, X3
 	VADDPS        X3, X1, X2
 	VMOVHLPS      X2, X2, X3
@@ -4568,7 +9861,7 @@ tileQ5_0Z_rows1_pairs2_r0_p0_odd:
 	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)(R9*4)
 
-tileQ5_0Z_rows1_pairs2_r0_p1_odd:
+tileQ5_0Z_rows1_pairs2_g0_r0_p1_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows1_pairs2
@@ -4587,7 +9880,7 @@ tileQ5_0Z_rows1_pairs1:
 	MOVQ   40(R13), DI
 	MOVQ   24(R13), CX
 
-tileQ5_0Z_rows1_pairs1_blk:
+tileQ5_0Z_rows1_pairs1_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -4600,7 +9893,7 @@ tileQ5_0Z_rows1_pairs1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows1_pairs1_blk
+	JNZ             tileQ5_0Z_rows1_pairs1_g0_blk
 	MOVQ            R8, R9
 	SHLQ            $0x01, R9
 	IMULQ           72(R13), R9
@@ -4618,7 +9911,7 @@ tileQ5_0Z_rows1_pairs1_blk:
 	ADDQ            72(R13), R9
 	LEAQ            1(R8)(R8*1), DX
 	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows1_pairs1_r0_p0_odd
+	JGE             tileQ5_0Z_rows1_pairs1_g0_r0_p0_odd
 	VEXTRACTF128    $0x01, Y1, X3
 	VADDPS          X3, X1, X2
 	VMOVHLPS        X2, X2, X3
@@ -4627,7 +9920,7 @@ tileQ5_0Z_rows1_pairs1_blk:
 	VADDSS          X3, X2, X2
 	VMOVSS          X2, (AX)(R9*4)
 
-tileQ5_0Z_rows1_pairs1_r0_p0_odd:
+tileQ5_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9
 	ADDQ $0x01, R8
 	JMP  tileQ5_0Z_rows1_pairs1

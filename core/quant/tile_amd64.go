@@ -84,8 +84,8 @@ func tileZ(tl *Tile, typ Type) {
 	pairs := (tl.NX + 1) / 2
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
-	s.wu = grow(s.wu, 4*nb*32) // up to four weight rows at a time
-	s.dw = grow(s.dw, 4*nb)
+	s.wu = grow(s.wu, 16*nb*32) // up to sixteen weight rows at a time
+	s.dw = grow(s.dw, 16*nb)
 	var prep []byte
 	if tl.Prep != nil {
 		prep = tl.Prep.buf

@@ -14,8 +14,10 @@ func TestDotTileMatchesVecDot(t *testing.T) {
 		tr, _ := typ.Lookup()
 		shapes := []struct{ n, rows, nx int }{{256, 1, 1}, {512, 7, 3}, {768, 13, 9}, {2304, 5, 17}}
 		if tr.BlockSize == 32 {
-			// Rows that end in a partial group of eight blocks (29 and 2 blocks).
-			shapes = append(shapes, struct{ n, rows, nx int }{928, 6, 5}, struct{ n, rows, nx int }{64, 3, 4})
+			// Rows that end in a partial group of eight blocks (29 and 2 blocks); steps
+			// of sixteen, four, two and one weight rows (37 = 16+16+4+1, 23 = 16+4+2+1).
+			shapes = append(shapes, struct{ n, rows, nx int }{928, 6, 5}, struct{ n, rows, nx int }{64, 3, 4},
+				struct{ n, rows, nx int }{896, 37, 7}, struct{ n, rows, nx int }{320, 23, 64})
 		}
 		for _, sh := range shapes {
 			t.Run(typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
