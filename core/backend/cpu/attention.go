@@ -184,16 +184,16 @@ func (b *Backend) workerScratch(w, hd int) *scratch {
 // rounded, as ggml_vec_mad_f16 / ggml_vec_scale_f16 store F16).
 func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale float32) {
 	hd := kv.spec.HeadDim
-	q16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(sc.q))), hd)
-	for j, x := range q {
-		q16[j] = quant.F32ToF16(x)
-	}
 	acc := sc.acc[:hd]
 	clear(acc)
 	base := kv.vec(layer, head, 0)
 	if useAVX512 && hd%64 == 0 {
-		kv.attendF16Z(out, q16, acc, sc, base, p, scale)
+		kv.attendF16Z(out, q, acc, sc, base, p, scale)
 		return
+	}
+	q16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(sc.q))), hd)
+	for j, x := range q {
+		q16[j] = quant.F32ToF16(x)
 	}
 	kv.attendF16Loop(out, q16, acc, base, p, scale)
 }
@@ -221,39 +221,48 @@ func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p 
 	finishAttn(out, acc, S)
 }
 
-// attendF16Z is attendF16's loop in three passes with the same operations in the same
-// order per value: every score (scoresF16AVX512), then the online softmax's running
-// maximum, rescale factors ms and weights vs key by key, then the F16 accumulation of V
-// (accumVF16AVX512, which rescales where ms ≠ 1 as ggml does where the maximum rose:
-// a factor of exactly 1 leaves F16 values unchanged).
-func (kv *KV) attendF16Z(out []float32, q16 []uint16, acc []float32, sc *scratch, base, p int, scale float32) {
+// attendF16Z is attendF16's loop in passes with the same operations in the same order
+// per value: every score (scoresF16AVX512, on the query rounded to F16), then the
+// online softmax's running maximum and the argument of each key's exponential, the
+// exponentials eight at a time (expfs), the rescale factors ms, weights vs and the sum
+// S key by key, and the F16 accumulation of V (accumVF16…, which rescales where ms ≠ 1
+// as ggml does where the maximum rose: a factor of exactly 1 leaves F16 values
+// unchanged).
+func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale float32) {
 	hd := kv.spec.HeadDim
 	n := p + 1
 	if cap(sc.s) < n {
 		c := max(n, 256)
-		sc.s, sc.ms, sc.vs = make([]float32, c), make([]float32, c), make([]float32, c)
+		sc.s, sc.ms, sc.vs, sc.e = make([]float32, c), make([]float32, c), make([]float32, c), make([]float32, c)
+		sc.rise = make([]bool, c)
 	}
-	scores, msv, vsv := sc.s[:n], sc.ms[:n], sc.vs[:n]
-	q32 := sc.v[:hd] // the F16 query as float32 (exact)
-	for j, h := range q16 {
-		q32[j] = quant.F16ToF32(h)
-	}
+	scores, msv, vsv, e, rise := sc.s[:n], sc.ms[:n], sc.vs[:n], sc.e[:n], sc.rise[:n]
+	q32 := sc.v[:hd] // the query rounded to F16, as float32
+	roundF16AVX512(&q32[0], &q[0], hd)
 	scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
-	var S float32
 	M := float32(math.Inf(-1))
 	for ic, s := range scores {
-		ms, vs := float32(1), float32(1)
-		if s > M {
-			Mold := M
-			M = s
-			ms = expf(Mold - M)
-		} else {
-			vs = expf(s - M)
+		if s > M { // the maximum rises: ms = expf(Mold - M), vs = 1
+			e[ic], M, rise[ic] = M-s, s, true
+		} else { // ms = 1, vs = expf(s - M)
+			e[ic], rise[ic] = s-M, false
+		}
+	}
+	expfs(e, e)
+	var S float32
+	for ic, x := range e {
+		ms, vs := float32(1), x
+		if rise[ic] {
+			ms, vs = x, 1
 		}
 		msv[ic], vsv[ic] = ms, vs
-		S = fma32(S, ms, vs)
+		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 	}
-	accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
+	if hd == 64 {
+		accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
+	} else {
+		accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
+	}
 	finishAttn(out, acc, S)
 }
 

@@ -53,7 +53,7 @@ func TestAttendF16ZMatchesLoop(t *testing.T) {
 			for _, scale := range []float32{0.125, 1, 3} {
 				got, want := make([]float32, hd), make([]float32, hd)
 				acc := make([]float32, hd)
-				kv.attendF16Z(got, q16, acc, sc, 0, p, scale)
+				kv.attendF16Z(got, q, acc, sc, 0, p, scale)
 				clear(acc)
 				kv.attendF16Loop(want, q16, acc, 0, p, scale)
 				for j := range got {

@@ -79,8 +79,10 @@ type scratch struct {
 	acc   []float32 // attention accumulator (float32, or F16 values held in float32)
 	v     []float32 // a dequantized V row (Q8_0 cache)
 	cache []float32 // RoPE cos/sin cache
-	// attendF16's AVX-512 path: one head's scores, and the softmax's ms and vs per key
-	s, ms, vs []float32
+	// attendF16's AVX-512 path: one head's scores, and per key the softmax's ms and vs,
+	// the exponential and whether the maximum rose there
+	s, ms, vs, e []float32
+	rise         []bool
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -57,3 +57,20 @@ var exp2fTab = [32]uint64{
 	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
 	0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
 }
+
+// expfs writes dst[i] = expf(src[i]) (len(dst) ≥ len(src)), eight at a time with
+// AVX-512 (the same bits, TestExpfsMatchesExpf).
+func expfs(dst, src []float32) {
+	n := len(src)
+	dst = dst[:n]
+	m := 0
+	if useAVX512 {
+		m = n &^ 7
+		if m > 0 {
+			expfAVX512(&dst[0], &src[0], m)
+		}
+	}
+	for i := m; i < n; i++ {
+		dst[i] = expf(src[i])
+	}
+}

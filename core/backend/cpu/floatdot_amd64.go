@@ -35,3 +35,12 @@ func scoresF16AVX512(k *uint16, q *float32, hd, n int, scale float32, out *float
 
 //go:noescape
 func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32)
+
+//go:noescape
+func expfAVX512(dst, src *float32, n int)
+
+//go:noescape
+func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
+
+//go:noescape
+func roundF16AVX512(dst, src *float32, n int)

@@ -284,3 +284,80 @@ loopaccmad:
 	JNZ loopacc
 	VZEROUPPER
 	RET
+
+// func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
+// accumVF16AVX512 for hd == 64 with the accumulator in Z0-Z3 throughout (acc holds the
+// starting values and receives the result).
+TEXT ·accumVF16x64AVX512(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ n+16(FP), BX
+	MOVQ ms+24(FP), R9
+	MOVQ vs+32(FP), R10
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+loopacc64:
+	CMPL (R9), $0x3f800000
+	JEQ accmad64
+	VBROADCASTSS (R9), Z8
+	VMULPS Z8, Z0, Z0
+	VMULPS Z8, Z1, Z1
+	VMULPS Z8, Z2, Z2
+	VMULPS Z8, Z3, Z3
+	VCVTPS2PH $0, Z0, Y0
+	VCVTPS2PH $0, Z1, Y1
+	VCVTPS2PH $0, Z2, Y2
+	VCVTPS2PH $0, Z3, Y3
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS Y3, Z3
+accmad64:
+	VBROADCASTSS (R10), Z8
+	VCVTPH2PS (SI), Z4
+	VCVTPH2PS 32(SI), Z5
+	VCVTPH2PS 64(SI), Z6
+	VCVTPH2PS 96(SI), Z7
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z8, Z5, Z1
+	VFMADD231PS Z8, Z6, Z2
+	VFMADD231PS Z8, Z7, Z3
+	VCVTPS2PH $0, Z0, Y0
+	VCVTPS2PH $0, Z1, Y1
+	VCVTPS2PH $0, Z2, Y2
+	VCVTPS2PH $0, Z3, Y3
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS Y3, Z3
+	ADDQ $128, SI
+	ADDQ $4, R9
+	ADDQ $4, R10
+	DECQ BX
+	JNZ loopacc64
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func roundF16AVX512(dst, src *float32, n int)
+// dst[i] = f16(src[i]) as a float32 (round to nearest even, as F32ToF16); n > 0, n%16 == 0.
+TEXT ·roundF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+loopround:
+	VMOVUPS (SI), Z0
+	VCVTPS2PH $0, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ loopround
+	VZEROUPPER
+	RET

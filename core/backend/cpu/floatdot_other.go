@@ -22,3 +22,8 @@ func scoresF16AVX512(k *uint16, q *float32, hd, n int, scale float32, out *float
 func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32) {
 	panic("BUG: cpu: no AVX-512")
 }
+func expfAVX512(dst, src *float32, n int) { panic("BUG: cpu: no AVX-512") }
+func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32) {
+	panic("BUG: cpu: no AVX-512")
+}
+func roundF16AVX512(dst, src *float32, n int) { panic("BUG: cpu: no AVX-512") }
