@@ -153,6 +153,25 @@ func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, p
 	for _, p := range pos {
 		work += (int(p) + 1) * a.Heads * hd
 	}
+	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 {
+		// Items of up to four query heads sharing a KV head (attendF16Z4).
+		blocks := (group + 3) / 4 // per KV head
+		b.pool.chunksWork(work, nt*a.KVHeads*blocks, 1, func(w, lo, hi int) {
+			sc := b.workerScratch(w, hd)
+			var qs, outs [4][]float32
+			for item := lo; item < hi; item++ {
+				t, kvh, blk := item/(a.KVHeads*blocks), item/blocks%a.KVHeads, item%blocks
+				h0 := kvh*group + 4*blk
+				nh := min(4, (kvh+1)*group-h0)
+				for j := range nh {
+					r := t*a.Heads + h0 + j
+					qs[j], outs[j] = q[r*hd:(r+1)*hd], d[r*hd:(r+1)*hd]
+				}
+				kv.attendF16Z4(outs[:nh], qs[:nh], sc, kv.vec(layer, kvh, 0), int(pos[t]), a.Scale)
+			}
+		})
+		return
+	}
 	b.pool.chunksWork(work, nt*a.Heads, 1, func(w, lo, hi int) {
 		sc := b.workerScratch(w, hd)
 		for item := lo; item < hi; item++ {
@@ -225,18 +244,68 @@ func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p 
 // per value: every score (scoresF16AVX512, on the query rounded to F16), then the
 // online softmax's running maximum and the argument of each key's exponential, the
 // exponentials eight at a time (expfs), the rescale factors ms, weights vs and the sum
-// S key by key, and the F16 accumulation of V (accumVF16…, which rescales where ms ≠ 1
-// as ggml does where the maximum rose: a factor of exactly 1 leaves F16 values
-// unchanged).
+// S key by key (softmaxF16), and the F16 accumulation of V (accumVF16…, which rescales
+// where ms ≠ 1 as ggml does where the maximum rose: a factor of exactly 1 leaves F16
+// values unchanged).
 func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale float32) {
 	hd := kv.spec.HeadDim
 	n := p + 1
-	if cap(sc.s) < n {
-		c := max(n, 256)
-		sc.s, sc.ms, sc.vs, sc.e = make([]float32, c), make([]float32, c), make([]float32, c), make([]float32, c)
-		sc.rise = make([]bool, c)
+	sc.growKeys(n)
+	msv, vsv := sc.ms[:n], sc.vs[:n]
+	S := kv.softmaxF16(q, sc, base, n, scale, msv, vsv, 1)
+	if hd == 64 {
+		accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
+	} else {
+		accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
 	}
-	scores, msv, vsv, e, rise := sc.s[:n], sc.ms[:n], sc.vs[:n], sc.e[:n], sc.rise[:n]
+	finishAttn(out, acc, S)
+}
+
+// attendF16Z4 is attendF16Z for up to four query heads of head dim 64 that read the
+// same KV head at the same position: out[j] = attention of q[j] for j < len(q) ≤ 4. The
+// V accumulations run interleaved in one call (accumVF16x64x4AVX512): each head's chain
+// of F16 roundings is serial, and four chains hide each other's latency. A missing head
+// gets ms = 1, vs = 0 and is not written.
+func (kv *KV) attendF16Z4(out, q [][]float32, sc *scratch, base, p int, scale float32) {
+	n := p + 1
+	sc.growKeys(n)
+	ms4, vs4 := sc.ms4[:4*n], sc.vs4[:4*n]
+	var S [4]float32
+	for j := range 4 {
+		if j < len(q) {
+			S[j] = kv.softmaxF16(q[j], sc, base, n, scale, ms4[j:], vs4[j:], 4)
+			continue
+		}
+		for i := j; i < 4*n; i += 4 {
+			ms4[i], vs4[i] = 1, 0
+		}
+	}
+	acc := sc.acc4[:4*64]
+	clear(acc)
+	accumVF16x64x4AVX512(&acc[0], &kv.v16[base*64], n, &ms4[0], &vs4[0])
+	for j := range q {
+		finishAttn(out[j], acc[64*j:64*j+64], S[j])
+	}
+}
+
+// growKeys sizes the per-key scratch of attendF16Z and attendF16Z4 for n keys.
+func (sc *scratch) growKeys(n int) {
+	if cap(sc.s) >= n {
+		return
+	}
+	c := max(n, 256)
+	sc.s, sc.ms, sc.vs, sc.e = make([]float32, c), make([]float32, c), make([]float32, c), make([]float32, c)
+	sc.rise = make([]bool, c)
+	sc.ms4, sc.vs4 = make([]float32, 4*c), make([]float32, 4*c)
+	sc.acc4 = make([]float32, 4*64)
+}
+
+// softmaxF16 is the softmax of attendF16Z for one head over keys 0..n-1 (scratch sized
+// by growKeys): it writes key i's ms and vs to ms[i·stride] and vs[i·stride] and
+// returns the sum S.
+func (kv *KV) softmaxF16(q []float32, sc *scratch, base, n int, scale float32, ms, vs []float32, stride int) float32 {
+	hd := kv.spec.HeadDim
+	scores, e, rise := sc.s[:n], sc.e[:n], sc.rise[:n]
 	q32 := sc.v[:hd] // the query rounded to F16, as float32
 	roundF16AVX512(&q32[0], &q[0], hd)
 	scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
@@ -249,21 +318,21 @@ func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale 
 		}
 	}
 	expfs(e, e)
+	// S = S*ms + vs, contracted as in ggml's build. Where ms is 1 that is S + vs exactly:
+	// the sum of two float32 values needs more than float64's 53 bits only when one is
+	// below 2⁻²⁸ of the other, and then both roundings give the larger one. The plain
+	// add keeps fma32's float64 conversions off the chain for all keys but the rises.
 	var S float32
 	for ic, x := range e {
-		ms, vs := float32(1), x
 		if rise[ic] {
-			ms, vs = x, 1
+			ms[ic*stride], vs[ic*stride] = x, 1
+			S = fma32(S, x, 1)
+		} else {
+			ms[ic*stride], vs[ic*stride] = 1, x
+			S += x
 		}
-		msv[ic], vsv[ic] = ms, vs
-		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 	}
-	if hd == 64 {
-		accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
-	} else {
-		accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
-	}
-	finishAttn(out, acc, S)
+	return S
 }
 
 // attendQ8 is the same for a Q8_0 cache: Q quantized to Q8_0 (x86 quantizer), scores

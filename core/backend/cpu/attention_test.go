@@ -9,8 +9,8 @@ import (
 	"github.com/minfer/minfer/core/quant"
 )
 
-// TestAttendF16ZMatchesLoop: the three-pass AVX-512 attention gives ggml's one-key-at-
-// a-time loop's bits, for scores that rise (rescaling), fall and repeat, and for keys
+// TestAttendF16ZMatchesLoop: the AVX-512 attention in passes (one head, and up to four
+// heads sharing a KV head) gives ggml's one-key-at-a-time loop's bits, for scores that rise (rescaling), fall and repeat, and for keys
 // whose maximum rises by less than an ulp of exp (a rescale factor of exactly 1).
 func TestAttendF16ZMatchesLoop(t *testing.T) {
 	if !useAVX512 {
@@ -63,6 +63,107 @@ func TestAttendF16ZMatchesLoop(t *testing.T) {
 				}
 			}
 		}
+		if hd == 64 {
+			// Up to four heads at once: each head's bits equal the loop's.
+			qs := make([][]float32, 4)
+			for j := range qs {
+				qs[j] = make([]float32, hd)
+				for i := range qs[j] {
+					qs[j][i] = q[(i+7*j)%hd] * float32(1+j)
+				}
+			}
+			for nh := 1; nh <= 4; nh++ {
+				for _, p := range []int{0, 5, 64, 299} {
+					outs := make([][]float32, nh)
+					for j := range outs {
+						outs[j] = make([]float32, hd)
+					}
+					kv.attendF16Z4(outs, qs[:nh], sc, 0, p, 0.125)
+					for j := range nh {
+						q16 := make([]uint16, hd)
+						for i, x := range qs[j] {
+							q16[i] = quant.F32ToF16(x)
+						}
+						want, acc := make([]float32, hd), make([]float32, hd)
+						kv.attendF16Loop(want, q16, acc, 0, p, 0.125)
+						for i := range want {
+							if math.Float32bits(outs[j][i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%d heads, head %d, p %d: out[%d] = %g, want %g (the loop's bits)", nh, j, p, i, outs[j][i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
 		b.Free(kvx)
+	}
+}
+
+// BenchmarkAttendF16: one token's attention over 64 cached positions at Qwen2.5-0.5B's
+// shape (14 query heads on 2 KV heads of 64), head by head and four heads at a time.
+func BenchmarkAttendF16(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	be := New(Options{Threads: 1})
+	defer be.Close()
+	const hd, heads, kvHeads, p = 64, 14, 2, 63
+	kvx, err := be.NewKV(backend.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Ctx: 128, Type: backend.KVF16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv := kvx.(*KV)
+	rng := rand.New(rand.NewPCG(1, 2))
+	row := func() []float32 {
+		r := make([]float32, hd)
+		for i := range r {
+			r[i] = float32(rng.NormFloat64())
+		}
+		return r
+	}
+	for h := range kvHeads {
+		for pos := 0; pos <= p; pos++ {
+			kv.store(0, h, pos, row(), row())
+		}
+	}
+	q, out := make([][]float32, heads), make([][]float32, heads)
+	for h := range q {
+		q[h], out[h] = row(), make([]float32, hd)
+	}
+	sc := be.workerScratch(0, hd)
+	b.Run("one", func(b *testing.B) {
+		for range b.N {
+			for h := range heads {
+				acc := sc.acc[:hd]
+				clear(acc)
+				kv.attendF16Z(out[h], q[h], acc, sc, kv.vec(0, h/7, 0), p, 0.125)
+			}
+		}
+	})
+	b.Run("four", func(b *testing.B) {
+		for range b.N {
+			for kvh := range kvHeads {
+				kv.attendF16Z4(out[7*kvh:7*kvh+4], q[7*kvh:7*kvh+4], sc, kv.vec(0, kvh, 0), p, 0.125)
+				kv.attendF16Z4(out[7*kvh+4:7*kvh+7], q[7*kvh+4:7*kvh+7], sc, kv.vec(0, kvh, 0), p, 0.125)
+			}
+		}
+	})
+}
+
+// TestFma32OneIsAdd: fma32(s, 1, v) == s + v for float32 s, v (what softmaxF16 relies
+// on), over random values of every exponent gap and the corner cases.
+func TestFma32OneIsAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	vals := []float32{0, 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, math.SmallestNonzeroFloat32, 0x1p-126, 1 + 0x1p-23, 0x1p24}
+	for range 200000 {
+		vals = append(vals, math.Float32frombits(rng.Uint32()))
+	}
+	for i, s := range vals {
+		for _, v := range []float32{vals[(i*7+1)%len(vals)], vals[(i*13+5)%len(vals)], s * 0x1p-29, -s * 0x1p-30, s * (1 + 0x1p-23)} {
+			got, want := fma32(s, 1, v), s+v
+			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				t.Fatalf("fma32(%g, 1, %g) = %g, want %g", s, v, got, want)
+			}
+		}
 	}
 }

@@ -80,9 +80,11 @@ type scratch struct {
 	v     []float32 // a dequantized V row (Q8_0 cache)
 	cache []float32 // RoPE cos/sin cache
 	// attendF16's AVX-512 path: one head's scores, and per key the softmax's ms and vs,
-	// the exponential and whether the maximum rose there
-	s, ms, vs, e []float32
-	rise         []bool
+	// the exponential and whether the maximum rose there; four heads' ms and vs
+	// interleaved and their accumulators (attendF16Z4)
+	s, ms, vs, e   []float32
+	rise           []bool
+	ms4, vs4, acc4 []float32
 }
 
 var _ backend.Backend = (*Backend)(nil)

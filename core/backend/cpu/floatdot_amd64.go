@@ -44,3 +44,6 @@ func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
 
 //go:noescape
 func roundF16AVX512(dst, src *float32, n int)
+
+//go:noescape
+func accumVF16x64x4AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
