@@ -81,20 +81,35 @@ func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer i
 			return
 		}
 	}
+	half := r.Dims / 2
+	vec := useAVX512 && r.Mode == backend.RoPENeoX && half%8 == 0
 	b.pool.chunksWork(nt*(a.Heads+2*a.KVHeads)*hd*8, nt, 1, func(w, lo, hi int) {
 		sc := &b.workers[w]
-		if cap(sc.cache) < r.Dims {
-			sc.cache = make([]float32, r.Dims)
+		if cap(sc.cache) < 2*r.Dims {
+			sc.cache = make([]float32, 2*r.Dims)
 		}
 		cache := sc.cache[:r.Dims]
+		cs, sn := sc.cache[r.Dims:r.Dims+half], sc.cache[r.Dims+half:2*r.Dims]
+		rope := func(x []float32) {
+			if vec {
+				ropeNeoXAVX512(&x[0], &cs[0], &sn[0], half)
+			} else {
+				ropeHead(x, cache, r.Mode, r.Dims)
+			}
+		}
 		for t := lo; t < hi; t++ {
 			ropeCache(cache, pos[t], r)
+			if vec {
+				for i := range half {
+					cs[i], sn[i] = cache[2*i], cache[2*i+1]
+				}
+			}
 			for h := range a.Heads {
-				ropeHead(q[(t*a.Heads+h)*hd:(t*a.Heads+h+1)*hd], cache, r.Mode, r.Dims)
+				rope(q[(t*a.Heads+h)*hd : (t*a.Heads+h+1)*hd])
 			}
 			for h := range a.KVHeads {
 				kr := k[(t*a.KVHeads+h)*hd : (t*a.KVHeads+h+1)*hd]
-				ropeHead(kr, cache, r.Mode, r.Dims)
+				rope(kr)
 				kv.store(layer, h, int(pos[t]), kr, v[(t*a.KVHeads+h)*hd:(t*a.KVHeads+h+1)*hd])
 			}
 		}

@@ -167,3 +167,37 @@ func TestFma32OneIsAdd(t *testing.T) {
 		}
 	}
 }
+
+// TestRoPENeoXAVX512MatchesGo: the vector neox rotation gives ropeHead's bits.
+func TestRoPENeoXAVX512MatchesGo(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ hd, dims int }{{64, 64}, {128, 128}, {128, 64}, {80, 16}} {
+		r := backend.RoPE{Mode: backend.RoPENeoX, Dims: c.dims, Base: 1e6, FreqScale: 1}
+		cache := make([]float32, c.dims)
+		half := c.dims / 2
+		cs, sn := make([]float32, half), make([]float32, half)
+		for _, p := range []int32{0, 1, 17, 4095} {
+			ropeCache(cache, p, r)
+			for i := range half {
+				cs[i], sn[i] = cache[2*i], cache[2*i+1]
+			}
+			for range 20 {
+				got, want := make([]float32, c.hd), make([]float32, c.hd)
+				for i := range got {
+					got[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()*4))
+				}
+				copy(want, got)
+				ropeNeoXAVX512(&got[0], &cs[0], &sn[0], half)
+				ropeHead(want, cache, backend.RoPENeoX, c.dims)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("hd %d dims %d pos %d: v[%d] = %g, want ropeHead's %g", c.hd, c.dims, p, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -47,3 +47,6 @@ func roundF16AVX512(dst, src *float32, n int)
 
 //go:noescape
 func accumVF16x64x4AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
+
+//go:noescape
+func ropeNeoXAVX512(v, c, s *float32, half int)

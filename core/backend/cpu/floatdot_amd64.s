@@ -532,3 +532,41 @@ accmad4_3:
 	VMOVUPS Z15, 960(DI)
 	VZEROUPPER
 	RET
+
+// func ropeNeoXAVX512(v, c, s *float32, half int)
+// ropeHead for neox pairs (v[i], v[i+half]), i < half, with cos c[i] and sin s[i]:
+// v[i] = fma(x0, c, -f32(x1·s)), v[i+half] = fma(x0, s, f32(x1·c)), the products of
+// x1 rounded to float32 and the FMAs in float64 then rounded to float32, as fma32 does;
+// half > 0, half%8 == 0.
+TEXT ·ropeNeoXAVX512(SB), NOSPLIT, $0-32
+	MOVQ v+0(FP), DI
+	MOVQ c+8(FP), R8
+	MOVQ s+16(FP), R9
+	MOVQ half+24(FP), CX
+	LEAQ (DI)(CX*4), SI
+looprope:
+	VMOVUPS (DI), Y0
+	VMOVUPS (SI), Y1
+	VMOVUPS (R8), Y2
+	VMOVUPS (R9), Y3
+	VMULPS Y3, Y1, Y4
+	VMULPS Y2, Y1, Y5
+	VCVTPS2PD Y0, Z0
+	VCVTPS2PD Y2, Z2
+	VCVTPS2PD Y3, Z3
+	VCVTPS2PD Y4, Z6
+	VCVTPS2PD Y5, Z7
+	VFMSUB231PD Z2, Z0, Z6
+	VFMADD231PD Z3, Z0, Z7
+	VCVTPD2PS Z6, Y6
+	VCVTPD2PS Z7, Y7
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, (SI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	SUBQ $8, CX
+	JNZ looprope
+	VZEROUPPER
+	RET

@@ -30,3 +30,4 @@ func roundF16AVX512(dst, src *float32, n int) { panic("BUG: cpu: no AVX-512") }
 func accumVF16x64x4AVX512(acc *float32, v *uint16, n int, ms, vs *float32) {
 	panic("BUG: cpu: no AVX-512")
 }
+func ropeNeoXAVX512(v, c, s *float32, half int) { panic("BUG: cpu: no AVX-512") }
