@@ -2406,25 +2406,87 @@ tileQ8_0Z_rows16_unpack15:
 	XORQ      R8, R8
 
 tileQ8_0Z_rows16_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ8_0Z_rows16_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0Z_rows16_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs2_g0_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs2_g0_blkdone
 
 tileQ8_0Z_rows16_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -2481,71 +2543,189 @@ tileQ8_0Z_rows16_pairs2_g0_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g0_blk
+
+tileQ8_0Z_rows16_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g0_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs2_g1_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows16_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ8_0Z_rows16_pairs2_g0_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ8_0Z_rows16_pairs2_g1_blkdone
 
 tileQ8_0Z_rows16_pairs2_g1_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -2602,72 +2782,190 @@ tileQ8_0Z_rows16_pairs2_g1_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0Z_rows16_pairs2_g1_blk
+
+tileQ8_0Z_rows16_pairs2_g1_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g1_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs2_g2_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ8_0Z_rows16_pairs2_g1_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs2_g1_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ8_0Z_rows16_pairs2_g1_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ8_0Z_rows16_pairs2_g2_blkdone
 
 tileQ8_0Z_rows16_pairs2_g2_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -2724,74 +3022,130 @@ tileQ8_0Z_rows16_pairs2_g2_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
-	ADDQ            $0x00000080, SI
-	ADDQ            $0x00000010, DI
-	ADDQ            $0x000000c0, R10
-	ADDQ            $0x000000c0, R11
-	DECQ            CX
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs2_g2_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs2_g2_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g2_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs2_g2_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows16_pairs2_g3_blk:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs2_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2851,67 +3205,185 @@ tileQ8_0Z_rows16_pairs2_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs2_g3_blkdone
+
+tileQ8_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs2_g3_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs2_g3_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs2_g3_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs2_g3_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows16_pairs2
 
 tileQ8_0Z_rows16_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ8_0Z_rows16_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows16_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0Z_rows16_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -2948,32 +3420,104 @@ tileQ8_0Z_rows16_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs1_g0_blkdone
+
+tileQ8_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -3063,26 +3607,26 @@ tileQ8_0Z_rows16_pairs1_g0_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g0_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows16_pairs1_g1_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs1_g1_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3119,33 +3663,105 @@ tileQ8_0Z_rows16_pairs1_g1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs1_g1_blkdone
+
+tileQ8_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs1_g1_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs1_g1_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g1_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -3235,26 +3851,26 @@ tileQ8_0Z_rows16_pairs1_g1_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g1_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows16_pairs1_g2_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs1_g2_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3291,33 +3907,105 @@ tileQ8_0Z_rows16_pairs1_g2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs1_g2_blkdone
+
+tileQ8_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs1_g2_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs1_g2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g2_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g2_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -3407,26 +4095,26 @@ tileQ8_0Z_rows16_pairs1_g2_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g2_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows16_pairs1_g3_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows16_pairs1_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3463,33 +4151,105 @@ tileQ8_0Z_rows16_pairs1_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows16_pairs1_g3_blkdone
+
+tileQ8_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows16_pairs1_g3_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows16_pairs1_g3_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows16_pairs1_g3_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows16_pairs1_g3_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -3695,27 +4455,27 @@ tileQ8_0Z_rows4_unpack3:
 	XORQ      R8, R8
 
 tileQ8_0Z_rows4_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ8_0Z_rows4_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows4_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0Z_rows4_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows4_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3775,66 +4535,184 @@ tileQ8_0Z_rows4_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows4_pairs2_g0_blkdone
+
+tileQ8_0Z_rows4_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows4_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows4_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ8_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ8_0Z_rows4_pairs2
 
 tileQ8_0Z_rows4_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ8_0Z_rows4_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows4_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0Z_rows4_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows4_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -3871,32 +4749,104 @@ tileQ8_0Z_rows4_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows4_pairs1_g0_blkdone
+
+tileQ8_0Z_rows4_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows4_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows4_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows4_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows4_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -4045,23 +4995,23 @@ tileQ8_0Z_rows2_unpack1:
 	XORQ      R8, R8
 
 tileQ8_0Z_rows2_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ8_0Z_rows2_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows2_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0Z_rows2_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows2_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -4097,32 +5047,102 @@ tileQ8_0Z_rows2_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows2_pairs2_g0_blkdone
+
+tileQ8_0Z_rows2_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows2_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows2_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -4205,21 +5225,21 @@ tileQ8_0Z_rows2_pairs2_g0_r1_p1_odd:
 	JMP  tileQ8_0Z_rows2_pairs2
 
 tileQ8_0Z_rows2_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ8_0Z_rows2_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows2_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0Z_rows2_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows2_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -4242,32 +5262,76 @@ tileQ8_0Z_rows2_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows2_pairs1_g0_blkdone
+
+tileQ8_0Z_rows2_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows2_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows2_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows2_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows2_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -4335,21 +5399,21 @@ tileQ8_0Z_rows1_unpack0:
 	XORQ      R8, R8
 
 tileQ8_0Z_rows1_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ8_0Z_rows1_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows1_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0Z_rows1_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows1_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -4367,32 +5431,66 @@ tileQ8_0Z_rows1_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows1_pairs2_g0_blkdone
+
+tileQ8_0Z_rows1_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VMULPS          128(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       256(R11), Z22
+	VPDPBUSD        192(R11), Z18, Z22
+	VMULPS          320(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows1_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows1_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows1_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows1_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -4423,20 +5521,20 @@ tileQ8_0Z_rows1_pairs2_g0_r0_p1_odd:
 	JMP  tileQ8_0Z_rows1_pairs2
 
 tileQ8_0Z_rows1_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ8_0Z_rows1_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ8_0Z_rows1_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0Z_rows1_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0Z_rows1_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -4449,32 +5547,56 @@ tileQ8_0Z_rows1_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ8_0Z_rows1_pairs1_g0_blkdone
+
+tileQ8_0Z_rows1_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ8_0Z_rows1_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ8_0Z_rows1_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ8_0Z_rows1_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0Z_rows1_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ8_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9
@@ -5045,25 +6167,87 @@ tileQ4_0Z_rows16_unpack15:
 	XORQ           R8, R8
 
 tileQ4_0Z_rows16_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ4_0Z_rows16_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ4_0Z_rows16_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs2_g0_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs2_g0_blkdone
 
 tileQ4_0Z_rows16_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -5120,71 +6304,189 @@ tileQ4_0Z_rows16_pairs2_g0_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g0_blk
+
+tileQ4_0Z_rows16_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g0_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs2_g1_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows16_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ4_0Z_rows16_pairs2_g0_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ4_0Z_rows16_pairs2_g1_blkdone
 
 tileQ4_0Z_rows16_pairs2_g1_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -5241,72 +6543,190 @@ tileQ4_0Z_rows16_pairs2_g1_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ4_0Z_rows16_pairs2_g1_blk
+
+tileQ4_0Z_rows16_pairs2_g1_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g1_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs2_g2_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ4_0Z_rows16_pairs2_g1_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs2_g1_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ4_0Z_rows16_pairs2_g1_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ4_0Z_rows16_pairs2_g2_blkdone
 
 tileQ4_0Z_rows16_pairs2_g2_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -5363,74 +6783,130 @@ tileQ4_0Z_rows16_pairs2_g2_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
-	ADDQ            $0x00000080, SI
-	ADDQ            $0x00000010, DI
-	ADDQ            $0x000000c0, R10
-	ADDQ            $0x000000c0, R11
-	DECQ            CX
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs2_g2_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs2_g2_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g2_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs2_g2_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows16_pairs2_g3_blk:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs2_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -5490,67 +6966,185 @@ tileQ4_0Z_rows16_pairs2_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs2_g3_blkdone
+
+tileQ4_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs2_g3_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs2_g3_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs2_g3_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs2_g3_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows16_pairs2
 
 tileQ4_0Z_rows16_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ4_0Z_rows16_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows16_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ4_0Z_rows16_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -5587,32 +7181,104 @@ tileQ4_0Z_rows16_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs1_g0_blkdone
+
+tileQ4_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -5702,26 +7368,26 @@ tileQ4_0Z_rows16_pairs1_g0_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g0_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows16_pairs1_g1_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs1_g1_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -5758,33 +7424,105 @@ tileQ4_0Z_rows16_pairs1_g1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs1_g1_blkdone
+
+tileQ4_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs1_g1_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs1_g1_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g1_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -5874,26 +7612,26 @@ tileQ4_0Z_rows16_pairs1_g1_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g1_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows16_pairs1_g2_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs1_g2_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -5930,33 +7668,105 @@ tileQ4_0Z_rows16_pairs1_g2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs1_g2_blkdone
+
+tileQ4_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs1_g2_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs1_g2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g2_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g2_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -6046,26 +7856,26 @@ tileQ4_0Z_rows16_pairs1_g2_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g2_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows16_pairs1_g3_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows16_pairs1_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -6102,33 +7912,105 @@ tileQ4_0Z_rows16_pairs1_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows16_pairs1_g3_blkdone
+
+tileQ4_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows16_pairs1_g3_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows16_pairs1_g3_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows16_pairs1_g3_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows16_pairs1_g3_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -6342,27 +8224,27 @@ tileQ4_0Z_rows4_unpack3:
 	XORQ           R8, R8
 
 tileQ4_0Z_rows4_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ4_0Z_rows4_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows4_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ4_0Z_rows4_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows4_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -6422,66 +8304,184 @@ tileQ4_0Z_rows4_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows4_pairs2_g0_blkdone
+
+tileQ4_0Z_rows4_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows4_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows4_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ4_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ4_0Z_rows4_pairs2
 
 tileQ4_0Z_rows4_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ4_0Z_rows4_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows4_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ4_0Z_rows4_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows4_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -6518,32 +8518,104 @@ tileQ4_0Z_rows4_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows4_pairs1_g0_blkdone
+
+tileQ4_0Z_rows4_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows4_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows4_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows4_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows4_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -6696,23 +8768,23 @@ tileQ4_0Z_rows2_unpack1:
 	XORQ           R8, R8
 
 tileQ4_0Z_rows2_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ4_0Z_rows2_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows2_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ4_0Z_rows2_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows2_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -6748,32 +8820,102 @@ tileQ4_0Z_rows2_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows2_pairs2_g0_blkdone
+
+tileQ4_0Z_rows2_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows2_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows2_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -6856,21 +8998,21 @@ tileQ4_0Z_rows2_pairs2_g0_r1_p1_odd:
 	JMP  tileQ4_0Z_rows2_pairs2
 
 tileQ4_0Z_rows2_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ4_0Z_rows2_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows2_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ4_0Z_rows2_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows2_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -6893,32 +9035,76 @@ tileQ4_0Z_rows2_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows2_pairs1_g0_blkdone
+
+tileQ4_0Z_rows2_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows2_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows2_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows2_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows2_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -6988,21 +9174,21 @@ tileQ4_0Z_rows1_unpack0:
 	XORQ           R8, R8
 
 tileQ4_0Z_rows1_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ4_0Z_rows1_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows1_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ4_0Z_rows1_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows1_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -7020,32 +9206,66 @@ tileQ4_0Z_rows1_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows1_pairs2_g0_blkdone
+
+tileQ4_0Z_rows1_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VMULPS          128(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       256(R11), Z22
+	VPDPBUSD        192(R11), Z18, Z22
+	VMULPS          320(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows1_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows1_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows1_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows1_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -7076,20 +9296,20 @@ tileQ4_0Z_rows1_pairs2_g0_r0_p1_odd:
 	JMP  tileQ4_0Z_rows1_pairs2
 
 tileQ4_0Z_rows1_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ4_0Z_rows1_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ4_0Z_rows1_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ4_0Z_rows1_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ4_0Z_rows1_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -7102,32 +9322,56 @@ tileQ4_0Z_rows1_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ4_0Z_rows1_pairs1_g0_blkdone
+
+tileQ4_0Z_rows1_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ4_0Z_rows1_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ4_0Z_rows1_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ4_0Z_rows1_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ4_0Z_rows1_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ4_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9
@@ -7794,25 +10038,87 @@ tileQ5_0Z_rows16_unpack15:
 	XORQ           R8, R8
 
 tileQ5_0Z_rows16_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ5_0Z_rows16_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ5_0Z_rows16_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs2_g0_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs2_g0_blkdone
 
 tileQ5_0Z_rows16_pairs2_g0_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -7869,71 +10175,189 @@ tileQ5_0Z_rows16_pairs2_g0_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g0_blk
+
+tileQ5_0Z_rows16_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g0_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs2_g1_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows16_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ5_0Z_rows16_pairs2_g0_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ5_0Z_rows16_pairs2_g1_blkdone
 
 tileQ5_0Z_rows16_pairs2_g1_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -7990,72 +10414,190 @@ tileQ5_0Z_rows16_pairs2_g1_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ5_0Z_rows16_pairs2_g1_blk
+
+tileQ5_0Z_rows16_pairs2_g1_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs2_g1_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g1_row3:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs2_g2_blk
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
 	ADDQ            $0x00000080, SI
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
-	JNZ             tileQ5_0Z_rows16_pairs2_g1_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs2_g1_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
-
-tileQ5_0Z_rows16_pairs2_g1_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
+	JZ              tileQ5_0Z_rows16_pairs2_g2_blkdone
 
 tileQ5_0Z_rows16_pairs2_g2_blk:
 	VBROADCASTI64X4 (SI), Z18
@@ -8112,74 +10654,130 @@ tileQ5_0Z_rows16_pairs2_g2_blk:
 	VMULPS          Z11, Z7, Z3
 	VCVTDQ2PS       Z31, Z31
 	VFMADD231PS     Z31, Z3, Z28
-	ADDQ            $0x00000080, SI
-	ADDQ            $0x00000010, DI
-	ADDQ            $0x000000c0, R10
-	ADDQ            $0x000000c0, R11
-	DECQ            CX
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs2_g2_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs2_g2_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g2_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs2_g2_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs2_g2_row3:
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows16_pairs2_g3_blk:
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs2_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -8239,67 +10837,185 @@ tileQ5_0Z_rows16_pairs2_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs2_g3_blkdone
+
+tileQ5_0Z_rows16_pairs2_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs2_g3_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs2_g3_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs2_g3_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs2_g3_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs2_g3_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows16_pairs2
 
 tileQ5_0Z_rows16_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ5_0Z_rows16_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows16_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ5_0Z_rows16_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -8336,32 +11052,104 @@ tileQ5_0Z_rows16_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs1_g0_blkdone
+
+tileQ5_0Z_rows16_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -8451,26 +11239,26 @@ tileQ5_0Z_rows16_pairs1_g0_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g0_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000080, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000010, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows16_pairs1_g1_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000080, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000010, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs1_g1_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -8507,33 +11295,105 @@ tileQ5_0Z_rows16_pairs1_g1_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs1_g1_blkdone
+
+tileQ5_0Z_rows16_pairs1_g1_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs1_g1_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x04, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs1_g1_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x04, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g1_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -8623,26 +11483,26 @@ tileQ5_0Z_rows16_pairs1_g1_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g1_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000100, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000020, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows16_pairs1_g2_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000100, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000020, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs1_g2_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -8679,33 +11539,105 @@ tileQ5_0Z_rows16_pairs1_g2_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs1_g2_blkdone
+
+tileQ5_0Z_rows16_pairs1_g2_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs1_g2_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x08, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs1_g2_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g2_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x08, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g2_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g2_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -8795,26 +11727,26 @@ tileQ5_0Z_rows16_pairs1_g2_r2_p0_odd:
 	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g2_r3_p0_odd:
-	ADDQ   72(R13), R9
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000180, DX, DX
-	ADDQ   DX, SI
-	MOVQ   24(R13), DX
-	IMUL3Q $0x00000030, DX, DX
-	ADDQ   DX, DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows16_pairs1_g3_blk:
+	ADDQ            72(R13), R9
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000180, DX, DX
+	ADDQ            DX, SI
+	MOVQ            24(R13), DX
+	IMUL3Q          $0x00000030, DX, DX
+	ADDQ            DX, DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows16_pairs1_g3_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -8851,33 +11783,105 @@ tileQ5_0Z_rows16_pairs1_g3_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows16_pairs1_g3_blkdone
+
+tileQ5_0Z_rows16_pairs1_g3_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows16_pairs1_g3_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	ADDQ            $0x0c, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows16_pairs1_g3_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows16_pairs1_g3_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x0c, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows16_pairs1_g3_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows16_pairs1_g3_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -9115,27 +12119,27 @@ tileQ5_0Z_rows4_unpack3:
 	XORQ           R8, R8
 
 tileQ5_0Z_rows4_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ5_0Z_rows4_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z28, Z28, Z28
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows4_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ5_0Z_rows4_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows4_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -9195,66 +12199,184 @@ tileQ5_0Z_rows4_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows4_pairs2_g0_blkdone
+
+tileQ5_0Z_rows4_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows4_pairs2_g0_blk
-	VSHUFF32X4      $0x88, Z17, Z16, Z4
-	VSHUFF32X4      $0xdd, Z17, Z16, Z5
-	VADDPS          Z5, Z4, Z0
-	VSHUFF32X4      $0x88, Z27, Z26, Z4
-	VSHUFF32X4      $0xdd, Z27, Z26, Z5
-	VADDPS          Z5, Z4, Z1
-	VSHUFF32X4      $0x88, Z13, Z12, Z4
-	VSHUFF32X4      $0xdd, Z13, Z12, Z5
-	VADDPS          Z5, Z4, Z2
-	VSHUFF32X4      $0x88, Z28, Z14, Z4
-	VSHUFF32X4      $0xdd, Z28, Z14, Z5
-	VADDPS          Z5, Z4, Z3
-	VSHUFPS         $0x44, Z1, Z0, Z4
-	VSHUFPS         $0xee, Z1, Z0, Z5
-	VADDPS          Z5, Z4, Z6
-	VSHUFPS         $0x44, Z3, Z2, Z4
-	VSHUFPS         $0xee, Z3, Z2, Z5
-	VADDPS          Z5, Z4, Z7
-	VSHUFPS         $0x88, Z7, Z6, Z4
-	VSHUFPS         $0xdd, Z7, Z6, Z5
-	VADDPS          Z5, Z4, Z8
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         X8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x01, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	VEXTRACTF32X4   $0x02, Z8, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            3(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows4_pairs2_g0_row3
-	VEXTRACTF32X4   $0x03, Z8, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs2_g0_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs2_g0_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
 
 tileQ5_0Z_rows4_pairs2_g0_row3:
 	ADDQ $0x02, R8
 	JMP  tileQ5_0Z_rows4_pairs2
 
 tileQ5_0Z_rows4_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ5_0Z_rows4_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	VPXORD Z12, Z12, Z12
-	VPXORD Z14, Z14, Z14
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows4_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ5_0Z_rows4_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows4_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -9291,32 +12413,104 @@ tileQ5_0Z_rows4_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows4_pairs1_g0_blkdone
+
+tileQ5_0Z_rows4_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VBROADCASTI64X4 64(SI), Z4
+	VBROADCASTSS    8(DI), Z6
+	VBROADCASTI64X4 96(SI), Z5
+	VBROADCASTSS    12(DI), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 128(SI), Z18
+	VBROADCASTSS    16(DI), Z19
+	VBROADCASTI64X4 160(SI), Z24
+	VBROADCASTSS    20(DI), Z25
+	VBROADCASTI64X4 192(SI), Z4
+	VBROADCASTSS    24(DI), Z6
+	VBROADCASTI64X4 224(SI), Z5
+	VBROADCASTSS    28(DI), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows4_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows4_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows4_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows4_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows4_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -9481,23 +12675,23 @@ tileQ5_0Z_rows2_unpack1:
 	XORQ           R8, R8
 
 tileQ5_0Z_rows2_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ5_0Z_rows2_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows2_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ5_0Z_rows2_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows2_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -9533,32 +12727,102 @@ tileQ5_0Z_rows2_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows2_pairs2_g0_blkdone
+
+tileQ5_0Z_rows2_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows2_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows2_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows2_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -9641,21 +12905,21 @@ tileQ5_0Z_rows2_pairs2_g0_r1_p1_odd:
 	JMP  tileQ5_0Z_rows2_pairs2
 
 tileQ5_0Z_rows2_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ5_0Z_rows2_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z26, Z26, Z26
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows2_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ5_0Z_rows2_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows2_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VBROADCASTI64X4 32(SI), Z24
@@ -9678,32 +12942,76 @@ tileQ5_0Z_rows2_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows2_pairs1_g0_blkdone
+
+tileQ5_0Z_rows2_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VBROADCASTI64X4 32(SI), Z24
+	VBROADCASTSS    4(DI), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VBROADCASTI64X4 64(SI), Z18
+	VBROADCASTSS    8(DI), Z19
+	VBROADCASTI64X4 96(SI), Z24
+	VBROADCASTSS    12(DI), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000080, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows2_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows2_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows2_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows2_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows2_pairs1_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -9779,21 +13087,21 @@ tileQ5_0Z_rows1_unpack0:
 	XORQ           R8, R8
 
 tileQ5_0Z_rows1_pairs2:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x02
-	JL     tileQ5_0Z_rows1_pairs1
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows1_pairs2_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ5_0Z_rows1_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows1_pairs2_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -9811,32 +13119,66 @@ tileQ5_0Z_rows1_pairs2_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows1_pairs2_g0_blkdone
+
+tileQ5_0Z_rows1_pairs2_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VMULPS          128(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       256(R11), Z22
+	VPDPBUSD        192(R11), Z18, Z22
+	VMULPS          320(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows1_pairs2_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows1_pairs2_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows1_pairs2_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows1_pairs2_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows1_pairs2_g0_r0_p0_odd:
 	ADDQ          72(R13), R9
@@ -9867,20 +13209,20 @@ tileQ5_0Z_rows1_pairs2_g0_r0_p1_odd:
 	JMP  tileQ5_0Z_rows1_pairs2
 
 tileQ5_0Z_rows1_pairs1:
-	MOVQ   56(R13), R9
-	SUBQ   R8, R9
-	CMPQ   R9, $0x01
-	JL     tileQ5_0Z_rows1_next
-	MOVQ   R8, R10
-	IMULQ  R14, R10
-	ADDQ   48(R13), R10
-	LEAQ   (R10)(R14*1), R11
-	VPXORD Z16, Z16, Z16
-	MOVQ   32(R13), SI
-	MOVQ   40(R13), DI
-	MOVQ   24(R13), CX
-
-tileQ5_0Z_rows1_pairs1_g0_blk:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ5_0Z_rows1_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	MOVQ            32(R13), SI
+	MOVQ            40(R13), DI
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ5_0Z_rows1_pairs1_g0_blk
 	VBROADCASTI64X4 (SI), Z18
 	VBROADCASTSS    (DI), Z19
 	VMOVDQU32       64(R10), Z20
@@ -9893,32 +13235,56 @@ tileQ5_0Z_rows1_pairs1_g0_blk:
 	ADDQ            $0x000000c0, R10
 	ADDQ            $0x000000c0, R11
 	DECQ            CX
+	JZ              tileQ5_0Z_rows1_pairs1_g0_blkdone
+
+tileQ5_0Z_rows1_pairs1_g0_blk:
+	VBROADCASTI64X4 (SI), Z18
+	VBROADCASTSS    (DI), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VBROADCASTI64X4 32(SI), Z18
+	VBROADCASTSS    4(DI), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x00000040, SI
+	ADDQ            $0x00000008, DI
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
 	JNZ             tileQ5_0Z_rows1_pairs1_g0_blk
-	MOVQ            R8, R9
-	SHLQ            $0x01, R9
-	IMULQ           72(R13), R9
-	ADDQ            R12, R9
-	MOVQ            64(R13), AX
-	VMOVUPS         Z16, Z0
-	VEXTRACTF64X4   $0x01, Z0, Y1
-	VEXTRACTF128    $0x01, Y0, X3
-	VADDPS          X3, X0, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
-	ADDQ            72(R13), R9
-	LEAQ            1(R8)(R8*1), DX
-	CMPQ            DX, 80(R13)
-	JGE             tileQ5_0Z_rows1_pairs1_g0_r0_p0_odd
-	VEXTRACTF128    $0x01, Y1, X3
-	VADDPS          X3, X1, X2
-	VMOVHLPS        X2, X2, X3
-	VADDPS          X3, X2, X2
-	VMOVSHDUP       X2, X3
-	VADDSS          X3, X2, X2
-	VMOVSS          X2, (AX)(R9*4)
+
+tileQ5_0Z_rows1_pairs1_g0_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ5_0Z_rows1_pairs1_g0_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
 
 tileQ5_0Z_rows1_pairs1_g0_r0_p0_odd:
 	ADDQ 72(R13), R9

@@ -17,7 +17,9 @@ func TestDotTileMatchesVecDot(t *testing.T) {
 			// Rows that end in a partial group of eight blocks (29 and 2 blocks); steps
 			// of sixteen, four, two and one weight rows (37 = 16+16+4+1, 23 = 16+4+2+1).
 			shapes = append(shapes, struct{ n, rows, nx int }{928, 6, 5}, struct{ n, rows, nx int }{64, 3, 4},
-				struct{ n, rows, nx int }{896, 37, 7}, struct{ n, rows, nx int }{320, 23, 64})
+				struct{ n, rows, nx int }{896, 37, 7}, struct{ n, rows, nx int }{320, 23, 64},
+				// Odd block counts (one block before the two-block loop), one block.
+				struct{ n, rows, nx int }{928, 20, 6}, struct{ n, rows, nx int }{32, 17, 5})
 		}
 		for _, sh := range shapes {
 			t.Run(typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
