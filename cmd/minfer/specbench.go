@@ -275,8 +275,14 @@ func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
 	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup | = depth 0 |\n", "tokens/s")
 	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- |\n", dashes(18))
+	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
+	base := slices.ContainsFunc(r.Depths, func(d specDepthResult) bool { return d.Depth == "0" })
 	for _, d := range r.Depths {
-		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %6.2fx | %9t |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, d.Speedup, d.Identical)
+		speedup, same := fmt.Sprintf("%6.2fx", d.Speedup), fmt.Sprint(d.Identical)
+		if !base {
+			speedup, same = "-", "-"
+		}
+		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %7s | %9s |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, speedup, same)
 	}
 	if len(r.VerifyMs) == 0 {
 		return
