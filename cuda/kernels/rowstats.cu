@@ -3,13 +3,31 @@
 // below every number), the row max (NaN ignored), log Σ exp over the row and the logit
 // of one picked column.
 //
-// Two kernels. rowstats_part: grid (parts, nt), each block one chunk of a row: the
-// chunk's max, Σ exp(x - chunk max) in float32 and its k best by k selection passes over
-// the chunk (a few thousand values, cached after the first pass). rowstats_merge: one
-// block per row combines the parts' sums (rescaled to the row max) and selects the k
-// best of the parts' candidates. The chunking depends only on n and every reduction has
-// a fixed order, so a row's results do not depend on nt or on timing.
+// Two kernels. rowstats_part: grid (parts, nt), RS_THREADS threads, each block one chunk
+// (at most RS_THREADS·RS_VPT values) of a row, read once into registers: the chunk's max,
+// Σ exp(x - chunk max) in float32 and its k best, sorted. rowstats_merge: one block per
+// row combines the parts' sums (rescaled to the row max) and merges the parts' sorted
+// candidate lists. The chunking depends only on n and every reduction has a fixed order,
+// so a row's results do not depend on nt or on timing.
+//
+// Selection works on 64-bit keys (rank_key): larger key = earlier in the candidate
+// order, every key of a real element distinct and nonzero, 0 = no candidate. A part
+// finds a threshold T such that at least k of its elements have keys ≥ T (the k-th
+// best of the 256 per-thread bests), collects those candidates (at most RS_VPT·k, about
+// k+30 on real logits) in shared memory and ranks them. The merge keeps, per warp, the
+// sorted top 32 or 64 of the lists it has seen and folds in each next list with one
+// bitonic merge step (max against the reversed list, then log2 clean-up stages), then
+// merges the warps' lists in a tree. k == 1 and k > RS_KMAX keep the single-pass and
+// k-pass selections (select_k).
 #include "common.cuh"
+
+typedef unsigned long long u64;
+
+#define RS_THREADS 256  // rowstats_part's block size (the launch's)
+#define RS_VPT 16       // values per thread: a chunk holds at most RS_THREADS*RS_VPT
+#define RS_KMAX 64      // the largest k on the register / bitonic paths
+#define RS_RANK_MAX 256 // candidates ranked by counting; more are bitonic-sorted
+#define RS_CAND_MAX (RS_VPT * RS_KMAX)
 
 // ranks_before: (v, i) comes before (w, j) in the candidate order (i, j valid ids).
 static __device__ __forceinline__ bool ranks_before(float v, int i, float w, int j) {
@@ -22,6 +40,30 @@ static __device__ __forceinline__ bool ranks_before(float v, int i, float w, int
 // better folds candidate (v, i) into the best so far (bv, bi); i < 0 is no candidate.
 static __device__ __forceinline__ void better(float v, int i, float &bv, int &bi) {
     if (i >= 0 && (bi < 0 || ranks_before(v, i, bv, bi))) { bv = v; bi = i; }
+}
+
+// rank_key orders (v, id) as ranks_before does, as one unsigned integer (larger first):
+// the high word is v's bits made monotone (±0 equal, NaN 0 below -Inf), the low word
+// ~id. Real ids are < 2^31, so a real key is never 0.
+static __device__ __forceinline__ u64 rank_key(float v, int id) {
+    u32 o = 0;
+    if (v == v) {
+        const u32 b = v == 0.0f ? 0u : __float_as_uint(v);
+        o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    }
+    return ((u64)o << 32) | (u64)(~(u32)id);
+}
+
+// key_id is the id of a key (-1 for 0, no candidate).
+static __device__ __forceinline__ int key_id(u64 key) { return (int)~(u32)key; }
+
+static __device__ __forceinline__ u64 umax64(u64 a, u64 b) { return a > b ? a : b; }
+static __device__ __forceinline__ u64 umin64(u64 a, u64 b) { return a < b ? a : b; }
+
+static __device__ __forceinline__ u64 shfl_xor64(u64 v, int o) {
+    const u32 lo = __shfl_xor_sync(0xffffffffu, (u32)v, o);
+    const u32 hi = __shfl_xor_sync(0xffffffffu, (u32)(v >> 32), o);
+    return ((u64)hi << 32) | lo;
 }
 
 // block_best reduces (bv, bi) over the block; thread 0 gets the result. sv/si hold 32.
@@ -88,6 +130,7 @@ struct RowCand {
 };
 
 // Part record per (row, part): k ids, k values, then max, sum and a NaN flag (floats).
+// The ids and values are the part's k best in order (id -1, value -Inf past its values).
 static __device__ __forceinline__ i64 part_stride(int k) { return 2 * (i64)k + 3; }
 
 // PartCand is the flattened list of a row's part candidates: index x is part x / k,
@@ -100,39 +143,204 @@ struct PartCand {
     __device__ float val(int x) const { return recs[(x / k) * ps + k + x % k]; }
 };
 
+// part_topk writes the k best (2 ≤ k ≤ RS_KMAX) of the chunk whose keys thread t holds
+// in key[0:RS_VPT] (0: no value) to rid/rval in order; row is the row, for the values.
+static __device__ __forceinline__ void part_topk(const u64 *key, int k, const float *row, int *rid, float *rval) {
+    __shared__ u64 s_best[RS_THREADS];
+    __shared__ u64 s_cand[RS_CAND_MAX];
+    __shared__ u64 s_t;
+    __shared__ int s_n;
+    const int t = threadIdx.x;
+    const int lane = t % WARP, w = t / WARP;
+    u64 best = 0;
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) best = umax64(best, key[j]);
+    // Sort the warp's bests (descending, bitonic): lane l then holds the warp's l-th.
+#pragma unroll
+    for (int size = 2; size <= WARP; size *= 2) {
+#pragma unroll
+        for (int o = size / 2; o > 0; o /= 2) {
+            const u64 x = shfl_xor64(best, o);
+            best = (((lane & o) == 0) == ((lane & size) == 0)) ? umax64(best, x) : umin64(best, x);
+        }
+    }
+    s_best[t] = best;
+    if (t == 0) { s_t = 0; s_n = 0; }
+    __syncthreads();
+    // T = the k-th best of the threads' bests: its rank (how many are better) is its
+    // lane plus, for every other warp, how many of that warp's sorted bests are better
+    // (a binary search). With fewer than k real bests (a chunk shorter than k) no real
+    // best has rank k-1 and T stays 0 (0 keys may write 0): every value is a candidate.
+    // Else exactly k threads have a best ≥ T, so there are at most RS_VPT·k candidates.
+    int rank = lane;
+#pragma unroll
+    for (int u = 0; u < RS_THREADS / WARP; u++) {
+        if (u == w) continue;
+        const u64 *list = s_best + u * WARP;
+        int c = 0;  // how many of list[0:31] are better, then list[31]
+#pragma unroll
+        for (int step = WARP / 2; step > 0; step /= 2) {
+            if (list[c + step - 1] > best) c += step;
+        }
+        rank += c + (list[WARP - 1] > best);
+    }
+    if (rank == k - 1) s_t = best;
+    __syncthreads();
+    const u64 th = s_t;
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) {
+        if (key[j] != 0 && key[j] >= th) {
+            const int slot = atomicAdd(&s_n, 1);
+            if (slot < RS_CAND_MAX) s_cand[slot] = key[j];
+        }
+    }
+    __syncthreads();
+    const int c = min(s_n, RS_CAND_MAX);
+    if (c <= RS_RANK_MAX) {
+        // Each candidate's place is how many candidates are better (keys are distinct).
+        if (t < c) {
+            const u64 mine = s_cand[t];
+            int r = 0;
+            for (int u = 0; u < c; u++) r += s_cand[u] > mine;
+            if (r < k) {
+                const int id = key_id(mine);
+                rid[r] = id;
+                rval[r] = row[id];
+            }
+        }
+    } else {
+        // Bitonic sort (descending) of the candidates padded with 0 to a power of two.
+        int p2 = RS_RANK_MAX * 2;
+        while (p2 < c) p2 *= 2;
+        for (int u = c + t; u < p2; u += RS_THREADS) s_cand[u] = 0;
+        __syncthreads();
+        for (int size = 2; size <= p2; size *= 2) {
+            for (int stride = size / 2; stride > 0; stride /= 2) {
+                for (int x = t; x < p2 / 2; x += RS_THREADS) {
+                    const int i = ((x & ~(stride - 1)) << 1) | (x & (stride - 1)), j = i + stride;
+                    const u64 a = s_cand[i], b = s_cand[j];
+                    if ((a < b) == ((i & size) == 0)) { s_cand[i] = b; s_cand[j] = a; }
+                }
+                __syncthreads();
+            }
+        }
+        if (t < k) {
+            const int id = key_id(s_cand[t]);
+            rid[t] = id;
+            rval[t] = row[id];
+        }
+    }
+    if (t >= c && t < k) { rid[t] = -1; rval[t] = NEG_INF; }
+}
+
 extern "C" __global__ void rowstats_part(const float *logits, int n, int k, int chunk, float *part) {
     grid_dep_sync();
     __shared__ float sh[32];
-    const int r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
+    if (blockDim.x != RS_THREADS || chunk > RS_THREADS * RS_VPT) __trap();  // the launch and rowStatsChunk broke the layout
+    const int r = blockIdx.y, p = blockIdx.x, parts = gridDim.x, t = threadIdx.x;
     const float *row = logits + (i64)r * n;
     const int lo = p * chunk, hi = min(n, lo + chunk);
+    // Thread t holds values lo + t + j·RS_THREADS (the order of the max and sum).
+    float v[RS_VPT];
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) {
+        const int i = lo + t + j * RS_THREADS;
+        v[j] = i < hi ? row[i] : NEG_INF;
+    }
     float m = NEG_INF;
     bool nan = false;
-    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        const float v = row[i];
-        m = fmaxf(m, v);  // fmaxf ignores NaN
-        nan |= v != v;
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) {
+        if (lo + t + j * RS_THREADS < hi) {
+            m = fmaxf(m, v[j]);  // fmaxf ignores NaN
+            nan |= v[j] != v[j];
+        }
     }
     m = block_max(m, sh);
     nan = __syncthreads_or(nan);
     float s = 0.0f;
     if (m != NEG_INF && m != POS_INF) {
-        for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-            const float v = row[i];
-            if (v == v) s += expf(v - m);
+#pragma unroll
+        for (int j = 0; j < RS_VPT; j++) {
+            if (lo + t + j * RS_THREADS < hi && v[j] == v[j]) s += expf(v[j] - m);
         }
     }
     s = block_sum(s, sh);
     float *rec = part + ((i64)r * parts + p) * part_stride(k);
     int *rid = (int *)rec;
     float *rval = rec + k;
-    if (threadIdx.x == 0) {
+    if (t == 0) {
         rval[k] = m;
         rval[k + 1] = s;
         rval[k + 2] = nan ? 1.0f : 0.0f;
     }
-    RowCand c = {row, lo};
-    select_k(c, hi - lo, k, rid, rval);
+    if (k == 0) return;
+    if (k == 1) {
+        __shared__ float sv[32];
+        __shared__ int si[32];
+        float bv = NEG_INF;
+        int bi = -1;
+#pragma unroll
+        for (int j = 0; j < RS_VPT; j++) {
+            const int i = lo + t + j * RS_THREADS;
+            if (i < hi) better(v[j], i, bv, bi);
+        }
+        block_best(bv, bi, sv, si);
+        if (t == 0) {
+            rid[0] = bi;
+            rval[0] = bi >= 0 ? bv : NEG_INF;
+        }
+        return;
+    }
+    if (k > RS_KMAX) {
+        RowCand c = {row, lo};
+        select_k(c, hi - lo, k, rid, rval);
+        return;
+    }
+    u64 key[RS_VPT];
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) {
+        const int i = lo + t + j * RS_THREADS;
+        key[j] = i < hi ? rank_key(v[j], i) : 0;
+    }
+    part_topk(key, k, row, rid, rval);
+}
+
+// list_keys loads a part's sorted candidates as keys: element lane (and lane + 32 when
+// the list is 64 long), 0 past the part's k.
+static __device__ __forceinline__ void list_keys(const float *rec, int k, int lane, u64 &a, u64 &b) {
+    const int *ids = (const int *)rec;
+    const float *vals = rec + k;
+    a = 0;
+    b = 0;
+    if (lane < k && ids[lane] >= 0) a = rank_key(vals[lane], ids[lane]);
+    if (lane + WARP < k && ids[lane + WARP] >= 0) b = rank_key(vals[lane + WARP], ids[lane + WARP]);
+}
+
+// merge_top sets the warp's sorted (descending) list R (element lane in r0 and, when
+// long, lane + 32 in r1) to the first 32 or 64 of R ∪ B (B sorted likewise): the max of
+// R and reversed B holds exactly those, as a bitonic sequence, then the bitonic
+// clean-up stages sort it.
+static __device__ __forceinline__ void merge_top(bool long_list, int lane, u64 &r0, u64 &r1, u64 b0, u64 b1) {
+    if (long_list) {
+        r0 = umax64(r0, shfl_xor64(b1, 31));  // element 63 - lane
+        r1 = umax64(r1, shfl_xor64(b0, 31));  // element 31 - lane
+        const u64 hi = umax64(r0, r1), lo = umin64(r0, r1);
+        r0 = hi;
+        r1 = lo;
+    } else {
+        r0 = umax64(r0, shfl_xor64(b0, 31));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const bool first = (lane & o) == 0;
+        const u64 x0 = shfl_xor64(r0, o);
+        r0 = first ? umax64(r0, x0) : umin64(r0, x0);
+        if (long_list) {
+            const u64 x1 = shfl_xor64(r1, o);
+            r1 = first ? umax64(r1, x1) : umin64(r1, x1);
+        }
+    }
 }
 
 // out: ids[nt*k], vals[nt*k], maxv[nt], lse[nt], picked[nt] (4-byte values back to back).
@@ -168,6 +376,47 @@ extern "C" __global__ void rowstats_merge(const float *logits, int n, int k, int
         picked[r] = c >= 0 ? logits[(i64)r * n + c] : 0.0f;
     }
     if (k == 0) return;
-    PartCand c = {recs, ps, k};
-    select_k(c, parts * k, k, ids + (i64)r * k, vals + (i64)r * k);
+    if (k == 1 || k > RS_KMAX) {
+        PartCand c = {recs, ps, k};
+        select_k(c, parts * k, k, ids + (i64)r * k, vals + (i64)r * k);
+        return;
+    }
+    // Warp w folds parts w, w + nw, ... into its list (the next part's keys are loaded
+    // before the current one is merged), then the warps' lists merge in a tree.
+    __shared__ u64 s_list[32 * 64];
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    const bool long_list = k > WARP;
+    u64 r0 = 0, r1 = 0, b0 = 0, b1 = 0;
+    if (w < parts) list_keys(recs + w * ps, k, lane, r0, r1);
+    if (w + nw < parts) list_keys(recs + (w + nw) * ps, k, lane, b0, b1);
+    for (int p = w + nw; p < parts; p += nw) {
+        const u64 c0 = b0, c1 = b1;
+        if (p + nw < parts) list_keys(recs + (p + nw) * ps, k, lane, b0, b1);
+        merge_top(long_list, lane, r0, r1, c0, c1);
+    }
+    s_list[w * 64 + lane] = r0;
+    s_list[w * 64 + WARP + lane] = r1;
+    for (int half = 1; half < nw; half *= 2) {
+        __syncthreads();
+        if ((w & (2 * half - 1)) == 0 && w + half < nw) {
+            merge_top(long_list, lane, r0, r1, s_list[(w + half) * 64 + lane], s_list[(w + half) * 64 + WARP + lane]);
+            s_list[w * 64 + lane] = r0;
+            s_list[w * 64 + WARP + lane] = r1;
+        }
+    }
+    if (w == 0) {
+        const float *row = logits + (i64)r * n;
+        int *rid = ids + (i64)r * k;
+        float *rval = vals + (i64)r * k;
+        if (lane < k) {
+            const int id = key_id(r0);
+            rid[lane] = id;
+            rval[lane] = id >= 0 ? row[id] : NEG_INF;
+        }
+        if (lane + WARP < k) {
+            const int id = key_id(r1);
+            rid[lane + WARP] = id;
+            rval[lane + WARP] = id >= 0 ? row[id] : NEG_INF;
+        }
+    }
 }
