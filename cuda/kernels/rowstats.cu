@@ -13,12 +13,13 @@
 // Selection works on 64-bit keys (rank_key): larger key = earlier in the candidate
 // order, every key of a real element distinct and nonzero, 0 = no candidate. A part
 // finds a threshold T such that at least k of its elements have keys ≥ T (the k-th
-// best of the 256 per-thread bests), collects those candidates (at most RS_VPT·k, about
-// k+30 on real logits) in shared memory and ranks them. The merge keeps, per warp, the
-// sorted top 32 or 64 of the lists it has seen and folds in each next list with one
-// bitonic merge step (max against the reversed list, then log2 clean-up stages), then
-// merges the warps' lists in a tree. k == 1 and k > RS_KMAX keep the single-pass and
-// k-pass selections (select_k).
+// best of the 256 per-thread bests, found by sorting each warp's bests and binary
+// searches), collects those candidates (at most RS_VPT·k; a little over k on logits-like
+// rows) in shared memory and ranks them by counting. The merge stages the parts' sorted
+// lists in shared memory; each warp keeps the sorted top 32 or 64 of the lists it has
+// seen and folds in each next list with one bitonic merge step (max against the reversed
+// list, then log2 clean-up stages), then the warps' lists merge in a tree. k == 1 and
+// k > RS_KMAX keep the single-pass and k-pass selections (select_k).
 #include "common.cuh"
 
 typedef unsigned long long u64;
@@ -56,6 +57,14 @@ static __device__ __forceinline__ u64 rank_key(float v, int id) {
 
 // key_id is the id of a key (-1 for 0, no candidate).
 static __device__ __forceinline__ int key_id(u64 key) { return (int)~(u32)key; }
+
+// key_val is the value of a real element's key: rebuilt from the key's high word, or
+// read from the row for ±0 (the key lost the sign) and NaN (the payload).
+static __device__ __forceinline__ float key_val(u64 key, const float *row) {
+    const u32 o = (u32)(key >> 32);
+    if (o == 0u || o == 0x80000000u) return row[key_id(key)];
+    return __uint_as_float((o & 0x80000000u) ? (o ^ 0x80000000u) : ~o);
+}
 
 static __device__ __forceinline__ u64 umax64(u64 a, u64 b) { return a > b ? a : b; }
 static __device__ __forceinline__ u64 umin64(u64 a, u64 b) { return a < b ? a : b; }
@@ -187,26 +196,40 @@ static __device__ __forceinline__ void part_topk(const u64 *key, int k, const fl
     if (rank == k - 1) s_t = best;
     __syncthreads();
     const u64 th = s_t;
+    // Collect the candidates: a warp scan of the threads' counts, one atomic per warp.
+    int cnt = 0;
+#pragma unroll
+    for (int j = 0; j < RS_VPT; j++) cnt += key[j] != 0 && key[j] >= th;
+    int inc = cnt;
+#pragma unroll
+    for (int o = 1; o < WARP; o *= 2) {
+        const int y = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += y;
+    }
+    int base = 0;
+    if (lane == WARP - 1) base = atomicAdd(&s_n, inc);
+    int pos = __shfl_sync(0xffffffffu, base, WARP - 1) + inc - cnt;
 #pragma unroll
     for (int j = 0; j < RS_VPT; j++) {
         if (key[j] != 0 && key[j] >= th) {
-            const int slot = atomicAdd(&s_n, 1);
-            if (slot < RS_CAND_MAX) s_cand[slot] = key[j];
+            if (pos < RS_CAND_MAX) s_cand[pos] = key[j];
+            pos++;
         }
     }
     __syncthreads();
     const int c = min(s_n, RS_CAND_MAX);
     if (c <= RS_RANK_MAX) {
         // Each candidate's place is how many candidates are better (keys are distinct).
-        if (t < c) {
-            const u64 mine = s_cand[t];
-            int r = 0;
-            for (int u = 0; u < c; u++) r += s_cand[u] > mine;
-            if (r < k) {
-                const int id = key_id(mine);
-                rid[r] = id;
-                rval[r] = row[id];
-            }
+        // q adjacent threads count for one candidate (q uniform, so every lane shuffles).
+        const int q = c <= RS_THREADS / 4 ? 4 : c <= RS_THREADS / 2 ? 2 : 1, x = t / q;
+        const u64 mine = x < c ? s_cand[x] : 0;
+        int r = 0;
+        for (int u = t % q; u < c; u += q) r += s_cand[u] > mine;
+        if (q >= 2) r += __shfl_xor_sync(0xffffffffu, r, 1);
+        if (q >= 4) r += __shfl_xor_sync(0xffffffffu, r, 2);
+        if (t % q == 0 && x < c && r < k) {
+            rid[r] = key_id(mine);
+            rval[r] = key_val(mine, row);
         }
     } else {
         // Bitonic sort (descending) of the candidates padded with 0 to a power of two.
@@ -225,9 +248,8 @@ static __device__ __forceinline__ void part_topk(const u64 *key, int k, const fl
             }
         }
         if (t < k) {
-            const int id = key_id(s_cand[t]);
-            rid[t] = id;
-            rval[t] = row[id];
+            rid[t] = key_id(s_cand[t]);
+            rval[t] = key_val(s_cand[t], row);
         }
     }
     if (t >= c && t < k) { rid[t] = -1; rval[t] = NEG_INF; }
@@ -306,15 +328,40 @@ extern "C" __global__ void rowstats_part(const float *logits, int n, int k, int 
     part_topk(key, k, row, rid, rval);
 }
 
-// list_keys loads a part's sorted candidates as keys: element lane (and lane + 32 when
-// the list is 64 long), 0 past the part's k.
-static __device__ __forceinline__ void list_keys(const float *rec, int k, int lane, u64 &a, u64 &b) {
-    const int *ids = (const int *)rec;
-    const float *vals = rec + k;
-    a = 0;
-    b = 0;
-    if (lane < k && ids[lane] >= 0) a = rank_key(vals[lane], ids[lane]);
-    if (lane + WARP < k && ids[lane + WARP] >= 0) b = rank_key(vals[lane + WARP], ids[lane + WARP]);
+// ListStage holds one thread's share of a round of part lists on their way to shared
+// memory: key slot x = t + j·RS_THREADS is slot x % kp of list base + x / kp (kp = 32 or
+// 64, the list length; slots past the part's k hold no candidate).
+#define RS_STAGE 4096  // keys per round: 64 lists of 64 or 128 of 32
+struct ListStage {
+    int id[RS_STAGE / RS_THREADS];
+    float v[RS_STAGE / RS_THREADS];
+};
+
+// stage_load issues the loads of lists base .. base+cnt-1; stage_store waits for them and
+// writes the keys to s.
+static __device__ __forceinline__ void stage_load(ListStage &st, const float *recs, i64 ps, int k, int kshift, int base,
+                                                  int cnt) {
+    const int t = threadIdx.x, kp = 1 << kshift;
+#pragma unroll
+    for (int j = 0; j < RS_STAGE / RS_THREADS; j++) {
+        const int x = t + j * RS_THREADS, i = x & (kp - 1);
+        st.id[j] = -1;
+        st.v[j] = 0.0f;
+        if (x < cnt * kp && i < k) {
+            const float *rec = recs + (base + (x >> kshift)) * ps;
+            st.id[j] = ((const int *)rec)[i];
+            st.v[j] = rec[k + i];
+        }
+    }
+}
+
+static __device__ __forceinline__ void stage_store(const ListStage &st, int kshift, int cnt, u64 *s) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < RS_STAGE / RS_THREADS; j++) {
+        const int x = t + j * RS_THREADS;
+        if (x < cnt << kshift) s[x] = st.id[j] >= 0 ? rank_key(st.v[j], st.id[j]) : 0;
+    }
 }
 
 // merge_top sets the warp's sorted (descending) list R (element lane in r0 and, when
@@ -348,15 +395,24 @@ extern "C" __global__ void rowstats_merge(const float *logits, int n, int k, int
                                           const int *pick, float *out, int nt) {
     grid_dep_sync();
     __shared__ float sh[32];
+    __shared__ u64 s_keys[RS_STAGE];
+    if (blockDim.x != RS_THREADS) __trap();  // the launch broke the staging layout
     const int r = blockIdx.x;
     const i64 ps = part_stride(k);
     const float *recs = part + (i64)r * parts * ps;
+    // k in [2, RS_KMAX]: the parts' lists go through shared memory in rounds of cap
+    // lists; round 0's loads are issued first, to overlap the statistics' loads.
+    const bool lists = k >= 2 && k <= RS_KMAX;
+    const int kshift = k > WARP ? 6 : 5, cap = RS_STAGE >> kshift;
+    ListStage st;
+    if (lists) stage_load(st, recs, ps, k, kshift, 0, min(parts, cap));
     float m = NEG_INF;
     bool nan = false;
     for (int p = threadIdx.x; p < parts; p += blockDim.x) {
         m = fmaxf(m, recs[p * ps + 2 * k]);
         nan |= recs[p * ps + 2 * k + 2] != 0.0f;
     }
+    if (lists) stage_store(st, kshift, min(parts, cap), s_keys);
     m = block_max(m, sh);
     nan = __syncthreads_or(nan);
     float s = 0.0f;
@@ -376,32 +432,45 @@ extern "C" __global__ void rowstats_merge(const float *logits, int n, int k, int
         picked[r] = c >= 0 ? logits[(i64)r * n + c] : 0.0f;
     }
     if (k == 0) return;
-    if (k == 1 || k > RS_KMAX) {
+    if (!lists) {
         PartCand c = {recs, ps, k};
         select_k(c, parts * k, k, ids + (i64)r * k, vals + (i64)r * k);
         return;
     }
-    // Warp w folds parts w, w + nw, ... into its list (the next part's keys are loaded
-    // before the current one is merged), then the warps' lists merge in a tree.
-    __shared__ u64 s_list[32 * 64];
-    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    // Warp w folds lists w, w + nw, ... of each round into its sorted list, then the
+    // warps' lists merge in a tree (through s_keys, free by then).
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP, kp = 1 << kshift;
     const bool long_list = k > WARP;
-    u64 r0 = 0, r1 = 0, b0 = 0, b1 = 0;
-    if (w < parts) list_keys(recs + w * ps, k, lane, r0, r1);
-    if (w + nw < parts) list_keys(recs + (w + nw) * ps, k, lane, b0, b1);
-    for (int p = w + nw; p < parts; p += nw) {
-        const u64 c0 = b0, c1 = b1;
-        if (p + nw < parts) list_keys(recs + (p + nw) * ps, k, lane, b0, b1);
-        merge_top(long_list, lane, r0, r1, c0, c1);
+    u64 r0 = 0, r1 = 0;
+    bool have = false;
+    for (int base = 0; base < parts; base += cap) {
+        const int cnt = min(cap, parts - base);
+        if (base > 0) {
+            __syncthreads();  // the previous round is merged
+            stage_load(st, recs, ps, k, kshift, base, cnt);
+            stage_store(st, kshift, cnt, s_keys);
+        }
+        __syncthreads();
+        for (int q = w; q < cnt; q += nw) {
+            const u64 b0 = s_keys[q * kp + lane], b1 = long_list ? s_keys[q * kp + WARP + lane] : 0;
+            if (have) {
+                merge_top(long_list, lane, r0, r1, b0, b1);
+            } else {
+                r0 = b0;
+                r1 = b1;
+                have = true;
+            }
+        }
     }
-    s_list[w * 64 + lane] = r0;
-    s_list[w * 64 + WARP + lane] = r1;
+    __syncthreads();
+    s_keys[w * 64 + lane] = r0;
+    s_keys[w * 64 + WARP + lane] = r1;
     for (int half = 1; half < nw; half *= 2) {
         __syncthreads();
         if ((w & (2 * half - 1)) == 0 && w + half < nw) {
-            merge_top(long_list, lane, r0, r1, s_list[(w + half) * 64 + lane], s_list[(w + half) * 64 + WARP + lane]);
-            s_list[w * 64 + lane] = r0;
-            s_list[w * 64 + WARP + lane] = r1;
+            merge_top(long_list, lane, r0, r1, s_keys[(w + half) * 64 + lane], s_keys[(w + half) * 64 + WARP + lane]);
+            s_keys[w * 64 + lane] = r0;
+            s_keys[w * 64 + WARP + lane] = r1;
         }
     }
     if (w == 0) {
@@ -411,12 +480,12 @@ extern "C" __global__ void rowstats_merge(const float *logits, int n, int k, int
         if (lane < k) {
             const int id = key_id(r0);
             rid[lane] = id;
-            rval[lane] = id >= 0 ? row[id] : NEG_INF;
+            rval[lane] = id >= 0 ? key_val(r0, row) : NEG_INF;
         }
         if (lane + WARP < k) {
             const int id = key_id(r1);
             rid[lane + WARP] = id;
-            rval[lane + WARP] = id >= 0 ? row[id] : NEG_INF;
+            rval[lane + WARP] = id >= 0 ? key_val(r1, row) : NEG_INF;
         }
     }
 }
