@@ -4,7 +4,11 @@
 // small (the sampler's candidates), the row sits in L2 after the first pass.
 #include "common.cuh"
 
+// before: (v, i) ranks ahead of (bv, bi): the larger value, the lower id on ties, every
+// number ahead of NaN (the CPU backend's order; NaNs among themselves by id).
 static __device__ __forceinline__ bool before(float v, int i, float bv, int bi) {
+    const bool vn = v != v, bn = bv != bv;
+    if (vn || bn) return bn && (!vn || i < bi);
     return v > bv || (v == bv && i < bi);
 }
 
@@ -25,7 +29,7 @@ extern "C" __global__ void topk(const float *logits, int n, int k, int *ids, flo
         int bi = -1;
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             const float v = row[i];
-            const bool after = v < prev_v || (v == prev_v && i > prev_i);
+            const bool after = before(prev_v, prev_i, v, i);
             if (after && (bi < 0 || before(v, i, bv, bi))) { bv = v; bi = i; }
         }
 #pragma unroll

@@ -238,10 +238,17 @@ func TestTopKVsCPU(t *testing.T) {
 	c := cpu.New(cpu.Options{})
 	defer c.Close()
 	rng := rand.New(rand.NewPCG(5, 6))
-	const nt, n = 3, 50000
+	const nt, n = 4, 50000
 	v := normals(rng, nt*n, 3)
 	for i := 0; i < 200; i++ { // ties across ids
-		v[rng.IntN(nt*n)] = 7.5
+		v[rng.IntN(3*n)] = 7.5
+	}
+	// The last row: NaN but for a few numbers, so NaNs must fill the k best (ranked last,
+	// by id, as on the CPU).
+	for i := 3 * n; i < nt*n; i++ {
+		if i%9973 != 0 {
+			v[i] = float32(math.NaN())
+		}
 	}
 	for _, k := range []int{1, 5, 40, 64, 100} {
 		ig, vg := make([]int32, nt*k), make([]float32, nt*k)
@@ -252,7 +259,14 @@ func TestTopKVsCPU(t *testing.T) {
 		if err := c.TopK(mustF32(t, c, v), nt, n, k, ic, vc); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(ig, ic) || !slices.Equal(vg, vc) {
+		bits := func(x []float32) []uint32 {
+			b := make([]uint32, len(x))
+			for i, f := range x {
+				b[i] = math.Float32bits(f)
+			}
+			return b
+		}
+		if !slices.Equal(ig, ic) || !slices.Equal(bits(vg), bits(vc)) {
 			t.Errorf("k=%d: got ids %v…, want %v…", k, ig[:min(8, len(ig))], ic[:min(8, len(ic))])
 		}
 	}
