@@ -14,8 +14,9 @@ import (
 var _ backend.RowStatser = (*Backend)(nil)
 
 // rowStatsChunk is the most values of a row one rowstats_part block covers: ~38 blocks
-// per row for a 152k vocabulary, so a single row spreads over many SMs, and a chunk
-// (16 KB) stays in L1 across the k selection passes.
+// per row for a 152k vocabulary, so a single row spreads over many SMs; each of the
+// block's 256 threads holds its 16 values in registers (the kernel traps on any other
+// shape, see rowstats.cu).
 const rowStatsChunk = 4096
 
 // rowStatsParts is how rowstats_part splits a row of n values: parts chunks of chunk
