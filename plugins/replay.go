@@ -61,6 +61,21 @@ func (t Throughput) MeanDepth() float64 {
 //     one when nt matches, else the trace's median for that nt, interpolated linearly
 //     (and extrapolated from the two nearest) for nt never recorded.
 func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), seed uint64) (ReplayResult, error) {
+	return ReplayWith(ctx, rounds, newPolicy, ReplayOptions{Seed: seed})
+}
+
+// ReplayOptions tune ReplayWith.
+type ReplayOptions struct {
+	Seed uint64 // for acceptance beyond the recorded rounds
+	// Session replays every sequence with one policy instance, as minfer run, chat and
+	// specbench keep a session's policy across its requests (each sequence still starts
+	// with Round -1); by default each sequence gets a new instance.
+	Session bool
+}
+
+// ReplayWith is Replay with options.
+func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), opt ReplayOptions) (ReplayResult, error) {
+	seed := opt.Seed
 	var res ReplayResult
 	if len(rounds) == 0 {
 		return res, fmt.Errorf("replay: empty trace")
@@ -81,12 +96,14 @@ func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.
 		res.Recorded.DepthSum += float64(r.Depth)
 		res.Recorded.NumRounds++
 		if r.Seq != seq {
-			if c, ok := p.(interface{ Close() error }); ok {
-				c.Close()
-			}
-			var err error
-			if p, err = newPolicy(); err != nil {
-				return res, err
+			if p == nil || !opt.Session {
+				if c, ok := p.(interface{ Close() error }); ok {
+					c.Close()
+				}
+				var err error
+				if p, err = newPolicy(); err != nil {
+					return res, err
+				}
 			}
 			seq = r.Seq
 			last = sdk.RoundOutcome{Round: -1, MaxDepth: r.MaxDepth}

@@ -65,3 +65,40 @@ func TestReplayModel(t *testing.T) {
 		t.Fatal("empty trace: got nil error")
 	}
 }
+
+// countingPolicy counts the requests (Round -1 calls) one instance serves.
+type countingPolicy struct{ starts *[]int }
+
+func (c countingPolicy) NextDepth(_ context.Context, o sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	if o.Round < 0 {
+		(*c.starts)[len(*c.starts)-1]++
+	}
+	return sdk.DepthDecision{Depth: 1}, nil
+}
+
+// TestReplaySession: by default each sequence gets its own instance; Session replays
+// every sequence with one, each still starting with Round -1.
+func TestReplaySession(t *testing.T) {
+	var rounds []sdk.TraceRound
+	for seq := range 3 {
+		for r := range 4 {
+			rounds = append(rounds, sdk.TraceRound{Seq: seq, Round: r, Depth: 1, MaxDepth: 4, Drafted: 1, Accepted: 1, DraftNs: 100, VerifyNs: 1000})
+		}
+	}
+	for _, tc := range []struct {
+		session bool
+		want    []int // requests served per instance
+	}{{false, []int{1, 1, 1}}, {true, []int{3}}} {
+		var starts []int
+		newPolicy := func() (sdk.DepthPolicy, error) {
+			starts = append(starts, 0)
+			return countingPolicy{&starts}, nil
+		}
+		if _, err := ReplayWith(context.Background(), rounds, newPolicy, ReplayOptions{Seed: 1, Session: tc.session}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(starts) != fmt.Sprint(tc.want) {
+			t.Errorf("session %v: requests per instance %v, want %v", tc.session, starts, tc.want)
+		}
+	}
+}

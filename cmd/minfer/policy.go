@@ -15,7 +15,7 @@ import (
 )
 
 const policyUsage = `
-Usage: minfer policy replay TRACE.jsonl... --policy NAME[,NAME...] [--config FILE] [--params JSON] [--seed N] [--json]
+Usage: minfer policy replay TRACE.jsonl... --policy NAME[,NAME...] [--config FILE] [--params JSON] [--seed N] [--session] [--json]
 
 Replays depth policies against rounds recorded with --trace (run, specbench, serve) and
 prints, next to the recorded tokens/s, the tokens/s each policy would have reached, so a
@@ -29,11 +29,15 @@ The replay is counterfactual: acceptance at positions the recording observed is 
 from the trace; deeper than a fully accepted recorded round it is drawn (seeded by --seed)
 from the trace's acceptance rate; draft time is the round's time per draft token; verify
 time for an nt the trace never recorded is interpolated from the recorded medians.
+Each recorded sequence starts a new policy instance, as a server request does;
+--session replays all of them with one instance, as run, chat and specbench keep a
+session's policy across its requests.
 
 Examples:
   minfer run -m model.gguf --draft draft.gguf --trace rounds.jsonl -p "Hello"
   minfer policy replay rounds.jsonl --policy adaptive,ucb,static
   minfer policy replay rounds.jsonl --policy static --params '{"depth":6}'
+  minfer policy replay rounds.jsonl --policy adaptive --session
   minfer policy replay a.jsonl b.jsonl --policy file:./mypolicy.wasm --json
 `
 
@@ -59,6 +63,7 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 	policies := fs.String("policy", "", "policies to replay, comma-separated `NAMES`")
 	params := fs.String("params", "", "params `JSON` object applied over each policy's table")
 	seed := fs.Uint64("seed", 1, "seed for acceptance beyond the recorded rounds")
+	session := fs.Bool("session", false, "one policy instance for every sequence (as a session keeps it)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -125,7 +130,7 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 			p, _, err := reg.Policy(ctx, name, overrides)
 			return p, err
 		}
-		res, err := plugins.Replay(ctx, rounds, newPolicy, *seed)
+		res, err := plugins.ReplayWith(ctx, rounds, newPolicy, plugins.ReplayOptions{Seed: *seed, Session: *session})
 		if err != nil {
 			return fmt.Errorf("policy replay: %s: %w", strings.Split(*policies, ",")[i], err)
 		}

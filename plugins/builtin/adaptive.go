@@ -33,11 +33,17 @@ import (
 // measured yet is interpolated linearly between measured neighbours, and extrapolated
 // flat beyond them (optimistic for deeper depths: they get tried and measured).
 //
-// The policy keeps its depth unless another scores more than `hysteresis` better, with
-// two exceptions: a depth never run is tried as soon as it scores best (the hysteresis
-// is against flapping between measured depths), and depth 0 is left as soon as another
-// depth scores better optimistically (plain rounds observe no acceptance, so parking
-// there would freeze the estimates on a few early rounds). Exploration climbs: a depth
+// The policy keeps its depth unless another scores more than `hysteresis` better or is
+// better in expectation than the current depth is optimistically (into depth 0 only by
+// `park_margin`), with two exceptions: a depth never run is tried as soon as it scores
+// best (the hysteresis is against flapping between measured depths), and depth 0 is
+// left as soon as another depth scores better optimistically (plain rounds observe no
+// acceptance, so parking there would freeze the estimates on a few early rounds).
+//
+// One instance may serve several requests of a session (minfer run, chat and specbench
+// keep it while the configuration is unchanged): at each new request (Round -1) the
+// costs stay, the acceptance evidence is weighted by `carry`, and the depth continues
+// from the last request's instead of `start`. Exploration climbs: a depth
 // more than one past the deepest measured is not a candidate yet (an untried deep round
 // is the costliest probe). The depth never exceeds draft_max nor the round's MaxDepth
 // (the backend's identity bound).
@@ -45,7 +51,10 @@ import (
 // Params (JSON): draft_max (16), min_conf (0; passed through as the early-exit cut-off),
 // start (4: the depth of the first round, before anything is measured), hysteresis
 // (0.10), window (32), forget (0.95), relax (0.999), prior_mean (0.5), prior_strength
-// (2), optimism (1.0).
+// (2), optimism (1.0), carry (0.5: the weight of earlier requests' acceptance evidence
+// when a kept instance starts another request), park_margin (0.05: how much better depth
+// 0 must score, against the current depth's optimistic score, before the policy parks
+// there).
 type Adaptive struct {
 	p adaptiveParams
 
@@ -74,6 +83,8 @@ type adaptiveParams struct {
 	PriorMean     float64 `json:"prior_mean"`
 	PriorStrength float64 `json:"prior_strength"`
 	Optimism      float64 `json:"optimism"`
+	Carry         float64 `json:"carry"`
+	ParkMargin    float64 `json:"park_margin"`
 }
 
 var _ sdk.DepthPolicy = (*Adaptive)(nil)
@@ -81,7 +92,7 @@ var _ sdk.DepthPolicy = (*Adaptive)(nil)
 // NewAdaptive builds the adaptive policy from JSON params.
 func NewAdaptive(params []byte) (*Adaptive, error) {
 	p := adaptiveParams{DraftMax: 16, Start: 4, Hysteresis: 0.10, Window: 32, Forget: 0.95,
-		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1}
+		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05}
 	if err := decodeParams("adaptive", params, &p); err != nil {
 		return nil, err
 	}
@@ -99,6 +110,8 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 		{"prior_mean", p.PriorMean, 0.01, 0.99},
 		{"prior_strength", p.PriorStrength, 0.01, 1000},
 		{"optimism", p.Optimism, 0, 10},
+		{"carry", p.Carry, 0, 1},
+		{"park_margin", p.ParkMargin, 0, 10},
 	} {
 		if err := checkRange("adaptive", c.key, c.v, c.lo, c.hi); err != nil {
 			return nil, err
@@ -115,6 +128,8 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	}
 	if last.Round >= 0 {
 		a.observe(&last)
+	} else if a.started {
+		a.newRequest()
 	}
 	if !a.started {
 		a.cur = min(a.p.Start, bound)
@@ -122,6 +137,18 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	}
 	a.cur = a.choose(bound)
 	return a.decision(), nil
+}
+
+// newRequest is the start of another request on an instance that has served one
+// before (a session keeps its policy): the costs stay (they are the hardware's and the
+// models'), the acceptance evidence is weighted by `carry` (a new prompt may accept
+// differently, so its own rounds soon outweigh the old ones), and the depth starts where
+// the last request ended instead of at `start`.
+func (a *Adaptive) newRequest() {
+	for j := range a.succ {
+		a.succ[j] *= a.p.Carry
+		a.fail[j] *= a.p.Carry
+	}
 }
 
 func (a *Adaptive) decision() sdk.DepthDecision {
@@ -228,7 +255,16 @@ func (a *Adaptive) choose(bound int) int {
 			best = d
 		}
 	}
-	if a.opt[best] > a.opt[a.cur]*(1+a.p.Hysteresis) || a.mean[best] > a.opt[a.cur] {
+	if a.opt[best] > a.opt[a.cur]*(1+a.p.Hysteresis) {
+		return best
+	}
+	// Better in expectation than the current depth even optimistically: switch without
+	// the hysteresis — into depth 0 only by `park_margin`: depth 0 observes no
+	// acceptance, so a policy that parks there on a close call cannot see it come back.
+	if best != 0 && a.mean[best] > a.opt[a.cur] {
+		return best
+	}
+	if best == 0 && a.mean[0] > a.opt[a.cur]*(1+a.p.ParkMargin) {
 		return best
 	}
 	// A depth never run scores on optimism alone; the hysteresis guards against flapping

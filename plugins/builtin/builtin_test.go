@@ -319,3 +319,49 @@ func TestFullRowsMatchSorted(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveNewRequest: a kept instance starting another request (Round -1 after
+// rounds) keeps its depth and costs instead of starting over at `start`, and keeps a
+// `carry` share of the acceptance evidence.
+func TestAdaptiveNewRequest(t *testing.T) {
+	ctx := context.Background()
+	a, err := NewAdaptive([]byte(`{"start":4,"carry":0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := NewAdaptive([]byte(`{"start":4}`))
+	if d, _ := fresh.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8}); d.Depth != 4 {
+		t.Fatalf("a new instance starts at depth %d, want start = 4", d.Depth)
+	}
+	// A regime where depth 1 wins: the first draft token accepted 60% of the time,
+	// deeper ones rarely; verify costs flat up to 2 rows.
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 8}
+	verify := map[int]int64{1: 200000, 2: 200000, 3: 240000, 4: 250000, 5: 260000, 6: 270000, 7: 280000, 8: 290000, 9: 300000}
+	for r := range 200 {
+		d, err := a.NextDepth(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc := 0
+		if d.Depth > 0 && r%5 < 3 {
+			acc = 1
+		}
+		last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: d.Depth, Accepted: acc, DraftNs: int64(d.Depth) * 70000,
+			VerifyNs: verify[d.Depth+1], MaxDepth: 8}
+	}
+	d, _ := a.NextDepth(ctx, last)
+	if d.Depth != 1 {
+		t.Fatalf("after 200 rounds: depth %d, want 1", d.Depth)
+	}
+	before := a.succ[1]*a.scale + a.fail[1]*a.scale
+	d, _ = a.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+	if d.Depth != 1 {
+		t.Errorf("next request starts at depth %d, want 1 (where the last one ended)", d.Depth)
+	}
+	if after := a.succ[1]*a.scale + a.fail[1]*a.scale; math.Abs(after-before/2) > 1e-9*before {
+		t.Errorf("position 1 evidence %v after a new request, want half of %v", after, before)
+	}
+	if _, ok := a.steps.min(); !ok {
+		t.Error("the step cost was forgotten at the new request")
+	}
+}
