@@ -108,39 +108,45 @@ type seq struct {
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
-	mu := backendLock(s.m.Backend())
-	mu.Lock()
-	defer mu.Unlock()
-	pos0 := s.c.Len()
-	l, err := s.m.ForwardNoWait(ids, s.c, all)
+	err := s.run(ids, all, func(l model.Logits) error {
+		n := l.Rows * l.Cols
+		if cap(s.host) < n {
+			s.host = make([]float32, n)
+		}
+		s.host = s.host[:n]
+		return s.m.ReadLogits(l, s.host)
+	})
 	if err != nil {
 		return nil, err
 	}
-	n := l.Rows * l.Cols
-	if cap(s.host) < n {
-		s.host = make([]float32, n)
-	}
-	if err := s.m.ReadLogits(l, s.host[:n]); err != nil {
-		return nil, errors.Join(err, s.c.Truncate(pos0))
-	}
-	return s.host[:n], nil
+	return s.host, nil
 }
 
 func (s *seq) hasStats() bool { return s.m.HasRowStats() }
 
 func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {
+	if err := s.run(ids, all, func(l model.Logits) error { return s.m.RowStats(l, k, pick, &s.st) }); err != nil {
+		return nil, err
+	}
+	return &s.st, nil
+}
+
+// run enqueues a forward of ids (holding the backend's lock) and reads its result with
+// read: one wait for both. When the read fails, the cache goes back to its length
+// before the forward.
+func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
 	pos0 := s.c.Len()
 	l, err := s.m.ForwardNoWait(ids, s.c, all)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.m.RowStats(l, k, pick, &s.st); err != nil {
-		return nil, errors.Join(err, s.c.Truncate(pos0))
+	if err := read(l); err != nil {
+		return errors.Join(err, s.c.Truncate(pos0))
 	}
-	return &s.st, nil
+	return nil
 }
 
 func (s *seq) len() int             { return s.c.Len() }

@@ -198,7 +198,19 @@ func (b *Backend) TopK(logits backend.Buffer, nt, n, k int, ids []int32, vals []
 	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*nt*k), valp)
 }
 
+// topKHost is TopK from the rows copied to the host (k beyond the device's selection).
 func (b *Backend) topKHost(l *Buffer, nt, n, k int, ids []int32, vals []float32) error {
+	return b.eachHostRow(l, nt, n, func(r int, row []float32, order []int32) {
+		for j := range k {
+			ids[r*k+j], vals[r*k+j] = order[j], row[order[j]]
+		}
+	})
+}
+
+// eachHostRow copies each of nt rows of l (n values) to the host and calls f with the
+// row and its column ids in TopK's order (value descending, NaN last, ties to the
+// lower id).
+func (b *Backend) eachHostRow(l *Buffer, nt, n int, f func(r int, row []float32, order []int32)) error {
 	row := make([]float32, n)
 	idx := make([]int32, n)
 	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
@@ -218,9 +230,7 @@ func (b *Backend) topKHost(l *Buffer, nt, n, k int, ids []int32, vals []float32)
 			}
 			return int(x - y)
 		})
-		for j := range k {
-			ids[r*k+j], vals[r*k+j] = idx[j], row[idx[j]]
-		}
+		f(r, row, idx)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
@@ -125,35 +124,16 @@ func unpackRowStats(host []byte, nt, k int, ids []int32, vals []float32, maxv, l
 // rowStatsHost is RowStats from the rows copied to the host (k beyond the device's
 // selection); the sum runs in float64.
 func (b *Backend) rowStatsHost(l *Buffer, nt, n, k int, pick []int32, ids []int32, vals []float32, maxv, lse, picked []float32) error {
-	row := make([]float32, n)
-	idx := make([]int32, n)
-	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
-	for r := range nt {
-		if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
-			return err
-		}
-		for i := range idx {
-			idx[i] = int32(i)
-		}
-		slices.SortFunc(idx, func(x, y int32) int {
-			switch {
-			case above(row[x], row[y]):
-				return -1
-			case above(row[y], row[x]):
-				return 1
-			}
-			return int(x - y)
-		})
+	return b.eachHostRow(l, nt, n, func(r int, row []float32, order []int32) {
 		for j := range k {
-			ids[r*k+j], vals[r*k+j] = idx[j], row[idx[j]]
+			ids[r*k+j], vals[r*k+j] = order[j], row[order[j]]
 		}
 		maxv[r], lse[r] = hostMaxLSE(row)
 		picked[r] = 0
 		if pick[r] >= 0 {
 			picked[r] = row[pick[r]]
 		}
-	}
-	return nil
+	})
 }
 
 // hostMaxLSE is a row's max (NaN ignored) and log Σ exp with RowStats' special cases.
