@@ -325,9 +325,6 @@ type stack struct {
 	sess         *engine.Session
 	plug         *pluginSet
 	closeRequest func()
-	// kept are depth policies kept across the requests of the stack's session, by
-	// policyKey (specbench alternates a few configurations).
-	kept map[string]*keptPolicy
 	// sessCfg makes a session on the stack's models (the server makes one per slot).
 	sessCfg engine.Config
 }
@@ -385,43 +382,8 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 	return st, nil
 }
 
-// policy is the depth policy for a request with cfg: the one kept from earlier requests
-// of this session when cfg names the same policy and params (and it has not failed),
-// else a new one, kept from now on.
-func (st *stack) policy(ctx context.Context, cfg *config.Config) (*keptPolicy, error) {
-	key, err := policyKey(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if kp := st.kept[key]; kp != nil && !kp.broken {
-		return kp, nil
-	} else if kp != nil {
-		kp.Close()
-		delete(st.kept, key)
-	}
-	kp, err := st.plug.policyInstance(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if st.kept == nil {
-		st.kept = map[string]*keptPolicy{}
-	}
-	if len(st.kept) >= 16 { // a bound on what a long session of changing configs holds
-		for k, v := range st.kept {
-			v.Close()
-			delete(st.kept, k)
-		}
-	}
-	st.kept[key] = kp
-	return kp, nil
-}
-
 func (st *stack) close() {
 	st.closeRequest()
-	for k, v := range st.kept {
-		v.Close()
-		delete(st.kept, k)
-	}
 	if st.plug != nil {
 		st.plug.close()
 	}
@@ -439,23 +401,11 @@ func (st *stack) close() {
 // request builds an engine request with fresh plugin instances for ids.
 func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f runFlags) (engine.Request, error) {
 	st.closeRequest()
-	roles, err := st.plug.instances(ctx, cfg, false)
+	roles, err := st.plug.instances(ctx, cfg, st.draft != nil)
 	if err != nil {
 		return engine.Request{}, err
 	}
 	st.closeRequest = roles.close
-	if st.draft != nil {
-		kp, err := st.policy(ctx, cfg)
-		if err != nil {
-			roles.close()
-			st.closeRequest = func() {}
-			return engine.Request{}, err
-		}
-		roles.policy, roles.policyName, roles.policyVersion = kp, kp.name, kp.version
-		if st.plug.tracer != nil {
-			roles.policy = st.plug.tracer.Wrap(roles.policy, kp.name)
-		}
-	}
 	seed := uint64(cfg.Sampling.Seed)
 	if cfg.Sampling.Seed < 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -581,101 +531,21 @@ func (r *roles) close() {
 	r.owned = nil
 }
 
-// keptPolicy is a depth policy instance (with its [spec] fallback) that may serve
-// several requests of one sequence: a stack keeps it while the configuration names
-// the same policy and params, so what the policy learned about this hardware and these
-// models (step and verify costs, acceptance) carries into the next request. It
-// notes an error from the policy; a broken instance is not kept.
-type keptPolicy struct {
-	sdk.DepthPolicy
-	name, version string
-	owned         []any
-	broken        bool
-}
-
-func (k *keptPolicy) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
-	d, err := k.DepthPolicy.NextDepth(ctx, last)
-	if err != nil {
-		k.broken = true
-	}
-	if f, ok := k.DepthPolicy.(*fallbackPolicy); ok && f.failed {
-		k.broken = true
-	}
-	return d, err
-}
-
-// Close releases the policy and its fallback (plugins.Release calls it).
-func (k *keptPolicy) Close() error {
-	for _, v := range k.owned {
-		plugins.Release(v)
-	}
-	k.owned = nil
-	return nil
-}
-
-// policyInstance starts the depth policy cfg names, with its fallback.
-func (p *pluginSet) policyInstance(ctx context.Context, cfg *config.Config) (*keptPolicy, error) {
-	k := &keptPolicy{name: cfg.Spec.PolicyName()}
-	fail := func(err error) (*keptPolicy, error) { k.Close(); return nil, err }
-	ov, err := pluginParams(cfg, k.name)
-	if err != nil {
-		return fail(err)
-	}
-	pol, info, err := p.reg.Policy(ctx, k.name, ov)
-	if err != nil {
-		return fail(err)
-	}
-	k.DepthPolicy, k.version = pol, info.Version
-	k.owned = append(k.owned, pol)
-	if fb := cfg.Spec.Fallback; fb != "" {
-		if ov, err = pluginParams(cfg, fb); err != nil {
-			return fail(err)
-		}
-		fp, _, err := p.reg.Policy(ctx, fb, ov)
-		if err != nil {
-			return fail(err)
-		}
-		k.owned = append(k.owned, fp)
-		k.DepthPolicy = &fallbackPolicy{DepthPolicy: pol, fallback: fp, name: k.name, fbName: fb, log: p.log}
-	}
-	return k, nil
-}
-
-// policyKey names what makes two requests' policies interchangeable: the policy, the
-// fallback and both params tables.
-func policyKey(cfg *config.Config) (string, error) {
-	name, fb := cfg.Spec.PolicyName(), cfg.Spec.Fallback
-	a, err := cfg.PluginParams(name)
-	if err != nil {
-		return "", err
-	}
-	var b []byte
-	if fb != "" {
-		if b, err = cfg.PluginParams(fb); err != nil {
-			return "", err
-		}
-	}
-	return name + "\x00" + string(a) + "\x00" + fb + "\x00" + string(b), nil
-}
-
-// pluginParams is cfg's params table for plugin name, decoded.
-func pluginParams(cfg *config.Config, name string) (map[string]any, error) {
-	b, err := cfg.PluginParams(name)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("plugin %s params: %w", name, err)
-	}
-	return m, nil
-}
-
 // instances starts the sampler, the penalty (when one is configured) and, with a
 // draft, the depth policy that cfg names, each with the parameters cfg gives it.
 func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool) (*roles, error) {
 	r := &roles{}
-	params := func(name string) (map[string]any, error) { return pluginParams(cfg, name) }
+	params := func(name string) (map[string]any, error) {
+		b, err := cfg.PluginParams(name)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("plugin %s params: %w", name, err)
+		}
+		return m, nil
+	}
 	fail := func(err error) (*roles, error) { r.close(); return nil, err }
 	name := cfg.Sampling.SamplerName()
 	ov, err := params(name)
@@ -696,12 +566,27 @@ func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool
 		r.owned = append(r.owned, r.penalty)
 	}
 	if spec {
-		kp, err := p.policyInstance(ctx, cfg)
-		if err != nil {
+		r.policyName = cfg.Spec.PolicyName()
+		if ov, err = params(r.policyName); err != nil {
 			return fail(err)
 		}
-		r.owned = append(r.owned, kp)
-		r.policy, r.policyName, r.policyVersion = kp, kp.name, kp.version
+		var info plugins.Info
+		if r.policy, info, err = p.reg.Policy(ctx, r.policyName, ov); err != nil {
+			return fail(err)
+		}
+		r.policyVersion = info.Version
+		r.owned = append(r.owned, r.policy)
+		if fb := cfg.Spec.Fallback; fb != "" {
+			if ov, err = params(fb); err != nil {
+				return fail(err)
+			}
+			fp, _, err := p.reg.Policy(ctx, fb, ov)
+			if err != nil {
+				return fail(err)
+			}
+			r.owned = append(r.owned, fp)
+			r.policy = &fallbackPolicy{DepthPolicy: r.policy, fallback: fp, name: r.policyName, fbName: fb, log: p.log}
+		}
 		if p.tracer != nil {
 			r.policy = p.tracer.Wrap(r.policy, r.policyName)
 		}

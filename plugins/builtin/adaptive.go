@@ -39,14 +39,14 @@ import (
 // best (the hysteresis is against flapping between measured depths), and depth 0 is
 // left as soon as another depth scores better optimistically (plain rounds observe no
 // acceptance, so parking there would freeze the estimates on a few early rounds).
+// Exploration climbs: a depth more than one past the deepest measured is not a
+// candidate yet (an untried deep round is the costliest probe). The depth never exceeds
+// draft_max nor the round's MaxDepth (the backend's identity bound).
 //
-// One instance may serve several requests of a session (minfer run, chat and specbench
-// keep it while the configuration is unchanged): at each new request (Round -1) the
-// costs stay, the acceptance evidence is weighted by `carry`, and the depth continues
-// from the last request's instead of `start`. Exploration climbs: a depth
-// more than one past the deepest measured is not a candidate yet (an untried deep round
-// is the costliest probe). The depth never exceeds draft_max nor the round's MaxDepth
-// (the backend's identity bound).
+// A host may keep one instance across the requests of a session (minfer starts one per
+// request; `minfer policy replay --session` replays a trace that way): at each new
+// request (Round -1) the costs stay, the acceptance evidence is weighted by `carry`, and
+// the depth continues from the last request's instead of `start`.
 //
 // Params (JSON): draft_max (16), min_conf (0; passed through as the early-exit cut-off),
 // start (4: the depth of the first round, before anything is measured), hysteresis
@@ -140,7 +140,7 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 }
 
 // newRequest is the start of another request on an instance that has served one
-// before (a session keeps its policy): the costs stay (they are the hardware's and the
+// before (a host that keeps the policy for a session): the costs stay (they are the hardware's and the
 // models'), the acceptance evidence is weighted by `carry` (a new prompt may accept
 // differently, so its own rounds soon outweigh the old ones), and the depth starts where
 // the last request ended instead of at `start`.
