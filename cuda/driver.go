@@ -35,7 +35,7 @@ var drv struct {
 	cuEventDestroy                                                                 uintptr
 	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuFuncSetAttribute      uintptr
 	cuLaunchKernel, cuLaunchKernelEx                                               uintptr
-	cuMemHostAlloc, cuMemFreeHost, cuMemHostGetDevicePointer                       uintptr
+	cuMemHostAlloc, cuMemFreeHost                                                  uintptr
 	cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy uintptr
 }
 
@@ -104,7 +104,6 @@ func load() error {
 		{&drv.cuLaunchKernelEx, []string{"cuLaunchKernelEx"}, false}, // CUDA 12.0+: PDL
 		{&drv.cuMemHostAlloc, []string{"cuMemHostAlloc"}, true},
 		{&drv.cuMemFreeHost, []string{"cuMemFreeHost"}, true},
-		{&drv.cuMemHostGetDevicePointer, []string{"cuMemHostGetDevicePointer_v2"}, true},
 		{&drv.cuGraphInstantiateWithFlags, []string{"cuGraphInstantiateWithFlags"}, true},
 		{&drv.cuGraphLaunch, []string{"cuGraphLaunch"}, true},
 		{&drv.cuGraphExecDestroy, []string{"cuGraphExecDestroy"}, true},

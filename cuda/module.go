@@ -126,22 +126,19 @@ func (l *Launcher) Launch(s *Stream, f *Function, grid, block Dim3, shared int, 
 		l.ptrs[i] = uintptr(unsafe.Pointer(&l.vals[i]))
 	}
 	g, b := grid.norm(), block.norm()
-	var r uintptr
+	api, r := "cuLaunchKernel", uintptr(0)
 	if l.PDL && drv.cuLaunchKernelEx != 0 {
 		l.attr = launchAttr{id: attrProgrammaticStreamSerialization}
 		l.attr.val[0] = 1 // programmaticStreamSerializationAllowed
 		l.cfg = launchConfig{gx: uint32(g.X), gy: uint32(g.Y), gz: uint32(g.Z), bx: uint32(b.X), by: uint32(b.Y), bz: uint32(b.Z),
 			shared: uint32(shared), stream: s.h, attrs: uintptr(unsafe.Pointer(&l.attr)), nattrs: 1}
-		r = call(drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(&l.cfg)), f.h, uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
-		if err := check("cuLaunchKernelEx", r); err != nil {
-			return fmt.Errorf("%s grid %v block %v: %w", f.name, g, b, err)
-		}
-		return nil
+		api, r = "cuLaunchKernelEx", call(drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(&l.cfg)), f.h, uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
+	} else {
+		r = call(drv.cuLaunchKernel, f.h, uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
+			uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), s.h,
+			uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
 	}
-	r = call(drv.cuLaunchKernel, f.h, uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
-		uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), s.h,
-		uintptr(unsafe.Pointer(&l.ptrs[0])), 0)
-	if err := check("cuLaunchKernel", r); err != nil {
+	if err := check(api, r); err != nil {
 		return fmt.Errorf("%s grid %v block %v: %w", f.name, g, b, err)
 	}
 	return nil
