@@ -87,6 +87,45 @@ static __device__ __forceinline__ void grid_dep_sync() {
 #endif
 }
 
+// ranks_before: (v, i) comes before (w, j) in the order of TopK and RowStats: the
+// larger value, the lower id on ties, every number ahead of NaN (the CPU backend's
+// order; NaNs among themselves by id).
+static __device__ __forceinline__ bool ranks_before(float v, int i, float w, int j) {
+    const bool vn = v != v, wn = w != w;
+    if (vn != wn) return wn;
+    if (vn) return i < j;
+    return v > w || (v == w && i < j);
+}
+
+// better folds candidate (v, i) into the best so far (bv, bi); i < 0 is no candidate.
+static __device__ __forceinline__ void better(float v, int i, float &bv, int &bi) {
+    if (i >= 0 && (bi < 0 || ranks_before(v, i, bv, bi))) { bv = v; bi = i; }
+}
+
+// block_best reduces (bv, bi) over the block; thread 0 gets the result. sv/si hold 32.
+static __device__ __forceinline__ void block_best(float &bv, int &bi, float *sv, int *si) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        better(ov, oi, bv, bi);
+    }
+    __syncthreads();  // sv/si of the previous call have been read
+    if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
+    __syncthreads();
+    if (warp == 0) {
+        bv = lane < nw ? sv[lane] : NEG_INF;
+        bi = lane < nw ? si[lane] : -1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            better(ov, oi, bv, bi);
+        }
+    }
+}
+
 static __device__ __forceinline__ void set_error(int *err, int code, int detail) {
     if (atomicCAS(err, 0, code) == 0) err[1] = detail;
 }

@@ -30,19 +30,6 @@ typedef unsigned long long u64;
 #define RS_RANK_MAX 256 // candidates ranked by counting; more are bitonic-sorted
 #define RS_CAND_MAX (RS_VPT * RS_KMAX)
 
-// ranks_before: (v, i) comes before (w, j) in the candidate order (i, j valid ids).
-static __device__ __forceinline__ bool ranks_before(float v, int i, float w, int j) {
-    const bool vn = v != v, wn = w != w;
-    if (vn != wn) return wn;
-    if (vn) return i < j;
-    return v > w || (v == w && i < j);
-}
-
-// better folds candidate (v, i) into the best so far (bv, bi); i < 0 is no candidate.
-static __device__ __forceinline__ void better(float v, int i, float &bv, int &bi) {
-    if (i >= 0 && (bi < 0 || ranks_before(v, i, bv, bi))) { bv = v; bi = i; }
-}
-
 // rank_key orders (v, id) as ranks_before does, as one unsigned integer (larger first):
 // the high word is v's bits made monotone (±0 equal, NaN 0 below -Inf), the low word
 // ~id. Real ids are < 2^31, so a real key is never 0.
@@ -73,30 +60,6 @@ static __device__ __forceinline__ u64 shfl_xor64(u64 v, int o) {
     const u32 lo = __shfl_xor_sync(0xffffffffu, (u32)v, o);
     const u32 hi = __shfl_xor_sync(0xffffffffu, (u32)(v >> 32), o);
     return ((u64)hi << 32) | lo;
-}
-
-// block_best reduces (bv, bi) over the block; thread 0 gets the result. sv/si hold 32.
-static __device__ __forceinline__ void block_best(float &bv, int &bi, float *sv, int *si) {
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        better(ov, oi, bv, bi);
-    }
-    __syncthreads();  // sv/si of the previous call have been read
-    if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
-    __syncthreads();
-    if (warp == 0) {
-        bv = lane < nw ? sv[lane] : NEG_INF;
-        bi = lane < nw ? si[lane] : -1;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            better(ov, oi, bv, bi);
-        }
-    }
 }
 
 // select_k writes the k best of the m candidates (val(x), id(x)) for x < m into
