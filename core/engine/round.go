@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -145,27 +146,30 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 func (g *gen) verify(ctx context.Context, round int) (sdk.SampleResult, time.Time, error) {
 	s := g.s
 	g.in = append(append(g.in[:0], s.hist[len(s.hist)-1]), g.drafts...)
-	var r sdk.SampleResult
+	var (
+		r    sdk.SampleResult
+		st   *model.RowStats
+		rows []float32
+		err  error
+	)
 	if k := g.statsK(round); k > 0 {
 		g.pick = append(append(g.pick[:0], g.drafts...), -1)
-		st, err := s.target.forwardStats(g.in, true, k, g.pick)
-		if err != nil {
-			return r, time.Time{}, fmt.Errorf("engine: verify: %w", err)
-		}
-		t2 := time.Now()
-		r, err = g.j.runStats(ctx, st, g.drafts, g.req.Seed, uint64(g.produced))
-		g.res.Spec.Ms.Plugins += ms(time.Since(t2))
-		return r, t2, err
+		st, err = s.target.forwardStats(g.in, true, k, g.pick)
+	} else {
+		rows, err = s.target.forward(g.in, true)
 	}
-	rows, err := s.target.forward(g.in, true)
 	if err != nil {
 		return r, time.Time{}, fmt.Errorf("engine: verify: %w", err)
 	}
 	t2 := time.Now()
-	if round == 0 && g.req.TopLogits > 0 {
-		g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
+	if st != nil {
+		r, err = g.j.runStats(ctx, st, g.drafts, g.req.Seed, uint64(g.produced))
+	} else {
+		if round == 0 && g.req.TopLogits > 0 {
+			g.res.TopLogits = topLogits(rows[:s.target.vocab()], g.req.TopLogits)
+		}
+		r, err = g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
 	}
-	r, err = g.j.run(ctx, rows, s.hist, g.drafts, g.req.Seed, uint64(g.produced))
 	g.res.Spec.Ms.Plugins += ms(time.Since(t2))
 	return r, t2, err
 }

@@ -272,10 +272,7 @@ func (m *Model) RowStats(l Logits, k int, pick []int32, st *RowStats) error {
 	}
 	nt := l.Rows
 	if pick == nil {
-		pick = make([]int32, nt)
-		for i := range pick {
-			pick[i] = -1
-		}
+		pick = noPicks(nt)
 	}
 	st.K = k
 	st.IDs, st.Vals = grow(st.IDs, nt*k), grow(st.Vals, nt*k)
@@ -284,6 +281,26 @@ func (m *Model) RowStats(l Logits, k int, pick []int32, st *RowStats) error {
 		return fmt.Errorf("model %s: row statistics of %d rows: %w", m.Name, nt, err)
 	}
 	return nil
+}
+
+// somePicks is a read-only pick list of "none" for the usual few rows (a draft step,
+// a verify round), so RowStats without picks allocates nothing there.
+var somePicks = newNoPicks(64)
+
+// noPicks is a pick list of n "none" entries (backends only read it).
+func noPicks(n int) []int32 {
+	if n <= len(somePicks) {
+		return somePicks[:n:n]
+	}
+	return newNoPicks(n)
+}
+
+func newNoPicks(n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = -1
+	}
+	return p
 }
 
 // grow returns s resliced to n elements, reallocated when its capacity is short.
