@@ -223,10 +223,19 @@ func init() {
 }
 
 // tileQ4K runs the Q4_K tile kernel (same structure as tileZ, Q8_K activations).
-func tileQ4K(tl *Tile) {
+func tileQ4K(tl *Tile) { tileK(tl, false) }
+
+// tileK runs the Q4_K (q6 false) or Q6_K tile kernel on Q8_K activation pairs, or the
+// row-by-row fallback below its minimum rows. The kernels are called directly (not
+// through a func value) so the arguments stay on the stack.
+func tileK(tl *Tile, q6 bool) {
+	minRows, fallback, wBlock := tileMinRows, dotQ4_KSIMD, kWBlock
+	if q6 {
+		minRows, fallback, wBlock = tileMinRowsQ6K, dotQ6_KSIMD, k6WBlock
+	}
 	nb := tl.N / QK_K
-	if nb == 0 || tl.NX < tileMinRows {
-		dotTileGo(dotQ4_KSIMD, tl)
+	if nb == 0 || tl.NX < minRows {
+		dotTileGo(fallback, tl)
 		return
 	}
 	pairs := (tl.NX + 1) / 2
@@ -235,7 +244,7 @@ func tileQ4K(tl *Tile) {
 	if tl.Prep == nil {
 		s.prep = grow(s.prep, pairs*nb*kPairBlock)
 	}
-	s.wu = grow(s.wu, nb*kWBlock)
+	s.wu = grow(s.wu, nb*wBlock)
 	s.out = grow(s.out, 2*pairs*tl.Rows)
 	prep := s.prep
 	if tl.Prep != nil {
@@ -247,7 +256,11 @@ func tileQ4K(tl *Tile) {
 		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
 		wu: &s.wu[0], xp: &prep[0], pairs: pairs, out: &s.out[0],
 	}
-	tileQ4_KZ((*uintptr)(unsafe.Pointer(&a)))
+	if q6 {
+		tileQ6_KZ((*uintptr)(unsafe.Pointer(&a)))
+	} else {
+		tileQ4_KZ((*uintptr)(unsafe.Pointer(&a)))
+	}
 	for t := 0; t < tl.NX; t++ {
 		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
 	}
@@ -269,35 +282,7 @@ func init() {
 }
 
 // tileQ6K runs the Q6_K tile kernel on the Q4_K kernel's prepared activations.
-func tileQ6K(tl *Tile) {
-	nb := tl.N / QK_K
-	if nb == 0 || tl.NX < tileMinRowsQ6K {
-		dotTileGo(dotQ6_KSIMD, tl)
-		return
-	}
-	pairs := (tl.NX + 1) / 2
-	s := tileScratchPool.Get().(*tileScratch)
-	defer tileScratchPool.Put(s)
-	if tl.Prep == nil {
-		s.prep = grow(s.prep, pairs*nb*kPairBlock)
-	}
-	s.wu = grow(s.wu, nb*k6WBlock)
-	s.out = grow(s.out, 2*pairs*tl.Rows)
-	prep := s.prep
-	if tl.Prep != nil {
-		prep = tl.Prep.buf
-	} else {
-		prepRowsK(s.prep, tl.X, tl.XStride, 0, tl.NX, tl.NX, nb)
-	}
-	a := tileArgs{
-		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
-		wu: &s.wu[0], xp: &prep[0], pairs: pairs, out: &s.out[0],
-	}
-	tileQ6_KZ((*uintptr)(unsafe.Pointer(&a)))
-	for t := 0; t < tl.NX; t++ {
-		copy(tl.Out[t*tl.OutStride:t*tl.OutStride+tl.Rows], s.out[t*tl.Rows:(t+1)*tl.Rows])
-	}
-}
+func tileQ6K(tl *Tile) { tileK(tl, true) }
 
 // clearOddHalfK zeroes the second row of the last prepared Q8_K pair: the partner an
 // odd activation row count lacks (its results are dropped; zeros keep them finite).
