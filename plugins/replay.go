@@ -55,7 +55,8 @@ func (t Throughput) MeanDepth() float64 {
 //     the trace's overall conditional acceptance rate, drawn from a generator seeded by
 //     seed;
 //   - an early-exit cut-off (MinConf) stops drafting at the first recorded confidence
-//     below it (positions beyond n have no recorded confidence and are not cut);
+//     below it, after that position with KeepCut and before it (its draft step still
+//     paid) without; positions beyond n have no recorded confidence and are not cut;
 //   - draft time is the round's measured time per draft token (the trace median when
 //     the round drafted nothing) times the tokens drafted; verify time is the recorded
 //     one when nt matches, else the trace's median for that nt, interpolated linearly
@@ -113,11 +114,14 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 			return res, fmt.Errorf("replay: round %d of sequence %d: %w", r.Round, r.Seq, err)
 		}
 		d := min(max(dec.Depth, 0), max(r.MaxDepth, 0))
-		drafted := d
+		drafted, steps := d, d // draft tokens kept, draft steps run
 		if dec.MinConf > 0 {
 			for k := 0; k < d && k < len(r.Conf); k++ {
 				if r.Conf[k] < dec.MinConf {
-					drafted = k
+					drafted, steps = k, k+1
+					if dec.KeepCut {
+						drafted = k + 1
+					}
 					break
 				}
 			}
@@ -129,7 +133,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 				acc++
 			}
 		}
-		draftNs := float64(drafted) * m.step(r)
+		draftNs := float64(steps) * m.step(r)
 		verifyNs := float64(r.VerifyNs)
 		if drafted != r.Drafted {
 			verifyNs = m.verify(drafted + 1)
@@ -171,8 +175,8 @@ func newCostModel(rounds []sdk.TraceRound) *costModel {
 		if r.Accepted < r.Drafted {
 			trials++
 		}
-		if r.Drafted > 0 && r.DraftNs > 0 {
-			steps = append(steps, float64(r.DraftNs)/float64(r.Drafted))
+		if n := draftSteps(r); n > 0 && r.DraftNs > 0 {
+			steps = append(steps, float64(r.DraftNs)/float64(n))
 		}
 		byNT[r.Drafted+1] = append(byNT[r.Drafted+1], float64(r.VerifyNs))
 	}
@@ -192,10 +196,19 @@ func newCostModel(rounds []sdk.TraceRound) *costModel {
 }
 
 func (m *costModel) step(r *sdk.TraceRound) float64 {
-	if r.Drafted > 0 && r.DraftNs > 0 {
-		return float64(r.DraftNs) / float64(r.Drafted)
+	if n := draftSteps(r); n > 0 && r.DraftNs > 0 {
+		return float64(r.DraftNs) / float64(n)
 	}
 	return m.medianStep
+}
+
+// draftSteps is the number of draft steps a recorded round ran: one more than it
+// drafted when the cut-off dropped a token.
+func draftSteps(r *sdk.TraceRound) int {
+	if r.MinConf > 0 && !r.KeepCut && r.Drafted < min(r.Depth, r.MaxDepth) {
+		return r.Drafted + 1
+	}
+	return r.Drafted
 }
 
 // verify estimates the verify time for nt rows.

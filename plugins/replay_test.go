@@ -40,10 +40,16 @@ func TestReplayModel(t *testing.T) {
 		{"static 1", static(1), 20, 20, 10 * (1000 + 8000), 0},
 		// depth 4 as recorded: 5 rounds of 5 tokens, 4 of 2, round 3 accepts 1 + up to 3 drawn
 		{"static 4", static(4), 25 + 8 + 2, 25 + 8 + 5, 10 * 14000, 1},
-		// min_conf 0.5 stops drafting at position 3 (conf 0.1): 2 drafted, verify of 3
-		// rows interpolated between 2 (8000) and 5 (10000) rows
+		// min_conf 0.5 stops drafting at position 3 (conf 0.1): 2 drafted after 3 draft
+		// steps, verify of 3 rows interpolated between 2 (8000) and 5 (10000) rows
 		{"static 4 early exit", func() (sdk.DepthPolicy, error) { return builtin.NewStatic([]byte(`{"depth":4,"min_conf":0.5}`)) },
-			5*3 + 4*2 + 2, 5*3 + 4*2 + 3, 10 * (2000 + 8000 + 2000.0/3), 1},
+			5*3 + 4*2 + 2, 5*3 + 4*2 + 3, 10 * (3000 + 8000 + 2000.0/3), 1},
+		// keep_cut keeps position 3's token: 3 drafted for the same 3 draft steps, verify
+		// of 4 rows interpolated; rounds accepting 4 now yield 4 tokens, those accepting 1
+		// still 2, round 3 yields 2 to 4 (positions 2-3 drawn)
+		{"static 4 early exit keep cut", func() (sdk.DepthPolicy, error) {
+			return builtin.NewStatic([]byte(`{"depth":4,"min_conf":0.5,"keep_cut":true}`))
+		}, 5*4 + 4*2 + 2, 5*4 + 4*2 + 4, 10 * (3000 + 8000 + 2*2000.0/3), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Replay(ctx, rounds, tc.policy, 1)

@@ -24,9 +24,24 @@ func TestTracerRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			acc := min(d.Depth, (r*7+seq)%5)
-			last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: d.Depth, Accepted: acc,
-				DraftConf: make([]float32, d.Depth), DraftNs: int64(d.Depth) * 1000, VerifyNs: 10000 + int64(d.Depth)*100, MaxDepth: 6}
+			// an engine honouring the early-exit cut-off: confidences 0.95, 0.85, ...
+			// so the policy's cut-off stops some rounds early
+			drafted, steps := d.Depth, d.Depth
+			conf := make([]float32, 0, d.Depth)
+			for k := range d.Depth {
+				c := 0.95 - 0.1*float32((k+r)%8)
+				if c < d.MinConf {
+					drafted, steps = k, k+1
+					if d.KeepCut {
+						drafted, conf = k+1, append(conf, c)
+					}
+					break
+				}
+				conf = append(conf, c)
+			}
+			acc := min(drafted, (r*7+seq)%5)
+			last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: drafted, Accepted: acc,
+				DraftConf: conf, DraftNs: int64(steps) * 1000, VerifyNs: 10000 + int64(drafted)*100, MaxDepth: 6}
 		}
 		p.Finish(last)
 		p.Close()

@@ -22,7 +22,7 @@ import (
 // module whose major is ABIMajor and whose minor is ≤ ABIMinor.
 const (
 	ABIMajor = 1
-	ABIMinor = 0
+	ABIMinor = 1 // 1: the policy response's flags (keep_cut)
 )
 
 // Exports of an ABI v1 module. ExportABI is the version marker: a module of another
@@ -56,20 +56,21 @@ const (
 	MaxErrorLen   = 4096 // longer error messages are cut
 )
 
-// Fixed header sizes of ABI v1.0 messages (see ABI.md).
+// Fixed header sizes of ABI v1.1 messages (see ABI.md).
 const (
-	infoHdr        = 16
-	infoEntryHdr   = 16
-	initHdr        = 12
-	policyReqHdr   = 44
-	policyRespHdr  = 12
-	penaltyReqHdr  = 12
-	penaltyRowHdr  = 8
-	penaltyRespHdr = 12
-	penaltyRespRow = 4
-	sampleReqHdr   = 32
-	sampleRowHdr   = 16
-	sampleRespHdr  = 12
+	infoHdr         = 16
+	infoEntryHdr    = 16
+	initHdr         = 12
+	policyReqHdr    = 44
+	policyRespHdr   = 16
+	policyRespHdrV0 = 12 // before the flags: read as no flags set
+	penaltyReqHdr   = 12
+	penaltyRowHdr   = 8
+	penaltyRespHdr  = 12
+	penaltyRespRow  = 4
+	sampleReqHdr    = 32
+	sampleRowHdr    = 16
+	sampleRespHdr   = 12
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -275,18 +276,35 @@ func DecodePolicyRequest(b []byte, o *RoundOutcome) error {
 func AppendPolicyResponse(dst []byte, d DepthDecision) []byte {
 	dst = le32(dst, policyRespHdr)
 	dst = le32(dst, uint32(int32(d.Depth)))
-	return le32(dst, math.Float32bits(d.MinConf))
+	dst = le32(dst, math.Float32bits(d.MinConf))
+	var flags uint32
+	if d.KeepCut {
+		flags |= policyKeepCut
+	}
+	return le32(dst, flags)
 }
 
+// policyKeepCut is the keep_cut bit of a policy response's flags.
+const policyKeepCut = 1
+
 // DecodePolicyResponse decodes and validates a DepthDecision: 0 ≤ Depth ≤
-// MaxDepthLimit, MinConf in [0, 1].
+// MaxDepthLimit, MinConf in [0, 1], no unknown flag. A response of the first version
+// (hdr 12, no flags) is read with KeepCut false.
 func DecodePolicyResponse(b []byte) (DepthDecision, error) {
 	r := reader{b: b}
 	hdr := r.u32()
 	d := DepthDecision{Depth: int(r.i32()), MinConf: r.f32()}
-	if r.err != nil || hdr < policyRespHdr || int(hdr) > len(b) {
+	var flags uint32
+	if hdr >= policyRespHdr {
+		flags = r.u32()
+	}
+	if r.err != nil || hdr < policyRespHdrV0 || int(hdr) > len(b) {
 		return DepthDecision{}, fmt.Errorf("policy response: %w: %d bytes", ErrMalformed, len(b))
 	}
+	if flags&^policyKeepCut != 0 {
+		return DepthDecision{}, fmt.Errorf("policy response: %w: unknown flags %#x", ErrMalformed, flags&^policyKeepCut)
+	}
+	d.KeepCut = flags&policyKeepCut != 0
 	if d.Depth < 0 || d.Depth > MaxDepthLimit {
 		return DepthDecision{}, fmt.Errorf("policy response: %w: depth %d outside [0, %d]", ErrMalformed, d.Depth, MaxDepthLimit)
 	}

@@ -47,6 +47,12 @@ type DepthDecision struct {
 	// MinConf stops drafting early when the draft's top probability at a position falls
 	// below it (llama.cpp's p_min); 0 disables early exit.
 	MinConf float32
+	// KeepCut keeps the token whose probability fell below MinConf as the round's last
+	// draft (it is verified) instead of dropping it. The draft step that produced it is
+	// paid either way, so keeping it pays where one more verify row costs less than the
+	// chance of one more accepted token is worth: on a memory-bound GPU target, not on a
+	// compute-bound CPU one.
+	KeepCut bool
 }
 
 // DepthPolicy chooses the depth of each round.

@@ -14,18 +14,19 @@ import (
 // Accept has one entry per drafted position: true for the accepted prefix, false from
 // the first rejected position on (positions after a rejection are not judged).
 type TraceRound struct {
-	Seq      int       `json:"seq"`              // sequence (request) number within the run
-	Round    int       `json:"round"`            // 0-based round of the sequence
-	Policy   string    `json:"policy,omitempty"` // depth-policy plugin name
-	Depth    int       `json:"depth"`            // the policy's decision for this round
-	MinConf  float32   `json:"min_conf"`         // the policy's early-exit cut-off
-	MaxDepth int       `json:"max_depth"`        // the bound the engine applied
-	Drafted  int       `json:"drafted"`          // draft tokens produced (≤ Depth)
-	Accepted int       `json:"accepted"`         // draft tokens accepted (≤ Drafted)
-	Accept   []bool    `json:"accept"`           // per drafted position
-	Conf     []float32 `json:"draft_conf"`       // draft top probability per position
-	DraftNs  int64     `json:"draft_ns"`         // measured draft phase
-	VerifyNs int64     `json:"verify_ns"`        // measured target forward over Drafted+1 rows
+	Seq      int       `json:"seq"`                // sequence (request) number within the run
+	Round    int       `json:"round"`              // 0-based round of the sequence
+	Policy   string    `json:"policy,omitempty"`   // depth-policy plugin name
+	Depth    int       `json:"depth"`              // the policy's decision for this round
+	MinConf  float32   `json:"min_conf"`           // the policy's early-exit cut-off
+	KeepCut  bool      `json:"keep_cut,omitempty"` // the token under the cut-off was kept
+	MaxDepth int       `json:"max_depth"`          // the bound the engine applied
+	Drafted  int       `json:"drafted"`            // draft tokens produced (≤ Depth)
+	Accepted int       `json:"accepted"`           // draft tokens accepted (≤ Drafted)
+	Accept   []bool    `json:"accept"`             // per drafted position
+	Conf     []float32 `json:"draft_conf"`         // draft top probability per position
+	DraftNs  int64     `json:"draft_ns"`           // measured draft phase
+	VerifyNs int64     `json:"verify_ns"`          // measured target forward over Drafted+1 rows
 }
 
 // Outcome is what a DepthPolicy is told about this round afterwards.
@@ -56,7 +57,7 @@ func NewTraceRound(seq int, policy string, d DepthDecision, o RoundOutcome) Trac
 	for i := 0; i < o.Accepted && i < len(acc); i++ {
 		acc[i] = true
 	}
-	return TraceRound{Seq: seq, Round: o.Round, Policy: policy, Depth: d.Depth, MinConf: d.MinConf,
+	return TraceRound{Seq: seq, Round: o.Round, Policy: policy, Depth: d.Depth, MinConf: d.MinConf, KeepCut: d.KeepCut,
 		MaxDepth: o.MaxDepth, Drafted: o.Drafted, Accepted: o.Accepted, Accept: acc,
 		Conf: append(make([]float32, 0, len(o.DraftConf)), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs}
 }

@@ -16,7 +16,7 @@ func TestPluginList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"adaptive", "ucb", "greedy", "sampling", "penalty", "fast      policy   1.0.0    builtin:static", "v1.0"} {
+	for _, want := range []string{"adaptive", "ucb", "greedy", "sampling", "penalty", "fast      policy   1.0.0    builtin:static", "v1.1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plugin list output lacks %q:\n%s", want, out)
 		}

@@ -132,6 +132,9 @@ type Spec struct {
 	Depth    Depth   `toml:"depth"`     // DepthAuto, or a static depth that overrides Policy
 	DraftMax int     `toml:"draft_max"` // largest depth ever used (llama.cpp --draft-max)
 	MinConf  float64 `toml:"min_conf"`  // stop drafting below this draft probability (--draft-p-min); 0 = off
+	// KeepCut keeps the token under min_conf as the round's last draft instead of
+	// dropping it (pays on a GPU, where a verify row is nearly free).
+	KeepCut bool `toml:"keep_cut"`
 	// Fallback names the plugin used for the rest of a request when the policy plugin
 	// fails (trap, timeout, bad result); "" = fail the request instead.
 	Fallback string `toml:"fallback"`

@@ -308,6 +308,16 @@ params = { top_k = 5, extra = "x" }
 			}
 		})
 	}
+	// keep_cut reaches the policy only when set, so policies that do not know it are
+	// not handed an unknown key
+	c, err = Parse([]byte("[spec]\nmin_conf = 0.7\nkeep_cut = true\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.PluginParams("adaptive")
+	if err != nil || string(b) != `{"draft_max":16,"keep_cut":true,"min_conf":0.7}` {
+		t.Fatalf("keep_cut: got %s, %v", b, err)
+	}
 	if _, err := c.PluginParams("nope"); err == nil {
 		t.Fatal("PluginParams of an undeclared plugin: got no error")
 	}

@@ -200,7 +200,7 @@ func (s Spec) PolicyName() string {
 //   - the sampler (Sampling.SamplerName): temperature, top_k, top_p, min_p
 //   - the penalty (Sampling.Penalty): repeat_penalty, repeat_last_n, presence_penalty,
 //     frequency_penalty
-//   - the policy (Spec.PolicyName): draft_max, min_conf, and depth when [spec] depth
+//   - the policy (Spec.PolicyName): draft_max, min_conf, keep_cut when set, and depth when [spec] depth
 //     forces one
 func (c *Config) PluginParams(name string) ([]byte, error) {
 	p, ok := c.Plugins[name]
@@ -217,6 +217,9 @@ func (c *Config) PluginParams(name string) ([]byte, error) {
 	if name == c.Spec.PolicyName() {
 		m["draft_max"] = c.Spec.DraftMax
 		m["min_conf"] = c.Spec.MinConf
+		if c.Spec.KeepCut {
+			m["keep_cut"] = true
+		}
 		if c.Spec.Depth != DepthAuto {
 			m["depth"] = int(c.Spec.Depth)
 		}

@@ -461,3 +461,63 @@ func TestRequestDraftMax(t *testing.T) {
 		}
 	}
 }
+
+// cutPolicy asks for a fixed depth with an early-exit cut-off and records the outcomes.
+type cutPolicy struct {
+	depth int
+	conf  float32
+	keep  bool
+	seen  []sdk.RoundOutcome
+}
+
+func (p *cutPolicy) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	if last.Round >= 0 {
+		last.DraftConf = slices.Clone(last.DraftConf)
+		p.seen = append(p.seen, last)
+	}
+	return sdk.DepthDecision{Depth: p.depth, MinConf: p.conf, KeepCut: p.keep}, nil
+}
+
+// TestEarlyExitIdentity: an early-exit cut-off, dropping or keeping the token under it,
+// changes how many tokens each round drafts, never the output; a dropped token's
+// confidence is never reported, a kept one is the round's last.
+func TestEarlyExitIdentity(t *testing.T) {
+	const v, n = 97, 4096
+	prompt := []int32{1, 5, 9, 14, 2, 77}
+	plain := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 60})
+	for _, conf := range []float32{0.3, 0.6, 0.9} {
+		drafted := map[bool]int{}
+		for _, keep := range []bool{false, true} {
+			p := &cutPolicy{depth: 8, conf: conf, keep: keep}
+			got := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1.5, salt: 3}, fakeVocab{},
+				Request{Prompt: prompt, NPredict: 60, Policy: p})
+			if !slices.Equal(got.Tokens, plain.Tokens) {
+				t.Fatalf("min_conf %v keep %v: tokens differ from plain decoding\n got %v\nwant %v", conf, keep, got.Tokens, plain.Tokens)
+			}
+			cut := 0
+			for _, o := range p.seen {
+				if len(o.DraftConf) != o.Drafted {
+					t.Fatalf("round %d: %d confidences for %d drafted", o.Round, len(o.DraftConf), o.Drafted)
+				}
+				for i, c := range o.DraftConf {
+					if c < conf && (!keep || i != o.Drafted-1) {
+						t.Fatalf("min_conf %v keep %v round %d: confidence %v at position %d of %d drafted", conf, keep, o.Round, c, i+1, o.Drafted)
+					}
+				}
+				if o.Drafted < o.Depth && o.Depth == 8 {
+					cut++
+					if keep && (o.Drafted == 0 || o.DraftConf[o.Drafted-1] >= conf) {
+						t.Fatalf("round %d: cut at %d drafted, but its last token's confidence %v is not under %v", o.Round, o.Drafted, o.DraftConf, conf)
+					}
+				}
+				drafted[keep] += o.Drafted
+			}
+			if cut == 0 {
+				t.Fatalf("min_conf %v keep %v: no round was cut (setup)", conf, keep)
+			}
+		}
+		if drafted[true] <= drafted[false] {
+			t.Errorf("min_conf %v: keeping the cut token drafted %d tokens, dropping it %d; want more", conf, drafted[true], drafted[false])
+		}
+	}
+}

@@ -89,22 +89,23 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	}
 	// 1. policy
 	maxD := g.maxDepth()
-	d, minConf := 0, float32(0)
+	var dec sdk.DepthDecision
 	// The policy is asked also when no depth is possible (MaxDepth 0 near the end of the
 	// budget): it then learns every round's outcome, and a trace records every round.
 	if g.req.Policy != nil {
 		g.last.MaxDepth = maxD
 		t0 := time.Now()
-		dec, err := g.req.Policy.NextDepth(ctx, g.last)
+		var err error
+		dec, err = g.req.Policy.NextDepth(ctx, g.last)
 		g.res.Spec.Ms.Plugins += ms(time.Since(t0))
 		if err != nil {
 			return true, fmt.Errorf("engine: depth policy: %w", err)
 		}
-		d, minConf = min(max(dec.Depth, 0), maxD), dec.MinConf
 	}
+	d := min(max(dec.Depth, 0), maxD)
 	// 2. draft
 	t0 := time.Now()
-	if err := g.draftTokens(d, minConf); err != nil {
+	if err := g.draftTokens(d, dec.MinConf, dec.KeepCut); err != nil {
 		return true, fmt.Errorf("engine: draft: %w", err)
 	}
 	t1 := time.Now()
@@ -218,8 +219,8 @@ func (g *gen) push(toks []int32) (int, bool, error) {
 
 // draftTokens proposes up to d tokens greedily with the draft model, first catching
 // its cache up with the sequence. It stops early when the draft's top probability
-// falls below minConf.
-func (g *gen) draftTokens(d int, minConf float32) error {
+// falls below minConf: before that token, or after it when keepCut.
+func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 	g.drafts, g.conf = g.drafts[:0], g.conf[:0]
 	if d == 0 {
 		return nil
@@ -238,11 +239,12 @@ func (g *gen) draftTokens(d int, minConf float32) error {
 		if err != nil {
 			return err
 		}
-		if minConf > 0 && p < minConf {
+		cut := minConf > 0 && p < minConf
+		if cut && !keepCut {
 			break
 		}
 		g.drafts, g.conf = append(g.drafts, tok), append(g.conf, p)
-		if i == d-1 {
+		if cut || i == d-1 {
 			break
 		}
 		tok, p, err = g.draftNext(g.drafts[i : i+1])

@@ -43,13 +43,33 @@ import (
 // candidate yet (an untried deep round is the costliest probe). The depth never exceeds
 // draft_max nor the round's MaxDepth (the backend's identity bound).
 //
+// Early exit (auto_cut, on unless min_conf is set): once a draft step has been timed,
+// every round that drafts is given the cut-off
+//
+//	t = rate·(step + row) / a_1
+//
+// where rate is the chosen depth's expected tokens per ns, row the verify cost of one
+// more row and a_1 the acceptance of the first position: a draft token is worth going
+// on from while the draft's confidence in it beats what the time of one more draft
+// step and verify row yields at the expected rate. The depth of such a round is the
+// bound, so the cut-off alone ends it: it runs deep where the draft is confident and
+// stops at once where it is not, token by token, which no static depth can do. The
+// token under the cut-off is kept (verified) when its row costs less than half the
+// cut-off's worth of tokens (rate·row < t/2): on a memory-bound GPU target a row is
+// nearly free, on a compute-bound CPU one it is not. The model above still decides
+// between drafting (depth ≥ 1) and plain decoding (depth 0); it counts, per position,
+// the draft steps the cut-off let through and those it stopped at, so a depth's
+// expected tokens and cost account for the rounds the cut-off ends early.
+//
 // A host may keep one instance across the requests of a session (minfer starts one per
 // request; `minfer policy replay --session` replays a trace that way): at each new
 // request (Round -1) the costs stay, the acceptance evidence is weighted by `carry`, and
 // the depth continues from the last request's instead of `start`.
 //
-// Params (JSON): draft_max (16), min_conf (0; passed through as the early-exit cut-off),
-// start (4: the depth of the first round, before anything is measured), hysteresis
+// Params (JSON): draft_max (16), min_conf (0; > 0 is passed through as a fixed early-exit
+// cut-off instead of the automatic one), keep_cut (false; with a fixed min_conf: keep
+// the token under it), auto_cut (true), start (1: the depth of the
+// first round, before anything is measured), hysteresis
 // (0.10), window (32), forget (0.95), relax (0.999), prior_mean (0.5), prior_strength
 // (2), optimism (1.0), carry (0.5: the weight of earlier requests' acceptance evidence
 // when a kept instance starts another request), park_margin (0.05: how much better depth
@@ -60,11 +80,18 @@ type Adaptive struct {
 
 	cur     int  // depth chosen last
 	started bool // a round has been observed
+	bound   int
+	autoCut bool    // the last decision's cut-off came from the cost model
+	cut     float32 // the early-exit cut-off of the last decision
+	keepCut bool
 
 	// succ[j], fail[j] are position j's discounted counts divided by scale, the
 	// product of every round's relax factor: relaxing all positions is then one
 	// multiplication per round instead of one per position.
 	succ, fail []float64
+	// pass[j], stop[j] count, the same way, the draft steps at position j that the
+	// cut-off let through and those it stopped the round at.
+	pass, stop []float64
 	scale      float64
 	steps      ring      // draft ns per token
 	verify     []ring    // by nt
@@ -85,14 +112,17 @@ type adaptiveParams struct {
 	Optimism      float64 `json:"optimism"`
 	Carry         float64 `json:"carry"`
 	ParkMargin    float64 `json:"park_margin"`
+	AutoCut       bool    `json:"auto_cut"`
+	KeepCut       bool    `json:"keep_cut"`
 }
 
 var _ sdk.DepthPolicy = (*Adaptive)(nil)
 
 // NewAdaptive builds the adaptive policy from JSON params.
 func NewAdaptive(params []byte) (*Adaptive, error) {
-	p := adaptiveParams{DraftMax: 16, Start: 4, Hysteresis: 0.10, Window: 32, Forget: 0.95,
-		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05}
+	p := adaptiveParams{DraftMax: 16, Start: 1, Hysteresis: 0.10, Window: 32, Forget: 0.95,
+		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05,
+		AutoCut: true}
 	if err := decodeParams("adaptive", params, &p); err != nil {
 		return nil, err
 	}
@@ -117,7 +147,7 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 			return nil, err
 		}
 	}
-	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1}, nil
+	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, cut: float32(p.MinConf), keepCut: p.KeepCut}, nil
 }
 
 // NextDepth records the finished round and returns the depth for the next one.
@@ -136,7 +166,31 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 		return a.decision(), nil
 	}
 	a.cur = a.choose(bound)
+	a.bound = bound
+	a.cutOff()
 	return a.decision(), nil
+}
+
+// cutOff sets the next round's early-exit cut-off and whether the token under it is
+// kept (see "Early exit" above); a fixed min_conf, auto_cut off, depth 0 or a draft
+// step not timed yet leave the cut-off at min_conf.
+func (a *Adaptive) cutOff() {
+	a.cut, a.keepCut, a.autoCut = float32(a.p.MinConf), a.p.KeepCut, false
+	if a.p.MinConf > 0 || !a.p.AutoCut || a.cur == 0 {
+		return
+	}
+	step, ok := a.steps.min()
+	if !ok {
+		return
+	}
+	// the verify cost of a row, from the estimates score just made (est[nt], nt ≤ bound+1)
+	row := max((a.est[a.cur+1]-a.est[1])/float64(a.cur), 0)
+	rate := a.mean[a.cur] // tokens per ns
+	k := a.p.PriorStrength
+	a1 := (k*a.p.PriorMean + a.succ[1]*a.scale) / (k + (a.succ[1]+a.fail[1])*a.scale)
+	t := min(max(rate*(step+row)/a1, 0.05), 0.95)
+	a.cut, a.autoCut = float32(t), true
+	a.keepCut = rate*row < t/2
 }
 
 // newRequest is the start of another request on an instance that has served one
@@ -148,11 +202,26 @@ func (a *Adaptive) newRequest() {
 	for j := range a.succ {
 		a.succ[j] *= a.p.Carry
 		a.fail[j] *= a.p.Carry
+		a.pass[j] *= a.p.Carry
+		a.stop[j] *= a.p.Carry
 	}
 }
 
 func (a *Adaptive) decision() sdk.DepthDecision {
-	return sdk.DepthDecision{Depth: a.cur, MinConf: float32(a.p.MinConf)}
+	if !a.started {
+		return sdk.DepthDecision{Depth: a.cur, MinConf: float32(a.p.MinConf), KeepCut: a.p.KeepCut}
+	}
+	d := a.cur
+	if a.autoCut && d > 0 {
+		// the cut-off ends rounds early, so the depth is a cap: as deep as any depth
+		// that scores, optimistically, within the hysteresis of the chosen one
+		for e := d + 1; e < len(a.opt); e++ {
+			if a.opt[e]*(1+a.p.Hysteresis) >= a.opt[a.cur] {
+				d = e
+			}
+		}
+	}
+	return sdk.DepthDecision{Depth: d, MinConf: a.cut, KeepCut: a.keepCut}
 }
 
 // observe folds one round's outcome into the acceptance and cost estimates.
@@ -168,6 +237,8 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		for j := range a.succ {
 			a.succ[j] *= a.scale
 			a.fail[j] *= a.scale
+			a.pass[j] *= a.scale
+			a.stop[j] *= a.scale
 		}
 		a.scale = 1
 	}
@@ -182,8 +253,31 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		a.succ[j] *= a.p.Forget
 		a.fail[j] = a.fail[j]*a.p.Forget + one
 	}
-	if drafted > 0 && o.DraftNs > 0 {
-		a.steps.push(float64(o.DraftNs) / float64(drafted))
+	// The cut-off stopped the round at position `at` when it drafted fewer than its
+	// depth: at the last drafted position when that token was kept, else at the next
+	// one, whose draft step ran and whose token was dropped.
+	steps, at := drafted, 0
+	if a.cut > 0 && drafted < o.Depth {
+		at = drafted
+		if !a.keepCut {
+			steps++
+			at++
+		}
+	}
+	a.grow(steps + 2)
+	for j := 1; j <= steps; j++ {
+		if j == at {
+			a.stop[j] = a.stop[j]*a.p.Forget + one
+			a.pass[j] *= a.p.Forget
+		} else {
+			a.pass[j] = a.pass[j]*a.p.Forget + one
+			a.stop[j] *= a.p.Forget
+		}
+	}
+	// The first round's draft phase also catches the draft up on the whole prompt, so
+	// its time is not a draft step's.
+	if steps > 0 && o.DraftNs > 0 && o.Round > 0 {
+		a.steps.push(float64(o.DraftNs) / float64(steps))
 	}
 	a.verify[drafted+1].push(float64(o.VerifyNs))
 }
@@ -192,6 +286,8 @@ func (a *Adaptive) grow(n int) {
 	for len(a.succ) < n {
 		a.succ = append(a.succ, 0)
 		a.fail = append(a.fail, 0)
+		a.pass = append(a.pass, 0)
+		a.stop = append(a.stop, 0)
 	}
 	for len(a.verify) < n {
 		a.verify = append(a.verify, newRing(a.p.Window))
@@ -201,6 +297,15 @@ func (a *Adaptive) grow(n int) {
 // score fills a.mean and a.opt with the expected tokens per ns of every depth
 // 0..bound: with posterior-mean acceptances, and with acceptances raised by `optimism`
 // standard deviations.
+//
+// Under an early-exit cut-off a round of depth d may draft fewer tokens: g_j, the
+// chance that the cut-off lets drafting go on past a draft step at position j, comes
+// from the pass/stop counts (a position never stopped at scores g = 1). Then token k
+// is drafted with chance P_k = Π_{j<k} g_j when a token under the cut-off is kept, or
+// Π_{j≤k} g_j when it is dropped, and
+//
+//	tokens(d) = 1 + Σ_{k≤d} P_k·Π_{j≤k} a_j
+//	cost(d)   = step·Σ_{k≤d} Π_{j<k} g_j + Σ_n P(n drafted)·verify(n+1)
 func (a *Adaptive) score(bound int) {
 	a.grow(bound + 2)
 	est := a.verifyEstimates(bound + 1)
@@ -211,7 +316,12 @@ func (a *Adaptive) score(bound int) {
 	a.mean = resize(a.mean, bound+1)
 	a.opt = resize(a.opt, bound+1)
 	prior := a.p.PriorMean // chained: position j's prior is centred on position j-1's mean
-	tokM, tokO, reachM, reachO := 1.0, 1.0, 1.0, 1.0
+	gPrior := 1.0          // likewise for the cut-off's pass rate
+	tokM, tokO, accM, accO := 1.0, 1.0, 1.0, 1.0
+	run := 1.0    // chance that the draft step at position d runs
+	kept := 1.0   // chance that token d is drafted (P_d; 1 for d = 0)
+	steps := 0.0  // expected draft steps of a round of depth d
+	verify := 0.0 // Σ_{n<d} P(exactly n drafted)·verify(n+1)
 	for d := 0; d <= bound; d++ {
 		if d > 0 {
 			s, f, k := a.succ[d]*a.scale, a.fail[d]*a.scale, a.p.PriorStrength
@@ -222,12 +332,25 @@ func (a *Adaptive) score(bound int) {
 			sd := math.Sqrt(m * (1 - m) / (k + s + f + 1))
 			bonus := a.p.Optimism * sd * k * inv
 			prior = m
-			reachM *= m
-			reachO *= min(1, m+bonus)
-			tokM += reachM
-			tokO += reachO
+			accM *= m
+			accO *= min(1, m+bonus)
+
+			ps, st := a.pass[d]*a.scale, a.stop[d]*a.scale
+			g := (k*gPrior + ps) / (k + ps + st)
+			gPrior = g
+			prev := kept
+			steps += run
+			if a.keepCut {
+				kept = run
+			} else {
+				kept = run * g
+			}
+			run *= g
+			verify += (prev - kept) * est[d]
+			tokM += kept * accM
+			tokO += kept * accO
 		}
-		inv := 1 / max(float64(d)*step+est[d+1], 1)
+		inv := 1 / max(steps*step+verify+kept*est[d+1], 1)
 		a.mean[d], a.opt[d] = tokM*inv, tokO*inv
 	}
 }

@@ -325,7 +325,7 @@ func TestFullRowsMatchSorted(t *testing.T) {
 // `carry` share of the acceptance evidence.
 func TestAdaptiveNewRequest(t *testing.T) {
 	ctx := context.Background()
-	a, err := NewAdaptive([]byte(`{"start":4,"carry":0.5}`))
+	a, err := NewAdaptive([]byte(`{"start":4,"carry":0.5,"auto_cut":false}`))
 	if err != nil {
 		t.Fatal(err)
 	}

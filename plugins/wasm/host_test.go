@@ -149,6 +149,10 @@ func TestHostile(t *testing.T) {
 	okResp := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2})
 	huge := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 3})
 	binary.LittleEndian.PutUint32(huge[4:], 1<<30)
+	v10Resp := append([]byte(nil), okResp[:12]...) // hdr 12, depth, min_conf
+	binary.LittleEndian.PutUint32(v10Resp, 12)
+	badFlag := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2, KeepCut: true})
+	badFlag[12] |= 4
 	for _, tc := range []struct {
 		name     string
 		mod      hostile
@@ -157,6 +161,8 @@ func TestHostile(t *testing.T) {
 		want     string
 	}{
 		{"well behaved", hostile{policy: bodyOK, resp: okResp}, "", "", ""},
+		{"v1.0 response", hostile{policy: bodyOKv10, resp: v10Resp}, "", "", ""},
+		{"unknown flag", hostile{policy: bodyOK, resp: badFlag}, "", "malformed", "unknown flags 0x4"},
 		{"infinite loop", hostile{policy: bodyLoop}, "", "timeout", "no answer within"},
 		{"trap", hostile{policy: bodyTrap}, "", "trap", "unreachable"},
 		{"memory bomb", hostile{policy: bodyMemBomb}, "", "trap", "unreachable"},

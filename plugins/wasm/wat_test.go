@@ -144,7 +144,8 @@ func (h hostile) bytes() []byte {
 
 // Bodies of minfer_policy_next.
 var (
-	bodyOK      = i64c(sdk.Pack(addrResp, 12))
+	bodyOK      = i64c(sdk.Pack(addrResp, 16))
+	bodyOKv10   = i64c(sdk.Pack(addrResp, 12))                                                                                           // a v1.0 response: no flags
 	bodyLoop    = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b, 0x00}                                                                             // loop br 0 end; unreachable
 	bodyTrap    = []byte{0x00}                                                                                                           // unreachable
 	bodyMemBomb = append(append([]byte{0x03, 0x40}, append(i32c(16), 0x40, 0x00)...), append(i32c(-1), 0x47, 0x0d, 0x00, 0x0b, 0x00)...) // grow 1 MiB until refused, then trap

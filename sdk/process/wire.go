@@ -255,12 +255,25 @@ func (m *policyRequest) decode(d *decoder) {
 type policyResponse struct{ sdk.DepthDecision }
 
 func (m *policyResponse) appendTo(b []byte) []byte {
-	return putF32(putI64(b, int64(m.Depth)), m.MinConf)
+	var flags uint32
+	if m.KeepCut {
+		flags = 1
+	}
+	return putU32(putF32(putI64(b, int64(m.Depth)), m.MinConf), flags)
 }
 
+// decode reads a response; one from a plugin built before keep_cut ends after
+// min_conf and reads as keep_cut false.
 func (m *policyResponse) decode(d *decoder) {
 	m.Depth = int(d.i64())
 	m.MinConf = d.f32()
+	if d.err == nil && len(d.b) > 0 {
+		flags := d.u32()
+		if flags&^1 != 0 && d.err == nil {
+			d.err = fmt.Errorf("policy response: unknown flags %#x", flags&^1)
+		}
+		m.KeepCut = flags&1 != 0
+	}
 }
 
 // penaltyRequest is one sdk.Penalty.Apply call.

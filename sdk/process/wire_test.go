@@ -3,6 +3,7 @@ package process
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/sdk"
@@ -19,7 +20,7 @@ func samples() []message {
 		&idRequest{ID: 1 << 40},
 		&policyRequest{ID: 3, Last: sdk.RoundOutcome{Round: -1, Depth: 4, Drafted: 3, Accepted: 2,
 			DraftConf: []float32{0.9, 0.5, 0.25}, DraftNs: 1e6, VerifyNs: 3e6, MaxDepth: 16}},
-		&policyResponse{sdk.DepthDecision{Depth: 5, MinConf: 0.3}},
+		&policyResponse{sdk.DepthDecision{Depth: 5, MinConf: 0.3, KeepCut: true}},
 		&penaltyRequest{ID: 4, Rows: []sdk.PenaltyRow{
 			{History: []int32{1, 2, 1}, IDs: []int32{1, 2}, Logits: []float32{1.5, inf}},
 			{History: []int32{}, IDs: []int32{}, Logits: []float32{}},
@@ -31,6 +32,20 @@ func samples() []message {
 			{IDs: []int32{0}, Logits: []float32{0}},
 		}}},
 		&sampleResponse{sdk.SampleResult{Accepted: 2, Next: 151642}},
+	}
+}
+
+// TestPolicyResponseLegacy: a plugin built before keep_cut sends depth and min_conf
+// only; that reads as keep_cut false, and an unknown flag is an error.
+func TestPolicyResponseLegacy(t *testing.T) {
+	full := (&policyResponse{sdk.DepthDecision{Depth: 3, MinConf: 0.5}}).appendTo(nil)
+	var got policyResponse
+	if err := (codec{}).Unmarshal(full[:12], &got); err != nil || got.DepthDecision != (sdk.DepthDecision{Depth: 3, MinConf: 0.5}) {
+		t.Fatalf("legacy response: got %+v, %v", got, err)
+	}
+	bad := append(full[:12:12], 2, 0, 0, 0)
+	if err := (codec{}).Unmarshal(bad, &got); err == nil || !strings.Contains(err.Error(), "unknown flags") {
+		t.Fatalf("unknown flag: got %v, want an error naming it", err)
 	}
 }
 
@@ -48,9 +63,13 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(normalize(got), normalize(m)) {
 				t.Fatalf("got %+v\nwant %+v", got, m)
 			}
-			// Every strict prefix is an error, never a panic.
+			// Every strict prefix is an error, never a panic — except a policy response
+			// without its flags word, which is what plugins built before keep_cut send.
 			for n := range b {
 				fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
+				if _, ok := m.(*policyResponse); ok && n == len(b)-4 {
+					continue
+				}
 				if err := (codec{}).Unmarshal(b[:n], fresh); err == nil {
 					t.Fatalf("prefix of %d/%d bytes: got no error", n, len(b))
 				}
@@ -111,8 +130,13 @@ func FuzzUnmarshal(f *testing.F) {
 		for _, m := range samples() {
 			fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
 			if err := (codec{}).Unmarshal(b, fresh); err == nil {
-				// What decodes must encode back to the same bytes.
-				if got := fresh.appendTo(nil); string(got) != string(b) {
+				// What decodes must encode back to the same bytes (a policy response
+				// without flags, to the same bytes and a zero flags word).
+				want := string(b)
+				if _, ok := fresh.(*policyResponse); ok && len(b) == 12 {
+					want += "\x00\x00\x00\x00"
+				}
+				if got := fresh.appendTo(nil); string(got) != want {
 					t.Fatalf("%T: re-encoding differs", fresh)
 				}
 			}
