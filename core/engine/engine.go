@@ -193,7 +193,34 @@ func NewSession(cfg Config) (*Session, error) {
 		s.draftMax = id - 1
 	}
 	s.setDefaults()
+	if s.draft != nil && (cfg.Target.CapturesGraphs() || cfg.Draft.CapturesGraphs()) {
+		if err := s.warm(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// warm runs, once, every forward shape a speculative round can use — the target's
+// verify of 1…draftMax+1 rows and the draft's catch-up of as many tokens — so that a
+// backend that captures a graph per shape does it now, not in the middle of a
+// generation (a capture costs about as much as five verify forwards of a small model,
+// and the depth policy would take it for the depth's cost).
+func (s *Session) warm() error {
+	ids := make([]int32, min(s.draftMax+1, s.target.ctx()))
+	for nt := 1; nt <= len(ids); nt++ {
+		if _, err := s.target.forward(ids[:nt], true); err != nil {
+			return fmt.Errorf("engine: warm-up: %w", err)
+		}
+		if _, err := s.draft.forward(ids[:nt], false); err != nil {
+			return fmt.Errorf("engine: warm-up: %w", err)
+		}
+		if err := errors.Join(s.target.truncate(0), s.draft.truncate(0)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Session) setDefaults() {

@@ -521,3 +521,25 @@ func TestEarlyExitIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestWarm: the warm-up runs the target's verify of 1…draftMax+1 rows and the draft's
+// catch-up of as many tokens, and leaves both caches empty, so generation afterwards
+// is unchanged.
+func TestWarm(t *testing.T) {
+	const v, n = 97, 4096
+	prompt := []int32{1, 5, 9, 14, 2, 77}
+	tgt, dr := &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1.5, salt: 3}
+	s := newFakeSession(tgt, dr, fakeVocab{}, 6)
+	if err := s.warm(); err != nil {
+		t.Fatal(err)
+	}
+	if tgt.calls != 7 || tgt.rows != 28 || dr.calls != 7 || dr.rows != 28 || tgt.len() != 0 || dr.len() != 0 {
+		t.Fatalf("warm-up: target %d forwards of %d rows, draft %d of %d, caches %d/%d; want 7 of 28 each, empty",
+			tgt.calls, tgt.rows, dr.calls, dr.rows, tgt.len(), dr.len())
+	}
+	want := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1.5, salt: 3}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3)})
+	got, err := s.Generate(bg, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3), Sampler: greedy{}})
+	if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
+		t.Fatalf("after the warm-up: %v, %v; want %v", got.Tokens, err, want.Tokens)
+	}
+}

@@ -126,6 +126,11 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 	return m, nil
 }
 
+// CapturesGraphs reports whether the model's forwards are captured once per shape
+// (batch size, cache, all rows or the last) and replayed after: the first forward of
+// each shape then costs a capture.
+func (m *Model) CapturesGraphs() bool { return m.graphs != nil }
+
 // readVector copies an F32 vector tensor to the host.
 func readVector(f *gguf.File, name string) ([]float32, error) {
 	ti, _ := f.Tensor(name)
