@@ -74,13 +74,17 @@ import (
 // (2), optimism (1.0), carry (0.5: the weight of earlier requests' acceptance evidence
 // when a kept instance starts another request), park_margin (0.05: how much better depth
 // 0 must score, against the current depth's optimistic score, before the policy parks
-// there).
+// there), probe (4: after this many rounds parked at depth 0 a round of depth 1 probes
+// whether the draft agrees again; the gap doubles after each rejected probe; 0 = never).
 type Adaptive struct {
 	p adaptiveParams
 
 	cur     int  // depth chosen last
 	started bool // a round has been observed
 	bound   int
+	parked  int     // rounds at depth 0 since the last probe
+	probed  bool    // the last round was a probe
+	gap     int     // parked rounds before the next probe
 	autoCut bool    // the last decision's cut-off came from the cost model
 	cut     float32 // the early-exit cut-off of the last decision
 	keepCut bool
@@ -112,6 +116,7 @@ type adaptiveParams struct {
 	Optimism      float64 `json:"optimism"`
 	Carry         float64 `json:"carry"`
 	ParkMargin    float64 `json:"park_margin"`
+	Probe         int     `json:"probe"`
 	AutoCut       bool    `json:"auto_cut"`
 	KeepCut       bool    `json:"keep_cut"`
 }
@@ -122,7 +127,7 @@ var _ sdk.DepthPolicy = (*Adaptive)(nil)
 func NewAdaptive(params []byte) (*Adaptive, error) {
 	p := adaptiveParams{DraftMax: 16, Start: 1, Hysteresis: 0.10, Window: 32, Forget: 0.95,
 		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05,
-		AutoCut: true}
+		Probe: 4, AutoCut: true}
 	if err := decodeParams("adaptive", params, &p); err != nil {
 		return nil, err
 	}
@@ -142,12 +147,13 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 		{"optimism", p.Optimism, 0, 10},
 		{"carry", p.Carry, 0, 1},
 		{"park_margin", p.ParkMargin, 0, 10},
+		{"probe", float64(p.Probe), 0, 1 << 20},
 	} {
 		if err := checkRange("adaptive", c.key, c.v, c.lo, c.hi); err != nil {
 			return nil, err
 		}
 	}
-	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, cut: float32(p.MinConf), keepCut: p.KeepCut}, nil
+	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, cut: float32(p.MinConf), keepCut: p.KeepCut, gap: p.Probe}, nil
 }
 
 // NextDepth records the finished round and returns the depth for the next one.
@@ -156,6 +162,10 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	if last.Round >= 0 || last.MaxDepth > 0 {
 		bound = min(bound, max(last.MaxDepth, 0))
 	}
+	if a.probed && last.Round >= 0 && last.Accepted > 0 {
+		a.gap = a.p.Probe // the draft agrees again: probe as often as at first
+	}
+	a.probed = false
 	if last.Round >= 0 {
 		a.observe(&last)
 	} else if a.started {
@@ -166,9 +176,29 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 		return a.decision(), nil
 	}
 	a.cur = a.choose(bound)
+	a.probeFromZero(bound)
 	a.bound = bound
 	a.cutOff()
 	return a.decision(), nil
+}
+
+// probeFromZero turns every so many rounds parked at depth 0 into a depth-1 round:
+// depth 0 observes no acceptance, so a request whose first draft tokens were rejected
+// would otherwise stay there for good. The gap starts at `probe` rounds and doubles
+// after each probe whose token is rejected (so a draft that never agrees costs a probe
+// per 2^k rounds); it starts over when a probe's token is accepted or the policy leaves.
+func (a *Adaptive) probeFromZero(bound int) {
+	if a.cur > 0 || a.p.Probe == 0 {
+		a.parked, a.gap = 0, a.p.Probe
+		return
+	}
+	if bound == 0 {
+		return
+	}
+	a.parked++
+	if a.parked >= a.gap {
+		a.cur, a.parked, a.gap, a.probed = 1, 0, 2*a.gap, true
+	}
 }
 
 // cutOff sets the next round's early-exit cut-off and whether the token under it is
@@ -274,9 +304,7 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 			a.stop[j] *= a.p.Forget
 		}
 	}
-	// The first round's draft phase also catches the draft up on the whole prompt, so
-	// its time is not a draft step's.
-	if steps > 0 && o.DraftNs > 0 && o.Round > 0 {
+	if steps > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(steps))
 	}
 	a.verify[drafted+1].push(float64(o.VerifyNs))
@@ -411,12 +439,20 @@ func (a *Adaptive) tried(d int) bool {
 
 // verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima. An nt not
 // measured yet gets the optimistic lower bound that monotonicity allows (verify cost
-// does not fall as nt grows): the nearest measurement below it, or 0 below every
-// measurement; so it scores well and gets tried once. Since timings only err upwards,
-// every estimate is also capped by the estimates of larger nt.
+// does not fall as nt grows): the nearest measurement below it, so it scores well and
+// gets tried once; below every measurement it gets the smallest measurement (0 there
+// would make depth 0 look free and cost every request an early plain round just to
+// time it). Since timings only err upwards, every estimate is also capped by the
+// estimates of larger nt.
 func (a *Adaptive) verifyEstimates(maxNT int) []float64 {
 	a.est = a.est[:0]
 	below := 0.0
+	for nt := 1; nt <= maxNT; nt++ {
+		if v, ok := a.verify[nt].min(); ok {
+			below = v
+			break
+		}
+	}
 	for nt := 0; nt <= maxNT; nt++ {
 		if v, ok := a.verify[nt].min(); ok {
 			below = v
