@@ -439,20 +439,12 @@ func (a *Adaptive) tried(d int) bool {
 
 // verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima. An nt not
 // measured yet gets the optimistic lower bound that monotonicity allows (verify cost
-// does not fall as nt grows): the nearest measurement below it, so it scores well and
-// gets tried once; below every measurement it gets the smallest measurement (0 there
-// would make depth 0 look free and cost every request an early plain round just to
-// time it). Since timings only err upwards, every estimate is also capped by the
-// estimates of larger nt.
+// does not fall as nt grows): the nearest measurement below it, or 0 below every
+// measurement; so it scores well and gets tried once. Since timings only err upwards,
+// every estimate is also capped by the estimates of larger nt.
 func (a *Adaptive) verifyEstimates(maxNT int) []float64 {
 	a.est = a.est[:0]
 	below := 0.0
-	for nt := 1; nt <= maxNT; nt++ {
-		if v, ok := a.verify[nt].min(); ok {
-			below = v
-			break
-		}
-	}
 	for nt := 0; nt <= maxNT; nt++ {
 		if v, ok := a.verify[nt].min(); ok {
 			below = v
