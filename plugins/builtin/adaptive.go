@@ -162,10 +162,14 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	if last.Round >= 0 || last.MaxDepth > 0 {
 		bound = min(bound, max(last.MaxDepth, 0))
 	}
-	if a.probed && last.Round >= 0 && last.Accepted > 0 {
-		a.gap = a.p.Probe // the draft agrees again: probe as often as at first
+	if a.probed {
+		if last.Round >= 0 && last.Accepted > 0 {
+			a.gap = a.p.Probe // the draft agrees again: probe as often as at first
+		}
+		// A probe is not a choice: the next one is made from depth 0, so the
+		// hysteresis does not hold the policy at the probe's depth.
+		a.cur, a.probed = 0, false
 	}
-	a.probed = false
 	if last.Round >= 0 {
 		a.observe(&last)
 	} else if a.started {
@@ -184,7 +188,8 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 
 // probeFromZero turns every so many rounds parked at depth 0 into a depth-1 round:
 // depth 0 observes no acceptance, so a request whose first draft tokens were rejected
-// would otherwise stay there for good. The gap starts at `probe` rounds and doubles
+// would otherwise stay there for good. It does not probe when even a perfect draft
+// would not pay (draftingCanPay). The gap starts at `probe` rounds and doubles
 // after each probe whose token is rejected (so a draft that never agrees costs a probe
 // per 2^k rounds); it starts over when a probe's token is accepted or the policy leaves.
 func (a *Adaptive) probeFromZero(bound int) {
@@ -192,13 +197,31 @@ func (a *Adaptive) probeFromZero(bound int) {
 		a.parked, a.gap = 0, a.p.Probe
 		return
 	}
-	if bound == 0 {
+	if bound == 0 || !a.draftingCanPay(bound) {
 		return
 	}
 	a.parked++
 	if a.parked >= a.gap {
 		a.cur, a.parked, a.gap, a.probed = 1, 0, 2*a.gap, true
 	}
+}
+
+// draftingCanPay reports whether a draft whose every token is accepted would beat plain
+// decoding by more than the hysteresis at some depth, with the measured costs (a
+// depth-0 round costs est[1]). When not — a draft nearly as dear as the target — probing
+// from depth 0 is pointless, and costly: each probe first catches the draft up on every
+// token since it last ran.
+func (a *Adaptive) draftingCanPay(bound int) bool {
+	step, ok := a.steps.min()
+	if !ok || a.est[1] <= 0 {
+		return true // not measured yet
+	}
+	for d := 1; d <= bound; d++ {
+		if float64(d+1)/(float64(d)*step+a.est[d+1]) > (1+a.p.Hysteresis)/a.est[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // cutOff sets the next round's early-exit cut-off and whether the token under it is
