@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/minfer/minfer/core/backend"
@@ -162,6 +163,24 @@ type Session struct {
 	draftMax      int
 	hist          []int32 // tokens in the sequence; the target cache holds all but the last
 	caches        []*kv.Cache
+	// warmed[n] marks the forward sizes warm ran (nil when the backend captures no
+	// graphs): draft catch-ups are split into them.
+	warmed map[int]bool
+}
+
+// warmShapes are the forward sizes warm runs beyond 1…draftMax+1: longer draft
+// catch-ups (after plain rounds) are split into them.
+var warmShapes = []int{16, 32, 64}
+
+// warmedBelow is the largest warmed size ≤ n (1 is always warmed).
+func (s *Session) warmedBelow(n int) int {
+	best := 1
+	for k := range s.warmed {
+		if k <= n && k > best {
+			best = k
+		}
+	}
+	return best
 }
 
 // NewSession allocates the caches of cfg's models.
@@ -203,19 +222,28 @@ func NewSession(cfg Config) (*Session, error) {
 }
 
 // warm runs, once, every forward shape a speculative round can use — the target's
-// verify of 1…draftMax+1 rows and the draft's catch-up of as many tokens — so that a
+// verify of 1…draftMax+1 rows and the draft's catch-up of as many tokens, and of 16, 32
+// and 64 (longer catch-ups are split into these) — so that a
 // backend that captures a graph per shape does it now, not in the middle of a
 // generation (a capture costs about as much as five verify forwards of a small model,
 // and the depth policy would take it for the depth's cost).
 func (s *Session) warm() error {
-	ids := make([]int32, min(s.draftMax+1, s.target.ctx()))
+	s.warmed = map[int]bool{}
+	ids := make([]int32, min(max(s.draftMax+1, warmShapes[len(warmShapes)-1]), s.target.ctx()))
 	for nt := 1; nt <= len(ids); nt++ {
-		if _, err := s.target.forward(ids[:nt], true); err != nil {
-			return fmt.Errorf("engine: warm-up: %w", err)
+		verify := nt <= s.draftMax+1
+		if !verify && !slices.Contains(warmShapes, nt) {
+			continue
+		}
+		if verify {
+			if _, err := s.target.forward(ids[:nt], true); err != nil {
+				return fmt.Errorf("engine: warm-up: %w", err)
+			}
 		}
 		if _, err := s.draft.forward(ids[:nt], false); err != nil {
 			return fmt.Errorf("engine: warm-up: %w", err)
 		}
+		s.warmed[nt] = true
 		if err := errors.Join(s.target.truncate(0), s.draft.truncate(0)); err != nil {
 			return err
 		}

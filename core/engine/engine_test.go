@@ -523,8 +523,9 @@ func TestEarlyExitIdentity(t *testing.T) {
 }
 
 // TestWarm: the warm-up runs the target's verify of 1…draftMax+1 rows and the draft's
-// catch-up of as many tokens, and leaves both caches empty, so generation afterwards
-// is unchanged.
+// catch-up of as many tokens and of 16, 32 and 64, and leaves both caches empty, so
+// generation afterwards is unchanged; a long catch-up after plain rounds then goes in
+// forwards of warmed sizes only.
 func TestWarm(t *testing.T) {
 	const v, n = 97, 4096
 	prompt := []int32{1, 5, 9, 14, 2, 77}
@@ -533,8 +534,8 @@ func TestWarm(t *testing.T) {
 	if err := s.warm(); err != nil {
 		t.Fatal(err)
 	}
-	if tgt.calls != 7 || tgt.rows != 28 || dr.calls != 7 || dr.rows != 28 || tgt.len() != 0 || dr.len() != 0 {
-		t.Fatalf("warm-up: target %d forwards of %d rows, draft %d of %d, caches %d/%d; want 7 of 28 each, empty",
+	if tgt.calls != 7 || tgt.rows != 28 || dr.calls != 10 || dr.rows != 28+16+32+64 || tgt.len() != 0 || dr.len() != 0 {
+		t.Fatalf("warm-up: target %d forwards of %d rows, draft %d of %d, caches %d/%d; want 7 of 28 and 10 of 140, empty",
 			tgt.calls, tgt.rows, dr.calls, dr.rows, tgt.len(), dr.len())
 	}
 	want := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1.5, salt: 3}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3)})
@@ -542,4 +543,37 @@ func TestWarm(t *testing.T) {
 	if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
 		t.Fatalf("after the warm-up: %v, %v; want %v", got.Tokens, err, want.Tokens)
 	}
+	// 45 plain rounds, then drafting: the draft catches up on 45+ tokens in warmed sizes
+	dr.sizes = dr.sizes[:0]
+	var plainThenDraft depthScript
+	for i := range 60 {
+		plainThenDraft = append(plainThenDraft, map[bool]int{true: 0, false: 2}[i < 45])
+	}
+	want = generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 60})
+	got, err = s.Generate(bg, Request{Prompt: prompt, NPredict: 60, Policy: &plainThenDraft, Sampler: greedy{}})
+	if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
+		t.Fatalf("plain then drafting: %v, %v; want %v", got.Tokens, err, want.Tokens)
+	}
+	long := false
+	for _, n := range dr.sizes {
+		if !s.warmed[n] {
+			t.Fatalf("draft forward of %d tokens, not a warmed size (sizes %v)", n, dr.sizes)
+		}
+		long = long || n >= 16
+	}
+	if !long {
+		t.Fatalf("setup: no long catch-up (sizes %v)", dr.sizes)
+	}
+}
+
+// depthScript answers the depths it holds, one per round, then 0.
+type depthScript []int
+
+func (d *depthScript) NextDepth(_ context.Context, _ sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	if len(*d) == 0 {
+		return sdk.DepthDecision{}, nil
+	}
+	x := (*d)[0]
+	*d = (*d)[1:]
+	return sdk.DepthDecision{Depth: x}, nil
 }

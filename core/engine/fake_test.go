@@ -32,6 +32,7 @@ type fakeLM struct {
 	out        []float32
 	calls      int
 	rows       int
+	sizes      []int // tokens of each forward
 }
 
 func mix(h, x uint64) uint64 {
@@ -71,6 +72,7 @@ func (f *fakeLM) forward(ids []int32, all bool) ([]float32, error) {
 	}
 	f.calls++
 	f.rows += len(ids)
+	f.sizes = append(f.sizes, len(ids))
 	for _, id := range ids {
 		var prev uint64 = 1469598103934665603
 		if len(f.hashes) > 0 {

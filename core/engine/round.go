@@ -257,14 +257,27 @@ func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 // log-sum-exp) where the draft's backend computes them, else from the row.
 func (g *gen) draftNext(ids []int32) (int32, float32, error) {
 	s := g.s
+	if s.warmed != nil && !s.warmed[len(ids)] {
+		// A catch-up after plain rounds can be of any length; on a backend that
+		// captures a graph per shape it goes in forwards of the shapes the session
+		// warmed (see warm), not in one of a new shape captured mid-generation.
+		for len(ids) > 0 && !s.warmed[len(ids)] {
+			n := s.warmedBelow(len(ids))
+			if err := feed(context.Background(), s.draft, ids[:n], n); err != nil {
+				return 0, 0, err
+			}
+			ids = ids[n:]
+		}
+	}
+	batch := s.batch
 	if s.draft.hasStats() {
-		st, err := feedStats(context.Background(), s.draft, ids, s.batch, 1)
+		st, err := feedStats(context.Background(), s.draft, ids, batch, 1)
 		if err != nil {
 			return 0, 0, err
 		}
 		return st.IDs[0], prob(st.Vals[0], st.LSE[0]), nil
 	}
-	logits, err := feedLast(context.Background(), s.draft, ids, s.batch)
+	logits, err := feedLast(context.Background(), s.draft, ids, batch)
 	if err != nil {
 		return 0, 0, err
 	}

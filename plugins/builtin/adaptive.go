@@ -83,8 +83,6 @@ type Adaptive struct {
 	started bool // a round has been observed
 	bound   int
 	parked  int     // rounds at depth 0 since the last probe
-	span    int     // parked rounds the last probe caught the draft up on
-	noProbe bool    // probing was measured too dear for this request
 	probed  bool    // the last round was a probe
 	gap     int     // parked rounds before the next probe
 	autoCut bool    // the last decision's cut-off came from the cost model
@@ -168,10 +166,7 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 		if last.Round >= 0 && last.Accepted > 0 {
 			a.gap = a.p.Probe // the draft agrees again: probe as often as at first
 		}
-		a.probeCost(&last)
-		// A probe is not a choice: the next one is made from depth 0, so the
-		// hysteresis does not hold the policy at the probe's depth.
-		a.cur, a.probed = 0, false
+		a.probed = false
 	}
 	if last.Round >= 0 {
 		a.observe(&last)
@@ -204,25 +199,8 @@ func (a *Adaptive) probeFromZero(bound int) {
 		return
 	}
 	a.parked++
-	if a.parked >= a.gap && !a.noProbe {
-		a.span = a.parked
+	if a.parked >= a.gap {
 		a.cur, a.parked, a.gap, a.probed = 1, 0, 2*a.gap, true
-	}
-}
-
-// probeCost weighs a finished probe: its draft phase first caught the draft up on the
-// span tokens decoded plainly since the draft last ran. Where that catch-up costs more
-// than 2% of a plain round per token (a compute-bound CPU: ≈ 3%; a GPU runs it in one
-// launch-bound forward), probing costs that much on every parked token whatever the
-// gap, so the policy stops probing for the rest of the request.
-func (a *Adaptive) probeCost(o *sdk.RoundOutcome) {
-	step, ok := a.steps.min()
-	one, ok1 := a.verify[1].min()
-	if !ok || !ok1 || a.span == 0 || o.Drafted == 0 {
-		return
-	}
-	if perToken := (float64(o.DraftNs) - float64(o.Drafted)*step) / float64(a.span); perToken > 0.02*one {
-		a.noProbe = true
 	}
 }
 
@@ -249,8 +227,8 @@ func (a *Adaptive) draftingCanPay(bound int) bool {
 // step not timed yet leave the cut-off at min_conf.
 func (a *Adaptive) cutOff() {
 	a.cut, a.keepCut, a.autoCut = float32(a.p.MinConf), a.p.KeepCut, false
-	if a.p.MinConf > 0 || !a.p.AutoCut || a.cur == 0 || a.probed {
-		return // a probe drafts its one token whatever the confidence: it is there to observe
+	if a.p.MinConf > 0 || !a.p.AutoCut || a.cur == 0 {
+		return
 	}
 	step, ok := a.steps.min()
 	if !ok {
@@ -263,7 +241,8 @@ func (a *Adaptive) cutOff() {
 	a1 := (k*a.p.PriorMean + a.succ[1]*a.scale) / (k + (a.succ[1]+a.fail[1])*a.scale)
 	t := min(max(rate*(step+row)/a1, 0.05), 0.95)
 	a.cut, a.autoCut = float32(t), true
-	a.keepCut = rate*row < t/2
+	// a probe keeps its first token whatever the confidence: it is there to observe
+	a.keepCut = rate*row < t/2 || a.probed
 }
 
 // newRequest is the start of another request on an instance that has served one
@@ -272,7 +251,6 @@ func (a *Adaptive) cutOff() {
 // differently, so its own rounds soon outweigh the old ones), and the depth starts where
 // the last request ended instead of at `start`.
 func (a *Adaptive) newRequest() {
-	a.noProbe = false
 	for j := range a.succ {
 		a.succ[j] *= a.p.Carry
 		a.fail[j] *= a.p.Carry
