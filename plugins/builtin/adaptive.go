@@ -51,9 +51,10 @@ import (
 // where rate is the chosen depth's expected tokens per ns, row the verify cost of one
 // more row and a_1 the acceptance of the first position: a draft token is worth going
 // on from while the draft's confidence in it beats what the time of one more draft
-// step and verify row yields at the expected rate. The depth of such a round is the
-// bound, so the cut-off alone ends it: it runs deep where the draft is confident and
-// stops at once where it is not, token by token, which no static depth can do. The
+// step and verify row yields at the expected rate. The depth of such a round is a cap —
+// the deepest depth whose optimistic score is within the hysteresis of the chosen
+// depth's — and the cut-off ends it sooner: it runs deep where the draft is confident
+// and stops at once where it is not, token by token, which no static depth can do. The
 // token under the cut-off is kept (verified) when its row costs less than half the
 // cut-off's worth of tokens (rate·row < t/2): on a memory-bound GPU target a row is
 // nearly free, on a compute-bound CPU one it is not. The model above still decides
@@ -75,19 +76,22 @@ import (
 // when a kept instance starts another request), park_margin (0.05: how much better depth
 // 0 must score, against the current depth's optimistic score, before the policy parks
 // there), probe (4: after this many rounds parked at depth 0 a round of depth 1 probes
-// whether the draft agrees again; the gap doubles after each rejected probe; 0 = never).
+// whether the draft agrees again, keeping its first token whatever the cut-off; the
+// gap doubles after each probe and starts over when a probe's token is accepted or the
+// policy leaves depth 0; no probe where even a fully accepted draft would not beat
+// plain decoding by the hysteresis; 0 = never).
 type Adaptive struct {
 	p adaptiveParams
 
-	cur     int  // depth chosen last
-	started bool // a round has been observed
-	bound   int
+	cur     int     // depth chosen last
+	started bool    // a round has been observed
+	bound   int     // the last decision's bound on depth
 	parked  int     // rounds at depth 0 since the last probe
 	probed  bool    // the last round was a probe
 	gap     int     // parked rounds before the next probe
 	autoCut bool    // the last decision's cut-off came from the cost model
 	cut     float32 // the early-exit cut-off of the last decision
-	keepCut bool
+	keepCut bool    // and whether the token under it is kept
 
 	// succ[j], fail[j] are position j's discounted counts divided by scale, the
 	// product of every round's relax factor: relaxing all positions is then one
