@@ -211,7 +211,8 @@ type RowStatser interface {
 // with the same key replay the capture without calling record. Everything a replay
 // reads that changes between calls (token ids, positions) must come from buffers
 // written with WriteI32/WriteF32 before Run, and record must use the same buffers on
-// every call with that key.
+// every call with that key. An empty key runs record without capturing it (a shape
+// not worth keeping a graph for).
 type Graphs interface {
 	Run(key string, record func()) error
 }

@@ -126,9 +126,12 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 	return m, nil
 }
 
-// CapturesGraphs reports whether the model's forwards are captured once per shape
-// (batch size, cache, all rows or the last) and replayed after: the first forward of
-// each shape then costs a capture.
+// graphRows is the largest forward the model captures a graph for.
+const graphRows = 64
+
+// CapturesGraphs reports whether the model's forwards of up to graphRows tokens are
+// captured once per shape (batch size, cache, all rows or the last) and replayed after:
+// the first forward of each shape then costs a capture.
 func (m *Model) CapturesGraphs() bool { return m.graphs != nil }
 
 // readVector copies an F32 vector tensor to the host.
@@ -220,7 +223,14 @@ func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error
 	s.nt, s.all, s.kv = nt, all, c.Device()
 	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
 	if m.graphs != nil {
-		key := fmt.Sprintf("%s/kv%d/nt%d/all=%t", m.Name, c.ID(), nt, all)
+		// Forwards of up to graphRows tokens (decode, verify, draft catch-up) are
+		// launch-bound and replay a graph captured per shape; longer ones (prefill
+		// chunks of any length) are run directly: a graph per prompt length would cost
+		// a capture on almost every request and keep growing.
+		key := ""
+		if nt <= graphRows {
+			key = fmt.Sprintf("%s/kv%d/nt%d/all=%t", m.Name, c.ID(), nt, all)
+		}
 		err = m.graphs.Run(key, run)
 	} else {
 		run()

@@ -237,13 +237,14 @@ func (b *Backend) eachHostRow(l *Buffer, nt, n int, f func(r int, row []float32,
 
 // Run replays the graph captured for key, capturing it (by calling record) on first
 // use. record must only enqueue ops (no ReadF32, TopK or Sync) and use the same buffers
-// on every call with that key. With MINFER_NO_GRAPHS=1 record runs every time.
+// on every call with that key. With MINFER_NO_GRAPHS=1, or an empty key, record runs
+// every time.
 func (b *Backend) Run(key string, record func()) error {
 	if b.closed {
 		return errClosed
 	}
 	defer b.enter()()
-	if b.sw.noGraphs {
+	if b.sw.noGraphs || key == "" {
 		record()
 		b.flush()
 		return nil

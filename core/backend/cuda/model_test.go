@@ -86,6 +86,39 @@ func compareModel(t *testing.T, path string, kvt backend.KVType, bound float64, 
 	} else {
 		t.Logf("prompt logits: relative error %.3g (bound %.3g)", e, bound)
 	}
+	// A forward longer than the model's graph bound (a prefill chunk) runs directly,
+	// not from a captured graph: twice on a fresh cache, it must match the CPU too.
+	long := make([]int32, 90)
+	for i := range long {
+		long[i] = int32((i*37 + 11) % vocab)
+	}
+	var longLogits [2][]float32
+	for i, s := range sides {
+		for rep := range 2 {
+			kv, err := s.m.NewKV(256, kvt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.m.Forward(long, kv, true)
+			if err != nil {
+				kv.Close()
+				t.Fatalf("%s: long forward: %v", s.b.Name(), err)
+			}
+			got := make([]float32, l.Rows*l.Cols)
+			err = s.m.ReadLogits(l, got)
+			kv.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep == 1 && relErr(got, longLogits[i]) != 0 {
+				t.Errorf("%s: a second long forward differs from the first", s.b.Name())
+			}
+			longLogits[i] = got
+		}
+	}
+	if e := relErr(longLogits[0], longLogits[1]); e > bound {
+		t.Errorf("long (90-token) forward logits: relative error %.3g > %.3g", e, bound)
+	}
 	if sameTokens {
 		for j := range decoded[0] {
 			if decoded[0][j] != decoded[1][j] {
