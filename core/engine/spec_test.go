@@ -105,37 +105,55 @@ func TestSpeculativeGreedyIdentity(t *testing.T) {
 // docs/perf-engine.md.)
 func TestTrainedPairGreedyIdentity(t *testing.T) {
 	const n = 24
+	target, draft, beds := trainedBed(t, "draft-q8_0.gguf")
+	for _, bed := range beds {
+		plain := specRun(t, target, nil, backend.KVF16, false, 0, bed.prompt, n)
+		for _, d := range []int{1, 3, 6} {
+			r := specRun(t, target, draft, backend.KVF16, false, d, bed.prompt, n)
+			if !slices.Equal(r.Tokens, plain.Tokens) {
+				t.Fatalf("%s depth %d: got %v, want %v", bed.name, d, r.Tokens, plain.Tokens)
+			}
+			if d == 1 {
+				t.Logf("%s: depth-1 acceptance %.2f", bed.name, r.Spec.Acceptance)
+				if r.Spec.Accepted == 0 {
+					t.Fatalf("%s: the trained draft had no token accepted", bed.name)
+				}
+			}
+		}
+	}
+}
+
+// trainedPrompt is one 48-token eval prompt of the trained pair, named file@offset.
+type trainedPrompt struct {
+	name   string
+	prompt []int32
+}
+
+// trainedBed loads the trained target (Q8_0) and draftFile from the trained pair's
+// folder on a 2-thread CPU backend, with three eval prompts of train-report.json:
+// prose@705, code@708 and code@1416 (α 0.72, 0.28 and 0.78 in the report: the F16
+// pair over 64 generated tokens).
+func trainedBed(t *testing.T, draftFile string) (target, draft *model.Model, beds []trainedPrompt) {
+	t.Helper()
 	var report struct {
 		EvalTokenIDs map[string][]int32 `json:"eval_token_ids"`
 	}
 	golden.ReadJSON(t, testpath.Path(t, "models", "trained", "train-report.json"), &report)
 	b := cpu.New(cpu.Options{Threads: 2})
-	defer b.Close()
-	target := golden.LoadModel(t, b, "models/trained/target-q8_0.gguf", "target")
-	draft := golden.LoadModel(t, b, "models/trained/draft-q8_0.gguf", "draft")
+	t.Cleanup(func() { b.Close() })
+	target = golden.LoadModel(t, b, "models/trained/target-q8_0.gguf", "target")
+	draft = golden.LoadModel(t, b, "models/trained/"+draftFile, "draft")
 	for _, pc := range []struct {
 		file string
 		off  int
-	}{{"prose", 705}, {"code", 1416}, {"code", 708}} {
+	}{{"prose", 705}, {"code", 708}, {"code", 1416}} {
 		ids := report.EvalTokenIDs[pc.file]
 		if len(ids) < pc.off+48 {
 			t.Fatalf("train-report.json: %s has %d eval tokens", pc.file, len(ids))
 		}
-		prompt := ids[pc.off : pc.off+48]
-		plain := specRun(t, target, nil, backend.KVF16, false, 0, prompt, n)
-		for _, d := range []int{1, 3, 6} {
-			r := specRun(t, target, draft, backend.KVF16, false, d, prompt, n)
-			if !slices.Equal(r.Tokens, plain.Tokens) {
-				t.Fatalf("%s@%d depth %d: got %v, want %v", pc.file, pc.off, d, r.Tokens, plain.Tokens)
-			}
-			if d == 1 {
-				t.Logf("%s@%d: depth-1 acceptance %.2f", pc.file, pc.off, r.Spec.Acceptance)
-				if r.Spec.Accepted == 0 {
-					t.Fatalf("%s@%d: the trained draft had no token accepted", pc.file, pc.off)
-				}
-			}
-		}
+		beds = append(beds, trainedPrompt{fmt.Sprintf("%s@%d", pc.file, pc.off), ids[pc.off : pc.off+48]})
 	}
+	return target, draft, beds
 }
 
 // TestQuantizedTargetAsDraft: the trained target drafting for itself in another
@@ -145,25 +163,14 @@ func TestTrainedPairGreedyIdentity(t *testing.T) {
 // depth 8).
 func TestQuantizedTargetAsDraft(t *testing.T) {
 	const n = 32
-	var report struct {
-		EvalTokenIDs map[string][]int32 `json:"eval_token_ids"`
-	}
-	golden.ReadJSON(t, testpath.Path(t, "models", "trained", "train-report.json"), &report)
-	b := cpu.New(cpu.Options{Threads: 2})
-	defer b.Close()
-	target := golden.LoadModel(t, b, "models/trained/target-q8_0.gguf", "target")
-	draft := golden.LoadModel(t, b, "models/trained/target-q4_k_m.gguf", "draft")
+	target, draft, beds := trainedBed(t, "target-q4_k_m.gguf")
 	drafted, accepted := 0, 0
-	for _, pc := range []struct {
-		file string
-		off  int
-	}{{"prose", 705}, {"code", 708}, {"code", 1416}} {
-		prompt := report.EvalTokenIDs[pc.file][pc.off : pc.off+48]
-		plain := specRun(t, target, nil, backend.KVF16, false, 0, prompt, n)
+	for _, bed := range beds {
+		plain := specRun(t, target, nil, backend.KVF16, false, 0, bed.prompt, n)
 		for _, d := range []int{1, 4} {
-			r := specRun(t, target, draft, backend.KVF16, false, d, prompt, n)
+			r := specRun(t, target, draft, backend.KVF16, false, d, bed.prompt, n)
 			if !slices.Equal(r.Tokens, plain.Tokens) {
-				t.Fatalf("%s@%d depth %d: got %v, want %v", pc.file, pc.off, d, r.Tokens, plain.Tokens)
+				t.Fatalf("%s depth %d: got %v, want %v", bed.name, d, r.Tokens, plain.Tokens)
 			}
 			if d == 1 {
 				drafted += r.Spec.Drafted

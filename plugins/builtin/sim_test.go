@@ -154,6 +154,23 @@ func mustPolicy(t testing.TB, name string, params string) sdk.DepthPolicy {
 	return pol
 }
 
+// bestStaticSim simulates every static depth of regime g with the luck of seed and
+// returns the best depth, its tokens/s and plain decoding's.
+func bestStaticSim(t *testing.T, g regime, seed uint64) (bestD int, bestRate, plain float64) {
+	t.Helper()
+	bestD = -1
+	for d := 0; d <= g.maxDepth; d++ {
+		s := simulate(t, g, mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)), seed)
+		if s.rate() > bestRate {
+			bestD, bestRate = d, s.rate()
+		}
+		if d == 0 {
+			plain = s.rate()
+		}
+	}
+	return bestD, bestRate, plain
+}
+
 // convergeRounds is the stated bound: after it, the adaptive policy plays a depth whose
 // analytic throughput is within the hysteresis margin (10%) of the best static depth's
 // in at least 95% of rounds, in every stationary regime.
@@ -168,17 +185,7 @@ func TestAdaptiveSimulation(t *testing.T) {
 			const seed = 7
 			ad := simulate(t, g, mustPolicy(t, "adaptive", params), seed)
 			ucb := simulate(t, g, mustPolicy(t, "ucb", `{"draft_max":16}`), seed)
-			bestD, bestRate := -1, 0.0
-			plain := 0.0
-			for d := 0; d <= g.maxDepth; d++ {
-				s := simulate(t, g, mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)), seed)
-				if s.rate() > bestRate {
-					bestD, bestRate = d, s.rate()
-				}
-				if d == 0 {
-					plain = s.rate()
-				}
-			}
+			bestD, bestRate, plain := bestStaticSim(t, g, seed)
 			t.Logf("%-8s tokens/s: adaptive %.1f (%.3f of best), ucb %.1f (%.3f), best static d=%d %.1f, plain %.1f",
 				g.name, ad.rate(), ad.rate()/bestRate, ucb.rate(), ucb.rate()/bestRate, bestD, bestRate, plain)
 
@@ -309,16 +316,7 @@ func TestAdaptiveCutSimulation(t *testing.T) {
 		t.Run(g.name, func(t *testing.T) {
 			const seed = 7
 			ad := simulate(t, g, mustPolicy(t, "adaptive", `{"draft_max":16}`), seed)
-			bestD, bestRate, plain := -1, 0.0, 0.0
-			for d := 0; d <= g.maxDepth; d++ {
-				s := simulate(t, g, mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)), seed)
-				if s.rate() > bestRate {
-					bestD, bestRate = d, s.rate()
-				}
-				if d == 0 {
-					plain = s.rate()
-				}
-			}
+			bestD, bestRate, plain := bestStaticSim(t, g, seed)
 			t.Logf("%-8s tokens/s: adaptive %.1f (%.3f of the best static d=%d %.1f), plain %.1f",
 				g.name, ad.rate(), ad.rate()/bestRate, bestD, bestRate, plain)
 			if bestD == 0 {
