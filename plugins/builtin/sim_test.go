@@ -114,18 +114,7 @@ func simulate(t testing.TB, g regime, p sdk.DepthPolicy, seed uint64) simResult 
 			t.Fatal(err)
 		}
 		d := min(max(dec.Depth, 0), g.maxDepth)
-		// the engine's early exit: stop at the first confidence under the cut-off,
-		// keeping or dropping that token (its draft step is paid either way)
-		drafted, steps := d, d
-		for i := range d {
-			if dec.MinConf > 0 && conf[i] < dec.MinConf {
-				drafted, steps = i, i+1
-				if dec.KeepCut {
-					drafted = i + 1
-				}
-				break
-			}
-		}
+		drafted, steps := earlyExit(dec, d, conf)
 		acc := 0
 		for acc < drafted && u[acc] < g.accept(r) {
 			acc++
@@ -139,6 +128,22 @@ func simulate(t testing.TB, g regime, p sdk.DepthPolicy, seed uint64) simResult 
 			VerifyNs: jitter(g.verify(drafted + 1)), MaxDepth: g.maxDepth, DraftConf: append([]float32(nil), conf[:drafted]...)}
 	}
 	return res
+}
+
+// earlyExit is the engine's early exit for a round of depth d with draft confidences
+// conf: drafting stops at the first confidence under the cut-off, keeping or dropping
+// that token (its draft step is paid either way). It returns the tokens drafted and the
+// draft steps run.
+func earlyExit(dec sdk.DepthDecision, d int, conf []float32) (drafted, steps int) {
+	for i := range d {
+		if dec.MinConf > 0 && conf[i] < dec.MinConf {
+			if dec.KeepCut {
+				return i + 1, i + 1
+			}
+			return i, i + 1
+		}
+	}
+	return d, d
 }
 
 func mustPolicy(t testing.TB, name string, params string) sdk.DepthPolicy {
@@ -374,16 +379,7 @@ func simulateRequests(t testing.TB, mk func() sdk.DepthPolicy, requests, n int, 
 				t.Fatal(err)
 			}
 			d := min(max(dec.Depth, 0), maxD)
-			drafted, steps := d, d
-			for i := range d {
-				if dec.MinConf > 0 && conf[i] < dec.MinConf {
-					drafted, steps = i, i+1
-					if dec.KeepCut {
-						drafted = i + 1
-					}
-					break
-				}
-			}
+			drafted, steps := earlyExit(dec, d, conf)
 			acc := 0
 			for acc < drafted && u[acc] == 0 {
 				acc++
