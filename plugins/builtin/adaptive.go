@@ -85,7 +85,6 @@ type Adaptive struct {
 
 	cur     int     // depth chosen last
 	started bool    // a round has been observed
-	bound   int     // the last decision's bound on depth
 	parked  int     // rounds at depth 0 since the last probe
 	probed  bool    // the last round was a probe
 	gap     int     // parked rounds before the next probe
@@ -183,7 +182,6 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	}
 	a.cur = a.choose(bound)
 	a.probeFromZero(bound)
-	a.bound = bound
 	a.cutOff()
 	return a.decision(), nil
 }
