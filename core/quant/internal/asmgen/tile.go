@@ -78,6 +78,24 @@ func tileKernels() {
 	tileQ6K()
 }
 
+// pairLoop emits the head of a tile kernel's loop over activation pairs np at a time
+// (R8 the next pair, a the tileArgs): the label prefix+"_pairs<np>", then a jump to
+// prefix+"_pairs1" (np = 2) or prefix+"_next" (np = 1) when fewer than np pairs are
+// left (R9 = pairs left). It returns the label.
+func pairLoop(prefix string, np int, a Register) string {
+	loop := prefix + "_pairs" + strconv.Itoa(np)
+	Label(loop)
+	MOVQ(Mem{Base: a, Disp: taPairs}, R9)
+	SUBQ(R8, R9)
+	CMPQ(R9, Imm(uint64(np)))
+	if np == 2 {
+		JL(LabelRef(prefix + "_pairs1"))
+	} else {
+		JL(LabelRef(prefix + "_next"))
+	}
+	return loop
+}
+
 // prepPairs emits func(x *byte, xStride, nx, nb int, bias *byte, out *byte): activation
 // row t, block b goes to pair t/2, half t%2 of pair-block (t/2)·nb + b: its 32 levels,
 // its eight lanes −bias·Σ of 4 levels (VPDPBUSD with the bias bytes, negated), its
@@ -222,16 +240,7 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 		}
 		XORQ(R8, R8) // pair index
 		for _, np := range []int{2, 1} {
-			loop := rows + "_pairs" + strconv.Itoa(np)
-			Label(loop)
-			MOVQ(Mem{Base: a, Disp: taPairs}, R9)
-			SUBQ(R8, R9)
-			CMPQ(R9, Imm(uint64(np)))
-			if np == 2 {
-				JL(LabelRef(rows + "_pairs1"))
-			} else {
-				JL(LabelRef(rows + "_next"))
-			}
+			loop := pairLoop(rows, np, a)
 			for g := 0; g < groups; g++ {
 				gl := loop + "_g" + strconv.Itoa(g)
 				tileBlocks(gl, nr, np, a, g)

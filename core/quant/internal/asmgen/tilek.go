@@ -117,31 +117,6 @@ func unpackQ4K() {
 
 // tileQ4K emits func(a *uintptr) over a tileArgs (wu: one row's unpacked blocks).
 func tileQ4K() {
-	name := "tileQ4_KZ"
-	TEXT(name, NOSPLIT, "func(a *uintptr)")
-	Pragma("noescape")
-	Doc(name + " computes a Q4_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).")
-	a := R13
-	Load(Param("a"), a)
-	MOVQ(Mem{Base: a, Disp: taNB}, R14)
-	IMUL3Q(U32(kPairBlock), R14, R14)
-	MOVQ(Mem{Base: a, Disp: taW}, RBX)
-	XORQ(R12, R12)
-
-	Label(name + "_row")
-	CMPQ(R12, Mem{Base: a, Disp: taRows})
-	JGE(LabelRef(name + "_done"))
-	MOVQ(RBX, RAX)
-	MOVQ(Mem{Base: a, Disp: taWU}, RDI)
-	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-	Label(name + "_unpack")
-	unpackQ4K()
-	ADDQ(U32(144), RAX)
-	ADDQ(U32(kWBlock), RDI)
-	DECQ(RCX)
-	JNZ(LabelRef(name + "_unpack"))
-
-	XORQ(R8, R8)
 	type chain struct {
 		sumi, p, acc, s, accm, fm, sm VecPhysical
 		x                             Register
@@ -150,29 +125,13 @@ func tileQ4K() {
 		{Z22, Z23, Z16, Z25, Z24, Z26, Z27, R10},
 		{Z28, Z29, Z17, Z31, Z30, Z26, Z27, R11},
 	}
-	for _, np := range []int{2, 1} {
-		loop := name + "_pairs" + string(rune('0'+np))
-		Label(loop)
-		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
-		SUBQ(R8, R9)
-		CMPQ(R9, Imm(uint64(np)))
-		if np == 2 {
-			JL(LabelRef(name + "_pairs1"))
-		} else {
-			JL(LabelRef(name + "_next"))
-		}
-		MOVQ(R8, R10)
-		IMULQ(R14, R10)
-		ADDQ(Mem{Base: a, Disp: taXP}, R10)
-		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
-		cs := chains[:np]
-		for _, c := range cs {
+	tileK("tileQ4_KZ", "Q4_K", 144, kWBlock, unpackQ4K, func(a Register, np int) {
+		for _, c := range chains[:np] {
 			VPXORD(c.acc, c.acc, c.acc)
 			VPXORD(c.accm, c.accm, c.accm)
 		}
-		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
-		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-		Label(loop + "_blk")
+	}, func(a Register, np int) {
+		cs := chains[:np]
 		VBROADCASTSS(Mem{Base: RSI, Disp: 800}, Z19) // f16(w.d)
 		VBROADCASTSS(Mem{Base: RSI, Disp: 804}, Y20) // f16(w.dmin)
 		VMOVDQU64(Mem{Base: RSI, Disp: 768}, Y21)    // mins, both halves
@@ -198,18 +157,9 @@ func tileQ4K() {
 			VMULPS(Mem{Base: c.x, Disp: 544}, Z19, c.s)
 			VFMADD231PS(c.sumi, c.s, c.acc)
 		}
-		ADDQ(U32(kWBlock), RSI)
-		ADDQ(U32(kPairBlock), R10)
-		ADDQ(U32(kPairBlock), R11)
-		DECQ(RCX)
-		JNZ(LabelRef(loop + "_blk"))
+	}, func(a Register, np int) {
 		// out[2p+h][r] = hsum_float_8(acc half) + ((m0+m2)+(m1+m3)) of the acc_m half.
-		MOVQ(R8, R9)
-		SHLQ(Imm(1), R9)
-		IMULQ(Mem{Base: a, Disp: taRows}, R9)
-		ADDQ(R12, R9)
-		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
-		for _, c := range cs {
+		for _, c := range chains[:np] {
 			VMOVUPS(c.acc, Z0)
 			VEXTRACTF64X4(Imm(1), Z0, Y1)
 			VMOVUPS(c.accm.AsY(), Y4)
@@ -226,6 +176,63 @@ func tileQ4K() {
 				ADDQ(Mem{Base: a, Disp: taRows}, R9)
 			}
 		}
+	})
+}
+
+// tileK emits the K-quant tile kernel name (func(a *uintptr) over a tileArgs, with the
+// tileArgs in a = R13): for each weight row (R12; RBX its blocks), unpack unpacks its nb
+// super-blocks of blockBytes (RAX) into wu (wBlock bytes each, RDI); then for two
+// activation pairs at a time, then one (R8 the first pair, R10 and R11 their
+// pair-blocks), zero clears the accumulators, block runs per super-block (RSI its
+// unpacked form) and store writes the dots with RAX = out and R9 = the index of
+// out[2p][r].
+func tileK(name, typ string, blockBytes, wBlock int, unpack func(), zero, block, store func(a Register, np int)) {
+	TEXT(name, NOSPLIT, "func(a *uintptr)")
+	Pragma("noescape")
+	Doc(name + " computes a " + typ + " tile of dots in ggml's order (AVX512F/BW/VL, F16C).")
+	a := R13
+	Load(Param("a"), a)
+	MOVQ(Mem{Base: a, Disp: taNB}, R14)
+	IMUL3Q(U32(kPairBlock), R14, R14)
+	MOVQ(Mem{Base: a, Disp: taW}, RBX)
+	XORQ(R12, R12)
+
+	Label(name + "_row")
+	CMPQ(R12, Mem{Base: a, Disp: taRows})
+	JGE(LabelRef(name + "_done"))
+	MOVQ(RBX, RAX)
+	MOVQ(Mem{Base: a, Disp: taWU}, RDI)
+	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+	Label(name + "_unpack")
+	unpack()
+	ADDQ(U32(uint64(blockBytes)), RAX)
+	ADDQ(U32(uint64(wBlock)), RDI)
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_unpack"))
+
+	XORQ(R8, R8)
+	for _, np := range []int{2, 1} {
+		loop := pairLoop(name, np, a)
+		MOVQ(R8, R10)
+		IMULQ(R14, R10)
+		ADDQ(Mem{Base: a, Disp: taXP}, R10)
+		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
+		zero(a, np)
+		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
+		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
+		Label(loop + "_blk")
+		block(a, np)
+		ADDQ(U32(uint64(wBlock)), RSI)
+		ADDQ(U32(kPairBlock), R10)
+		ADDQ(U32(kPairBlock), R11)
+		DECQ(RCX)
+		JNZ(LabelRef(loop + "_blk"))
+		MOVQ(R8, R9)
+		SHLQ(Imm(1), R9)
+		IMULQ(Mem{Base: a, Disp: taRows}, R9)
+		ADDQ(R12, R9)
+		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+		store(a, np)
 		ADDQ(Imm(uint64(np)), R8)
 		JMP(LabelRef(loop))
 	}
@@ -292,58 +299,17 @@ func unpackQ6K() {
 
 // tileQ6K emits func(a *uintptr) over a tileArgs (wu: one row's unpacked blocks).
 func tileQ6K() {
-	name := "tileQ6_KZ"
-	TEXT(name, NOSPLIT, "func(a *uintptr)")
-	Pragma("noescape")
-	Doc(name + " computes a Q6_K tile of dots in ggml's order (AVX512F/BW/VL, F16C).")
-	a := R13
-	Load(Param("a"), a)
-	MOVQ(Mem{Base: a, Disp: taNB}, R14)
-	IMUL3Q(U32(kPairBlock), R14, R14)
-	MOVQ(Mem{Base: a, Disp: taW}, RBX)
-	XORQ(R12, R12)
-
-	Label(name + "_row")
-	CMPQ(R12, Mem{Base: a, Disp: taRows})
-	JGE(LabelRef(name + "_done"))
-	MOVQ(RBX, RAX)
-	MOVQ(Mem{Base: a, Disp: taWU}, RDI)
-	MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-	Label(name + "_unpack")
-	unpackQ6K()
-	ADDQ(U32(210), RAX)
-	ADDQ(U32(k6WBlock), RDI)
-	DECQ(RCX)
-	JNZ(LabelRef(name + "_unpack"))
-
-	XORQ(R8, R8)
 	type chain struct {
 		sumi, p, c, acc, s VecPhysical
 		x                  Register
 	}
 	chains := []chain{{Z22, Z23, Z24, Z16, Z25, R10}, {Z26, Z27, Z28, Z17, Z29, R11}}
-	for _, np := range []int{2, 1} {
-		loop := name + "_pairs" + string(rune('0'+np))
-		Label(loop)
-		MOVQ(Mem{Base: a, Disp: taPairs}, R9)
-		SUBQ(R8, R9)
-		CMPQ(R9, Imm(uint64(np)))
-		if np == 2 {
-			JL(LabelRef(name + "_pairs1"))
-		} else {
-			JL(LabelRef(name + "_next"))
-		}
-		MOVQ(R8, R10)
-		IMULQ(R14, R10)
-		ADDQ(Mem{Base: a, Disp: taXP}, R10)
-		LEAQ(Mem{Base: R10, Index: R14, Scale: 1}, R11)
-		cs := chains[:np]
-		for _, c := range cs {
+	tileK("tileQ6_KZ", "Q6_K", 210, k6WBlock, unpackQ6K, func(a Register, np int) {
+		for _, c := range chains[:np] {
 			VPXORD(c.acc, c.acc, c.acc)
 		}
-		MOVQ(Mem{Base: a, Disp: taWU}, RSI)
-		MOVQ(Mem{Base: a, Disp: taNB}, RCX)
-		Label(loop + "_blk")
+	}, func(a Register, np int) {
+		cs := chains[:np]
 		VBROADCASTSS(Mem{Base: RSI, Disp: 768}, Z19) // f16(w.d)
 		for _, c := range cs {
 			VPXORD(c.sumi, c.sumi, c.sumi)
@@ -367,17 +333,8 @@ func tileQ6K() {
 			VMULPS(Mem{Base: c.x, Disp: 544}, Z19, c.s) // x.d·f16(w.d)
 			VFMADD231PS(c.sumi, c.s, c.acc)
 		}
-		ADDQ(U32(k6WBlock), RSI)
-		ADDQ(U32(kPairBlock), R10)
-		ADDQ(U32(kPairBlock), R11)
-		DECQ(RCX)
-		JNZ(LabelRef(loop + "_blk"))
-		MOVQ(R8, R9)
-		SHLQ(Imm(1), R9)
-		IMULQ(Mem{Base: a, Disp: taRows}, R9)
-		ADDQ(R12, R9)
-		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
-		for _, c := range cs {
+	}, func(a Register, np int) {
+		for _, c := range chains[:np] {
 			VMOVUPS(c.acc, Z0)
 			VEXTRACTF64X4(Imm(1), Z0, Y1)
 			for _, y := range []VecPhysical{Y0, Y1} {
@@ -386,14 +343,5 @@ func tileQ6K() {
 				ADDQ(Mem{Base: a, Disp: taRows}, R9)
 			}
 		}
-		ADDQ(Imm(uint64(np)), R8)
-		JMP(LabelRef(loop))
-	}
-	Label(name + "_next")
-	ADDQ(Mem{Base: a, Disp: taWStride}, RBX)
-	INCQ(R12)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	})
 }
