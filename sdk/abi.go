@@ -265,7 +265,7 @@ func DecodePolicyRequest(b []byte, o *RoundOutcome) error {
 		return fmt.Errorf("policy request: %w: header", ErrMalformed)
 	}
 	r.off = int(hdr)
-	o.DraftConf = r.f32s(o.DraftConf[:0], n)
+	o.DraftConf = readWords(&r, o.DraftConf[:0], n)
 	if r.err != nil {
 		return fmt.Errorf("policy request: %w: %d confidences", ErrMalformed, n)
 	}
@@ -324,9 +324,9 @@ func AppendPenaltyRequest(dst []byte, rows []PenaltyRow) []byte {
 		row := &rows[i]
 		dst = le32(dst, uint32(len(row.History)))
 		dst = le32(dst, uint32(len(row.IDs)))
-		dst = appendI32s(dst, row.History)
-		dst = appendI32s(dst, row.IDs)
-		dst = appendF32s(dst, row.Logits)
+		dst = appendWords(dst, row.History)
+		dst = appendWords(dst, row.IDs)
+		dst = appendWords(dst, row.Logits)
 	}
 	return dst
 }
@@ -345,9 +345,9 @@ func DecodePenaltyRequest(b []byte, rows []PenaltyRow) ([]PenaltyRow, error) {
 		nh, ni := r.u32(), r.u32()
 		r.off = start + int(rhdr)
 		row := &rows[i]
-		row.History = r.i32s(row.History[:0], nh)
-		row.IDs = r.i32s(row.IDs[:0], ni)
-		row.Logits = r.f32s(row.Logits[:0], ni)
+		row.History = readWords(&r, row.History[:0], nh)
+		row.IDs = readWords(&r, row.IDs[:0], ni)
+		row.Logits = readWords(&r, row.Logits[:0], ni)
 		if r.err != nil {
 			return rows[:0], fmt.Errorf("penalty request: %w: row %d", ErrMalformed, i)
 		}
@@ -362,7 +362,7 @@ func AppendPenaltyResponse(dst []byte, rows []PenaltyRow) []byte {
 	dst = le32(dst, penaltyRespRow)
 	for i := range rows {
 		dst = le32(dst, uint32(len(rows[i].Logits)))
-		dst = appendF32s(dst, rows[i].Logits)
+		dst = appendWords(dst, rows[i].Logits)
 	}
 	return dst
 }
@@ -413,15 +413,15 @@ func AppendSampleRequest(dst []byte, s *SampleRound) []byte {
 	dst = le32(dst, sampleRowHdr)
 	dst = binary.LittleEndian.AppendUint64(dst, s.Seed)
 	dst = binary.LittleEndian.AppendUint64(dst, s.Step)
-	dst = appendI32s(dst, s.Draft)
+	dst = appendWords(dst, s.Draft)
 	for i := range s.Rows {
 		row := &s.Rows[i]
 		dst = le32(dst, uint32(len(row.IDs)))
 		dst = le32(dst, math.Float32bits(row.DraftLogit))
 		dst = le32(dst, math.Float32bits(row.MaxLogit))
 		dst = le32(dst, math.Float32bits(row.LogSumExp))
-		dst = appendI32s(dst, row.IDs)
-		dst = appendF32s(dst, row.Logits)
+		dst = appendWords(dst, row.IDs)
+		dst = appendWords(dst, row.Logits)
 	}
 	return dst
 }
@@ -437,7 +437,7 @@ func DecodeSampleRequest(b []byte, s *SampleRound) error {
 		return fmt.Errorf("sample request: %w: header (%d rows, %d draft tokens)", ErrMalformed, nr, nd)
 	}
 	r.off = int(hdr)
-	s.Draft = r.i32s(s.Draft[:0], nd)
+	s.Draft = readWords(&r, s.Draft[:0], nd)
 	s.Rows = grow(s.Rows, int(nr))
 	for i := range s.Rows {
 		start := r.off
@@ -445,8 +445,8 @@ func DecodeSampleRequest(b []byte, s *SampleRound) error {
 		k := r.u32()
 		row.DraftLogit, row.MaxLogit, row.LogSumExp = r.f32(), r.f32(), r.f32()
 		r.off = start + int(rhdr)
-		row.IDs = r.i32s(row.IDs[:0], k)
-		row.Logits = r.f32s(row.Logits[:0], k)
+		row.IDs = readWords(&r, row.IDs[:0], k)
+		row.Logits = readWords(&r, row.Logits[:0], k)
 		if r.err != nil {
 			return fmt.Errorf("sample request: %w: row %d", ErrMalformed, i)
 		}
@@ -495,28 +495,19 @@ func le32(dst []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32
 // per-element loop costs tens of ns per value.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-func appendI32s(dst []byte, v []int32) []byte {
-	if littleEndian {
-		if len(v) == 0 {
-			return dst
-		}
-		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
-	}
-	for _, x := range v {
-		dst = le32(dst, uint32(x))
-	}
-	return dst
-}
+// word is a 4-byte value the ABI carries as its little-endian bits.
+type word interface{ int32 | float32 }
 
-func appendF32s(dst []byte, v []float32) []byte {
+// appendWords appends v's values as little-endian 4-byte words.
+func appendWords[T word](dst []byte, v []T) []byte {
+	if len(v) == 0 {
+		return dst
+	}
 	if littleEndian {
-		if len(v) == 0 {
-			return dst
-		}
 		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))...)
 	}
-	for _, x := range v {
-		dst = le32(dst, math.Float32bits(x))
+	for i := range v {
+		dst = le32(dst, *(*uint32)(unsafe.Pointer(&v[i])))
 	}
 	return dst
 }
@@ -582,8 +573,8 @@ func (r *reader) bytes(n int) []byte {
 	return v
 }
 
-// i32s appends n values to dst.
-func (r *reader) i32s(dst []int32, n uint32) []int32 {
+// readWords appends n little-endian 4-byte words read from r to dst.
+func readWords[T word](r *reader, dst []T, n uint32) []T {
 	if uint64(n)*4 > uint64(len(r.b)) || !r.need(int(n)*4) {
 		r.err = ErrMalformed
 		return dst
@@ -597,27 +588,7 @@ func (r *reader) i32s(dst []int32, n uint32) []int32 {
 		return dst
 	}
 	for i := range dst[start:] {
-		dst[start+i] = int32(binary.LittleEndian.Uint32(src[4*i:]))
-	}
-	return dst
-}
-
-// f32s appends n values to dst.
-func (r *reader) f32s(dst []float32, n uint32) []float32 {
-	if uint64(n)*4 > uint64(len(r.b)) || !r.need(int(n)*4) {
-		r.err = ErrMalformed
-		return dst
-	}
-	src := r.b[r.off : r.off+4*int(n)]
-	r.off += 4 * int(n)
-	start := len(dst)
-	dst = grow(dst, start+int(n))
-	if littleEndian && n > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[start])), len(src)), src)
-		return dst
-	}
-	for i := range dst[start:] {
-		dst[start+i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		*(*uint32)(unsafe.Pointer(&dst[start+i])) = binary.LittleEndian.Uint32(src[4*i:])
 	}
 	return dst
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"google.golang.org/grpc/encoding"
 
@@ -64,17 +65,14 @@ func putF32(b []byte, v float32) []byte { return putU32(b, math.Float32bits(v)) 
 func putBytes(b []byte, s []byte) []byte {
 	return append(putU32(b, uint32(len(s))), s...)
 }
-func putI32s(b []byte, s []int32) []byte {
+
+// word is a 4-byte value carried as its little-endian bits.
+type word interface{ int32 | float32 }
+
+func putWords[T word](b []byte, s []T) []byte {
 	b = putU32(b, uint32(len(s)))
-	for _, v := range s {
-		b = putU32(b, uint32(v))
-	}
-	return b
-}
-func putF32s(b []byte, s []float32) []byte {
-	b = putU32(b, uint32(len(s)))
-	for _, v := range s {
-		b = putF32(b, v)
+	for i := range s {
+		b = putU32(b, *(*uint32)(unsafe.Pointer(&s[i])))
 	}
 	return b
 }
@@ -135,28 +133,16 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) str() string { return string(d.take(d.count(1))) }
 
-func (d *decoder) i32s() []int32 {
+// words reads a u32 count and that many little-endian 4-byte words.
+func words[T word](d *decoder) []T {
 	n := d.count(4)
 	p := d.take(4 * n)
 	if p == nil {
 		return nil
 	}
-	s := make([]int32, n)
+	s := make([]T, n)
 	for i := range s {
-		s[i] = int32(binary.LittleEndian.Uint32(p[4*i:]))
-	}
-	return s
-}
-
-func (d *decoder) f32s() []float32 {
-	n := d.count(4)
-	p := d.take(4 * n)
-	if p == nil {
-		return nil
-	}
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+		*(*uint32)(unsafe.Pointer(&s[i])) = binary.LittleEndian.Uint32(p[4*i:])
 	}
 	return s
 }
@@ -240,7 +226,7 @@ func (m *policyRequest) appendTo(b []byte) []byte {
 	for _, v := range []int64{int64(o.Round), int64(o.Depth), int64(o.Drafted), int64(o.Accepted), o.DraftNs, o.VerifyNs, int64(o.MaxDepth)} {
 		b = putI64(b, v)
 	}
-	return putF32s(b, o.DraftConf)
+	return putWords(b, o.DraftConf)
 }
 
 func (m *policyRequest) decode(d *decoder) {
@@ -248,7 +234,7 @@ func (m *policyRequest) decode(d *decoder) {
 	m.ID = d.u64()
 	o.Round, o.Depth, o.Drafted, o.Accepted = int(d.i64()), int(d.i64()), int(d.i64()), int(d.i64())
 	o.DraftNs, o.VerifyNs, o.MaxDepth = d.i64(), d.i64(), int(d.i64())
-	o.DraftConf = d.f32s()
+	o.DraftConf = words[float32](d)
 }
 
 // policyResponse is sdk.DepthDecision.
@@ -286,7 +272,7 @@ func (m *penaltyRequest) appendTo(b []byte) []byte {
 	b = putU32(putU64(b, m.ID), uint32(len(m.Rows)))
 	for i := range m.Rows {
 		r := &m.Rows[i]
-		b = putF32s(putI32s(putI32s(b, r.History), r.IDs), r.Logits)
+		b = putWords(putWords(putWords(b, r.History), r.IDs), r.Logits)
 	}
 	return b
 }
@@ -297,7 +283,7 @@ func (m *penaltyRequest) decode(d *decoder) {
 	m.Rows = make([]sdk.PenaltyRow, n)
 	for i := range m.Rows {
 		r := &m.Rows[i]
-		r.History, r.IDs, r.Logits = d.i32s(), d.i32s(), d.f32s()
+		r.History, r.IDs, r.Logits = words[int32](d), words[int32](d), words[float32](d)
 	}
 }
 
@@ -307,7 +293,7 @@ type penaltyResponse struct{ Logits [][]float32 }
 func (m *penaltyResponse) appendTo(b []byte) []byte {
 	b = putU32(b, uint32(len(m.Logits)))
 	for _, l := range m.Logits {
-		b = putF32s(b, l)
+		b = putWords(b, l)
 	}
 	return b
 }
@@ -316,7 +302,7 @@ func (m *penaltyResponse) decode(d *decoder) {
 	n := d.count(4)
 	m.Logits = make([][]float32, n)
 	for i := range m.Logits {
-		m.Logits[i] = d.f32s()
+		m.Logits[i] = words[float32](d)
 	}
 }
 
@@ -329,11 +315,11 @@ type sampleRequest struct {
 func (m *sampleRequest) appendTo(b []byte) []byte {
 	r := &m.Round
 	b = putU64(putU64(putU64(b, m.ID), r.Seed), r.Step)
-	b = putI32s(b, r.Draft)
+	b = putWords(b, r.Draft)
 	b = putU32(b, uint32(len(r.Rows)))
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		b = putF32s(putI32s(b, row.IDs), row.Logits)
+		b = putWords(putWords(b, row.IDs), row.Logits)
 		b = putF32(putF32(putF32(b, row.DraftLogit), row.MaxLogit), row.LogSumExp)
 	}
 	return b
@@ -342,12 +328,12 @@ func (m *sampleRequest) appendTo(b []byte) []byte {
 func (m *sampleRequest) decode(d *decoder) {
 	r := &m.Round
 	m.ID, r.Seed, r.Step = d.u64(), d.u64(), d.u64()
-	r.Draft = d.i32s()
+	r.Draft = words[int32](d)
 	n := d.count(20) // two counts and three floats
 	r.Rows = make([]sdk.SampleRow, n)
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		row.IDs, row.Logits = d.i32s(), d.f32s()
+		row.IDs, row.Logits = words[int32](d), words[float32](d)
 		row.DraftLogit, row.MaxLogit, row.LogSumExp = d.f32(), d.f32(), d.f32()
 	}
 }
