@@ -156,7 +156,7 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 			return nil, err
 		}
 	}
-	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, cut: float32(p.MinConf), keepCut: p.KeepCut, gap: p.Probe}, nil
+	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, gap: p.Probe}, nil
 }
 
 // NextDepth records the finished round and returns the depth for the next one.
@@ -178,10 +178,10 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	}
 	if !a.started {
 		a.cur = min(a.p.Start, bound)
-		return a.decision(), nil
+	} else {
+		a.cur = a.choose(bound)
+		a.probeFromZero(bound)
 	}
-	a.cur = a.choose(bound)
-	a.probeFromZero(bound)
 	a.cutOff()
 	return a.decision(), nil
 }
@@ -262,9 +262,6 @@ func (a *Adaptive) newRequest() {
 }
 
 func (a *Adaptive) decision() sdk.DepthDecision {
-	if !a.started {
-		return sdk.DepthDecision{Depth: a.cur, MinConf: float32(a.p.MinConf), KeepCut: a.p.KeepCut}
-	}
 	d := a.cur
 	if a.autoCut && d > 0 {
 		// the cut-off ends rounds early, so the depth is a cap: as deep as any depth
