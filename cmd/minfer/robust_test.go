@@ -19,6 +19,7 @@ import (
 
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -144,78 +145,8 @@ func rewriteGGUF(t *testing.T, src, dir, name string, e ggufEdit) string {
 // trapModule assembles a WebAssembly plugin speaking ABI v1 with one policy "evil"
 // whose minfer_policy_next executes `unreachable` (a trap on every call).
 func trapModule() []byte {
-	const addrInfo, addrErr, addrBuf = 1024, 2048, 8192
-	info := sdk.AppendInfo(nil, []sdk.Info{{Name: "evil", Version: "0.0.1", Roles: []sdk.Role{sdk.RolePolicy}}})
-	msg := []byte("evil")
-	i32 := func(v int64) []byte { return sleb([]byte{0x41}, v) }
-	i64 := func(v int64) []byte { return sleb([]byte{0x42}, v) }
-	type fn struct {
-		name            string
-		params, results []byte
-		body            []byte
-	}
-	const tI32, tI64 = 0x7f, 0x7e
-	fns := []fn{
-		{sdk.ExportABI, nil, []byte{tI32}, i32(sdk.ABIMinor)},
-		{sdk.ExportInfo, nil, []byte{tI64}, i64(sdk.Pack(addrInfo, uint32(len(info))))},
-		{sdk.ExportAlloc, []byte{tI32}, []byte{tI32}, i32(addrBuf)},
-		{sdk.ExportFree, []byte{tI32, tI32}, nil, nil},
-		{sdk.ExportInit, []byte{tI32, tI32}, []byte{tI32}, i32(0)},
-		{sdk.ExportLastError, nil, []byte{tI64}, i64(sdk.Pack(addrErr, uint32(len(msg))))},
-		{sdk.ExportPolicyNext, []byte{tI32, tI32}, []byte{tI64}, []byte{0x00}}, // unreachable
-	}
-	var types, funcs, exports, code []byte
-	types = uleb(types, uint64(len(fns)))
-	funcs = uleb(funcs, uint64(len(fns)))
-	exports = uleb(exports, uint64(len(fns)+1))
-	code = uleb(code, uint64(len(fns)))
-	for i, f := range fns {
-		types = append(uleb(append(types, 0x60), uint64(len(f.params))), f.params...)
-		types = append(uleb(types, uint64(len(f.results))), f.results...)
-		funcs = uleb(funcs, uint64(i))
-		exports = uleb(append(append(uleb(exports, uint64(len(f.name))), f.name...), 0x00), uint64(i))
-		body := append(append([]byte{0}, f.body...), 0x0b) // no locals … end
-		code = append(uleb(code, uint64(len(body))), body...)
-	}
-	exports = append(append(uleb(exports, 6), "memory"...), 0x02, 0)
-	var data []byte
-	data = uleb(data, 2)
-	for _, d := range []struct {
-		off int64
-		b   []byte
-	}{{addrInfo, info}, {addrErr, msg}} {
-		data = append(append(data, 0x00), i32(d.off)...)
-		data = append(uleb(append(data, 0x0b), uint64(len(d.b))), d.b...)
-	}
-	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	for _, s := range []struct {
-		id   byte
-		body []byte
-	}{{1, types}, {3, funcs}, {5, []byte{1, 0x00, 1}}, {7, exports}, {10, code}, {11, data}} {
-		out = append(uleb(append(out, s.id), uint64(len(s.body))), s.body...)
-	}
-	return out
-}
-
-func uleb(dst []byte, v uint64) []byte {
-	for {
-		b := byte(v & 0x7f)
-		if v >>= 7; v == 0 {
-			return append(dst, b)
-		}
-		dst = append(dst, b|0x80)
-	}
-}
-
-func sleb(dst []byte, v int64) []byte {
-	for {
-		b := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
-			return append(dst, b)
-		}
-		dst = append(dst, b|0x80)
-	}
+	return wasmtest.Plugin{Minor: sdk.ABIMinor, Info: wasmtest.PolicyInfo("evil", "0.0.1", sdk.ABIMinor),
+		Err: []byte("evil"), Policy: []byte{0x00}}.Bytes()
 }
 
 func TestRobustness(t *testing.T) {
