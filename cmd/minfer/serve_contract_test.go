@@ -44,6 +44,18 @@ type chatReply struct {
 
 func postChat(t *testing.T, url string, req map[string]any) chatReply {
 	t.Helper()
+	b, status, raw := sendChat(t, url, req)
+	var r chatReply
+	if err := json.Unmarshal(raw, &r); err != nil || status != 200 || len(r.Choices) != 1 {
+		t.Fatalf("chat %s: status %d, %v: %s", b, status, err, raw)
+	}
+	return r
+}
+
+// sendChat posts req, with the user message "Once upon a time", to /v1/chat/completions
+// and returns the request body, the status and the reply body.
+func sendChat(t *testing.T, url string, req map[string]any) ([]byte, int, []byte) {
+	t.Helper()
 	req["messages"] = []map[string]string{{"role": "user", "content": "Once upon a time"}}
 	b, _ := json.Marshal(req)
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(string(b)))
@@ -52,25 +64,14 @@ func postChat(t *testing.T, url string, req map[string]any) chatReply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var r chatReply
-	if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
-		t.Fatalf("chat %s: status %d, %v: %s", b, resp.StatusCode, err, raw)
-	}
-	return r
+	return b, resp.StatusCode, raw
 }
 
 // streamChat streams req and returns the text chunks in order and the finish reason.
 func streamChat(t *testing.T, url string, req map[string]any) ([]string, string) {
 	t.Helper()
-	req["messages"] = []map[string]string{{"role": "user", "content": "Once upon a time"}}
 	req["stream"] = true
-	b, _ := json.Marshal(req)
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	_, _, raw := sendChat(t, url, req)
 	events, err := readSSE(raw)
 	if err != nil {
 		t.Fatalf("stream framing: %v", err)

@@ -84,13 +84,7 @@ func TestShutdownDrains(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		name := map[bool]string{false: "whole", true: "stream"}[stream]
 		t.Run(name, func(t *testing.T) {
-			gate := &gateSampler{started: make(chan struct{}), release: make(chan struct{})}
-			opts := srv0.opts
-			opts.Resolver = gateResolver{gate}
-			srv, err := New(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			srv, gate := gatedServer(t, srv0)
 			url, shutdown, done := listen(t, srv, 30*time.Second)
 			defer shutdown()
 			body := strings.TrimSuffix(wantBody, "}") + map[bool]string{false: `}`, true: `,"stream":true}`}[stream]
@@ -146,13 +140,7 @@ func TestShutdownDrains(t *testing.T) {
 // session under a running generation.
 func TestShutdownGraceExpires(t *testing.T) {
 	srv0, _ := newTestServer(t, 1)
-	gate := &gateSampler{started: make(chan struct{}), release: make(chan struct{})}
-	opts := srv0.opts
-	opts.Resolver = gateResolver{gate}
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, gate := gatedServer(t, srv0)
 	url, shutdown, done := listen(t, srv, 20*time.Millisecond)
 	go func() {
 		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"a","max_tokens":4}`))
@@ -163,7 +151,7 @@ func TestShutdownGraceExpires(t *testing.T) {
 	}()
 	<-gate.started
 	shutdown()
-	err = <-done
+	err := <-done
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ListenAndServe: got %v, want the grace's deadline", err)
 	}
@@ -177,4 +165,18 @@ func TestShutdownGraceExpires(t *testing.T) {
 	if got := srv.FreeSlots(); got != 0 {
 		t.Fatalf("free slots after Close: got %d, want 0 (all taken back)", got)
 	}
+}
+
+// gatedServer is a server with srv0's options whose sampler waits at the gate it
+// returns.
+func gatedServer(t *testing.T, srv0 *Server) (*Server, *gateSampler) {
+	t.Helper()
+	gate := &gateSampler{started: make(chan struct{}), release: make(chan struct{})}
+	opts := srv0.opts
+	opts.Resolver = gateResolver{gate}
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, gate
 }
