@@ -106,6 +106,8 @@ type plannedTensor struct {
 	Dims []uint64 // ggml order: Dims[0] is the row length (input features)
 	Mean float64
 	Std  float64
+	// Shape, when set, rewrites row r after it is drawn (--init lm's structure).
+	Shape func(r int, row []float32)
 }
 
 // synthPlan is everything about a synthetic model but its weight bytes.
@@ -113,6 +115,7 @@ type synthPlan struct {
 	Opts    synthOptions
 	KVs     []gguf.KV
 	Tensors []plannedTensor
+	lm      *synthLM // --init lm's structure, nil for gaussian
 }
 
 func (p *synthPlan) params() uint64 {
@@ -148,30 +151,50 @@ func planSynth(o synthOptions) (*synthPlan, error) {
 	default:
 		voc.pad(o.NVocab)
 	}
-	p := &synthPlan{Opts: o}
-	p.Tensors = planTensors(o, st)
+	var lm *synthLM
+	if o.Init == "lm" {
+		if lm, err = newSynthLM(o, tokenTypes(voc.kvs)); err != nil {
+			return nil, err
+		}
+	}
+	p := &synthPlan{Opts: o, lm: lm}
+	p.Tensors = planTensors(o, st, lm)
 	p.KVs = append(modelKVs(o, st), voc.kvs...)
 	return p, nil
 }
 
-func planTensors(o synthOptions, st synthType) []plannedTensor {
+// planTensors lists the tensors; with lm, the distributions and row shapes of --init lm.
+func planTensors(o synthOptions, st synthType, lm *synthLM) []plannedTensor {
 	E, F, V := uint64(o.NEmbd), uint64(o.NFF), uint64(o.NVocab)
 	Q, KV := uint64(o.NHead*o.HeadDim), uint64(o.NHeadKV*o.HeadDim)
 	D := uint64(o.HeadDim)
 	sq := func(n uint64) float64 { return 1 / math.Sqrt(float64(n)) }
 	var ts []plannedTensor
-	add := func(name string, r role, layer int, mean, std float64, dims ...uint64) {
+	add := func(name string, r role, layer int, mean, std float64, dims ...uint64) int {
 		t := quant.F32
 		if r != roleNorm && r != roleBias {
 			t = st.tensorType(r, layer, o.NLayer, dims[0], o.Tied)
 		}
 		ts = append(ts, plannedTensor{Name: name, Type: t, Dims: dims, Mean: mean, Std: std})
+		return len(ts) - 1
+	}
+	// shape gives tensor i a row shape under --init lm.
+	shape := func(i int, f func(int, []float32)) {
+		if lm != nil {
+			ts[i].Shape = f
+		}
 	}
 	embStd := 1.0
-	if o.Tied {
+	switch {
+	case lm != nil:
+		embStd = lm.nu
+	case o.Tied:
 		embStd = 0.02
 	}
-	add("token_embd.weight", roleTokenEmbd, 0, 0, embStd, E, V)
+	emb := add("token_embd.weight", roleTokenEmbd, 0, 0, embStd, E, V)
+	if lm != nil {
+		ts[emb].Shape = lm.tokenRow
+	}
 	for i := range o.NLayer {
 		b := fmt.Sprintf("blk.%d.", i)
 		add(b+"attn_norm.weight", roleNorm, i, 1, 0.1, E)
@@ -191,18 +214,31 @@ func planTensors(o synthOptions, st synthType) []plannedTensor {
 			add(b+"attn_q_norm.weight", roleNorm, i, 1, 0.1, D)
 			add(b+"attn_k_norm.weight", roleNorm, i, 1, 0.1, D)
 		}
-		add(b+"attn_output.weight", roleMatrix, i, 0, sq(Q), Q, E)
+		shape(add(b+"attn_output.weight", roleMatrix, i, 0, sq(Q), Q, E), noBias)
 		add(b+"ffn_norm.weight", roleNorm, i, 1, 0.1, E)
-		add(b+"ffn_gate.weight", roleMatrix, i, 0, sq(E), E, F)
-		add(b+"ffn_up.weight", roleMatrix, i, 0, sq(E), E, F)
-		add(b+"ffn_down.weight", roleFFNDown, i, 0, sq(F), F, E)
+		gate := add(b+"ffn_gate.weight", roleMatrix, i, 0, sq(E), E, F)
+		up := add(b+"ffn_up.weight", roleMatrix, i, 0, sq(E), E, F)
+		down := add(b+"ffn_down.weight", roleFFNDown, i, 0, sq(F), F, E)
+		switch {
+		case lm == nil:
+		case i < o.NLayer-1:
+			ts[down].Shape = noBias
+		default:
+			ts[gate].Shape, ts[up].Shape, ts[down].Shape = lm.gateRow, lm.upRow, lm.downRow
+		}
 	}
-	if o.Tied {
+	switch {
+	case lm != nil:
+		add("output_norm.weight", roleNorm, 0, lm.outNorm, 0.1*lm.outNorm, E)
+		if !o.Tied {
+			ts[add("output.weight", roleOutput, 0, 0, lm.nu, E, V)].Shape = lm.tokenRow
+		}
+	case o.Tied:
 		// The output reuses token_embd (std 0.02): scale the final norm so the logits
 		// still have a standard deviation of about 3.
 		s := 3 / (0.02 * math.Sqrt(float64(E)))
 		add("output_norm.weight", roleNorm, 0, s, 0.1*s, E)
-	} else {
+	default:
 		add("output_norm.weight", roleNorm, 0, 1, 0.1, E)
 		add("output.weight", roleOutput, 0, 0, 3*sq(E), E, V)
 	}
@@ -222,7 +258,7 @@ func modelKVs(o synthOptions, st synthType) []gguf.KV {
 	}
 	set("general.architecture", o.Arch)
 	set("general.name", o.Name)
-	set("general.description", fmt.Sprintf("synthetic random-weight model written by minfer synth: seed=%d fast=%v type=%s", o.Seed, o.Fast, o.Type))
+	set("general.description", fmt.Sprintf("synthetic random-weight model written by minfer synth: seed=%d fast=%v type=%s init=%s", o.Seed, o.Fast, o.Type, o.Init))
 	set(a+"block_count", uint32(o.NLayer))
 	set(a+"context_length", uint32(o.Ctx))
 	set(a+"embedding_length", uint32(o.NEmbd))

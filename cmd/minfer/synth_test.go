@@ -33,6 +33,10 @@ func mustPlan(t *testing.T, preset string, flags map[string]string) *synthPlan {
 			o.Vocab = v
 		case "tied":
 			o.Tied = v == "true"
+		case "init":
+			o.Init = v
+		case "seed":
+			_, err = fmt.Sscan(v, &o.Seed)
 		default:
 			var n int
 			_, err = fmt.Sscan(v, &n)
@@ -372,11 +376,11 @@ func openSynth(t *testing.T, args []string, typ string) *gguf.File {
 	return f
 }
 
-// TestSynthLogitSpread checks the initialisation keeps logits spread: for the tied qwen2
+// TestSynthLogitSpread checks --init gaussian keeps logits spread: for the tied qwen2
 // family, output_norm·token_embd rows give logits with a standard deviation near 3
 // for a unit-RMS hidden state.
 func TestSynthLogitSpread(t *testing.T) {
-	f := openSynth(t, append(famArgs("qwen2"), "--n-vocab", "512", "--seed", "3"), "f32")
+	f := openSynth(t, append(famArgs("qwen2"), "--n-vocab", "512", "--seed", "3", "--init", "gaussian"), "f32")
 	emb, _ := f.Tensor("token_embd.weight")
 	norm, _ := f.Tensor("output_norm.weight")
 	e, g := dequantAll(t, f, emb), dequantAll(t, f, norm)
@@ -428,6 +432,7 @@ func TestSynthErrors(t *testing.T) {
 		{"gqa mismatch", append(small, "--n-head-kv", "3", "--type", "f16", "-o", "x.gguf"), "not a multiple of --n-head-kv 3"},
 		{"no vocab size", []string{"--arch", "llama", "--n-embd", "64", "--n-layer", "1", "--n-head", "4", "--n-ff", "128", "--type", "f16", "-o", "x.gguf"}, "--n-vocab must be > 0"},
 		{"extra argument", append(small, "--type", "f16", "-o", "x.gguf", "extra"), `unexpected argument "extra"`},
+		{"bad init", append(small, "--type", "f16", "--init", "xavier", "-o", "x.gguf"), `unknown --init "xavier"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -447,6 +452,7 @@ func TestSynthErrors(t *testing.T) {
 		{"missing vocab", []string{"--vocab", filepath.Join(dir, "nope.json")}, "no such file"},
 		{"explicit n-vocab below vocab", []string{"--vocab", testpath.Path(t, "tokenizer", "ggml-vocab-gpt-2.gguf"), "--n-vocab", "1000"}, "has 50257 tokens, more than --n-vocab 1000"},
 		{"unwritable output", []string{"-o", filepath.Join(dir, "no", "such", "dir.gguf")}, "no such file"},
+		{"no room for codes", []string{"--n-embd", "8"}, "use --init gaussian"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append(append([]string{"synth"}, small...), "--type", "f16", "-o", filepath.Join(dir, "x.gguf"))

@@ -70,6 +70,9 @@ func (g *tensorGen) floatRow(r int, out []float32) {
 	for i := range out {
 		out[i] = float32(g.t.Mean + g.t.Std*rng.NormFloat64())
 	}
+	if g.t.Shape != nil {
+		g.t.Shape(r, out)
+	}
 }
 
 // fillRows encodes rows [r0, r1) into dst.
