@@ -1,4 +1,5 @@
-// common.cuh: types, half conversion, dp4a and reductions shared by every kernel.
+// common.cuh: types, half conversion, dp4a, reductions and the k-pass top-k selection
+// shared by the kernels.
 // No CUDA headers are included, so NVRTC needs no include path.
 #pragma once
 
@@ -125,6 +126,47 @@ static __device__ __forceinline__ void block_best(float &bv, int &bi, float *sv,
         }
     }
 }
+
+// select_k writes the k best of the m candidates (val(x), id(x)) for x < m into
+// ids[0:k], vals[0:k] (id -1, value -Inf past the candidates) in ranks_before's order.
+// k passes: pass j takes the best candidate strictly after pass j-1's pick. Used by
+// topk and by rowstats' k-pass paths.
+template <typename Cand>
+static __device__ void select_k(Cand c, int m, int k, int *ids, float *vals) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ float pv;
+    __shared__ int pi;
+    if (threadIdx.x == 0) { pv = 0.0f; pi = -1; }
+    __syncthreads();
+    for (int j = 0; j < k; j++) {
+        const float prev_v = pv;
+        const int prev_i = pi;
+        float bv = NEG_INF;
+        int bi = -1;
+        for (int x = threadIdx.x; x < m; x += blockDim.x) {
+            const int i = c.id(x);
+            if (i < 0) continue;
+            const float v = c.val(x);
+            if (prev_i < 0 || ranks_before(prev_v, prev_i, v, i)) better(v, i, bv, bi);
+        }
+        block_best(bv, bi, sv, si);  // its first barrier: every thread has read pv/pi
+        if (threadIdx.x == 0) {
+            ids[j] = bi;
+            vals[j] = bi >= 0 ? bv : NEG_INF;
+            if (bi >= 0) { pv = bv; pi = bi; }  // else nothing is left: later passes find none too
+        }
+        __syncthreads();
+    }
+}
+
+// RowCand is the candidate list row[lo], row[lo+1], … with ids lo, lo+1, ….
+struct RowCand {
+    const float *row;
+    int lo;
+    __device__ int id(int x) const { return lo + x; }
+    __device__ float val(int x) const { return row[lo + x]; }
+};
 
 static __device__ __forceinline__ void set_error(int *err, int code, int detail) {
     if (atomicCAS(err, 0, code) == 0) err[1] = detail;

@@ -4,6 +4,19 @@
 // When q is not null (n % 32 == 0) it also writes dst's 8-bit form for the next matmul.
 #include "common.cuh"
 
+// rms_store is the second loop of both kernels: given s, the row's Σ x² (block_sum's
+// result), it writes dr = xr / sqrt(s/n + eps) * w and, when q is not null, its 8-bit
+// form. Each thread reads and writes the indices it summed in the first loop.
+static __device__ __forceinline__ void rms_store(const float *xr, const float *w, float *dr, int n, float s, float eps,
+                                                 i8 *q, float *qd) {
+    const float scale = 1.0f / sqrtf(s / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] * scale * w[i];
+        dr[i] = v;
+        if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
+    }
+}
+
 extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, int n, float eps, i8 *q, float *qd) {
     grid_dep_sync();
     __shared__ float sh[32];
@@ -12,12 +25,7 @@ extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, i
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
     s = block_sum(s, sh);
-    const float scale = 1.0f / sqrtf(s / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = xr[i] * scale * w[i];
-        dr[i] = v;
-        if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
-    }
+    rms_store(xr, w, dr, n, s, eps, q, qd);
 }
 
 // add_rmsnorm fuses the residual add with the RMSNorm that follows it: x += r, then
@@ -38,10 +46,5 @@ extern "C" __global__ void add_rmsnorm(float *x, const float *r, const float *w,
         s += v * v;
     }
     s = block_sum(s, sh);
-    const float scale = 1.0f / sqrtf(s / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = xr[i] * scale * w[i];
-        dr[i] = v;
-        if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
-    }
+    rms_store(xr, w, dr, n, s, eps, q, qd);
 }

@@ -62,45 +62,6 @@ static __device__ __forceinline__ u64 shfl_xor64(u64 v, int o) {
     return ((u64)hi << 32) | lo;
 }
 
-// select_k writes the k best of the m candidates (val(x), id(x)) for x < m into
-// ids[0:k], vals[0:k] (id -1, value -Inf past the candidates). k passes: pass j takes
-// the best candidate strictly after pass j-1's pick in the order.
-template <typename Cand>
-static __device__ void select_k(Cand c, int m, int k, int *ids, float *vals) {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    __shared__ float pv;
-    __shared__ int pi;
-    if (threadIdx.x == 0) { pv = 0.0f; pi = -1; }
-    __syncthreads();
-    for (int j = 0; j < k; j++) {
-        const float prev_v = pv;
-        const int prev_i = pi;
-        float bv = NEG_INF;
-        int bi = -1;
-        for (int x = threadIdx.x; x < m; x += blockDim.x) {
-            const int i = c.id(x);
-            if (i < 0) continue;
-            const float v = c.val(x);
-            if (prev_i < 0 || ranks_before(prev_v, prev_i, v, i)) better(v, i, bv, bi);
-        }
-        block_best(bv, bi, sv, si);
-        if (threadIdx.x == 0) {
-            ids[j] = bi;
-            vals[j] = bi >= 0 ? bv : NEG_INF;
-            if (bi >= 0) { pv = bv; pi = bi; }  // else nothing is left: later passes find none too
-        }
-        __syncthreads();
-    }
-}
-
-struct RowCand {
-    const float *row;
-    int lo;
-    __device__ int id(int x) const { return lo + x; }
-    __device__ float val(int x) const { return row[lo + x]; }
-};
-
 // Part record per (row, part): k ids, k values, then max, sum and a NaN flag (floats).
 // The ids and values are the part's k best in order (id -1, value -Inf past its values).
 static __device__ __forceinline__ i64 part_stride(int k) { return 2 * (i64)k + 3; }

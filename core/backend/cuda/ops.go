@@ -187,25 +187,16 @@ func (b *Backend) Embed(dst backend.Buffer, table backend.Weight, ids backend.Bu
 		cuda.P(w.q), cuda.P(w.d), cuda.P(w.e), cuda.P(id.p), cuda.P(d.p), cuda.I(w.rows), cuda.I(w.cols), cuda.P(b.errWord))
 }
 
-// RMSNorm: dst = x / sqrt(mean(x²) + eps) * w per row of w.Cols values.
+// RMSNorm: dst = x / sqrt(mean(x²) + eps) * w per row of w.Cols values. A residual add
+// into x held back by Add (and not yet launched) fuses with it: add_rmsnorm does both.
 func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps float32) {
 	checkNT(nt, "RMSNorm")
 	v := b.vec(w, "RMSNorm")
 	xs, ds := f32(x, nt*v.cols, "RMSNorm x"), f32(dst, nt*v.cols, "RMSNorm dst")
+	name, args := "rmsnorm", []cuda.Arg{cuda.P(xs.p)}
 	if a := b.padd; a != nil && len(b.pend) == 0 && a.dst == xs && a.n == nt*v.cols && ds != xs {
-		b.padd = nil
-		defer b.enter()()
-		ds.wrote()
-		var sq, sd cuda.DevicePtr
-		if v.cols%32 == 0 {
-			sq, sd = b.shadow(ds)
-		}
-		b.launch("add_rmsnorm", cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-			cuda.P(xs.p), cuda.P(a.x.p), cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))
-		if sq != 0 {
-			b.setShadow(ds, nt*v.cols)
-		}
-		return
+		b.padd = nil // before enter, whose flush would launch it
+		name, args = "add_rmsnorm", append(args, cuda.P(a.x.p))
 	}
 	defer b.enter()()
 	ds.wrote()
@@ -213,8 +204,8 @@ func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps f
 	if v.cols%32 == 0 {
 		sq, sd = b.shadow(ds)
 	}
-	b.launch("rmsnorm", cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-		cuda.P(xs.p), cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))
+	b.launch(name, cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
+		append(args, cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))...)
 	if sq != 0 {
 		b.setShadow(ds, nt*v.cols)
 	}
