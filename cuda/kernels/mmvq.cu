@@ -201,9 +201,17 @@ struct TF16 {
     }
     static __device__ float dot(const R &r, const Args &a, int j, int u) {
         const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
+        float xv[N];
+        if (VEC) {  // two 16-byte loads instead of eight 4-byte ones (x rows are 32-byte aligned)
+            const float4 x0 = ((const float4 *)x)[0], x1 = ((const float4 *)x)[1];
+            xv[0] = x0.x; xv[1] = x0.y; xv[2] = x0.z; xv[3] = x0.w;
+            xv[4] = x1.x; xv[5] = x1.y; xv[6] = x1.z; xv[7] = x1.w;
+        } else {
+            xv[0] = x[0];
+        }
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < N; k++) s += r.w[k] * x[k];
+        for (int k = 0; k < N; k++) s += r.w[k] * xv[k];
         return s;
     }
 };
@@ -222,9 +230,16 @@ struct TF32 {
     }
     static __device__ float dot(const R &r, const Args &a, int j, int u) {
         const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
+        float xv[N];
+        if (VEC) {  // one 16-byte load (x rows are 16-byte aligned)
+            const float4 x0 = *(const float4 *)x;
+            xv[0] = x0.x; xv[1] = x0.y; xv[2] = x0.z; xv[3] = x0.w;
+        } else {
+            xv[0] = x[0];
+        }
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < N; k++) s += r.w[k] * x[k];
+        for (int k = 0; k < N; k++) s += r.w[k] * xv[k];
         return s;
     }
 };
