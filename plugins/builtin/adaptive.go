@@ -102,7 +102,8 @@ type Adaptive struct {
 	scale      float64
 	steps      ring      // draft ns per token
 	verify     []ring    // by nt
-	est        []float64 // scratch: verify cost by nt
+	est        []float64 // verify cost by nt (see verifyEstimates)
+	estFresh   bool      // est is up to date with verify (len(est) says for which bound)
 	mean, opt  []float64 // scratch: expected tokens per ns by depth (see score)
 }
 
@@ -237,11 +238,11 @@ func (a *Adaptive) cutOff() {
 		return
 	}
 	// the verify cost of a row, from the estimates score just made (est[nt], nt ≤ bound+1)
-	row := max((a.est[a.cur+1]-a.est[1])/float64(a.cur), 0)
+	row := atLeast((a.est[a.cur+1]-a.est[1])/float64(a.cur), 0)
 	rate := a.mean[a.cur] // tokens per ns
 	k := a.p.PriorStrength
 	a1 := (k*a.p.PriorMean + a.succ[1]*a.scale) / (k + (a.succ[1]+a.fail[1])*a.scale)
-	t := min(max(rate*(step+row)/a1, 0.05), 0.95)
+	t := atMost(atLeast(rate*(step+row)/a1, 0.05), 0.95)
 	a.cut, a.autoCut = float32(t), true
 	// a probe keeps its first token whatever the confidence: it is there to observe
 	a.keepCut = rate*row < t/2 || a.probed
@@ -266,8 +267,9 @@ func (a *Adaptive) decision() sdk.DepthDecision {
 	if a.autoCut && d > 0 {
 		// the cut-off ends rounds early, so the depth is a cap: as deep as any depth
 		// that scores, optimistically, within the hysteresis of the chosen one
+		h, top := 1+a.p.Hysteresis, a.opt[a.cur]
 		for e := d + 1; e < len(a.opt); e++ {
-			if a.opt[e]*(1+a.p.Hysteresis) >= a.opt[a.cur] {
+			if a.opt[e]*h >= top {
 				d = e
 			}
 		}
@@ -293,17 +295,6 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		}
 		a.scale = 1
 	}
-	one := 1 / a.scale
-	a.grow(drafted + 2)
-	for j := 1; j <= accepted; j++ {
-		a.succ[j] = a.succ[j]*a.p.Forget + one
-		a.fail[j] *= a.p.Forget
-	}
-	if accepted < drafted {
-		j := accepted + 1
-		a.succ[j] *= a.p.Forget
-		a.fail[j] = a.fail[j]*a.p.Forget + one
-	}
 	// The cut-off stopped the round at position `at` when it drafted fewer than its
 	// depth: at the last drafted position when that token was kept, else at the next
 	// one, whose draft step ran and whose token was dropped.
@@ -316,19 +307,39 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		}
 	}
 	a.grow(steps + 2)
-	for j := 1; j <= steps; j++ {
-		if j == at {
-			a.stop[j] = a.stop[j]*a.p.Forget + one
-			a.pass[j] *= a.p.Forget
-		} else {
-			a.pass[j] = a.pass[j]*a.p.Forget + one
-			a.stop[j] *= a.p.Forget
-		}
+	// (each loop runs over slices of exactly its length: no bounds checks, which cost a
+	// jump each in WebAssembly)
+	one, forget := 1/a.scale, a.p.Forget
+	succ, fail := a.succ[:accepted+1], a.fail[:accepted+1]
+	for j := 1; j < len(succ); j++ {
+		succ[j] = succ[j]*forget + one
+		fail[j] *= forget
+	}
+	if accepted < drafted {
+		j := accepted + 1
+		a.succ[j] *= forget
+		a.fail[j] = a.fail[j]*forget + one
+	}
+	// every step passed but the one stopped at, which is the last (at = steps) if any
+	passed := steps
+	if at > 0 {
+		passed--
+	}
+	pass, stop := a.pass[:passed+1], a.stop[:passed+1]
+	for j := 1; j < len(pass); j++ {
+		pass[j] = pass[j]*forget + one
+		stop[j] *= forget
+	}
+	if at > 0 {
+		a.stop[at] = a.stop[at]*forget + one
+		a.pass[at] *= forget
 	}
 	if steps > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(steps))
 	}
-	a.verify[drafted+1].push(float64(o.VerifyNs))
+	if a.verify[drafted+1].push(float64(o.VerifyNs)) {
+		a.estFresh = false
+	}
 }
 
 func (a *Adaptive) grow(n int) {
@@ -357,13 +368,22 @@ func (a *Adaptive) grow(n int) {
 //	cost(d)   = step·Σ_{k≤d} Π_{j<k} g_j + Σ_n P(n drafted)·verify(n+1)
 func (a *Adaptive) score(bound int) {
 	a.grow(bound + 2)
-	est := a.verifyEstimates(bound + 1)
+	if !a.estFresh || len(a.est) != bound+2 {
+		a.verifyEstimates(bound + 1)
+	}
 	step, ok := a.steps.min()
 	if !ok {
 		step = 0
 	}
 	a.mean = resize(a.mean, bound+1)
 	a.opt = resize(a.opt, bound+1)
+	// all of one length, so the loop has no bounds checks
+	mean, opt, est := a.mean, a.opt[:len(a.mean)], a.est[:len(a.mean)]
+	est1 := a.est[1 : len(mean)+1] // est1[d] = est[d+1]
+	succ, fail := a.succ[:len(mean)], a.fail[:len(mean)]
+	pass, stop := a.pass[:len(mean)], a.stop[:len(mean)]
+	k, scale, optimism, keep := a.p.PriorStrength, a.scale, a.p.Optimism, a.keepCut
+
 	prior := a.p.PriorMean // chained: position j's prior is centred on position j-1's mean
 	gPrior := 1.0          // likewise for the cut-off's pass rate
 	tokM, tokO, accM, accO := 1.0, 1.0, 1.0, 1.0
@@ -371,36 +391,36 @@ func (a *Adaptive) score(bound int) {
 	kept := 1.0   // chance that token d is drafted (P_d; 1 for d = 0)
 	steps := 0.0  // expected draft steps of a round of depth d
 	verify := 0.0 // Σ_{n<d} P(exactly n drafted)·verify(n+1)
-	for d := 0; d <= bound; d++ {
-		if d > 0 {
-			s, f, k := a.succ[d]*a.scale, a.fail[d]*a.scale, a.p.PriorStrength
-			inv := 1 / (k + s + f)
-			m := (k*prior + s) * inv
-			// the bonus fades with evidence faster than the standard deviation does, so
-			// it explores untried positions without inflating well-observed deep ones
-			sd := math.Sqrt(m * (1 - m) / (k + s + f + 1))
-			bonus := a.p.Optimism * sd * k * inv
-			prior = m
-			accM *= m
-			accO *= min(1, m+bonus)
+	perCost := 1 / atLeast(steps*step+verify+kept*est1[0], 1)
+	mean[0], opt[0] = tokM*perCost, tokO*perCost
+	for d := 1; d < len(mean); d++ {
+		s, f := succ[d]*scale, fail[d]*scale
+		inv := 1 / (k + s + f)
+		m := (k*prior + s) * inv
+		// the bonus fades with evidence faster than the standard deviation does, so
+		// it explores untried positions without inflating well-observed deep ones
+		sd := math.Sqrt(m * (1 - m) / (k + s + f + 1))
+		bonus := optimism * sd * k * inv
+		prior = m
+		accM *= m
+		accO *= atMost(m+bonus, 1)
 
-			ps, st := a.pass[d]*a.scale, a.stop[d]*a.scale
-			g := (k*gPrior + ps) / (k + ps + st)
-			gPrior = g
-			prev := kept
-			steps += run
-			if a.keepCut {
-				kept = run
-			} else {
-				kept = run * g
-			}
-			run *= g
-			verify += (prev - kept) * est[d]
-			tokM += kept * accM
-			tokO += kept * accO
+		ps, st := pass[d]*scale, stop[d]*scale
+		g := (k*gPrior + ps) / (k + ps + st)
+		gPrior = g
+		prev := kept
+		steps += run
+		if keep {
+			kept = run
+		} else {
+			kept = run * g
 		}
-		inv := 1 / max(steps*step+verify+kept*est[d+1], 1)
-		a.mean[d], a.opt[d] = tokM*inv, tokO*inv
+		run *= g
+		verify += (prev - kept) * est[d]
+		tokM += kept * accM
+		tokO += kept * accO
+		perCost = 1 / atLeast(steps*step+verify+kept*est1[d], 1)
+		mean[d], opt[d] = tokM*perCost, tokO*perCost
 	}
 }
 
@@ -416,15 +436,16 @@ func (a *Adaptive) choose(bound int) int {
 	// untried depth scores on optimism, and a deep probe is the costliest round there
 	// is, so exploration climbs one depth at a time.
 	reach := 0
-	for d := range a.opt {
+	for d := len(a.opt) - 1; d >= 0; d-- {
 		if a.tried(d) {
 			reach = d + 1
+			break
 		}
 	}
-	best := 0
-	for d := range a.opt[:min(len(a.opt), reach+1)] {
-		if a.opt[d] > a.opt[best] {
-			best = d
+	best, top := 0, a.opt[0]
+	for d, v := range a.opt[:min(len(a.opt), reach+1)] {
+		if v > top {
+			best, top = d, v
 		}
 	}
 	if a.opt[best] > a.opt[a.cur]*(1+a.p.Hysteresis) {
@@ -462,22 +483,24 @@ func (a *Adaptive) tried(d int) bool {
 // measured yet gets the optimistic lower bound that monotonicity allows (verify cost
 // does not fall as nt grows): the nearest measurement below it, or 0 below every
 // measurement; so it scores well and gets tried once. Since timings only err upwards,
-// every estimate is also capped by the estimates of larger nt.
-func (a *Adaptive) verifyEstimates(maxNT int) []float64 {
-	a.est = a.est[:0]
-	below := 0.0
-	for nt := 0; nt <= maxNT; nt++ {
+// every estimate is also capped by the estimates of larger nt. The estimates change
+// only when a verify window's minimum does, so score calls this only then (or when the
+// bound changes).
+func (a *Adaptive) verifyEstimates(maxNT int) {
+	a.est = resize(a.est, maxNT+1)
+	est, below := a.est, 0.0
+	for nt := range est {
 		if v, ok := a.verify[nt].min(); ok {
 			below = v
 		}
-		a.est = append(a.est, below)
+		est[nt] = below
 	}
 	for nt := maxNT - 1; nt >= 0; nt-- {
-		if a.est[nt+1] < a.est[nt] {
-			a.est[nt] = a.est[nt+1]
+		if est[nt+1] < est[nt] {
+			est[nt] = est[nt+1]
 		}
 	}
-	return a.est
+	a.estFresh = true
 }
 
 // ring keeps the last n values and their minimum (recomputed only when the minimum
@@ -491,7 +514,10 @@ type ring struct {
 
 func newRing(n int) ring { return ring{v: make([]float64, n)} }
 
-func (r *ring) push(x float64) {
+// push adds x, dropping the oldest value once the window is full, and reports whether
+// the minimum changed.
+func (r *ring) push(x float64) bool {
+	lo, n := r.lo, r.n
 	old := r.v[r.next]
 	r.v[r.next] = x
 	r.next++
@@ -514,6 +540,7 @@ func (r *ring) push(x float64) {
 			}
 		}
 	}
+	return n == 0 || r.lo != lo
 }
 
 func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
@@ -521,6 +548,23 @@ func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
 // String describes the policy's parameters (for logs).
 func (a *Adaptive) String() string {
 	return fmt.Sprintf("adaptive(draft_max=%d hysteresis=%.2f window=%d)", a.p.DraftMax, a.p.Hysteresis, a.p.Window)
+}
+
+// atLeast is max(x, lo) and atMost min(x, hi), NaN and signed zeros included, for a
+// lo other than -0 and a hi other than +0, neither NaN. Compiled to WebAssembly, the
+// float min and max builtins are calls into the runtime; these are a comparison.
+func atLeast(x, lo float64) float64 {
+	if x <= lo {
+		return lo
+	}
+	return x
+}
+
+func atMost(x, hi float64) float64 {
+	if x >= hi {
+		return hi
+	}
+	return x
 }
 
 func resize(s []float64, n int) []float64 {

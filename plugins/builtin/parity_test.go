@@ -17,7 +17,7 @@ import (
 // natively: on the recorded trace for the policies, and on seeded random rounds (K=64
 // candidates, up to 8 rows) for the samplers and the penalty.
 
-func loadWasm(t *testing.T) *wasm.Module {
+func loadWasm(t testing.TB) *wasm.Module {
 	t.Helper()
 	m, err := wasm.Load(context.Background(), builtin.WASM, wasm.Options{Name: "builtin", SHA256: builtin.SHA256(), Instances: 1, Timeout: 5 * time.Second, Trusted: true})
 	if err != nil {
