@@ -28,6 +28,14 @@ type Tier struct {
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
+	// F16PairRows is the set of nt (bit nt) at which the F16 mat-vec takes two weight
+	// rows per warp (mmvq_f16w), reading each unit of the activations once for both:
+	// from 2 rows on, F16 activations (32 bytes per unit and row against 16 of weights)
+	// make L1 the bound. On the H200 it pays at nt 3-5 (synthetic Qwen2.5-0.5B F16
+	// forward: 1.53 → 1.35 ms at nt 3, 1.66 → 1.57 at 4, 2.03 → 1.79 at 5) and loses at
+	// 2 (1.23 → 1.41: half the warps for the 896-row matrices) and 6-8. Tiers without
+	// their own measurement keep one row per warp.
+	F16PairRows uint16
 	// AttnChunk is the fewest cache positions one attention block scores before the
 	// combine step (split-K; a multiple of 32). A row seeing p positions spreads them
 	// over up to AttnMaxSplits blocks of max(AttnChunk, p/AttnMaxSplits rounded up to 32)
@@ -64,7 +72,7 @@ var tiers = []Tier{
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
 	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, F16PairRows: 1<<3 | 1<<4 | 1<<5, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
 	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},

@@ -199,21 +199,28 @@ struct TF16 {
         }
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+    // X is unit u of activation row j; dotx is the unit's dot product. dot = dotx∘loadx,
+    // split so that mmvq_rows can reuse one X for several weight rows.
+    struct X { float v[8]; };
+    static __device__ X loadx(const Args &a, int j, int u) {
         const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
-        float xv[N];
+        X xv;
         if (VEC) {  // two 16-byte loads instead of eight 4-byte ones (x rows are 32-byte aligned)
             const float4 x0 = ((const float4 *)x)[0], x1 = ((const float4 *)x)[1];
-            xv[0] = x0.x; xv[1] = x0.y; xv[2] = x0.z; xv[3] = x0.w;
-            xv[4] = x1.x; xv[5] = x1.y; xv[6] = x1.z; xv[7] = x1.w;
+            xv.v[0] = x0.x; xv.v[1] = x0.y; xv.v[2] = x0.z; xv.v[3] = x0.w;
+            xv.v[4] = x1.x; xv.v[5] = x1.y; xv.v[6] = x1.z; xv.v[7] = x1.w;
         } else {
-            xv[0] = x[0];
+            xv.v[0] = x[0];
         }
+        return xv;
+    }
+    static __device__ float dotx(const R &r, const X &xv) {
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < N; k++) s += r.w[k] * xv[k];
+        for (int k = 0; k < N; k++) s += r.w[k] * xv.v[k];
         return s;
     }
+    static __device__ float dot(const R &r, const Args &a, int j, int u) { return dotx(r, loadx(a, j, u)); }
 };
 
 template <bool VEC>
@@ -270,33 +277,81 @@ static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows,
     }
 }
 
+// mmvq_rows is mmvq with RW weight rows per warp (rows RW·w … RW·w+RW-1 of warp w): each
+// unit of x is loaded once for all of them, which divides the activation traffic
+// through L1 by RW. Each row's lanes, units and summation order are mmvq's, so its bits
+// are too.
+template <class T, int NT, int RW>
+static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int rows, const float *bias, int blk) {
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const i64 row0 = ((i64)blk * (blockDim.x / WARP) + warp) * RW;
+    const int U = T::units(a.cols);
+    typename T::R r[RW] = {};
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+        if (row0 + i < rows && lane < U) r[i] = T::load(a, row0 + i, lane);
+    grid_dep_sync();
+    if (row0 >= rows) return;
+    float acc[RW][NT];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j] = 0.0f;
+    for (int u = lane; u < U; u += WARP) {
+        if (u != lane) {
+#pragma unroll
+            for (int i = 0; i < RW; i++)
+                if (row0 + i < rows) r[i] = T::load(a, row0 + i, u);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const typename T::X xv = T::loadx(a, j, u);
+#pragma unroll
+            for (int i = 0; i < RW; i++) acc[i][j] += T::dotx(r[i], xv);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        if (row0 + i >= rows) break;  // warp-uniform
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const float s = warp_sum(acc[i][j]);
+            if (lane == 0) dst[(i64)j * rows + row0 + i] = bias ? s + bias[row0 + i] : s;
+        }
+    }
+}
+
 // Each kernel multiplies one x by up to three weights of the same type and shape class
 // (a layer's q, k and v, or gate and up: one launch instead of three): the first
 // ceil(rows0 / warps) blocks take set 0, the next set 1, then set 2; a set with 0 rows
 // is absent. Every row runs mmvq's code whatever the sets, so its bits are those of a
 // one-weight launch.
 #define MMVQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
-#define MMVQ1(name, T, N)                                                                               \
+// MMVQ1R's kernel takes RW weight rows per warp (mmvq_rows; RW 1 is mmvq).
+#define MMVQ1R(name, T, N, RW, body)                                                                    \
     extern "C" __global__ void mmvq_##name##_##N(const int *xq, const float *xd, const float *xf, int cols, \
                                                  MMVQ_SET(0), MMVQ_SET(1), MMVQ_SET(2)) {               \
-        const int wpb = blockDim.x / WARP;                                                              \
-        const int nb0 = (rows0 + wpb - 1) / wpb, nb1 = (rows1 + wpb - 1) / wpb;                         \
+        const int rpb = blockDim.x / WARP * RW;                                                         \
+        const int nb0 = (rows0 + rpb - 1) / rpb, nb1 = (rows1 + rpb - 1) / rpb;                         \
         int blk = blockIdx.x;                                                                           \
         if (blk < nb0) {                                                                                \
             const Args a = {q0, d0, e0, xq, xd, xf, cols};                                              \
-            mmvq<T, N>(a, dst0, rows0, bias0, blk);                                                     \
+            body(a, dst0, rows0, bias0, blk);                                                           \
         } else if ((blk -= nb0) < nb1) {                                                                \
             const Args a = {q1, d1, e1, xq, xd, xf, cols};                                              \
-            mmvq<T, N>(a, dst1, rows1, bias1, blk);                                                     \
+            body(a, dst1, rows1, bias1, blk);                                                           \
         } else {                                                                                        \
             blk -= nb1;                                                                                 \
             const Args a = {q2, d2, e2, xq, xd, xf, cols};                                              \
-            mmvq<T, N>(a, dst2, rows2, bias2, blk);                                                     \
+            body(a, dst2, rows2, bias2, blk);                                                           \
         }                                                                                               \
     }
+#define MMVQ1(name, T, N) MMVQ1R(name, T, N, 1, (mmvq<T, N>))
 #define MMVQ(name, T) \
     MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \
     MMVQ1(name, T, 5) MMVQ1(name, T, 6) MMVQ1(name, T, 7) MMVQ1(name, T, 8)
+// f16w: F16 with two weight rows per warp, at the nt of the tier's F16PairRows (ops.go).
+#define MMVQW(name, T, N) MMVQ1R(name, T, N, 2, (mmvq_rows<T, N, 2>))
 
 MMVQ(q4_0, TQ4_0)
 MMVQ(q5_0, TQ5_0)
@@ -305,6 +360,8 @@ MMVQ(q4_k, TQK<false>)
 MMVQ(q5_k, TQK<true>)
 MMVQ(q6_k, TQ6_K)
 MMVQ(f16v, TF16<true>)
+MMVQW(f16w, TF16<true>, 2) MMVQW(f16w, TF16<true>, 3) MMVQW(f16w, TF16<true>, 4) MMVQW(f16w, TF16<true>, 5)
+MMVQW(f16w, TF16<true>, 6) MMVQW(f16w, TF16<true>, 7) MMVQW(f16w, TF16<true>, 8)
 MMVQ(f16s, TF16<false>)
 MMVQ(f32v, TF32<true>)
 MMVQ(f32s, TF32<false>)

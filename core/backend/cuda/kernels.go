@@ -34,6 +34,9 @@ func kernelNames() map[string][]string {
 			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%s_%d", w, nt))
 		}
 	}
+	for nt := 2; nt <= 8; nt++ {
+		m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_f16w_%d", nt))
+	}
 	return m
 }
 

@@ -14,6 +14,7 @@ import (
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8).
 func TestKernelNamesExist(t *testing.T) {
 	macro := regexp.MustCompile(`(?m)^(MMVQ|EMBED|DEQUANT)\((\w+),`)
+	one := regexp.MustCompile(`\bMMVQ[1W]\((\w+), [^)]*, (\d+)\)`) // MMVQW(f16w, T, 2): one kernel
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		code, _, err := kernels.Source(f)
@@ -33,6 +34,9 @@ func TestKernelNamesExist(t *testing.T) {
 			case "DEQUANT":
 				made["dequant_f16_"+m[2]] = true
 			}
+		}
+		for _, m := range one.FindAllStringSubmatch(src, -1) {
+			made["mmvq_"+m[1]+"_"+m[2]] = true
 		}
 		list, ok := names[f]
 		if !ok {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/cuda"
@@ -10,8 +11,9 @@ import (
 // kernel, x and width, at most mvMaxSets weights; other launches keep their order.
 func TestMergeMV(t *testing.T) {
 	mv := func(name string, x cuda.DevicePtr, cols, rows int, dst cuda.DevicePtr) launchSpec {
-		return launchSpec{name: name, grid: cuda.Dim3{X: ceilDiv(rows, 4)}, bias: true,
-			mv: &mvSpec{xq: x, xd: x + 1, cols: cols, sets: []mvSet{{q: dst + 100, dst: dst, rows: rows}}}}
+		rpb := 4 * mmvqRowsPerWarp(strings.Split(name, "_")[1])
+		return launchSpec{name: name, grid: cuda.Dim3{X: ceilDiv(rows, rpb)}, bias: true,
+			mv: &mvSpec{xq: x, xd: x + 1, cols: cols, rowsPerBlock: rpb, sets: []mvSet{{q: dst + 100, dst: dst, rows: rows}}}}
 	}
 	other := launchSpec{name: "gemm_f16w", grid: cuda.Dim3{X: 7}}
 	ls := []launchSpec{
@@ -22,8 +24,10 @@ func TestMergeMV(t *testing.T) {
 		mv("mmvq_q8_0_1", 1000, 896, 128, 4), // joins q, k (three sets)
 		mv("mmvq_q8_0_1", 1000, 896, 64, 5),  // q+k+… is full: a new launch
 		mv("mmvq_q8_0_1", 2000, 896, 64, 6),  // another x
+		mv("mmvq_f16w_3", 3000, 896, 896, 7), // two weight rows per warp
+		mv("mmvq_f16w_3", 3000, 896, 128, 8),
 	}
-	got := mergeMV(ls, 4)
+	got := mergeMV(ls)
 	want := []struct {
 		name  string
 		dsts  []cuda.DevicePtr
@@ -34,6 +38,7 @@ func TestMergeMV(t *testing.T) {
 		{"mmvq_q6_k_1", []cuda.DevicePtr{3}, 32},
 		{"mmvq_q8_0_1", []cuda.DevicePtr{5}, 16},
 		{"mmvq_q8_0_1", []cuda.DevicePtr{6}, 16},
+		{"mmvq_f16w_3", []cuda.DevicePtr{7, 8}, 112 + 16},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d launches, want %d", len(got), len(want))

@@ -55,9 +55,10 @@ type launchSpec struct {
 // mvSpec is a mat-vec launch: one x (its 8-bit form xq/xd or f32 xf) times up to
 // mvMaxSets weights.
 type mvSpec struct {
-	xq, xd, xf cuda.DevicePtr
-	cols       int
-	sets       []mvSet
+	xq, xd, xf   cuda.DevicePtr
+	cols         int
+	rowsPerBlock int // weight rows a block of the kernel takes (warps × mmvqRowsPerWarp)
+	sets         []mvSet
 }
 
 type mvSet struct {
@@ -101,7 +102,7 @@ func (b *Backend) flush() {
 		ls = append(ls, mm.launches...)
 	}
 	if !b.sw.noMerge {
-		ls = mergeMV(ls, b.tier.MMVQWarps)
+		ls = mergeMV(ls)
 	}
 	for _, l := range ls {
 		args := l.args
@@ -114,8 +115,8 @@ func (b *Backend) flush() {
 }
 
 // mergeMV folds each mat-vec launch into an earlier one of the same kernel, x and
-// width while that one has fewer than mvMaxSets weights; warps is the warps per block.
-func mergeMV(ls []launchSpec, warps int) []launchSpec {
+// width while that one has fewer than mvMaxSets weights.
+func mergeMV(ls []launchSpec) []launchSpec {
 	out := ls[:0:0]
 	for _, l := range ls {
 		merged := false
@@ -125,10 +126,10 @@ func mergeMV(ls []launchSpec, warps int) []launchSpec {
 				if o.mv != nil && o.name == l.name && o.mv.xq == l.mv.xq && o.mv.xd == l.mv.xd && o.mv.xf == l.mv.xf &&
 					o.mv.cols == l.mv.cols && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
 					sets := append(append([]mvSet(nil), o.mv.sets...), l.mv.sets...)
-					o.mv = &mvSpec{xq: o.mv.xq, xd: o.mv.xd, xf: o.mv.xf, cols: o.mv.cols, sets: sets}
+					o.mv = &mvSpec{xq: o.mv.xq, xd: o.mv.xd, xf: o.mv.xf, cols: o.mv.cols, rowsPerBlock: o.mv.rowsPerBlock, sets: sets}
 					o.grid.X = 0
 					for _, st := range sets {
-						o.grid.X += ceilDiv(st.rows, warps)
+						o.grid.X += ceilDiv(st.rows, o.mv.rowsPerBlock)
 					}
 					merged = true
 					break
@@ -140,6 +141,15 @@ func mergeMV(ls []launchSpec, warps int) []launchSpec {
 		}
 	}
 	return out
+}
+
+// mmvqRowsPerWarp is how many weight rows one warp of an mmvq_KERNEL_* kernel takes
+// (mmvq.cu: f16w takes two).
+func mmvqRowsPerWarp(kernel string) int {
+	if kernel == "f16w" {
+		return 2
+	}
+	return 1
 }
 
 func wt(x backend.Weight, what string) *Weight {
@@ -362,9 +372,14 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		if xq != 0 {
 			q, d = xq+cuda.DevicePtr(r0*W.cols), xd+cuda.DevicePtr(4*r0*W.cols/32)
 		}
-		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
-			grid: cuda.Dim3{X: ceilDiv(W.rows, warps)}, block: cuda.Dim3{X: 32 * warps},
-			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols,
+		k := kernel
+		if k == "f16v" && b.tier.F16PairRows&(1<<n) != 0 {
+			k = "f16w"
+		}
+		rpb := warps * mmvqRowsPerWarp(k)
+		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", k, n), bias: true,
+			grid: cuda.Dim3{X: ceilDiv(W.rows, rpb)}, block: cuda.Dim3{X: 32 * warps},
+			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: rpb,
 				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
 	}
 	b.pend = append(b.pend, mm)
