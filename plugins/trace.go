@@ -2,8 +2,11 @@ package plugins
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"io"
 	"sync"
 
@@ -55,8 +58,23 @@ type TracedPolicy struct {
 	p       sdk.DepthPolicy
 	seq     int
 	name    string
+	prompt  string
 	pending bool
 	dec     sdk.DepthDecision
+}
+
+// SetPrompt records the request's prompt tokens (as PromptKey) on each round.
+func (tp *TracedPolicy) SetPrompt(ids []int32) { tp.prompt = PromptKey(ids) }
+
+// PromptKey is a short hash of prompt tokens, the trace's Prompt field.
+func PromptKey(ids []int32) string {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint32(b[:], uint32(id))
+		h.Write(b[:])
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 var _ sdk.DepthPolicy = (*TracedPolicy)(nil)
@@ -80,6 +98,7 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 	}
 	tp.pending = false
 	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
+	r.Prompt = tp.prompt
 	tp.t.write(&r)
 }
 

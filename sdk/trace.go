@@ -14,7 +14,11 @@ import (
 // Accept has one entry per drafted position: true for the accepted prefix, false from
 // the first rejected position on (positions after a rejection are not judged).
 type TraceRound struct {
-	Seq      int       `json:"seq"`                // sequence (request) number within the run
+	Seq int `json:"seq"` // sequence (request) number within the run
+	// Prompt identifies the request's prompt (a hash of its tokens; "" when unknown):
+	// under greedy decoding every sequence of one prompt emits the same tokens whatever
+	// its depths, which `minfer policy replay --walk` relies on.
+	Prompt   string    `json:"prompt,omitempty"`
 	Round    int       `json:"round"`              // 0-based round of the sequence
 	Policy   string    `json:"policy,omitempty"`   // depth-policy plugin name
 	Depth    int       `json:"depth"`              // the policy's decision for this round

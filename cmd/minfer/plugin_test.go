@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/minfer/minfer/internal/testpath"
 )
 
 func TestPluginList(t *testing.T) {
@@ -117,5 +121,54 @@ func TestPolicyReplay(t *testing.T) {
 		if got := exitCode(err); got != tc.code {
 			t.Errorf("%v: exit code %d, want %d (err %v)", tc.args, got, tc.code, err)
 		}
+	}
+}
+
+// TestPolicyReplayWalk records a specbench trace (which keys every round by its prompt)
+// and walks policies over it: the walked static depth 2 lands near the recorded one
+// (same trace, same costs), and a trace without prompt keys is refused by name.
+func TestPolicyReplayWalk(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	trace := filepath.Join(t.TempDir(), "bench.jsonl")
+	if _, stderr, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--draft", model,
+		"--depths", "0,1,2,3", "-n", "24", "-r", "2", "--warmup", "0", "-t", "1", "--curve=false", "--trace", trace); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	out, _, err := runCLI(t, "", "policy", "replay", trace, "--walk", "--policy", "builtin:static", "--params", `{"depth":2}`, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Prompts  int `json:"prompts"`
+		Recorded []struct {
+			Policy   string  `json:"policy"`
+			TokensPS float64 `json:"tokens_per_s"`
+		} `json:"recorded"`
+		Walked []struct {
+			Policy   string  `json:"policy"`
+			TokensPS float64 `json:"tokens_per_s"`
+		} `json:"walked"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	rec := map[string]float64{}
+	for _, r := range got.Recorded {
+		rec[r.Policy] = r.TokensPS
+	}
+	d2 := rec["static depth 2"]
+	if got.Prompts != len(defaultSpecPrompts) || len(got.Walked) != 1 || d2 == 0 {
+		t.Fatalf("got %s", out)
+	}
+	if w := got.Walked[0].TokensPS; math.Abs(w/d2-1) > 0.15 {
+		t.Errorf("walked static depth 2: %.0f t/s, recorded %.0f: want within 15%%", w, d2)
+	}
+	text, _, err := runCLI(t, "", "policy", "replay", trace, "--walk", "--policy", "adaptive,static")
+	if err != nil || !strings.Contains(text, "recorded static depth 3") || !strings.Contains(text, "walked adaptive") {
+		t.Errorf("text output: %v\n%s", err, text)
+	}
+	_, _, err = runCLI(t, "", "policy", "replay", "../../plugins/golden/kink.jsonl", "--walk", "--policy", "adaptive")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no prompt key") {
+		t.Errorf("a trace without prompt keys: %v", err)
 	}
 }
