@@ -139,12 +139,9 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 	var rows []replayRow
 	var recorded plugins.Throughput
 	for i, name := range names {
-		if _, ok := reg.Info(name); !ok {
-			return usagef("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
-		}
-		newPolicy := func() (sdk.DepthPolicy, error) {
-			p, _, err := reg.Policy(ctx, name, overrides)
-			return p, err
+		newPolicy, err := policyMaker(ctx, reg, name, overrides)
+		if err != nil {
+			return err
 		}
 		res, err := plugins.ReplayWith(ctx, rounds, newPolicy, plugins.ReplayOptions{Seed: *seed, Session: *session})
 		if err != nil {
@@ -223,14 +220,10 @@ func walkPolicies(ctx context.Context, m *Main, reg *plugins.Registry, rounds []
 	}
 	var res plugins.WalkResult
 	for i, name := range names {
-		if _, ok := reg.Info(name); !ok {
-			return usagef("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
+		newPolicy, err := policyMaker(ctx, reg, name, overrides)
+		if err != nil {
+			return err
 		}
-		newPolicy := func() (sdk.DepthPolicy, error) {
-			p, _, err := reg.Policy(ctx, name, overrides)
-			return p, err
-		}
-		var err error
 		if res, err = plugins.Walk(ctx, rounds, newPolicy, opt); err != nil {
 			return fmt.Errorf("policy replay --walk: %s: %w", labels[i], err)
 		}
@@ -253,4 +246,16 @@ func walkPolicies(ctx context.Context, m *Main, reg *plugins.Registry, rounds []
 		fmt.Fprintf(tw, "walked %s\t%.1f\t%.2f\t\n", r.Policy, r.TokensPS, r.MeanDepth)
 	}
 	return tw.Flush()
+}
+
+// policyMaker returns a constructor of the declared policy name with overrides, or a
+// usage error naming what is declared.
+func policyMaker(ctx context.Context, reg *plugins.Registry, name string, overrides map[string]any) (func() (sdk.DepthPolicy, error), error) {
+	if _, ok := reg.Info(name); !ok {
+		return nil, usagef("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
+	}
+	return func() (sdk.DepthPolicy, error) {
+		p, _, err := reg.Policy(ctx, name, overrides)
+		return p, err
+	}, nil
 }
