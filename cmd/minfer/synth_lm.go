@@ -49,7 +49,6 @@ type synthLM struct {
 	nu       float64   // noise of embedding and output rows
 	down     float64   // w: backbone down-projection weight
 	outNorm  float64   // output_norm scale
-	layers   int       // n_layer (the backbone is in layer layers-1)
 	coded    int       // tokens with a code
 	succ     [][]int32 // per part, digit → successor digit
 }
@@ -82,7 +81,7 @@ func newSynthLM(o synthOptions, tokenTypes []int64) (*synthLM, error) {
 	if coded < 2 {
 		return nil, fmt.Errorf("synth: --init lm needs at least 2 ordinary tokens (have %d)", coded)
 	}
-	lm := &synthLM{layers: o.NLayer, coded: coded}
+	lm := &synthLM{coded: coded}
 	for m := 2; m <= 8; m++ {
 		k := int(math.Ceil(math.Pow(float64(coded), 1/float64(m))))
 		for pow(k, m) < coded {
@@ -166,7 +165,7 @@ func (lm *synthLM) successor(t int) int {
 		c /= lm.k
 		mul *= lm.k
 	}
-	for u, cu := range lm.code { // only used by tests and the report: linear is fine
+	for u, cu := range lm.code { // a linear search: successor serves tests, not synthesis
 		if int(cu) == s {
 			return u
 		}
