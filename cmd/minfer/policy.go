@@ -133,8 +133,9 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 	}
 	defer reg.Close()
 	if *walk {
-		return walkPolicies(ctx, m, reg, rounds, names, strings.Split(*policies, ","), overrides, pos[1:],
-			plugins.ReplayOptions{Seed: *seed, Session: *session}, *asJSON)
+		job := replayJob{reg: reg, rounds: rounds, names: names, labels: strings.Split(*policies, ","), overrides: overrides,
+			files: pos[1:], opt: plugins.ReplayOptions{Seed: *seed, Session: *session}, json: *asJSON}
+		return job.walk(ctx, m)
 	}
 	var rows []replayRow
 	var recorded plugins.Throughput
@@ -182,10 +183,22 @@ func offsetSeqs(r, before []sdk.TraceRound) []sdk.TraceRound {
 	return r
 }
 
-// walkPolicies is `policy replay --walk`: each policy walked over the trace's prompts,
-// after the recorded rate of every depth or policy the trace holds.
-func walkPolicies(ctx context.Context, m *Main, reg *plugins.Registry, rounds []sdk.TraceRound, names, labels []string,
-	overrides map[string]any, files []string, opt plugins.ReplayOptions, asJSON bool) error {
+// replayJob is what `policy replay` was asked: the traces, the policies (declared names
+// and the labels the user gave them) and the options.
+type replayJob struct {
+	reg       *plugins.Registry
+	rounds    []sdk.TraceRound
+	names     []string
+	labels    []string
+	overrides map[string]any
+	files     []string
+	opt       plugins.ReplayOptions
+	json      bool
+}
+
+// walk is `policy replay --walk`: each policy walked over the trace's prompts, after the
+// recorded rate of every depth or policy the trace holds.
+func (j *replayJob) walk(ctx context.Context, m *Main) error {
 	type row struct {
 		Policy    string  `json:"policy"`
 		TokensPS  float64 `json:"tokens_per_s"`
@@ -194,7 +207,7 @@ func walkPolicies(ctx context.Context, m *Main, reg *plugins.Registry, rounds []
 	recorded := map[string]*plugins.Throughput{}
 	var order []string
 	seqLabel := map[int]string{}
-	for _, r := range rounds {
+	for _, r := range j.rounds {
 		l, ok := seqLabel[r.Seq]
 		if !ok {
 			l = r.Policy
@@ -219,24 +232,24 @@ func walkPolicies(ctx context.Context, m *Main, reg *plugins.Registry, rounds []
 		rec = append(rec, row{Policy: l, TokensPS: t.Rate(), MeanDepth: t.MeanDepth()})
 	}
 	var res plugins.WalkResult
-	for i, name := range names {
-		newPolicy, err := policyMaker(ctx, reg, name, overrides)
+	for i, name := range j.names {
+		newPolicy, err := policyMaker(ctx, j.reg, name, j.overrides)
 		if err != nil {
 			return err
 		}
-		if res, err = plugins.Walk(ctx, rounds, newPolicy, opt); err != nil {
-			return fmt.Errorf("policy replay --walk: %s: %w", labels[i], err)
+		if res, err = plugins.Walk(ctx, j.rounds, newPolicy, j.opt); err != nil {
+			return fmt.Errorf("policy replay --walk: %s: %w", j.labels[i], err)
 		}
-		walked = append(walked, row{Policy: labels[i], TokensPS: res.Walked.Rate(), MeanDepth: res.Walked.MeanDepth()})
+		walked = append(walked, row{Policy: j.labels[i], TokensPS: res.Walked.Rate(), MeanDepth: res.Walked.MeanDepth()})
 	}
-	if asJSON {
+	if j.json {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"rounds": len(rounds), "prompts": res.Prompts, "positions": res.Positions,
+		return enc.Encode(map[string]any{"rounds": len(j.rounds), "prompts": res.Prompts, "positions": res.Positions,
 			"observed": res.Observed, "unobserved_drafts": res.Unobserved, "recorded": rec, "walked": walked})
 	}
 	fmt.Fprintf(m.Stdout, "%d rounds from %s: %d prompts, %d of %d token positions observed\n",
-		len(rounds), strings.Join(files, ", "), res.Prompts, res.Observed, res.Positions)
+		len(j.rounds), strings.Join(j.files, ", "), res.Prompts, res.Observed, res.Positions)
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\ttokens/s\tmean depth\t")
 	for _, r := range rec {
