@@ -32,83 +32,84 @@ import (
 // newPolicy is called once per prompt (opt.Session: once), in the order the prompts
 // first appear.
 func Walk(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), opt ReplayOptions) (WalkResult, error) {
-	var res WalkResult
 	prompts, err := walkPrompts(rounds)
 	if err != nil {
-		return res, err
+		return WalkResult{}, err
 	}
-	costs := newCostModel(rounds)
-	a, b := fitDraft(rounds, costs.medianStep)
-	g := rand.New(rand.NewPCG(opt.Seed, 0x3a1c))
+	wk := walker{costs: newCostModel(rounds), g: rand.New(rand.NewPCG(opt.Seed, 0x3a1c))}
+	wk.a, wk.b = fitDraft(rounds, wk.costs.medianStep)
 	var p sdk.DepthPolicy
 	defer func() { Release(p) }()
 	for _, w := range prompts {
 		if p == nil || !opt.Session {
 			Release(p)
 			if p, err = newPolicy(); err != nil {
-				return res, err
+				return wk.res, err
 			}
 		}
-		last := sdk.RoundOutcome{Round: -1, MaxDepth: min(w.maxDepth, max(w.n-1, 0))}
-		pos, pending := 0, 1
-		for r := 0; pos < w.n; r++ {
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-			dec, err := p.NextDepth(ctx, last)
-			if err != nil {
-				return res, fmt.Errorf("walk: prompt %s round %d: %w", w.key, r, err)
-			}
-			d := min(max(dec.Depth, 0), max(min(w.maxDepth, w.n-pos-1), 0))
-			drafted, steps := 0, 0
-			var conf []float32
-			for k := range d {
-				steps++
-				c := w.at(pos + k).conf
-				if dec.MinConf > 0 && c < dec.MinConf {
-					if dec.KeepCut {
-						drafted, conf = k+1, append(conf, c)
-					}
-					break
-				}
-				drafted, conf = k+1, append(conf, c)
-			}
-			acc := 0
-			for acc < drafted {
-				at := w.at(pos + acc)
-				ok := at.agree == 1
-				if at.agree < 0 {
-					res.Unobserved++
-					ok = g.Float64() < costs.acceptRate
-				}
-				if !ok {
-					break
-				}
-				acc++
-			}
-			draftNs := 0.0
-			if steps > 0 {
-				draftNs = math.Max(a*float64(steps)+b*float64(pending), 1)
-			}
-			verifyNs := costs.verify(drafted + 1)
-			res.Walked.Tokens += float64(acc + 1)
-			res.Walked.Ns += draftNs + verifyNs
-			res.Walked.DepthSum += float64(d)
-			res.Walked.NumRounds++
-			if steps > 0 {
-				pending = acc + 1
-			} else {
-				pending++
-			}
-			pos += acc + 1
-			last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
-				DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: min(w.maxDepth, max(w.n-pos-1, 0))}
+		if err := wk.prompt(ctx, p, w); err != nil {
+			return wk.res, err
 		}
-		res.Prompts++
-		res.Positions += w.n
-		res.Observed += w.observed()
 	}
-	return res, nil
+	return wk.res, nil
+}
+
+// walker holds a walk's cost model and running sums.
+type walker struct {
+	costs *costModel
+	a, b  float64 // draft phase ns = a·steps + b·tokens caught up (fitDraft)
+	g     *rand.Rand
+	res   WalkResult
+}
+
+// prompt walks policy p over the positions of one prompt.
+func (wk *walker) prompt(ctx context.Context, p sdk.DepthPolicy, w *walkPrompt) error {
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: min(w.maxDepth, max(w.n-1, 0))}
+	pos, pending := 0, 1
+	for r := 0; pos < w.n; r++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dec, err := p.NextDepth(ctx, last)
+		if err != nil {
+			return fmt.Errorf("walk: prompt %s round %d: %w", w.key, r, err)
+		}
+		d := min(max(dec.Depth, 0), max(min(w.maxDepth, w.n-pos-1), 0))
+		drafted, steps, conf := w.draft(pos, d, dec)
+		acc := 0
+		for acc < drafted {
+			at := w.at(pos + acc)
+			ok := at.agree == 1
+			if at.agree < 0 {
+				wk.res.Unobserved++
+				ok = wk.g.Float64() < wk.costs.acceptRate
+			}
+			if !ok {
+				break
+			}
+			acc++
+		}
+		draftNs := 0.0
+		if steps > 0 {
+			draftNs = math.Max(wk.a*float64(steps)+wk.b*float64(pending), 1)
+			pending = acc + 1
+		} else {
+			pending++
+		}
+		verifyNs := wk.costs.verify(drafted + 1)
+		t := &wk.res.Walked
+		t.Tokens += float64(acc + 1)
+		t.Ns += draftNs + verifyNs
+		t.DepthSum += float64(d)
+		t.NumRounds++
+		pos += acc + 1
+		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
+			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: min(w.maxDepth, max(w.n-pos-1, 0))}
+	}
+	wk.res.Prompts++
+	wk.res.Positions += w.n
+	wk.res.Observed += w.observed()
+	return nil
 }
 
 // WalkResult sums a walk.
@@ -132,6 +133,23 @@ type walkPrompt struct {
 	n        int // tokens the prompt's sequences emitted (the longest)
 	maxDepth int
 	pos      []walkPos
+}
+
+// draft is a round of depth d from position pos under dec's early exit: the tokens
+// drafted (kept), the draft steps run and the confidences of the drafted tokens.
+func (w *walkPrompt) draft(pos, d int, dec sdk.DepthDecision) (drafted, steps int, conf []float32) {
+	for k := range d {
+		steps++
+		c := w.at(pos + k).conf
+		if dec.MinConf > 0 && c < dec.MinConf {
+			if dec.KeepCut {
+				drafted, conf = k+1, append(conf, c)
+			}
+			break
+		}
+		drafted, conf = k+1, append(conf, c)
+	}
+	return drafted, steps, conf
 }
 
 func (w *walkPrompt) at(i int) walkPos {
