@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 
@@ -96,7 +94,7 @@ func newSynthLM(o synthOptions, tokenTypes []int64) (*synthLM, error) {
 		return nil, fmt.Errorf("synth: --init lm: n_embd %d / n_ff %d leave no room for codes of %d tokens; use --init gaussian", o.NEmbd, o.NFF, coded)
 	}
 	lm.nCode = lm.parts * lm.k
-	rng := rand.New(rand.NewPCG(lmKey(o.Seed, "lm.codes"), 0))
+	rng := rand.New(rand.NewPCG(synthKey(o.Seed, "lm.codes"), 0))
 	perm := rng.Perm(pow(lm.k, lm.parts))
 	lm.code = make([]int32, o.NVocab)
 	next := 0
@@ -139,15 +137,6 @@ func pow(k, m int) int {
 		n *= k
 	}
 	return n
-}
-
-func lmKey(seed uint64, name string) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seed)
-	h.Write(b[:])
-	h.Write([]byte(name))
-	return h.Sum64()
 }
 
 // digitDim is the residual dimension of digit x of part p.

@@ -43,13 +43,19 @@ type tensorGen struct {
 	rowBytes int
 }
 
-func newTensorGen(seed uint64, t plannedTensor, fast bool) *tensorGen {
+// synthKey is the generator key of a tensor (or another named part of the model, such
+// as --init lm's codes): a hash of (seed, name).
+func synthKey(seed uint64, name string) uint64 {
 	h := fnv.New64a()
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], seed)
 	h.Write(b[:])
-	h.Write([]byte(t.Name))
-	g := &tensorGen{t: t, key: h.Sum64(), fast: fast, rowLen: 1, rows: 1}
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+func newTensorGen(seed uint64, t plannedTensor, fast bool) *tensorGen {
+	g := &tensorGen{t: t, key: synthKey(seed, t.Name), fast: fast, rowLen: 1, rows: 1}
 	if len(t.Dims) > 0 {
 		g.rowLen = int(t.Dims[0])
 	}
