@@ -92,10 +92,8 @@ func (wk *walker) prompt(ctx context.Context, p sdk.DepthPolicy, w *walkPrompt) 
 		draftNs := 0.0
 		if steps > 0 {
 			draftNs = math.Max(wk.a*float64(steps)+wk.b*float64(pending), 1)
-			pending = acc + 1
-		} else {
-			pending++
 		}
+		pending = caughtUp(pending, steps, acc)
 		verifyNs := wk.costs.verify(drafted + 1)
 		t := &wk.res.Walked
 		t.Tokens += float64(acc + 1)
@@ -211,6 +209,16 @@ func walkPrompts(rounds []sdk.TraceRound) ([]*walkPrompt, error) {
 	return order, nil
 }
 
+// caughtUp is how many tokens the draft must catch up with at the next round's first
+// step, given this round's: a round whose draft ran (steps > 0) leaves the accepted
+// tokens and the bonus one; a plain round adds its one token to what was pending.
+func caughtUp(pending, steps, accepted int) int {
+	if steps > 0 {
+		return accepted + 1
+	}
+	return pending + 1
+}
+
 // fitDraft fits a draft phase's time as a·steps + b·(tokens caught up first) over the
 // drafting rounds after each sequence's first (whose catch-up is the prompt); it falls
 // back to step·steps when the fit is degenerate.
@@ -231,11 +239,7 @@ func fitDraft(rounds []sdk.TraceRound, step float64) (a, b float64) {
 			sxt += n * t
 			syt += p * t
 		}
-		if r.Drafted > 0 {
-			pending[r.Seq] = float64(r.Accepted + 1)
-		} else {
-			pending[r.Seq] = p + 1
-		}
+		pending[r.Seq] = float64(caughtUp(int(p), draftSteps(r), r.Accepted))
 	}
 	det := sxx*syy - sxy*sxy
 	if det <= 1e-9*sxx*syy || sxx == 0 {
