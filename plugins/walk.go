@@ -93,7 +93,7 @@ func (wk *walker) prompt(ctx context.Context, p sdk.DepthPolicy, w *walkPrompt) 
 		if steps > 0 {
 			draftNs = math.Max(wk.a*float64(steps)+wk.b*float64(pending), 1)
 		}
-		pending = caughtUp(pending, steps, acc)
+		pending = caughtUp(pending, steps, drafted, acc)
 		verifyNs := wk.costs.verify(drafted + 1)
 		t := &wk.res.Walked
 		t.Tokens += float64(acc + 1)
@@ -210,13 +210,20 @@ func walkPrompts(rounds []sdk.TraceRound) ([]*walkPrompt, error) {
 }
 
 // caughtUp is how many tokens the draft must catch up with at the next round's first
-// step, given this round's: a round whose draft ran (steps > 0) leaves the accepted
-// tokens and the bonus one; a plain round adds its one token to what was pending.
-func caughtUp(pending, steps, accepted int) int {
-	if steps > 0 {
-		return accepted + 1
+// step, given this round's (as core/engine rolls the draft's cache back): a round whose
+// draft ran (steps > 0) has fed the draft every drafted token but the last one, so the
+// next round feeds the bonus token, and also the last draft token when every drafted
+// token was accepted and no step ran past it (a token dropped under the cut-off was
+// drafted after the last one was fed); a plain round adds its one token to what was
+// pending.
+func caughtUp(pending, steps, drafted, accepted int) int {
+	if steps == 0 {
+		return pending + 1
 	}
-	return pending + 1
+	if accepted == drafted && steps == drafted {
+		return 2
+	}
+	return 1
 }
 
 // fitDraft fits a draft phase's time as a·steps + b·(tokens caught up first) over the
@@ -239,7 +246,7 @@ func fitDraft(rounds []sdk.TraceRound, step float64) (a, b float64) {
 			sxt += n * t
 			syt += p * t
 		}
-		pending[r.Seq] = float64(caughtUp(int(p), draftSteps(r), r.Accepted))
+		pending[r.Seq] = float64(caughtUp(int(p), draftSteps(r), r.Drafted, r.Accepted))
 	}
 	det := sxx*syy - sxy*sxy
 	if det <= 1e-9*sxx*syy || sxx == 0 {
