@@ -68,9 +68,9 @@ func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.
 // ReplayOptions tune ReplayWith.
 type ReplayOptions struct {
 	Seed uint64 // for acceptance beyond the recorded rounds
-	// Session replays every sequence with one policy instance, as minfer run, chat and
-	// specbench keep a session's policy across its requests (each sequence still starts
-	// with Round -1); by default each sequence gets a new instance.
+	// Session replays every sequence with one policy instance, as a host that kept its
+	// policy across a session's requests would (each sequence still starts with Round
+	// -1); by default each sequence gets a new instance, as every minfer request has.
 	Session bool
 }
 

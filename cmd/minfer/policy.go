@@ -29,13 +29,13 @@ The replay is counterfactual: acceptance at positions the recording observed is 
 from the trace; deeper than a fully accepted recorded round it is drawn (seeded by --seed)
 from the trace's acceptance rate; draft time is the round's time per draft token; verify
 time for an nt the trace never recorded is interpolated from the recorded medians.
-Each recorded sequence starts a new policy instance, as a server request does;
---session replays all of them with one instance, as run, chat and specbench keep a
-session's policy across its requests.
+Each recorded sequence starts a new policy instance, as every minfer request does (run,
+chat, specbench and serve); --session replays all of them with one instance, as a host
+that kept its policy across a session's requests would.
 
 --walk replays position by position instead (greedy traces that record their prompts:
-specbench, run). Every sequence of a prompt emits the same tokens at any depth, so the
-trace tells, per token position, whether the draft agrees with the target and how
+specbench, run, serve). Every sequence of a prompt emits the same tokens at any depth,
+so the trace tells, per token position, whether the draft agrees with the target and how
 confident it was; the walk runs each policy once per prompt over those positions, with
 draft and verify costs fitted to the trace, and prints next to it the recorded rate of
 each depth or policy the trace holds. A specbench trace with several --depths observes
