@@ -170,7 +170,7 @@ func walkPrompts(rounds []sdk.TraceRound) ([]*walkPrompt, error) {
 	for i := range rounds {
 		r := &rounds[i]
 		if r.Prompt == "" {
-			return nil, fmt.Errorf("walk: round %d of sequence %d has no prompt key (traces recorded before the key existed, or by serve): use replay without --walk", r.Round, r.Seq)
+			return nil, fmt.Errorf("walk: round %d of sequence %d has no prompt key (traces recorded before the key existed): use replay without --walk", r.Round, r.Seq)
 		}
 		s := seqs[r.Seq]
 		if s == nil {

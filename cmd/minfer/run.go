@@ -406,9 +406,6 @@ func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f
 		return engine.Request{}, err
 	}
 	st.closeRequest = roles.close
-	if tp, ok := roles.policy.(*plugins.TracedPolicy); ok {
-		tp.SetPrompt(ids)
-	}
 	seed := uint64(cfg.Sampling.Seed)
 	if cfg.Sampling.Seed < 0 {
 		seed = uint64(time.Now().UnixNano())

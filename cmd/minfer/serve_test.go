@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/sdk"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -128,6 +131,52 @@ func TestServeRunAndREPLAgree(t *testing.T) {
 				t.Fatalf("shutdown: %v", err)
 			}
 		})
+	}
+}
+
+// TestServeTraceNamesPrompts: serve --trace records each request's prompt key, so
+// policy replay --walk can pool a served prompt's rounds as it does specbench's.
+func TestServeTraceNamesPrompts(t *testing.T) {
+	draft := testpath.Path(t, "models", "stories260K.gguf")
+	trace := filepath.Join(t.TempDir(), "serve.jsonl")
+	url, stop := startServe(t, "--temp", "0", "--ctx", "256", "--draft", draft, "--depth", "2", "--trace", trace)
+	a := chatText(t, url, "Once upon a time")
+	if b := chatText(t, url, "Once upon a time"); b != a {
+		t.Fatalf("the same greedy request gave %q, then %q", a, b)
+	}
+	chatText(t, url, "The little dog")
+	if err := stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	f, err := os.Open(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds, err := sdk.ReadTrace(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[int]string{} // sequence → prompt key
+	for _, r := range rounds {
+		if r.Prompt == "" {
+			t.Fatalf("round %d of sequence %d has no prompt key", r.Round, r.Seq)
+		}
+		if k, ok := keys[r.Seq]; ok && k != r.Prompt {
+			t.Fatalf("sequence %d has prompt keys %s and %s", r.Seq, k, r.Prompt)
+		}
+		keys[r.Seq] = r.Prompt
+	}
+	distinct := map[string]bool{}
+	for _, k := range keys {
+		distinct[k] = true
+	}
+	if len(keys) != 3 || len(distinct) != 2 {
+		t.Fatalf("%d sequences with %d prompt keys, want 3 with 2 (two requests shared a prompt)", len(keys), len(distinct))
+	}
+	out, stderr, err := runCLI(t, "", "policy", "replay", trace, "--walk", "--policy", "static")
+	if err != nil || !strings.Contains(out, "walked static") {
+		t.Fatalf("policy replay --walk of the serve trace: %v\n%s%s", err, out, stderr)
 	}
 }
 

@@ -304,6 +304,12 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 			return nil, fmt.Errorf("engine: prompt token %d outside the vocabulary [0, %d)", id, s.target.vocab())
 		}
 	}
+	// A policy that wants the request's prompt implements SetPrompt — the --trace
+	// recorder does, so that every host's traces name their prompts (policy replay
+	// --walk pools the rounds of one prompt).
+	if sp, ok := req.Policy.(interface{ SetPrompt([]int32) }); ok {
+		sp.SetPrompt(req.Prompt)
+	}
 	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}
 	g.res.Spec.Policy = req.PolicyName
 	g.emit = emitter{vocab: s.vocab, stream: s.vocab.NewStream(), stops: req.Stop, onText: req.OnText}
