@@ -28,14 +28,10 @@ type Tier struct {
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
-	// F16PairRows is the set of nt (bit nt) at which the F16 mat-vec takes two weight
-	// rows per warp (mmvq_f16w), reading each unit of the activations once for both:
-	// from 2 rows on, F16 activations (32 bytes per unit and row against 16 of weights)
-	// make L1 the bound. On the H200 it pays at nt 3-5 (synthetic Qwen2.5-0.5B F16
-	// forward: 1.53 → 1.35 ms at nt 3, 1.66 → 1.57 at 4, 2.03 → 1.79 at 5) and loses at
-	// 2 (1.23 → 1.41: half the warps for the 896-row matrices) and 6-8. Tiers without
-	// their own measurement keep one row per warp.
-	F16PairRows uint16
+	// PairRows says, per weight type, at which nt the mat-vec takes two weight rows per
+	// warp (mmvq_KERNELw), reading each unit of the activations once for both (see
+	// RowPairs). Tiers without their own measurement keep one row per warp.
+	PairRows RowPairs
 	// AttnChunk is the fewest cache positions one attention block scores before the
 	// combine step (split-K; a multiple of 32). A row seeing p positions spreads them
 	// over up to AttnMaxSplits blocks of max(AttnChunk, p/AttnMaxSplits rounded up to 32)
@@ -62,6 +58,45 @@ type Tier struct {
 	Note string
 }
 
+// RowPairs holds, per weight type, the set of nt (bit nt) at which the mat-vec takes
+// two weight rows per warp. The activations of a unit are then loaded once for both
+// rows, which halves their traffic through L1 (it exceeds the weights': an F16 unit is
+// 16 bytes of weights against 32 of activations per row, a Q4_K unit 32 against 72),
+// at the cost of half as many warps. Each row keeps its bits either way. The backend
+// also keeps one row per warp for a launch too small to give every SM a block in pairs.
+//
+// Hopper, measured on the H200 (docs/perf-cuda.md, v5): with two rows per warp at
+// every nt, BenchmarkMatVec (14336 × 4096) takes 0.60-0.80 of the time for Q4_0,
+// 0.62-0.97 for Q4_K, 0.69-0.94 for Q6_K, 0.63-0.95 for F16; but in whole models
+// (`minfer bench`, `specbench` C_T) Q4_K and Q6_K at nt 1 cost 0.8-1.4% of a 7B
+// Q4_K_M decode (the 18944-column FFN down has too few warps then), and Q8_0 lost at
+// nt 2-3, so those stay at one row per warp.
+type RowPairs struct {
+	Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 uint16
+}
+
+// For returns the nt set of the mat-vec kernel named kernel (mmvq_KERNEL_nt); kernels
+// without a two-row form get none.
+func (p RowPairs) For(kernel string) uint16 {
+	switch kernel {
+	case "q4_0":
+		return p.Q4_0
+	case "q5_0":
+		return p.Q5_0
+	case "q8_0":
+		return p.Q8_0
+	case "q4_k":
+		return p.Q4_K
+	case "q5_k":
+		return p.Q5_K
+	case "q6_k":
+		return p.Q6_K
+	case "f16v":
+		return p.F16
+	}
+	return 0
+}
+
 // tiers is ordered by compute capability.
 var tiers = []Tier{
 	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
@@ -72,7 +107,7 @@ var tiers = []Tier{
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
 	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, F16PairRows: 1<<3 | 1<<4 | 1<<5, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: RowPairs{Q4_0: 0x1FE, Q5_0: 0x1FE, Q8_0: 0x1F2, Q4_K: 0x1FC, Q5_K: 0x1FC, Q6_K: 0x1FC, F16: 0x1FE}, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
 	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},

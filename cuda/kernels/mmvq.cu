@@ -1,10 +1,13 @@
 // mmvq.cu: mat-vec products dst[j][row] = w[row] · x[j] for NT = 1..8 activation rows.
-// One warp owns one weight row; lane l handles units l, l+32, … of the row (a unit is a
-// fixed slice of blocks, per type below), keeps one accumulator per activation row and
-// the warp sums them with a fixed xor tree. Weights are read once for all NT rows. The
-// work and summation order of row j never depend on NT, so each row of an NT-row call
-// has the bits of a 1-row call. A non-null bias is added to each output (the fused
-// AddBias of the backend).
+// One warp owns one weight row (mmvq_KERNEL_NT) or two (mmvq_KERNELw_NT); lane l handles
+// units l, l+32, … of the row (a unit is a fixed slice of blocks, per type below), keeps
+// one accumulator per activation row and the warp sums them with a fixed xor tree.
+// Weights are read once for all NT rows. The work and summation order of row j never
+// depend on NT or on the rows per warp, so each row of an NT-row call has the bits of a
+// 1-row call. A non-null bias is added to each output (the fused AddBias of the backend).
+//
+// Each type T has R and load (a weight unit), X and loadx (the activations of a unit)
+// and dotx (their dot product).
 //
 // Quantized types dot int8 weights against activations quantized by quantize.cu
 // (int8 + one float scale per 32 values) with dp4a; F16/F32 weights use f32 activations.
@@ -32,6 +35,17 @@ static __device__ __forceinline__ void load8(const int *p, int *x) {
     x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
 }
 
+// XBlock is one 32-value block of an activation row in its 8-bit form: the values, their
+// scale and their sum (for the types whose weights are offset: q - 8, q - 16).
+struct XBlock { int x[8]; float d; int sum; };
+static __device__ __forceinline__ XBlock xblock(const Args &a, int j, int u) {
+    XBlock x;
+    load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x.x);
+    x.d = a.xd[(i64)j * (a.cols / 32) + u];
+    x.sum = sum8(x.x, 8);
+    return x;
+}
+
 // Q4_0: unit = one 32-value block.
 struct TQ4_0 {
     struct R { int q[4]; float d; };
@@ -43,13 +57,13 @@ struct TQ4_0 {
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
-        int x[8];
-        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float dotx(const R &r, const X &x) {
         int s = 0;
 #pragma unroll
-        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x[k], s); s = dp4a(nib_hi(r.q[k]), x[k + 4], s); }
-        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(s - 8 * sum8(x, 8));
+        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x.x[k], s); s = dp4a(nib_hi(r.q[k]), x.x[k + 4], s); }
+        return r.d * x.d * (float)(s - 8 * x.sum);
     }
 };
 
@@ -68,16 +82,16 @@ struct TQ5_0 {
     static __device__ __forceinline__ int spread(u32 h) {  // 4 bits → bit 4 of each byte
         return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
-        int x[8];
-        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float dotx(const R &r, const X &x) {
         int s = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            s = dp4a(nib_lo(r.q[k]) | spread(r.h >> (4 * k)), x[k], s);
-            s = dp4a(nib_hi(r.q[k]) | spread(r.h >> (16 + 4 * k)), x[k + 4], s);
+            s = dp4a(nib_lo(r.q[k]) | spread(r.h >> (4 * k)), x.x[k], s);
+            s = dp4a(nib_hi(r.q[k]) | spread(r.h >> (16 + 4 * k)), x.x[k + 4], s);
         }
-        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(s - 16 * sum8(x, 8));
+        return r.d * x.d * (float)(s - 16 * x.sum);
     }
 };
 
@@ -92,20 +106,20 @@ struct TQ8_0 {
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
-        int x[8];
-        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float dotx(const R &r, const X &x) {
         int s = 0;
 #pragma unroll
-        for (int k = 0; k < 8; k++) s = dp4a(r.q[k], x[k], s);
-        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)s;
+        for (int k = 0; k < 8; k++) s = dp4a(r.q[k], x.x[k], s);
+        return r.d * x.d * (float)s;
     }
 };
 
 // Q4_K / Q5_K: unit = 64 values (one 32-byte slice of qs: sub-blocks 2j and 2j+1).
 template <bool Q5>
 struct TQK {
-    struct R { int q[8]; int h[8]; float d, dmin; int sca, ma, scb, mb; };
+    struct R { int q[8]; int h[8]; float d, dmin; int sca, ma, scb, mb, j; };
     static __device__ int units(int cols) { return cols / 64; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const int bs = Q5 ? 176 : 144, qo = Q5 ? 48 : 16, j = u % 4;
@@ -118,29 +132,37 @@ struct TQK {
         r.dmin = h2f(dd[1]);
         scale_min_k4(2 * j, blk + 4, r.sca, r.ma);
         scale_min_k4(2 * j + 1, blk + 4, r.scb, r.mb);
+        r.j = j;
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int jrow, int u) {
-        const int j = u % 4;
+    // X: the unit's two 32-value blocks of activation row jrow.
+    struct X { int xa[8], xb[8]; float da, db; int suma, sumb; };
+    static __device__ X loadx(const Args &a, int jrow, int u) {
         const int *xp = a.xq + ((i64)jrow * a.cols + u * 64) / 4;
-        int xa[8], xb[8];
-        load8(xp, xa);
-        load8(xp + 8, xb);
+        X x;
+        load8(xp, x.xa);
+        load8(xp + 8, x.xb);
+        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + u * 2;
+        x.da = xd[0];
+        x.db = xd[1];
+        x.suma = sum8(x.xa, 8);
+        x.sumb = sum8(x.xb, 8);
+        return x;
+    }
+    static __device__ float dotx(const R &r, const X &x) {
         int sa = 0, sb = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             int lo = nib_lo(r.q[k]), hi = nib_hi(r.q[k]);
             if (Q5) {
-                lo |= ((r.h[k] >> (2 * j)) & 0x01010101) << 4;
-                hi |= ((r.h[k] >> (2 * j + 1)) & 0x01010101) << 4;
+                lo |= ((r.h[k] >> (2 * r.j)) & 0x01010101) << 4;
+                hi |= ((r.h[k] >> (2 * r.j + 1)) & 0x01010101) << 4;
             }
-            sa = dp4a(lo, xa[k], sa);
-            sb = dp4a(hi, xb[k], sb);
+            sa = dp4a(lo, x.xa[k], sa);
+            sb = dp4a(hi, x.xb[k], sb);
         }
-        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + u * 2;
-        const float da = xd[0], db = xd[1];
-        return r.d * ((float)r.sca * da * (float)sa + (float)r.scb * db * (float)sb) -
-               r.dmin * ((float)r.ma * da * (float)sum8(xa, 8) + (float)r.mb * db * (float)sum8(xb, 8));
+        return r.d * ((float)r.sca * x.da * (float)sa + (float)r.scb * x.db * (float)sb) -
+               r.dmin * ((float)r.ma * x.da * (float)x.suma + (float)r.mb * x.db * (float)x.sumb);
     }
 };
 
@@ -162,20 +184,25 @@ struct TQ6_K {
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
-        int x[8];
-        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x);
+    // X: the unit's 32 activations and the sums of their two halves.
+    struct X { int x[8]; float d; int x0, x1; };
+    static __device__ X loadx(const Args &a, int j, int u) {
+        X x;
+        load8(a.xq + ((i64)j * a.cols + u * 32) / 4, x.x);
+        x.d = a.xd[(i64)j * (a.cols / 32) + u];
+        x.x0 = sum8(x.x, 4);
+        x.x1 = sum8(x.x + 4, 4);
+        return x;
+    }
+    static __device__ float dotx(const R &r, const X &x) {
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int v = ((r.ql[k] >> r.shift) & 0x0F0F0F0F) | (((r.qh[k] >> r.hshift) & 0x03030303) << 4);
-            if (k < 4) s0 = dp4a(v, x[k], s0);
-            else s1 = dp4a(v, x[k], s1);
+            if (k < 4) s0 = dp4a(v, x.x[k], s0);
+            else s1 = dp4a(v, x.x[k], s1);
         }
-        int x0 = 0, x1 = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) { x0 = dp4a(0x01010101, x[k], x0); x1 = dp4a(0x01010101, x[k + 4], x1); }
-        return r.d * a.xd[(i64)j * (a.cols / 32) + u] * (float)(r.sc0 * (s0 - 32 * x0) + r.sc1 * (s1 - 32 * x1));
+        return r.d * x.d * (float)(r.sc0 * (s0 - 32 * x.x0) + r.sc1 * (s1 - 32 * x.x1));
     }
 };
 
@@ -199,8 +226,6 @@ struct TF16 {
         }
         return r;
     }
-    // X is unit u of activation row j; dotx is the unit's dot product. dot = dotx∘loadx,
-    // split so that mmvq_rows can reuse one X for several weight rows.
     struct X { float v[8]; };
     static __device__ X loadx(const Args &a, int j, int u) {
         const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
@@ -220,7 +245,6 @@ struct TF16 {
         for (int k = 0; k < N; k++) s += r.w[k] * xv.v[k];
         return s;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) { return dotx(r, loadx(a, j, u)); }
 };
 
 template <bool VEC>
@@ -235,52 +259,34 @@ struct TF32 {
         else r.w[0] = p[0];
         return r;
     }
-    static __device__ float dot(const R &r, const Args &a, int j, int u) {
+    struct X { float v[4]; };
+    static __device__ X loadx(const Args &a, int j, int u) {
         const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
-        float xv[N];
+        X xv;
         if (VEC) {  // one 16-byte load (x rows are 16-byte aligned)
             const float4 x0 = *(const float4 *)x;
-            xv[0] = x0.x; xv[1] = x0.y; xv[2] = x0.z; xv[3] = x0.w;
+            xv.v[0] = x0.x; xv.v[1] = x0.y; xv.v[2] = x0.z; xv.v[3] = x0.w;
         } else {
-            xv[0] = x[0];
+            xv.v[0] = x[0];
         }
+        return xv;
+    }
+    static __device__ float dotx(const R &r, const X &xv) {
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < N; k++) s += r.w[k] * xv[k];
+        for (int k = 0; k < N; k++) s += r.w[k] * xv.v[k];
         return s;
     }
 };
 
-template <class T, int NT>
-static __device__ __forceinline__ void mmvq(const Args &a, float *dst, int rows, const float *bias, int blk) {
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const i64 row = (i64)blk * (blockDim.x / WARP) + warp;
-    const int U = T::units(a.cols);
-    // The lane's first weight unit is loaded before waiting for x's producer (weights
-    // never change), so its memory latency overlaps the previous kernel under PDL.
-    typename T::R r;
-    if (row < rows && lane < U) r = T::load(a, row, lane);
-    grid_dep_sync();
-    if (row >= rows) return;
-    float acc[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) acc[j] = 0.0f;
-    for (int u = lane; u < U; u += WARP) {
-        if (u != lane) r = T::load(a, row, u);
-#pragma unroll
-        for (int j = 0; j < NT; j++) acc[j] += T::dot(r, a, j, u);
-    }
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const float s = warp_sum(acc[j]);
-        if (lane == 0) dst[(i64)j * rows + row] = bias ? s + bias[row] : s;
-    }
-}
-
-// mmvq_rows is mmvq with RW weight rows per warp (rows RW·w … RW·w+RW-1 of warp w): each
-// unit of x is loaded once for all of them, which divides the activation traffic
-// through L1 by RW. Each row's lanes, units and summation order are mmvq's, so its bits
-// are too.
+// mmvq_rows: warp w owns weight rows RW·w … RW·w+RW-1; lane l handles units l, l+32, …
+// of them, keeps one accumulator per weight row and activation row, and the warp sums
+// each with a fixed xor tree. Each unit of x is loaded once (T::loadx) for all RW rows,
+// which divides the activation traffic through L1 by RW. A row's lanes, units and
+// summation order depend neither on NT nor on RW, so its bits do not either.
+//
+// The lane's first weight units are loaded before waiting for x's producer (weights
+// never change), so their memory latency overlaps the previous kernel under PDL.
 template <class T, int NT, int RW>
 static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int rows, const float *bias, int blk) {
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -324,10 +330,10 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
 // Each kernel multiplies one x by up to three weights of the same type and shape class
 // (a layer's q, k and v, or gate and up: one launch instead of three): the first
 // ceil(rows0 / warps) blocks take set 0, the next set 1, then set 2; a set with 0 rows
-// is absent. Every row runs mmvq's code whatever the sets, so its bits are those of a
+// is absent. Every row runs mmvq_rows's code whatever the sets, so its bits are those of a
 // one-weight launch.
 #define MMVQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
-// MMVQ1R's kernel takes RW weight rows per warp (mmvq_rows; RW 1 is mmvq).
+// MMVQ1R's kernel takes RW weight rows per warp.
 #define MMVQ1R(name, T, N, RW, body)                                                                    \
     extern "C" __global__ void mmvq_##name##_##N(const int *xq, const float *xd, const float *xf, int cols, \
                                                  MMVQ_SET(0), MMVQ_SET(1), MMVQ_SET(2)) {               \
@@ -346,22 +352,23 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
             body(a, dst2, rows2, bias2, blk);                                                           \
         }                                                                                               \
     }
-#define MMVQ1(name, T, N) MMVQ1R(name, T, N, 1, (mmvq<T, N>))
+#define MMVQ1(name, T, N) MMVQ1R(name, T, N, 1, (mmvq_rows<T, N, 1>))
 #define MMVQ(name, T) \
     MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \
     MMVQ1(name, T, 5) MMVQ1(name, T, 6) MMVQ1(name, T, 7) MMVQ1(name, T, 8)
-// f16w: F16 with two weight rows per warp, at the nt of the tier's F16PairRows (ops.go).
-#define MMVQW(name, T, N) MMVQ1R(name, T, N, 2, (mmvq_rows<T, N, 2>))
+// NAMEw: two weight rows per warp, at the nt of the tier's PairRows (ops.go).
+#define MMVQW1(name, T, N) MMVQ1R(name##w, T, N, 2, (mmvq_rows<T, N, 2>))
+#define MMVQW(name, T) \
+    MMVQW1(name, T, 1) MMVQW1(name, T, 2) MMVQW1(name, T, 3) MMVQW1(name, T, 4) \
+    MMVQW1(name, T, 5) MMVQW1(name, T, 6) MMVQW1(name, T, 7) MMVQW1(name, T, 8)
 
-MMVQ(q4_0, TQ4_0)
-MMVQ(q5_0, TQ5_0)
-MMVQ(q8_0, TQ8_0)
-MMVQ(q4_k, TQK<false>)
-MMVQ(q5_k, TQK<true>)
-MMVQ(q6_k, TQ6_K)
-MMVQ(f16v, TF16<true>)
-MMVQW(f16w, TF16<true>, 2) MMVQW(f16w, TF16<true>, 3) MMVQW(f16w, TF16<true>, 4) MMVQW(f16w, TF16<true>, 5)
-MMVQW(f16w, TF16<true>, 6) MMVQW(f16w, TF16<true>, 7) MMVQW(f16w, TF16<true>, 8)
+MMVQ(q4_0, TQ4_0) MMVQW(q4_0, TQ4_0)
+MMVQ(q5_0, TQ5_0) MMVQW(q5_0, TQ5_0)
+MMVQ(q8_0, TQ8_0) MMVQW(q8_0, TQ8_0)
+MMVQ(q4_k, TQK<false>) MMVQW(q4_k, TQK<false>)
+MMVQ(q5_k, TQK<true>) MMVQW(q5_k, TQK<true>)
+MMVQ(q6_k, TQ6_K) MMVQW(q6_k, TQ6_K)
+MMVQ(f16v, TF16<true>) MMVQW(f16v, TF16<true>)
 MMVQ(f16s, TF16<false>)
 MMVQ(f32v, TF32<true>)
 MMVQ(f32s, TF32<false>)

@@ -158,6 +158,10 @@ func Open(opts Options) (*Backend, error) {
 	b := &Backend{ctx: ctx, tier: tier, log: opts.Log, fns: map[string]*cuda.Function{},
 		allocs: map[cuda.DevicePtr]int64{}, scratch: map[string]*scratch{}, graphs: map[string]*cuda.Graph{},
 		reserve: opts.ReserveBytes, sw: readSwitches(), led: ledger{on: ledgerOn()}}
+	if p := b.sw.pairRows; p != "" && p != "all" && p != "none" {
+		ctx.Close()
+		return nil, fmt.Errorf("cuda: MINFER_PAIR_ROWS=%q: want all, none or unset", p)
+	}
 	if b.led.on {
 		b.sw.noGraphs = true // one launch per op, each timed
 	}

@@ -84,3 +84,74 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatVec times the mat-vec kernels at every nt they serve (1-8) on a 7B FFN
+// weight (14336 × 4096) and on a 0.5B one (896 × 4864, FFN down: few rows, so few
+// warps), with enough copies rotated that L2 cannot hold them. Run it with
+// MINFER_PAIR_ROWS=none and =all to compare one and two weight rows per warp
+// (cuda.RowPairs).
+func BenchmarkMatVec(b *testing.B) {
+	g := open(b)
+	defer g.Close()
+	rng := rand.New(rand.NewPCG(9, 10))
+	const per = 32
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q5_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16} {
+		for _, sh := range [][2]int{{14336, 4096}, {896, 4864}} {
+			rows, cols := sh[0], sh[1]
+			rb, _ := typ.RowBytes(cols)
+			data := make([]byte, rb*rows)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			if typ == quant.F16 { // keep values finite: clear the top exponent bit
+				for i := 1; i < len(data); i += 2 {
+					data[i] &= 0xBF
+				}
+			}
+			copies := min(max(4, (256<<20)/len(data)), 64)
+			var ws []backend.Weight
+			for range copies {
+				w, err := g.NewWeight("w", typ, rows, cols, data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ws = append(ws, w)
+			}
+			for nt := 1; nt <= 8; nt++ {
+				b.Run(fmt.Sprintf("%v/%dx%d/nt%d", typ, rows, cols, nt), func(b *testing.B) {
+					x := mustF32(b, g, normals(rng, nt*cols, 1))
+					y, _ := g.NewF32(nt * rows)
+					benchSeq++
+					key := fmt.Sprintf("mv/%v/%d/%d/%d", typ, rows, nt, benchSeq)
+					rec := func() {
+						for i := range per {
+							g.MatMul(y, ws[i%copies], x, nt)
+						}
+					}
+					if err := g.Run(key, rec); err != nil {
+						b.Fatal(err)
+					}
+					if err := g.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					start := time.Now()
+					for range b.N {
+						g.Run(key, rec)
+					}
+					if err := g.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					perMM := time.Since(start).Seconds() / float64(b.N*per)
+					b.ReportMetric(perMM*1e6, "us/matmul")
+					b.ReportMetric(float64(rb*rows)/perMM/1e9, "GB/s")
+					g.Free(x)
+					g.Free(y)
+				})
+			}
+			for _, w := range ws {
+				g.Free(w)
+			}
+		}
+	}
+}

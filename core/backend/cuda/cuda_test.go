@@ -232,6 +232,50 @@ func TestMatMulRowIdentity(t *testing.T) {
 	}
 }
 
+// TestMatMulPairRowsSameBits: the mat-vec kernels that take two weight rows per warp
+// (mmvq_KERNELw_NT) give every output the bits of the one-row kernels, which
+// TestMatMulVsCPU checks against the CPU, at every nt of their range and with an odd
+// number of weight rows (a warp whose second row does not exist). So the tier may pick
+// either form per nt without breaking TestMatMulRowIdentity's contract.
+func TestMatMulPairRowsSameBits(t *testing.T) {
+	t.Setenv("MINFER_PAIR_ROWS", "none")
+	one := open(t)
+	defer one.Close()
+	t.Setenv("MINFER_PAIR_ROWS", "all")
+	two := open(t)
+	defer two.Close()
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range matmulTypes {
+		for _, sh := range [][2]int{{33, 256}, {301, 2048}, {96, 768}} {
+			rows, cols := sh[0], sh[1]
+			data := quantized(t, typ, rows, cols, rng)
+			xv := normals(rng, 8*cols, 1)
+			var got [2][]float32
+			for i, g := range []*cudabe.Backend{one, two} {
+				w, err := g.NewWeight("w", typ, rows, cols, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := mustF32(t, g, xv)
+				for nt := 1; nt <= 8; nt++ {
+					d := poisoned(t, g, nt*rows)
+					g.MatMul(d, w, x, nt)
+					got[i] = append(got[i], read(t, g, d, nt*rows)...)
+					g.Free(d)
+				}
+				g.Free(x)
+				g.Free(w)
+			}
+			for i := range got[0] {
+				if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
+					t.Errorf("%v %dx%d: output %d: two rows per warp %v, one row %v", typ, rows, cols, i, got[1][i], got[0][i])
+					break
+				}
+			}
+		}
+	}
+}
+
 func TestTopKVsCPU(t *testing.T) {
 	g := open(t)
 	defer g.Close()

@@ -11,10 +11,10 @@ import (
 
 // TestKernelNamesExist checks, without a GPU, that every entry point Open looks up is
 // declared in its source: literally (extern "C" __global__ void name) or through one of
-// the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8).
+// the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
+// mmvq_q4_kw_1 … mmvq_q4_kw_8).
 func TestKernelNamesExist(t *testing.T) {
-	macro := regexp.MustCompile(`(?m)^(MMVQ|EMBED|DEQUANT)\((\w+),`)
-	one := regexp.MustCompile(`\bMMVQ[1W]\((\w+), [^)]*, (\d+)\)`) // MMVQW(f16w, T, 2): one kernel
+	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQW?|EMBED|DEQUANT)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		code, _, err := kernels.Source(f)
@@ -25,18 +25,15 @@ func TestKernelNamesExist(t *testing.T) {
 		made := map[string]bool{}
 		for _, m := range macro.FindAllStringSubmatch(src, -1) {
 			switch m[1] {
-			case "MMVQ":
+			case "MMVQ", "MMVQW":
 				for nt := 1; nt <= 8; nt++ {
-					made[fmt.Sprintf("mmvq_%s_%d", m[2], nt)] = true
+					made[fmt.Sprintf("mmvq_%s%s_%d", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")), nt)] = true
 				}
 			case "EMBED":
 				made["embed_"+m[2]] = true
 			case "DEQUANT":
 				made["dequant_f16_"+m[2]] = true
 			}
-		}
-		for _, m := range one.FindAllStringSubmatch(src, -1) {
-			made["mmvq_"+m[1]+"_"+m[2]] = true
 		}
 		list, ok := names[f]
 		if !ok {

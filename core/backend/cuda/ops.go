@@ -11,18 +11,19 @@ import (
 // switches are the MINFER_NO_* environment switches that turn a specialised path off,
 // to bisect a wrong result to one kernel. They are read at Open.
 type switches struct {
-	noMultiRow bool // matmul: one mat-vec launch per row
-	noGraphs   bool // Run: enqueue ops, never capture
-	noGEMM     bool // matmul: chunked mat-vec for every nt
-	noFuse     bool // residual add + RMSNorm as two kernels
-	noPDL      bool // launches: no programmatic dependent launch
-	noMerge    bool // matmul: one mat-vec launch per weight
+	noMultiRow bool   // matmul: one mat-vec launch per row
+	noGraphs   bool   // Run: enqueue ops, never capture
+	noGEMM     bool   // matmul: chunked mat-vec for every nt
+	noFuse     bool   // residual add + RMSNorm as two kernels
+	noPDL      bool   // launches: no programmatic dependent launch
+	noMerge    bool   // matmul: one mat-vec launch per weight
+	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
-		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE")}
+		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS")}
 }
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
@@ -35,6 +36,7 @@ func Switches() map[string]string {
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
+		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (cuda.RowPairs)",
 	}
 }
 
@@ -57,8 +59,11 @@ type launchSpec struct {
 type mvSpec struct {
 	xq, xd, xf   cuda.DevicePtr
 	cols         int
-	rowsPerBlock int // weight rows a block of the kernel takes (warps × mmvqRowsPerWarp)
+	rowsPerBlock int // weight rows a block of the kernel takes (warps × rows per warp)
 	sets         []mvSet
+	kernel       string // mmvq_KERNEL_nt
+	nt           int
+	pair         bool // the tier lets this kernel and nt take two rows per warp (pairUp)
 }
 
 type mvSet struct {
@@ -104,6 +109,7 @@ func (b *Backend) flush() {
 	if !b.sw.noMerge {
 		ls = mergeMV(ls)
 	}
+	pairUp(ls, b.tier.MMVQWarps, b.ctx.Props.SMs, b.sw.pairRows == "all")
 	for _, l := range ls {
 		args := l.args
 		if l.mv != nil {
@@ -126,7 +132,9 @@ func mergeMV(ls []launchSpec) []launchSpec {
 				if o.mv != nil && o.name == l.name && o.mv.xq == l.mv.xq && o.mv.xd == l.mv.xd && o.mv.xf == l.mv.xf &&
 					o.mv.cols == l.mv.cols && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
 					sets := append(append([]mvSet(nil), o.mv.sets...), l.mv.sets...)
-					o.mv = &mvSpec{xq: o.mv.xq, xd: o.mv.xd, xf: o.mv.xf, cols: o.mv.cols, rowsPerBlock: o.mv.rowsPerBlock, sets: sets}
+					m := *o.mv
+					m.sets = sets
+					o.mv = &m
 					o.grid.X = 0
 					for _, st := range sets {
 						o.grid.X += ceilDiv(st.rows, o.mv.rowsPerBlock)
@@ -143,13 +151,44 @@ func mergeMV(ls []launchSpec) []launchSpec {
 	return out
 }
 
-// mmvqRowsPerWarp is how many weight rows one warp of an mmvq_KERNEL_* kernel takes
-// (mmvq.cu: f16w takes two).
-func mmvqRowsPerWarp(kernel string) int {
-	if kernel == "f16w" {
-		return 2
+// pairRows is the set of nt at which the mat-vec kernel takes two weight rows per warp
+// (the tier's, or MINFER_PAIR_ROWS's).
+func (b *Backend) pairRows(kernel string) uint16 {
+	switch b.sw.pairRows {
+	case "all":
+		all := ^uint16(0)
+		return cuda.RowPairs{Q4_0: all, Q5_0: all, Q8_0: all, Q4_K: all, Q5_K: all, Q6_K: all, F16: all}.For(kernel)
+	case "none":
+		return 0
 	}
-	return 1
+	return b.tier.PairRows.For(kernel)
+}
+
+// pairUp turns each mat-vec launch that the tier lets take two weight rows per warp
+// into its mmvq_KERNELw form, when that still gives the GPU a block per SM (minBlocks):
+// a small launch (a 0.5B model's 896-row matrices) would otherwise leave SMs idle, and
+// loses more that way than the halved activation traffic gains. force pairs every
+// allowed launch (MINFER_PAIR_ROWS=all). It runs after mergeMV, so a merged q, k, v
+// launch is judged by its rows together.
+func pairUp(ls []launchSpec, warps, minBlocks int, force bool) {
+	for i := range ls {
+		m := ls[i].mv
+		if m == nil || !m.pair {
+			continue
+		}
+		blocks := 0
+		for _, st := range m.sets {
+			blocks += ceilDiv(st.rows, 2*warps)
+		}
+		if !force && blocks < minBlocks {
+			continue
+		}
+		p := *m
+		p.rowsPerBlock = 2 * warps
+		ls[i].mv = &p
+		ls[i].name = fmt.Sprintf("mmvq_%sw_%d", m.kernel, m.nt)
+		ls[i].grid.X = blocks
+	}
 }
 
 func wt(x backend.Weight, what string) *Weight {
@@ -372,14 +411,10 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		if xq != 0 {
 			q, d = xq+cuda.DevicePtr(r0*W.cols), xd+cuda.DevicePtr(4*r0*W.cols/32)
 		}
-		k := kernel
-		if k == "f16v" && b.tier.F16PairRows&(1<<n) != 0 {
-			k = "f16w"
-		}
-		rpb := warps * mmvqRowsPerWarp(k)
-		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", k, n), bias: true,
-			grid: cuda.Dim3{X: ceilDiv(W.rows, rpb)}, block: cuda.Dim3{X: 32 * warps},
-			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: rpb,
+		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
+			grid: cuda.Dim3{X: ceilDiv(W.rows, warps)}, block: cuda.Dim3{X: 32 * warps},
+			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps,
+				kernel: kernel, nt: n, pair: b.pairRows(kernel)&(1<<n) != 0,
 				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
 	}
 	b.pend = append(b.pend, mm)
