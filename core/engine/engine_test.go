@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -459,6 +460,26 @@ func TestRequestDraftMax(t *testing.T) {
 				t.Fatalf("draft_max %d: round %d offered MaxDepth %d", limit, i, m)
 			}
 		}
+	}
+}
+
+// TestGenTPSAfterFirstRound: the generation rate counts the tokens after the first
+// round over the time after it. A first round of depth 4 with a draft that always agrees
+// emits 5 tokens at the time to first token; counting 4 of them as generated (the
+// tokens after the first over the time after the first) would favour deep depths.
+func TestGenTPSAfterFirstRound(t *testing.T) {
+	const v, n = 97, 4096
+	prompt := []int32{1, 5, 9, 14, 2, 77}
+	got := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: &recPolicy{depth: 4}})
+	if len(got.Tokens) != 40 || got.Spec.Rounds == 0 || got.Spec.Accepted != got.Spec.Drafted {
+		t.Fatalf("%d tokens, %d rounds, %d of %d drafts accepted: want 40 tokens, every draft accepted", len(got.Tokens), got.Spec.Rounds, got.Spec.Accepted, got.Spec.Drafted)
+	}
+	tm := got.Timings
+	if tm.GenMs <= 0 {
+		t.Fatalf("GenMs %v", tm.GenMs)
+	}
+	if counted := tm.GenTPS * tm.GenMs / 1000; math.Abs(counted-35) > 1e-6 {
+		t.Errorf("GenTPS counts %.6f tokens over GenMs, want 35 (40 less the first round's 5)", counted)
 	}
 }
 
