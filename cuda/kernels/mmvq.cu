@@ -127,13 +127,26 @@ struct TQK {
         R r;
         load8((const int *)(blk + qo + j * 32), r.q);
         if (Q5) load8((const int *)(blk + 16), r.h);
-        const u16 *dd = (const u16 *)blk;
-        r.d = h2f(dd[0]);
-        r.dmin = h2f(dd[1]);
-        scale_min_k4(2 * j, blk + 4, r.sca, r.ma);
-        scale_min_k4(2 * j + 1, blk + 4, r.scb, r.mb);
+        // the 16-byte head (d, dmin, the 12 bytes of scales) in one load
+        const int4 h = *(const int4 *)blk;
+        r.d = h2f((u16)(h.x & 0xFFFF));
+        r.dmin = h2f((u16)((u32)h.x >> 16));
+        scale_min(2 * j, h.y, h.z, h.w, r.sca, r.ma);
+        scale_min(2 * j + 1, h.y, h.z, h.w, r.scb, r.mb);
         r.j = j;
         return r;
+    }
+    // scale_min is common.cuh's scale_min_k4 on the scales held as three words.
+    static __device__ __forceinline__ void scale_min(int k, u32 w1, u32 w2, u32 w3, int &sc, int &m) {
+        const int b = 8 * (k & 3);
+        const u32 s1 = (w1 >> b) & 0xFF, s2 = (w2 >> b) & 0xFF, s3 = (w3 >> b) & 0xFF;
+        if (k < 4) {
+            sc = (int)(s1 & 63);
+            m = (int)(s2 & 63);
+        } else {
+            sc = (int)((s3 & 0xF) | ((s1 >> 6) << 4));
+            m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
+        }
     }
     // X: the unit's two 32-value blocks of activation row jrow.
     struct X { int xa[8], xb[8]; float da, db; int suma, sumb; };
@@ -177,8 +190,9 @@ struct TQ6_K {
         R r;
         load8((const int *)(body + n * 64 + (part & 1) * 32), r.ql);
         load8((const int *)(body + 128 + n * 32), r.qh);
-        r.sc0 = (i8)body[192 + n * 8 + part * 2];
-        r.sc1 = (i8)body[192 + n * 8 + part * 2 + 1];
+        const u16 sc = *(const u16 *)(body + 192 + n * 8 + part * 2);  // both scales in one load
+        r.sc0 = (i8)(sc & 0xFF);
+        r.sc1 = (i8)(sc >> 8);
         r.shift = part >= 2 ? 4 : 0;
         r.hshift = 2 * part;
         r.d = h2f(((const u16 *)a.d)[b]);
