@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/minfer/minfer/sdk"
@@ -104,3 +105,19 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 
 // Close closes the wrapped policy (if it is an io.Closer).
 func (tp *TracedPolicy) Close() error { return errors.Join(Release(tp.p)) }
+
+// ReadTraceFile reads the JSON-lines trace (sdk.ReadTrace) in the file at path; errors
+// name the file. (Here, not in sdk: sdk is linked into every plugin, which has no
+// files to read.)
+func ReadTraceFile(path string) ([]sdk.TraceRound, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rounds, err := sdk.ReadTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rounds, nil
+}

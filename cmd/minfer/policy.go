@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -100,14 +99,9 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 	}
 	var rounds []sdk.TraceRound
 	for _, file := range pos[1:] {
-		f, err := os.Open(file)
+		r, err := plugins.ReadTraceFile(file)
 		if err != nil {
 			return err
-		}
-		r, err := sdk.ReadTrace(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
 		}
 		rounds = append(rounds, offsetSeqs(r, rounds)...)
 	}

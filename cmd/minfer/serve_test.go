@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,7 +15,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/internal/testpath"
-	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/plugins"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -148,12 +147,7 @@ func TestServeTraceNamesPrompts(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	f, err := os.Open(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rounds, err := sdk.ReadTrace(f)
-	f.Close()
+	rounds, err := plugins.ReadTraceFile(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
