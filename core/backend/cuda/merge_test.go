@@ -96,7 +96,7 @@ func TestPairUp(t *testing.T) {
 		{true, []string{"mmvq_q4_kw_1", "mmvq_q8_0w_2", "mmvq_q4_0_1"}, []int{448 + 64 + 64, 112, 3584}, []int{2, 2, 1}},
 	} {
 		ls := []launchSpec{merged[0], small, barred}
-		pairUp(ls, 4, 132, tc.force)
+		pairUp(ls, pairRule{warps: 4, minBlocks: 132, force: tc.force})
 		for i, l := range ls {
 			if rpw := l.mv.rowsPerBlock / 4; l.name != tc.want[i] || l.grid.X != tc.grid[i] || rpw != tc.rpw[i] {
 				t.Errorf("force %v, launch %d: %s grid %d, %d rows per warp; want %s grid %d, %d", tc.force, i, l.name, l.grid.X, rpw,

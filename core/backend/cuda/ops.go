@@ -109,7 +109,7 @@ func (b *Backend) flush() {
 	if !b.sw.noMerge {
 		ls = mergeMV(ls)
 	}
-	pairUp(ls, b.tier.MMVQWarps, b.ctx.Props.SMs, b.sw.pairRows == "all")
+	pairUp(ls, pairRule{warps: b.tier.MMVQWarps, minBlocks: b.ctx.Props.SMs, force: b.sw.pairRows == "all"})
 	for _, l := range ls {
 		args := l.args
 		if l.mv != nil {
@@ -164,13 +164,19 @@ func (b *Backend) pairRows(kernel string) uint16 {
 	return b.tier.PairRows.For(kernel)
 }
 
+// pairRule says when pairUp pairs a launch's weight rows.
+type pairRule struct {
+	warps     int  // per block (the tier's MMVQWarps)
+	minBlocks int  // the fewest blocks a paired launch may have (the SMs)
+	force     bool // pair every allowed launch whatever its size (MINFER_PAIR_ROWS=all)
+}
+
 // pairUp turns each mat-vec launch that the tier lets take two weight rows per warp
-// into its mmvq_KERNELw form, when that still gives the GPU a block per SM (minBlocks):
-// a small launch (a 0.5B model's 896-row matrices) would otherwise leave SMs idle, and
-// loses more that way than the halved activation traffic gains. force pairs every
-// allowed launch (MINFER_PAIR_ROWS=all). It runs after mergeMV, so a merged q, k, v
-// launch is judged by its rows together.
-func pairUp(ls []launchSpec, warps, minBlocks int, force bool) {
+// into its mmvq_KERNELw form, when that still gives the GPU a block per SM: a small
+// launch (a 0.5B model's 896-row matrices) would otherwise leave SMs idle, and loses
+// more that way than the halved activation traffic gains. It runs after mergeMV, so a
+// merged q, k, v launch is judged by its rows together.
+func pairUp(ls []launchSpec, r pairRule) {
 	for i := range ls {
 		m := ls[i].mv
 		if m == nil || !m.pair {
@@ -178,13 +184,13 @@ func pairUp(ls []launchSpec, warps, minBlocks int, force bool) {
 		}
 		blocks := 0
 		for _, st := range m.sets {
-			blocks += ceilDiv(st.rows, 2*warps)
+			blocks += ceilDiv(st.rows, 2*r.warps)
 		}
-		if !force && blocks < minBlocks {
+		if !r.force && blocks < r.minBlocks {
 			continue
 		}
 		p := *m
-		p.rowsPerBlock = 2 * warps
+		p.rowsPerBlock = 2 * r.warps
 		ls[i].mv = &p
 		ls[i].name = fmt.Sprintf("mmvq_%sw_%d", m.kernel, m.nt)
 		ls[i].grid.X = blocks
