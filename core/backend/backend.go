@@ -32,7 +32,11 @@
 // with another backend.
 package backend
 
-import "github.com/minfer/minfer/core/quant"
+import (
+	"fmt"
+
+	"github.com/minfer/minfer/core/quant"
+)
 
 // Buffer is device memory owned by a backend: Len elements of its element type.
 type Buffer interface {
@@ -203,6 +207,25 @@ type Backend interface {
 // a graph capture.
 type RowStatser interface {
 	RowStats(logits Buffer, nt, n, k int, pick []int32, ids []int32, vals []float32, maxv, lse, picked []float32) error
+}
+
+// CheckRowStats validates the arguments of a RowStats call of the backend named who
+// (for its messages) as the contract states: slices too short for nt rows and k
+// candidates are a BUG panic; k outside [0, n] or a picked column ≥ n is an error.
+func CheckRowStats(who string, nt, n, k int, pick, ids []int32, vals, maxv, lse, picked []float32) error {
+	if len(ids) < nt*k || len(vals) < nt*k || len(maxv) < nt || len(lse) < nt || len(picked) < nt || len(pick) < nt {
+		panic(fmt.Sprintf("BUG: %s: RowStats: %d rows, k %d: ids/vals/maxv/lse/picked/pick hold %d/%d/%d/%d/%d/%d",
+			who, nt, k, len(ids), len(vals), len(maxv), len(lse), len(picked), len(pick)))
+	}
+	if k < 0 || k > n {
+		return fmt.Errorf("%s: RowStats: k = %d outside [0, %d]", who, k, n)
+	}
+	for r, c := range pick[:nt] {
+		if int(c) >= n {
+			return fmt.Errorf("%s: RowStats: row %d: picked column %d outside [0, %d)", who, r, c, n)
+		}
+	}
+	return nil
 }
 
 // Graphs is implemented by backends that can record a sequence of ops once and replay

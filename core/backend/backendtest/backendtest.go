@@ -125,6 +125,7 @@ func RunOptions(t *testing.T, newBackend func() backend.Backend, opts Options) {
 	t.Run("HeadNorm", func(t *testing.T) { testHeadNorm(t, newBackend, opts) })
 	t.Run("Elementwise", func(t *testing.T) { testElementwise(t, newBackend, opts) })
 	t.Run("TopK", func(t *testing.T) { testTopK(t, newBackend, opts) })
+	t.Run("RowStats", func(t *testing.T) { testRowStats(t, newBackend, opts) })
 	t.Run("Attention", func(t *testing.T) { testAttention(t, newBackend, opts) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newBackend) })
 	t.Run("RowIdentity", func(t *testing.T) { RowIdentity(t, newBackend, opts) })

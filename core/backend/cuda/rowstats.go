@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"unsafe"
 
@@ -36,17 +35,8 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 	}
 	checkNT(nt, "RowStats")
 	l := f32(logits, nt*n, "RowStats logits")
-	if len(ids) < nt*k || len(vals) < nt*k || len(maxv) < nt || len(lse) < nt || len(picked) < nt || len(pick) < nt {
-		panic(fmt.Sprintf("BUG: cuda: RowStats: %d rows, k %d: ids/vals/maxv/lse/picked/pick hold %d/%d/%d/%d/%d/%d",
-			nt, k, len(ids), len(vals), len(maxv), len(lse), len(picked), len(pick)))
-	}
-	if k < 0 || k > n {
-		return fmt.Errorf("cuda: RowStats: k = %d outside [0, %d]", k, n)
-	}
-	for r, c := range pick[:nt] {
-		if int(c) >= n {
-			return fmt.Errorf("cuda: RowStats: row %d: picked column %d outside [0, %d)", r, c, n)
-		}
+	if err := backend.CheckRowStats("cuda", nt, n, k, pick, ids, vals, maxv, lse, picked); err != nil {
+		return err
 	}
 	defer b.enter()()
 	if k > b.tier.TopKMaxK {
