@@ -49,17 +49,26 @@ func hostMaxLSE(row []float32) (float32, float32) {
 	return m, m + float32(math.Log(s))
 }
 
+// noRowStats is a backend without row statistics: the CPU backend with its RowStats
+// hidden (only backend.Backend's methods are promoted).
+type noRowStats struct{ backend.Backend }
+
 // TestRowStats: Model.RowStats hands the backend a forward's logits with its shape and
 // the picks, returns what the backend computed, and reports a backend without it.
 func TestRowStats(t *testing.T) {
-	plain := cpu.New(cpu.Options{Threads: 2})
+	withStats := cpu.New(cpu.Options{Threads: 1})
+	defer withStats.Close()
+	if !golden.LoadModel(t, withStats, "models/stories260K.gguf", "target").HasRowStats() {
+		t.Fatalf("HasRowStats on the CPU backend: got false, want true")
+	}
+	plain := noRowStats{cpu.New(cpu.Options{Threads: 2})}
 	defer plain.Close()
 	rs := &rowStatser{Backend: cpu.New(cpu.Options{Threads: 2})}
 	defer rs.Close()
 
 	m := golden.LoadModel(t, plain, "models/stories260K.gguf", "target")
 	if m.HasRowStats() {
-		t.Fatalf("HasRowStats on the CPU backend: got true, want false")
+		t.Fatalf("HasRowStats without a RowStatser: got true, want false")
 	}
 	c, err := m.NewKV(16, backend.KVF16)
 	if err != nil {
@@ -72,7 +81,7 @@ func TestRowStats(t *testing.T) {
 	}
 	var st model.RowStats
 	if err := m.RowStats(l, 2, nil, &st); !errors.Is(err, model.ErrNoRowStats) {
-		t.Fatalf("RowStats on the CPU backend: got %v, want ErrNoRowStats", err)
+		t.Fatalf("RowStats without a RowStatser: got %v, want ErrNoRowStats", err)
 	}
 
 	m = golden.LoadModel(t, rs, "models/stories260K.gguf", "target")

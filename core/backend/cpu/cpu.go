@@ -85,6 +85,7 @@ type scratch struct {
 	s, ms, vs, e   []float32
 	rise           []bool
 	ms4, vs4, acc4 []float32
+	lse            []float32 // RowStats: a chunk's exponentials
 }
 
 var _ backend.Backend = (*Backend)(nil)
