@@ -148,7 +148,8 @@ struct TQK {
             m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
         }
     }
-    // X: the unit's two 32-value blocks of activation row jrow.
+    // X: the unit's two 32-value blocks of activation row jrow. (Not two xblock calls:
+    // addressing the second block on its own adds integer work to the issue-bound loop.)
     struct X { int xa[8], xb[8]; float da, db; int suma, sumb; };
     static __device__ X loadx(const Args &a, int jrow, int u) {
         const int *xp = a.xq + ((i64)jrow * a.cols + u * 64) / 4;
@@ -348,7 +349,7 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
 // one-weight launch.
 #define MMVQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
 // MMVQ1R's kernel takes RW weight rows per warp.
-#define MMVQ1R(name, T, N, RW, body)                                                                    \
+#define MMVQ1R(name, T, N, RW)                                                                    \
     extern "C" __global__ void mmvq_##name##_##N(const int *xq, const float *xd, const float *xf, int cols, \
                                                  MMVQ_SET(0), MMVQ_SET(1), MMVQ_SET(2)) {               \
         const int rpb = blockDim.x / WARP * RW;                                                         \
@@ -356,22 +357,22 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
         int blk = blockIdx.x;                                                                           \
         if (blk < nb0) {                                                                                \
             const Args a = {q0, d0, e0, xq, xd, xf, cols};                                              \
-            body(a, dst0, rows0, bias0, blk);                                                           \
+            mmvq_rows<T, N, RW>(a, dst0, rows0, bias0, blk);                                            \
         } else if ((blk -= nb0) < nb1) {                                                                \
             const Args a = {q1, d1, e1, xq, xd, xf, cols};                                              \
-            body(a, dst1, rows1, bias1, blk);                                                           \
+            mmvq_rows<T, N, RW>(a, dst1, rows1, bias1, blk);                                            \
         } else {                                                                                        \
             blk -= nb1;                                                                                 \
             const Args a = {q2, d2, e2, xq, xd, xf, cols};                                              \
-            body(a, dst2, rows2, bias2, blk);                                                           \
+            mmvq_rows<T, N, RW>(a, dst2, rows2, bias2, blk);                                            \
         }                                                                                               \
     }
-#define MMVQ1(name, T, N) MMVQ1R(name, T, N, 1, (mmvq_rows<T, N, 1>))
+#define MMVQ1(name, T, N) MMVQ1R(name, T, N, 1)
 #define MMVQ(name, T) \
     MMVQ1(name, T, 1) MMVQ1(name, T, 2) MMVQ1(name, T, 3) MMVQ1(name, T, 4) \
     MMVQ1(name, T, 5) MMVQ1(name, T, 6) MMVQ1(name, T, 7) MMVQ1(name, T, 8)
 // NAMEw: two weight rows per warp, at the nt of the tier's PairRows (ops.go).
-#define MMVQW1(name, T, N) MMVQ1R(name##w, T, N, 2, (mmvq_rows<T, N, 2>))
+#define MMVQW1(name, T, N) MMVQ1R(name##w, T, N, 2)
 #define MMVQW(name, T) \
     MMVQW1(name, T, 1) MMVQW1(name, T, 2) MMVQW1(name, T, 3) MMVQW1(name, T, 4) \
     MMVQW1(name, T, 5) MMVQW1(name, T, 6) MMVQW1(name, T, 7) MMVQW1(name, T, 8)
