@@ -75,6 +75,10 @@ type RowPairs struct {
 	Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 uint16
 }
 
+// PairKernels are the mat-vec kernels (mmvq_KERNEL_nt) with a two-row form
+// (mmvq_KERNELw_nt, mmvq.cu's MMVQW), each with its field in RowPairs.
+var PairKernels = []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v"}
+
 // For returns the nt set of the mat-vec kernel named kernel (mmvq_KERNEL_nt); kernels
 // without a two-row form get none.
 func (p RowPairs) For(kernel string) uint16 {

@@ -128,3 +128,25 @@ func TestInitWithoutGPU(t *testing.T) {
 		t.Errorf("got %v, want it to say libcuda.so.1 not found", err)
 	}
 }
+
+// TestRowPairsFor: every kernel with a two-row form has its own RowPairs field, and
+// no other kernel has one.
+func TestRowPairsFor(t *testing.T) {
+	p := RowPairs{Q4_0: 1 << 1, Q5_0: 1 << 2, Q8_0: 1 << 3, Q4_K: 1 << 4, Q5_K: 1 << 5, Q6_K: 1 << 6, F16: 1 << 7}
+	seen := map[uint16]string{}
+	for _, k := range PairKernels {
+		got := p.For(k)
+		if got == 0 || seen[got] != "" {
+			t.Errorf("For(%q) = %#x: no field of its own (%q has it)", k, got, seen[got])
+		}
+		seen[got] = k
+	}
+	if len(seen) != 7 {
+		t.Errorf("%d of RowPairs' 7 fields are reached through PairKernels", len(seen))
+	}
+	for _, k := range []string{"f16s", "f32v", "f32s", "q4_1", ""} {
+		if got := p.For(k); got != 0 {
+			t.Errorf("For(%q) = %#x, want 0 (no two-row form)", k, got)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func kernelNames() map[string][]string {
 			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%s_%d", w, nt))
 		}
 	}
-	for _, w := range []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v"} { // two rows per warp
+	for _, w := range cuda.PairKernels { // two rows per warp
 		for nt := 1; nt <= 8; nt++ {
 			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%sw_%d", w, nt))
 		}

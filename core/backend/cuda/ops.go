@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/cuda"
@@ -156,8 +157,10 @@ func mergeMV(ls []launchSpec) []launchSpec {
 func (b *Backend) pairRows(kernel string) uint16 {
 	switch b.sw.pairRows {
 	case "all":
-		all := ^uint16(0)
-		return cuda.RowPairs{Q4_0: all, Q5_0: all, Q8_0: all, Q4_K: all, Q5_K: all, Q6_K: all, F16: all}.For(kernel)
+		if slices.Contains(cuda.PairKernels, kernel) {
+			return ^uint16(0)
+		}
+		return 0
 	case "none":
 		return 0
 	}
