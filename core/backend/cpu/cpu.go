@@ -71,6 +71,7 @@ type Backend struct {
 	actBuf  []byte         // quantized activation rows of MatMul
 	prep    quant.TilePrep // MatMul's activation rows in core/quant's tile layout
 	workers []scratch      // per worker scratch of Attention and RoPE
+	parts   []lsePart      // RowStats: every chunk's summary of the call's rows
 }
 
 // scratch is one worker's private buffers.

@@ -41,7 +41,10 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 		return err
 	}
 	chunks := (n + rowStatsChunk - 1) / rowStatsChunk
-	parts := make([]lsePart, nt*chunks)
+	if cap(b.parts) < nt*chunks {
+		b.parts = make([]lsePart, nt*chunks)
+	}
+	parts := b.parts[:nt*chunks]
 	b.pool.chunksWork(nt*n, nt*chunks, 1, func(w, lo, hi int) {
 		buf := b.lseScratch(w)
 		for i := lo; i < hi; i++ {
