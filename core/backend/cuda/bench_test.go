@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/core/backend"
+	cudabe "github.com/minfer/minfer/core/backend/cuda"
 	"github.com/minfer/minfer/core/quant"
 )
 
@@ -23,65 +24,16 @@ func BenchmarkMatMul(b *testing.B) {
 	g := open(b)
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(9, 9))
-	const rows, cols, copies, per = 14336, 4096, 4, 32
+	const rows, cols = 14336, 4096
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16} {
-		rb, _ := typ.RowBytes(cols)
-		data := make([]byte, rb*rows)
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
-		if typ == quant.F16 { // keep values finite: clear the top exponent bit
-			for i := 1; i < len(data); i += 2 {
-				data[i] &= 0xBF
-			}
-		}
-		var ws []backend.Weight
-		for range copies {
-			w, err := g.NewWeight("w", typ, rows, cols, data)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ws = append(ws, w)
-		}
+		ws := benchWeights(b, g, rng, typ, rows, cols, 4)
 		for _, nt := range []int{1, 2, 4, 8, 16, 32, 64, 512} {
 			b.Run(fmt.Sprintf("%v/nt%d", typ, nt), func(b *testing.B) {
-				x := mustF32(b, g, normals(rng, nt*cols, 1))
-				y, _ := g.NewF32(nt * rows)
-				// A fresh key per invocation: x and y are new buffers each time, and a
-				// graph replays the buffers it was captured with.
-				benchSeq++
-				key := fmt.Sprintf("%v/%d/%d", typ, nt, benchSeq)
-				rec := func() {
-					for i := range per {
-						g.MatMul(y, ws[i%copies], x, nt)
-					}
-				}
-				if err := g.Run(key, rec); err != nil {
-					b.Fatal(err)
-				}
-				if err := g.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				start := time.Now()
-				for range b.N {
-					g.Run(key, rec)
-				}
-				if err := g.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				el := time.Since(start)
-				perMM := el.Seconds() / float64(b.N*per)
-				b.ReportMetric(perMM*1e6, "us/matmul")
-				b.ReportMetric(float64(rb*rows)/perMM/1e9, "GB/s")
+				perMM := timeMatMuls(b, g, rng, ws, nt)
 				b.ReportMetric(2*float64(rows)*cols*float64(nt)/perMM/1e12, "TFLOP/s")
-				g.Free(x)
-				g.Free(y)
 			})
 		}
-		for _, w := range ws {
-			g.Free(w)
-		}
+		freeAll(g, ws)
 	}
 }
 
@@ -94,64 +46,89 @@ func BenchmarkMatVec(b *testing.B) {
 	g := open(b)
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(9, 10))
-	const per = 32
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q5_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16} {
 		for _, sh := range [][2]int{{14336, 4096}, {896, 4864}} {
 			rows, cols := sh[0], sh[1]
 			rb, _ := typ.RowBytes(cols)
-			data := make([]byte, rb*rows)
-			for i := range data {
-				data[i] = byte(rng.Uint32())
-			}
-			if typ == quant.F16 { // keep values finite: clear the top exponent bit
-				for i := 1; i < len(data); i += 2 {
-					data[i] &= 0xBF
-				}
-			}
-			copies := min(max(4, (256<<20)/len(data)), 64)
-			var ws []backend.Weight
-			for range copies {
-				w, err := g.NewWeight("w", typ, rows, cols, data)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ws = append(ws, w)
-			}
+			ws := benchWeights(b, g, rng, typ, rows, cols, min(max(4, (256<<20)/(rb*rows)), 64))
 			for nt := 1; nt <= 8; nt++ {
 				b.Run(fmt.Sprintf("%v/%dx%d/nt%d", typ, rows, cols, nt), func(b *testing.B) {
-					x := mustF32(b, g, normals(rng, nt*cols, 1))
-					y, _ := g.NewF32(nt * rows)
-					benchSeq++
-					key := fmt.Sprintf("mv/%v/%d/%d/%d", typ, rows, nt, benchSeq)
-					rec := func() {
-						for i := range per {
-							g.MatMul(y, ws[i%copies], x, nt)
-						}
-					}
-					if err := g.Run(key, rec); err != nil {
-						b.Fatal(err)
-					}
-					if err := g.Sync(); err != nil {
-						b.Fatal(err)
-					}
-					b.ResetTimer()
-					start := time.Now()
-					for range b.N {
-						g.Run(key, rec)
-					}
-					if err := g.Sync(); err != nil {
-						b.Fatal(err)
-					}
-					perMM := time.Since(start).Seconds() / float64(b.N*per)
-					b.ReportMetric(perMM*1e6, "us/matmul")
-					b.ReportMetric(float64(rb*rows)/perMM/1e9, "GB/s")
-					g.Free(x)
-					g.Free(y)
+					timeMatMuls(b, g, rng, ws, nt)
 				})
 			}
-			for _, w := range ws {
-				g.Free(w)
-			}
+			freeAll(g, ws)
 		}
+	}
+}
+
+// benchWeights uploads copies of one random rows × cols weight of type typ (F16 values
+// kept finite).
+func benchWeights(b *testing.B, g *cudabe.Backend, rng *rand.Rand, typ quant.Type, rows, cols, copies int) []backend.Weight {
+	b.Helper()
+	rb, err := typ.RowBytes(cols)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, rb*rows)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	if typ == quant.F16 { // keep values finite: clear the top exponent bit
+		for i := 1; i < len(data); i += 2 {
+			data[i] &= 0xBF
+		}
+	}
+	ws := make([]backend.Weight, copies)
+	for i := range ws {
+		if ws[i], err = g.NewWeight("w", typ, rows, cols, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ws
+}
+
+// timeMatMuls replays a graph of benchPer matmuls over nt rows of input, rotating
+// through ws so that L2 cannot hold the weight, reports µs per matmul and weight GB/s,
+// and returns the seconds per matmul.
+func timeMatMuls(b *testing.B, g *cudabe.Backend, rng *rand.Rand, ws []backend.Weight, nt int) float64 {
+	const per = 32
+	w := ws[0]
+	x := mustF32(b, g, normals(rng, nt*w.Cols(), 1))
+	y, _ := g.NewF32(nt * w.Rows())
+	defer g.Free(x)
+	defer g.Free(y)
+	// A fresh key per invocation: x and y are new buffers each time, and a graph
+	// replays the buffers it was captured with.
+	benchSeq++
+	key := fmt.Sprintf("bench/%v/%d/%d/%d", w.Type(), w.Rows(), nt, benchSeq)
+	rec := func() {
+		for i := range per {
+			g.MatMul(y, ws[i%len(ws)], x, nt)
+		}
+	}
+	if err := g.Run(key, rec); err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		g.Run(key, rec)
+	}
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	perMM := time.Since(start).Seconds() / float64(b.N*per)
+	rb, _ := w.Type().RowBytes(w.Cols())
+	b.ReportMetric(perMM*1e6, "us/matmul")
+	b.ReportMetric(float64(rb*w.Rows())/perMM/1e9, "GB/s")
+	return perMM
+}
+
+func freeAll(g *cudabe.Backend, ws []backend.Weight) {
+	for _, w := range ws {
+		g.Free(w)
 	}
 }
