@@ -32,7 +32,7 @@ func cudaSwitchHelp() string {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("\nCUDA environment switches (each turns one specialised path off):\n")
+	b.WriteString("\nCUDA environment switches (for bisecting and comparing kernel paths):\n")
 	for _, k := range names {
 		fmt.Fprintf(&b, "  %-24s %s\n", k, sw[k])
 	}
