@@ -116,37 +116,99 @@ struct TQ8_0 {
     }
 };
 
-// Q4_K / Q5_K: unit = 64 values (one 32-byte slice of qs: sub-blocks 2j and 2j+1).
-template <bool Q5>
-struct TQK {
-    struct R { int q[8]; int h[8]; float d, dmin; int sca, ma, scb, mb, j; };
-    static __device__ int units(int cols) { return cols / 64; }
+// k_scale_min is common.cuh's scale_min_k4 of sub-block k, on a K-quant block's 12 bytes
+// of scales held as three words (the block head's words 1-3).
+static __device__ __forceinline__ void k_scale_min(int k, u32 w1, u32 w2, u32 w3, int &sc, int &m) {
+    const int b = 8 * (k & 3);
+    const u32 s1 = (w1 >> b) & 0xFF, s2 = (w2 >> b) & 0xFF, s3 = (w3 >> b) & 0xFF;
+    if (k < 4) {
+        sc = (int)(s1 & 63);
+        m = (int)(s2 & 63);
+    } else {
+        sc = (int)((s3 & 0xF) | ((s1 >> 6) << 4));
+        m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
+    }
+}
+
+// KHead is a K-quant block's d, dmin and the scale/min pairs of sub-blocks 2j and 2j+1,
+// from its 16-byte head (d, dmin, the 12 bytes of scales) read in one load.
+struct KHead { float d, dmin; int sca, ma, scb, mb; };
+static __device__ __forceinline__ KHead khead(const u8 *blk, int j) {
+    const int4 h = *(const int4 *)blk;
+    KHead k;
+    k.d = h2f((u16)(h.x & 0xFFFF));
+    k.dmin = h2f((u16)((u32)h.x >> 16));
+    k_scale_min(2 * j, h.y, h.z, h.w, k.sca, k.ma);
+    k_scale_min(2 * j + 1, h.y, h.z, h.w, k.scb, k.mb);
+    return k;
+}
+
+// kdot is a K-quant unit's value: sub-blocks 2j (dot sa, activation sum suma, scale da)
+// and 2j+1 (sb, sumb, db) of the block whose head is k.
+static __device__ __forceinline__ float kdot(const KHead &k, int sa, int sb, float da, float db, int suma, int sumb) {
+    return k.d * ((float)k.sca * da * (float)sa + (float)k.scb * db * (float)sb) -
+           k.dmin * ((float)k.ma * da * (float)suma + (float)k.mb * db * (float)sumb);
+}
+
+// Q4_K: unit = 32 values, half h of the 32-byte slice j of a block's qs (values 16h …
+// 16h+15 of sub-blocks 2j, the low nibbles, and 2j+1, the high ones): two lanes share a
+// slice, so a warp's loads of qs and of x cover contiguous bytes. (With one lane per
+// slice, each lane read 32 bytes of qs and 64 of x at a stride: the L1 was the busiest
+// unit at 79% and the kernel streamed 2.8 TB/s.)
+struct TQ4_K {
+    struct R { int q[4]; KHead k; };
+    static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
-        const int bs = Q5 ? 176 : 144, qo = Q5 ? 48 : 16, j = u % 4;
-        const u8 *blk = (const u8 *)a.q + (row * (a.cols / 256) + u / 4) * bs;
+        const int j = (u / 2) % 4, h = u % 2;
+        const u8 *blk = (const u8 *)a.q + (row * (a.cols / 256) + u / 8) * 144;
         R r;
-        load8((const int *)(blk + qo + j * 32), r.q);
-        if (Q5) load8((const int *)(blk + 16), r.h);
-        // the 16-byte head (d, dmin, the 12 bytes of scales) in one load
-        const int4 h = *(const int4 *)blk;
-        r.d = h2f((u16)(h.x & 0xFFFF));
-        r.dmin = h2f((u16)((u32)h.x >> 16));
-        scale_min(2 * j, h.y, h.z, h.w, r.sca, r.ma);
-        scale_min(2 * j + 1, h.y, h.z, h.w, r.scb, r.mb);
-        r.j = j;
+        const int4 v = *(const int4 *)(blk + 16 + j * 32 + h * 16);
+        r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.k = khead(blk, j);
         return r;
     }
-    // scale_min is common.cuh's scale_min_k4 on the scales held as three words.
-    static __device__ __forceinline__ void scale_min(int k, u32 w1, u32 w2, u32 w3, int &sc, int &m) {
-        const int b = 8 * (k & 3);
-        const u32 s1 = (w1 >> b) & 0xFF, s2 = (w2 >> b) & 0xFF, s3 = (w3 >> b) & 0xFF;
-        if (k < 4) {
-            sc = (int)(s1 & 63);
-            m = (int)(s2 & 63);
-        } else {
-            sc = (int)((s3 & 0xF) | ((s1 >> 6) << 4));
-            m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
+    // X: the unit's 16 activations of each sub-block, their scales and sums.
+    struct X { int xa[4], xb[4]; float da, db; int suma, sumb; };
+    static __device__ X loadx(const Args &a, int jrow, int u) {
+        const int b = u / 8, j = (u / 2) % 4, h = u % 2;
+        const int *xp = a.xq + ((i64)jrow * a.cols + b * 256 + j * 64 + h * 16) / 4;
+        const int4 va = *(const int4 *)xp, vb = *(const int4 *)(xp + 8);
+        X x;
+        x.xa[0] = va.x; x.xa[1] = va.y; x.xa[2] = va.z; x.xa[3] = va.w;
+        x.xb[0] = vb.x; x.xb[1] = vb.y; x.xb[2] = vb.z; x.xb[3] = vb.w;
+        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + b * 8 + j * 2;
+        x.da = xd[0];
+        x.db = xd[1];
+        x.suma = sum8(x.xa, 4);
+        x.sumb = sum8(x.xb, 4);
+        return x;
+    }
+    static __device__ float dotx(const R &r, const X &x) {
+        int sa = 0, sb = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            sa = dp4a(nib_lo(r.q[k]), x.xa[k], sa);
+            sb = dp4a(nib_hi(r.q[k]), x.xb[k], sb);
         }
+        return kdot(r.k, sa, sb, x.da, x.db, x.suma, x.sumb);
+    }
+};
+
+// Q5_K: unit = 64 values (one 32-byte slice of qs, sub-blocks 2j and 2j+1, and the 32
+// bytes of fifth bits). Two lanes per slice as in Q4_K measured 6% slower at nt = 1
+// (the fifth bits' 32 bytes are read by every lane of the block either way).
+struct TQ5_K {
+    struct R { int q[8]; int h[8]; KHead k; int j; };
+    static __device__ int units(int cols) { return cols / 64; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const int j = u % 4;
+        const u8 *blk = (const u8 *)a.q + (row * (a.cols / 256) + u / 4) * 176;
+        R r;
+        load8((const int *)(blk + 48 + j * 32), r.q);
+        load8((const int *)(blk + 16), r.h);
+        r.k = khead(blk, j);
+        r.j = j;
+        return r;
     }
     // X: the unit's two 32-value blocks of activation row jrow. (Not two xblock calls:
     // addressing the second block on its own adds integer work to the issue-bound loop.)
@@ -167,16 +229,12 @@ struct TQK {
         int sa = 0, sb = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            int lo = nib_lo(r.q[k]), hi = nib_hi(r.q[k]);
-            if (Q5) {
-                lo |= ((r.h[k] >> (2 * r.j)) & 0x01010101) << 4;
-                hi |= ((r.h[k] >> (2 * r.j + 1)) & 0x01010101) << 4;
-            }
+            const int lo = nib_lo(r.q[k]) | (((r.h[k] >> (2 * r.j)) & 0x01010101) << 4);
+            const int hi = nib_hi(r.q[k]) | (((r.h[k] >> (2 * r.j + 1)) & 0x01010101) << 4);
             sa = dp4a(lo, x.xa[k], sa);
             sb = dp4a(hi, x.xb[k], sb);
         }
-        return r.d * ((float)r.sca * x.da * (float)sa + (float)r.scb * x.db * (float)sb) -
-               r.dmin * ((float)r.ma * x.da * (float)x.suma + (float)r.mb * x.db * (float)x.sumb);
+        return kdot(r.k, sa, sb, x.da, x.db, x.suma, x.sumb);
     }
 };
 
@@ -380,8 +438,8 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
 MMVQ(q4_0, TQ4_0) MMVQW(q4_0, TQ4_0)
 MMVQ(q5_0, TQ5_0) MMVQW(q5_0, TQ5_0)
 MMVQ(q8_0, TQ8_0) MMVQW(q8_0, TQ8_0)
-MMVQ(q4_k, TQK<false>) MMVQW(q4_k, TQK<false>)
-MMVQ(q5_k, TQK<true>) MMVQW(q5_k, TQK<true>)
+MMVQ(q4_k, TQ4_K) MMVQW(q4_k, TQ4_K)
+MMVQ(q5_k, TQ5_K) MMVQW(q5_k, TQ5_K)
 MMVQ(q6_k, TQ6_K) MMVQW(q6_k, TQ6_K)
 MMVQ(f16v, TF16<true>) MMVQW(f16v, TF16<true>)
 MMVQ(f16s, TF16<false>)
