@@ -61,7 +61,7 @@ type Tier struct {
 // RowPairs holds, per weight type, the set of nt (bit nt) at which the mat-vec takes
 // two weight rows per warp. The activations of a unit are then loaded once for both
 // rows, which halves their traffic through L1 (it exceeds the weights': an F16 unit is
-// 16 bytes of weights against 32 of activations per row, a Q4_K unit 32 against 72),
+// 16 bytes of weights against 32 of activations per row, a Q5_K unit 64 against 72),
 // at the cost of half as many warps. Each row keeps its bits either way. The backend
 // also keeps one row per warp for a launch too small to give every SM a block in pairs.
 //
@@ -70,7 +70,9 @@ type Tier struct {
 // 0.62-0.97 for Q4_K, 0.69-0.94 for Q6_K, 0.63-0.95 for F16; but in whole models
 // (`minfer bench`, `specbench` C_T) Q4_K and Q6_K at nt 1 cost 0.8-1.4% of a 7B
 // Q4_K_M decode (the 18944-column FFN down has too few warps then), and Q8_0 lost at
-// nt 2-3, so those stay at one row per warp.
+// nt 2-3, so those stay at one row per warp. Since Q4_K takes two lanes per slice of
+// its quants (ad9b5c5), its one-row kernel beats pairs at nt 1-7 (0.75-0.96 of the
+// time), so Q4_K pairs only at nt 8.
 type RowPairs struct {
 	Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 uint16
 }
@@ -111,7 +113,7 @@ var tiers = []Tier{
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
 	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: RowPairs{Q4_0: 0x1FE, Q5_0: 0x1FE, Q8_0: 0x1F2, Q4_K: 0x1FC, Q5_K: 0x1FC, Q6_K: 0x1FC, F16: 0x1FE}, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: RowPairs{Q4_0: 0x1FE, Q5_0: 0x1FE, Q8_0: 0x1F2, Q4_K: 0x100, Q5_K: 0x1FC, Q6_K: 0x1FC, F16: 0x1FE}, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
 	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
