@@ -150,6 +150,28 @@ static __device__ __forceinline__ float kdot(const KHead &k, int sa, int sb, flo
            k.dmin * ((float)k.ma * da * (float)suma + (float)k.mb * db * (float)sumb);
 }
 
+// KX is a K-quant unit's activations: N words (4N values) of each of its two sub-blocks
+// (the second 32 values after the first), their scales and their sums.
+template <int N>
+struct KX { int xa[N], xb[N]; float da, db; int suma, sumb; };
+template <int N>
+static __device__ __forceinline__ KX<N> kx(const int *xp, const float *xd) {
+    KX<N> x;
+    if (N == 4) {
+        const int4 va = *(const int4 *)xp, vb = *(const int4 *)(xp + 8);
+        x.xa[0] = va.x; x.xa[1] = va.y; x.xa[2] = va.z; x.xa[3] = va.w;
+        x.xb[0] = vb.x; x.xb[1] = vb.y; x.xb[2] = vb.z; x.xb[3] = vb.w;
+    } else {
+        load8(xp, x.xa);
+        load8(xp + 8, x.xb);
+    }
+    x.da = xd[0];
+    x.db = xd[1];
+    x.suma = sum8(x.xa, N);
+    x.sumb = sum8(x.xb, N);
+    return x;
+}
+
 // Q4_K: unit = 32 values, half h of the 32-byte slice j of a block's qs (values 16h …
 // 16h+15 of sub-blocks 2j, the low nibbles, and 2j+1, the high ones): two lanes share a
 // slice, so a warp's loads of qs and of x cover contiguous bytes. (With one lane per
@@ -168,20 +190,11 @@ struct TQ4_K {
         return r;
     }
     // X: the unit's 16 activations of each sub-block, their scales and sums.
-    struct X { int xa[4], xb[4]; float da, db; int suma, sumb; };
+    typedef KX<4> X;
     static __device__ X loadx(const Args &a, int jrow, int u) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
-        const int *xp = a.xq + ((i64)jrow * a.cols + b * 256 + j * 64 + h * 16) / 4;
-        const int4 va = *(const int4 *)xp, vb = *(const int4 *)(xp + 8);
-        X x;
-        x.xa[0] = va.x; x.xa[1] = va.y; x.xa[2] = va.z; x.xa[3] = va.w;
-        x.xb[0] = vb.x; x.xb[1] = vb.y; x.xb[2] = vb.z; x.xb[3] = vb.w;
-        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + b * 8 + j * 2;
-        x.da = xd[0];
-        x.db = xd[1];
-        x.suma = sum8(x.xa, 4);
-        x.sumb = sum8(x.xb, 4);
-        return x;
+        return kx<4>(a.xq + ((i64)jrow * a.cols + b * 256 + j * 64 + h * 16) / 4,
+                     a.xd + (i64)jrow * (a.cols / 32) + b * 8 + j * 2);
     }
     static __device__ float dotx(const R &r, const X &x) {
         int sa = 0, sb = 0;
@@ -212,18 +225,9 @@ struct TQ5_K {
     }
     // X: the unit's two 32-value blocks of activation row jrow. (Not two xblock calls:
     // addressing the second block on its own adds integer work to the issue-bound loop.)
-    struct X { int xa[8], xb[8]; float da, db; int suma, sumb; };
+    typedef KX<8> X;
     static __device__ X loadx(const Args &a, int jrow, int u) {
-        const int *xp = a.xq + ((i64)jrow * a.cols + u * 64) / 4;
-        X x;
-        load8(xp, x.xa);
-        load8(xp + 8, x.xb);
-        const float *xd = a.xd + (i64)jrow * (a.cols / 32) + u * 2;
-        x.da = xd[0];
-        x.db = xd[1];
-        x.suma = sum8(x.xa, 8);
-        x.sumb = sum8(x.xb, 8);
-        return x;
+        return kx<8>(a.xq + ((i64)jrow * a.cols + u * 64) / 4, a.xd + (i64)jrow * (a.cols / 32) + u * 2);
     }
     static __device__ float dotx(const R &r, const X &x) {
         int sa = 0, sb = 0;
