@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/model"
 )
 
@@ -26,8 +27,10 @@ For each depth (0 = plain decoding through the same round loop, auto = the confi
 depth policy, adaptive by default), generates -n greedy tokens from every prompt and
 reports generation tokens/s (the tokens after each request's first round over the time
 after it; mean ± stddev over repetitions), acceptance (accepted /
-drafted), tokens per round, the speedup over depth 0, and whether every prompt's
-output equals depth 0's (the greedy identity). Repetitions are interleaved:
+drafted), tokens per round, the speedup over depth 0, whether every prompt's
+output equals depth 0's (the greedy identity), and where a round's time went on
+average: the draft phase, the target's verify forward and the plugin calls (policy,
+penalty, sampler; the rest is the engine's own work). Repetitions are interleaved:
 each repetition runs every depth in turn, so drift in machine speed spreads over all
 depths. A warm-up of --warmup seconds runs first.
 
@@ -46,13 +49,17 @@ Examples:
 
 // specDepthResult is one depth's line.
 type specDepthResult struct {
-	Depth          string    `json:"depth"`
-	TPSMean        float64   `json:"tokens_per_s"`
-	TPSStd         float64   `json:"tokens_per_s_stddev"`
-	Acceptance     float64   `json:"acceptance"`
-	TokensPerRound float64   `json:"tokens_per_round"`
-	Speedup        float64   `json:"speedup"`
-	PerPrompt      []float64 `json:"per_prompt_acceptance"`
+	Depth          string  `json:"depth"`
+	TPSMean        float64 `json:"tokens_per_s"`
+	TPSStd         float64 `json:"tokens_per_s_stddev"`
+	Acceptance     float64 `json:"acceptance"`
+	TokensPerRound float64 `json:"tokens_per_round"`
+	Speedup        float64 `json:"speedup"`
+	// PerRound is where a round's time went, on average: the draft phase, the target's
+	// verify forward, and the plugin calls (policy, penalty, sampler). The rest of a
+	// round's wall time is the engine's own work (emitting text, cache bookkeeping).
+	PerRound  engine.SpecMs `json:"ms_per_round"`
+	PerPrompt []float64     `json:"per_prompt_acceptance"`
 	// Identical: every prompt's tokens equal depth 0's (greedy identity); false also
 	// when depth 0 was not run.
 	Identical  bool `json:"identical_to_depth0"`
@@ -64,6 +71,7 @@ type specDepthResult struct {
 	emitted    int
 	ppDrafted  []int
 	ppAccepted []int
+	ms         engine.SpecMs // summed over the measured requests
 }
 
 type specbenchResult struct {
@@ -193,6 +201,9 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 			r.accepted += out.Spec.Accepted
 			r.rounds += out.Spec.Rounds
 			r.emitted += len(out.Tokens)
+			r.ms.Draft += out.Spec.Ms.Draft
+			r.ms.Verify += out.Spec.Ms.Verify
+			r.ms.Plugins += out.Spec.Ms.Plugins
 			r.ppDrafted[pi] += out.Spec.Drafted
 			r.ppAccepted[pi] += out.Spec.Accepted
 		}
@@ -254,7 +265,9 @@ func summarizeDepths(ds []specDepthResult, nPrompts int) {
 			d.Acceptance = float64(d.accepted) / float64(d.drafted)
 		}
 		if d.rounds > 0 {
-			d.TokensPerRound = float64(d.emitted) / float64(d.rounds)
+			n := float64(d.rounds)
+			d.TokensPerRound = float64(d.emitted) / n
+			d.PerRound = engine.SpecMs{Draft: d.ms.Draft / n, Verify: d.ms.Verify / n, Plugins: d.ms.Plugins / n}
 		}
 		d.PerPrompt = make([]float64, len(d.ppDrafted))
 		for p := range d.ppDrafted {
@@ -278,8 +291,8 @@ func summarizeDepths(ds []specDepthResult, nPrompts int) {
 
 func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
-	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup | = depth 0 |\n", "tokens/s")
-	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- |\n", dashes(18))
+	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", "tokens/s")
+	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", dashes(18))
 	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
 	base := slices.ContainsFunc(r.Depths, func(d specDepthResult) bool { return d.Depth == "0" })
 	for _, d := range r.Depths {
@@ -287,7 +300,8 @@ func printSpecbench(m *Main, r *specbenchResult) {
 		if !base {
 			speedup, same = "-", "-"
 		}
-		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %7s | %9s |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd), d.Acceptance, d.TokensPerRound, speedup, same)
+		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
+			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins)
 	}
 	if len(r.VerifyMs) == 0 {
 		return

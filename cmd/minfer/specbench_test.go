@@ -35,6 +35,20 @@ func TestSpecbenchDraftIsTarget(t *testing.T) {
 	if d3.Acceptance != 1 || d3.TokensPerRound != 4 {
 		t.Fatalf("depth 3: got acceptance %v, tokens/round %v; want 1 and 4", d3.Acceptance, d3.TokensPerRound)
 	}
+	// where a round's time went: depth 0 drafts nothing (its draft phase returns at
+	// once); depth 3 drafts three tokens a round and verifies four rows; every round
+	// calls the sampler
+	if !(d0.PerRound.Draft < 0.01*d0.PerRound.Verify) || !(d0.PerRound.Verify > 0) || !(d0.PerRound.Plugins > 0) {
+		t.Errorf("depth 0 per round: %+v", d0.PerRound)
+	}
+	if !(d3.PerRound.Draft > 0.1*d3.PerRound.Verify) || !(d3.PerRound.Verify > 0) || !(d3.PerRound.Plugins > 0) {
+		t.Errorf("depth 3 per round: %+v", d3.PerRound)
+	}
+	text, stderr, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--draft", model,
+		"--depths", "0,2", "-n", "6", "-r", "1", "--warmup", "0", "-t", "1", "--curve=false")
+	if err != nil || !strings.Contains(text, "draft ms/round | verify ms/round | plugins µs/round") {
+		t.Errorf("text output: %v\n%s%s", err, text, stderr)
+	}
 }
 
 func TestSpecbenchErrors(t *testing.T) {
