@@ -60,7 +60,9 @@ func (t Throughput) MeanDepth() float64 {
 //   - draft time is the round's measured time per draft token (the trace median when
 //     the round drafted nothing) times the tokens drafted; verify time is the recorded
 //     one when nt matches, else the trace's median for that nt, interpolated linearly
-//     (and extrapolated from the two nearest) for nt never recorded.
+//     (and extrapolated from the two nearest) for nt never recorded;
+//   - the rest of the round (its plugin calls, emitting the tokens: HostNs) costs what
+//     the recorded round's did (nothing in traces without it).
 func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), seed uint64) (ReplayResult, error) {
 	return ReplayWith(ctx, rounds, newPolicy, ReplayOptions{Seed: seed})
 }
@@ -93,7 +95,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 		}
 		res.Rounds++
 		res.Recorded.Tokens += float64(r.Accepted + 1)
-		res.Recorded.Ns += float64(r.DraftNs + r.VerifyNs)
+		res.Recorded.Ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
 		res.Recorded.DepthSum += float64(r.Depth)
 		res.Recorded.NumRounds++
 		if r.Seq != seq {
@@ -139,7 +141,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 			verifyNs = m.verify(drafted + 1)
 		}
 		res.Replayed.Tokens += float64(acc + 1)
-		res.Replayed.Ns += draftNs + verifyNs
+		res.Replayed.Ns += draftNs + verifyNs + float64(r.HostNs)
 		res.Replayed.DepthSum += float64(d)
 		res.Replayed.NumRounds++
 		conf := r.Conf
@@ -161,12 +163,13 @@ type costModel struct {
 	medianStep float64
 	nts        []int     // recorded nt, ascending
 	verifyMed  []float64 // median verify ns per nts entry
+	host       float64   // median HostNs of the rounds that recorded it (0: none did)
 }
 
 func newCostModel(rounds []sdk.TraceRound) *costModel {
 	m := &costModel{}
 	var succ, trials float64
-	var steps []float64
+	var steps, host []float64
 	byNT := map[int][]float64{}
 	for i := range rounds {
 		r := &rounds[i]
@@ -179,7 +182,11 @@ func newCostModel(rounds []sdk.TraceRound) *costModel {
 			steps = append(steps, float64(r.DraftNs)/float64(n))
 		}
 		byNT[r.Drafted+1] = append(byNT[r.Drafted+1], float64(r.VerifyNs))
+		if r.HostNs > 0 {
+			host = append(host, float64(r.HostNs))
+		}
 	}
+	m.host = median(host)
 	m.acceptRate = 0
 	if trials > 0 {
 		m.acceptRate = succ / trials

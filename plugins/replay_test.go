@@ -67,6 +67,20 @@ func TestReplayModel(t *testing.T) {
 			}
 		})
 	}
+	// The rest of each round (HostNs) is charged as recorded, to the recording and to
+	// every replayed round alike.
+	hosted := append([]sdk.TraceRound(nil), rounds...)
+	for i := range hosted {
+		hosted[i].HostNs = 3000
+	}
+	res, err := Replay(ctx, hosted, static(1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed.Ns != 10*(1000+8000+3000) || res.Recorded.Ns != 9*14000+9000+10*3000 {
+		t.Fatalf("with host time: replayed %v ns, recorded %v; want %v and %v", res.Replayed.Ns, res.Recorded.Ns,
+			10*(1000+8000+3000), 9*14000+9000+10*3000)
+	}
 	if _, err := Replay(ctx, nil, static(1), 1); err == nil {
 		t.Fatal("empty trace: got nil error")
 	}

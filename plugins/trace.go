@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/minfer/minfer/sdk"
 )
@@ -62,6 +63,10 @@ type TracedPolicy struct {
 	prompt  string
 	pending bool
 	dec     sdk.DepthDecision
+	// asked is when the wrapped policy was asked for the pending round's depth: the
+	// round's wall time runs from there to the next NextDepth or Finish (the tracer's
+	// own writing happens before it, so it is not counted).
+	asked time.Time
 }
 
 // SetPrompt records the request's prompt tokens (as PromptKey) on each round.
@@ -83,11 +88,12 @@ var _ sdk.DepthPolicy = (*TracedPolicy)(nil)
 // NextDepth records the outcome of the previous round and asks the wrapped policy.
 func (tp *TracedPolicy) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
 	tp.Finish(last)
+	asked := time.Now()
 	d, err := tp.p.NextDepth(ctx, last)
 	if err != nil {
 		return d, err
 	}
-	tp.dec, tp.pending = d, true
+	tp.dec, tp.pending, tp.asked = d, true, asked
 	return d, nil
 }
 
@@ -97,9 +103,11 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 	if !tp.pending || last.Round < 0 || last.VerifyNs <= 0 {
 		return
 	}
+	wall := time.Since(tp.asked).Nanoseconds()
 	tp.pending = false
 	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
 	r.Prompt = tp.prompt
+	r.HostNs = max(wall-last.DraftNs-last.VerifyNs, 0)
 	tp.t.write(&r)
 }
 

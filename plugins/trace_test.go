@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/plugins/builtin"
 	"github.com/minfer/minfer/sdk"
@@ -62,5 +63,37 @@ func TestTracerRoundTrip(t *testing.T) {
 	}
 	if res.Replayed.Rate() != res.Recorded.Rate() || res.Extrapolated != 0 {
 		t.Fatalf("replaying the recorded policy: %.3f tok/s, recorded %.3f (%d extrapolated)", res.Replayed.Rate(), res.Recorded.Rate(), res.Extrapolated)
+	}
+}
+
+// TestTracerHostTime: a round's host_ns is its wall time, from asking the policy to the
+// next NextDepth (or Finish), less the draft and verify phases the engine reported.
+func TestTracerHostTime(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	tr := NewTracer(&buf)
+	inner, _ := builtin.NewStatic([]byte(`{"depth":2}`))
+	p := tr.Wrap(inner, "static")
+	if _, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 4}); err != nil {
+		t.Fatal(err)
+	}
+	const gap, draft, verify = 4 * time.Millisecond, 500 * time.Microsecond, 700 * time.Microsecond
+	time.Sleep(gap)
+	o := sdk.RoundOutcome{Round: 0, Depth: 2, Drafted: 2, Accepted: 1, DraftConf: []float32{0.9, 0.4},
+		DraftNs: int64(draft), VerifyNs: int64(verify), MaxDepth: 4}
+	if _, err := p.NextDepth(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Round = 1
+	p.Finish(o) // at once: the round's wall time is less than its phases, so host_ns is 0
+	rounds, err := sdk.ReadTrace(&buf)
+	if err != nil || len(rounds) != 2 {
+		t.Fatalf("%v, %d rounds", err, len(rounds))
+	}
+	if h, min := time.Duration(rounds[0].HostNs), gap-draft-verify; h < min || h > time.Second {
+		t.Errorf("round 0: host_ns %v, want at least %v", h, min)
+	}
+	if rounds[1].HostNs != 0 {
+		t.Errorf("round 1: host_ns %v, want 0 (clamped)", rounds[1].HostNs)
 	}
 }

@@ -24,7 +24,8 @@ import (
 // position by position as the policy's rounds accept tokens. Its costs: a draft phase of
 // s draft steps after p tokens to catch up costs a·s + b·p (least squares over the
 // trace's drafting rounds), a verify of nt rows the trace's median for nt (interpolated
-// where never recorded). Positions no round observed (the bonus token of fully accepted
+// where never recorded), and the rest of a round (plugin calls, emitting the tokens)
+// the trace's median HostNs, the same for every round and policy (0 for traces without it). Positions no round observed (the bonus token of fully accepted
 // rounds that no other depth drafted) accept with the trace's acceptance rate, seeded by
 // opt.Seed, and count as Unobserved; their confidence is taken as 1. A round's depth is
 // bounded by the largest MaxDepth the prompt's rounds recorded and the tokens left.
@@ -97,7 +98,7 @@ func (wk *walker) prompt(ctx context.Context, p sdk.DepthPolicy, w *walkPrompt) 
 		verifyNs := wk.costs.verify(drafted + 1)
 		t := &wk.res.Walked
 		t.Tokens += float64(acc + 1)
-		t.Ns += draftNs + verifyNs
+		t.Ns += draftNs + verifyNs + wk.costs.host
 		t.DepthSum += float64(d)
 		t.NumRounds++
 		pos += acc + 1

@@ -20,6 +20,7 @@ type walkBed struct {
 const (
 	walkStep    = 50_000 // ns per draft step
 	walkCatchUp = 7_000  // ns per token caught up before the first step
+	walkHost    = 20_000 // ns of each round outside the draft and the verify
 )
 
 func walkVerify(nt int) int64 { return 200_000 + 30_000*int64(nt-1) + 5_000*int64(nt*nt) }
@@ -55,7 +56,7 @@ func (b walkBed) record(seq, depth int, prompt string) []sdk.TraceRound {
 		}
 		out = append(out, sdk.TraceRound{Seq: seq, Prompt: prompt, Round: r, Policy: "static", Depth: depth, MaxDepth: 7,
 			Drafted: d, Accepted: acc, Accept: accept, Conf: append([]float32(nil), b.conf[pos:pos+d]...),
-			DraftNs: draft, VerifyNs: walkVerify(d + 1)})
+			DraftNs: draft, VerifyNs: walkVerify(d + 1), HostNs: walkHost})
 		pos += acc + 1
 	}
 	return out
@@ -65,7 +66,7 @@ func (b walkBed) rate(rs []sdk.TraceRound) float64 {
 	var tok, ns float64
 	for _, r := range rs {
 		tok += float64(r.Accepted + 1)
-		ns += float64(r.DraftNs + r.VerifyNs)
+		ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
 	}
 	return tok / ns * 1e9
 }
@@ -84,7 +85,8 @@ func newWalkBed(n int, seed uint64) walkBed {
 
 // TestWalkReproducesStaticDepths: from a trace of depths 1, 2 and 4 over two prompts,
 // walking a static policy of each recorded depth gives that depth's recorded tokens and
-// time exactly (the costs are the decoder's, so the fit is exact). So does depth 3,
+// time exactly (the costs are the decoder's, so the fit is exact; each round's host time
+// is the bed's one value). So does depth 3,
 // recorded nowhere: every position it drafts was drafted by some recorded round, and
 // its 4-row verify ran where a depth-4 round was clamped near a prompt's end. At depth 6
 // the time is within 5%: 6- and 7-row verifies never ran and are extrapolated linearly
@@ -169,7 +171,7 @@ func TestWalkEarlyExit(t *testing.T) {
 		} else {
 			pending++
 		}
-		ns += float64(walkVerify(drafted + 1))
+		ns += float64(walkVerify(drafted+1) + walkHost)
 		tok += float64(acc + 1)
 		pos += acc + 1
 		rounds++

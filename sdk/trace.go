@@ -31,6 +31,10 @@ type TraceRound struct {
 	Conf     []float32 `json:"draft_conf"`         // draft top probability per position
 	DraftNs  int64     `json:"draft_ns"`           // measured draft phase
 	VerifyNs int64     `json:"verify_ns"`          // measured target forward over Drafted+1 rows
+	// HostNs is the rest of the round's wall time: the policy, penalty and sampler calls,
+	// emitting the tokens, the caches' bookkeeping (0: not recorded, as in traces
+	// written before the field existed). The policy is not told it.
+	HostNs int64 `json:"host_ns,omitempty"`
 }
 
 // Outcome is what a DepthPolicy is told about this round afterwards.
@@ -48,8 +52,8 @@ func (t *TraceRound) Validate() error {
 		return fmt.Errorf("drafted %d, accepted %d, depth %d: want accepted ≤ drafted ≤ depth", t.Drafted, t.Accepted, t.Depth)
 	case t.Accept != nil && len(t.Accept) != t.Drafted:
 		return fmt.Errorf("accept has %d entries, drafted %d", len(t.Accept), t.Drafted)
-	case t.DraftNs < 0 || t.VerifyNs <= 0:
-		return fmt.Errorf("draft_ns %d, verify_ns %d: want ≥ 0 and > 0", t.DraftNs, t.VerifyNs)
+	case t.DraftNs < 0 || t.VerifyNs <= 0 || t.HostNs < 0:
+		return fmt.Errorf("draft_ns %d, verify_ns %d, host_ns %d: want ≥ 0, > 0 and ≥ 0", t.DraftNs, t.VerifyNs, t.HostNs)
 	}
 	return nil
 }

@@ -127,7 +127,8 @@ func TestPolicyReplay(t *testing.T) {
 // TestPolicyReplayWalk records a specbench trace (which keys every round by its prompt)
 // and walks policies over it: the walked static depth 2 lands on the recorded one, and a
 // trace without prompt keys is refused by name. The recorded times are replaced by a
-// fixed cost model first (draft steps and verify rows at set prices): the tiny model's
+// fixed cost model first (draft steps, verify rows and the rest of a round at set
+// prices): the tiny model's
 // rounds take microseconds, so on a loaded machine one preempted round moves a run's
 // total by more than the walk's error, which is what the comparison is about.
 func TestPolicyReplayWalk(t *testing.T) {
@@ -177,7 +178,8 @@ func TestPolicyReplayWalk(t *testing.T) {
 	}
 }
 
-// fixCosts rewrites a trace's draft and verify times with cost(draft steps, verify rows).
+// fixCosts rewrites a trace's draft and verify times with cost(draft steps, verify rows)
+// and its host times with 7 µs, after checking that every round recorded one.
 func fixCosts(t *testing.T, path string, cost func(steps, nt int) (draftNs, verifyNs int64)) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -192,8 +194,11 @@ func fixCosts(t *testing.T, path string, cost func(steps, nt int) (draftNs, veri
 		}
 		drafted, _ := r["drafted"].(float64)
 		steps := int(drafted) // specbench's static depths set no cut-off: a step per draft
+		if h, _ := r["host_ns"].(float64); !(h > 0) {
+			t.Fatalf("a live round without its host time: %s", line)
+		}
 		d, v := cost(steps, steps+1)
-		r["draft_ns"], r["verify_ns"] = d, v
+		r["draft_ns"], r["verify_ns"], r["host_ns"] = d, v, 7_000
 		b, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,9 @@ and static always are) or a source written inline: builtin:NAME or file:PATH.was
 The replay is counterfactual: acceptance at positions the recording observed is taken
 from the trace; deeper than a fully accepted recorded round it is drawn (seeded by --seed)
 from the trace's acceptance rate; draft time is the round's time per draft token; verify
-time for an nt the trace never recorded is interpolated from the recorded medians.
+time for an nt the trace never recorded is interpolated from the recorded medians; the
+rest of a round (plugin calls, emitting the tokens: the trace's host_ns) costs what the
+recorded round's did, so the rates are wall-clock rates.
 Each recorded sequence starts a new policy instance, as every minfer request does (run,
 chat, specbench and serve); --session replays all of them with one instance, as a host
 that kept its policy across a session's requests would.
@@ -36,10 +38,12 @@ that kept its policy across a session's requests would.
 specbench, run, serve). Every sequence of a prompt emits the same tokens at any depth,
 so the trace tells, per token position, whether the draft agrees with the target and how
 confident it was; the walk runs each policy once per prompt over those positions, with
-draft and verify costs fitted to the trace, and prints next to it the recorded rate of
-each depth or policy the trace holds. A specbench trace with several --depths observes
-nearly every position; on the H200 beds the walk lands within 1% of each recorded rate
-(the plain replay can be 2% off on one depth and not on another).
+draft and verify costs fitted to the trace and the trace's median host_ns a round, and
+prints next to it the recorded rate of each depth or policy the trace holds. A
+specbench trace with several --depths observes nearly every position; on the H200 beds
+the walk lands within 1% of each recorded rate (traces without host_ns, where draft
+and verify were the whole cost; the plain replay can be 2% off on one depth and not on
+another).
 
 Examples:
   minfer run -m model.gguf --draft draft.gguf --trace rounds.jsonl -p "Hello"
@@ -216,7 +220,7 @@ func (j *replayJob) walk(ctx context.Context, m *Main) error {
 		}
 		t := recorded[l]
 		t.Tokens += float64(r.Accepted + 1)
-		t.Ns += float64(r.DraftNs + r.VerifyNs)
+		t.Ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
 		t.DepthSum += float64(r.Depth)
 		t.NumRounds++
 	}
