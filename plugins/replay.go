@@ -59,7 +59,7 @@ func (t Throughput) MeanDepth() float64 {
 //     paid) without; positions beyond n have no recorded confidence and are not cut;
 //   - draft time is the round's measured time per draft token (the trace median when
 //     the round drafted nothing) times the tokens drafted; verify time is the recorded
-//     one when nt matches, else the trace's median for that nt, interpolated linearly
+//     one when nt matches, else the trace's mean for that nt, interpolated linearly
 //     (and extrapolated from the two nearest) for nt never recorded;
 //   - the rest of the round (its plugin calls, emitting the tokens: HostNs) costs what
 //     the recorded round's did (nothing in traces without it).
@@ -162,8 +162,8 @@ type costModel struct {
 	acceptRate float64
 	medianStep float64
 	nts        []int     // recorded nt, ascending
-	verifyMed  []float64 // median verify ns per nts entry
-	host       float64   // median HostNs of the rounds that recorded it (0: none did)
+	verifyMean []float64 // mean verify ns per nts entry
+	host       float64   // mean HostNs of the rounds that recorded it (0: none did)
 }
 
 func newCostModel(rounds []sdk.TraceRound) *costModel {
@@ -186,7 +186,9 @@ func newCostModel(rounds []sdk.TraceRound) *costModel {
 			host = append(host, float64(r.HostNs))
 		}
 	}
-	m.host = median(host)
+	// Means, not medians: a recording's rate is its total time over its tokens, so on a
+	// noisy machine (slow rounds now and then) medians put every estimate under it.
+	m.host = mean(host)
 	m.acceptRate = 0
 	if trials > 0 {
 		m.acceptRate = succ / trials
@@ -197,7 +199,7 @@ func newCostModel(rounds []sdk.TraceRound) *costModel {
 	}
 	sort.Ints(m.nts)
 	for _, nt := range m.nts {
-		m.verifyMed = append(m.verifyMed, median(byNT[nt]))
+		m.verifyMean = append(m.verifyMean, mean(byNT[nt]))
 	}
 	return m
 }
@@ -223,18 +225,29 @@ func (m *costModel) verify(nt int) float64 {
 	i := sort.SearchInts(m.nts, nt)
 	switch {
 	case i < len(m.nts) && m.nts[i] == nt:
-		return m.verifyMed[i]
+		return m.verifyMean[i]
 	case len(m.nts) == 1:
-		return m.verifyMed[0]
+		return m.verifyMean[0]
 	case i == 0:
 		i = 1
 	case i == len(m.nts):
 		i = len(m.nts) - 1
 	}
 	x0, x1 := float64(m.nts[i-1]), float64(m.nts[i])
-	y0, y1 := m.verifyMed[i-1], m.verifyMed[i]
+	y0, y1 := m.verifyMean[i-1], m.verifyMean[i]
 	v := y0 + (y1-y0)*(float64(nt)-x0)/(x1-x0)
 	return math.Max(v, math.Min(y0, y1)*0.5) // a descending extrapolation must stay sane
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	t := 0.0
+	for _, x := range v {
+		t += x
+	}
+	return t / float64(len(v))
 }
 
 func median(v []float64) float64 {

@@ -23,12 +23,13 @@ import (
 // position on the right prefix (up to and including its first rejection), and advances
 // position by position as the policy's rounds accept tokens. Its costs: a draft phase of
 // s draft steps after p tokens to catch up costs a·s + b·p (least squares over the
-// trace's drafting rounds), a verify of nt rows the trace's median for nt (interpolated
+// trace's drafting rounds), a verify of nt rows the trace's mean for nt (interpolated
 // where never recorded), and the rest of a round (plugin calls, emitting the tokens)
-// the trace's median HostNs, the same for every round and policy (0 for traces without it). Positions no round observed (the bonus token of fully accepted
-// rounds that no other depth drafted) accept with the trace's acceptance rate, seeded by
-// opt.Seed, and count as Unobserved; their confidence is taken as 1. A round's depth is
-// bounded by the largest MaxDepth the prompt's rounds recorded and the tokens left.
+// the trace's mean HostNs, the same for every round and policy (0 for traces without
+// it). Positions no round observed (the bonus token of fully accepted rounds that no
+// other depth drafted) accept with the trace's acceptance rate, seeded by opt.Seed, and
+// count as Unobserved; their confidence is taken as 1. A round's depth is bounded by the
+// largest MaxDepth the prompt's rounds recorded and the tokens left.
 //
 // newPolicy is called once per prompt (opt.Session: once), in the order the prompts
 // first appear.

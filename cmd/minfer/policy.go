@@ -27,7 +27,7 @@ and static always are) or a source written inline: builtin:NAME or file:PATH.was
 The replay is counterfactual: acceptance at positions the recording observed is taken
 from the trace; deeper than a fully accepted recorded round it is drawn (seeded by --seed)
 from the trace's acceptance rate; draft time is the round's time per draft token; verify
-time for an nt the trace never recorded is interpolated from the recorded medians; the
+time for an nt the trace never recorded is interpolated from the recorded means; the
 rest of a round (plugin calls, emitting the tokens: the trace's host_ns) costs what the
 recorded round's did, so the rates are wall-clock rates.
 Each recorded sequence starts a new policy instance, as every minfer request does (run,
@@ -38,7 +38,7 @@ that kept its policy across a session's requests would.
 specbench, run, serve). Every sequence of a prompt emits the same tokens at any depth,
 so the trace tells, per token position, whether the draft agrees with the target and how
 confident it was; the walk runs each policy once per prompt over those positions, with
-draft and verify costs fitted to the trace and the trace's median host_ns a round, and
+draft and verify costs fitted to the trace and the trace's mean host_ns a round, and
 prints next to it the recorded rate of each depth or policy the trace holds. A
 specbench trace with several --depths observes nearly every position; on the H200 beds
 the walk lands within 1% of each recorded rate (traces without host_ns, where draft
