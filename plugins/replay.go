@@ -28,6 +28,15 @@ type Throughput struct {
 	NumRounds int
 }
 
+// AddRecorded counts a recorded round: its tokens (the accepted drafts and the next
+// token) and its wall time (draft, verify and the rest of the round).
+func (t *Throughput) AddRecorded(r *sdk.TraceRound) {
+	t.Tokens += float64(r.Accepted + 1)
+	t.Ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
+	t.DepthSum += float64(r.Depth)
+	t.NumRounds++
+}
+
 // Rate is tokens per second.
 func (t Throughput) Rate() float64 {
 	if t.Ns <= 0 {
@@ -94,10 +103,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 			return res, err
 		}
 		res.Rounds++
-		res.Recorded.Tokens += float64(r.Accepted + 1)
-		res.Recorded.Ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
-		res.Recorded.DepthSum += float64(r.Depth)
-		res.Recorded.NumRounds++
+		res.Recorded.AddRecorded(r)
 		if r.Seq != seq {
 			if p == nil || !opt.Session {
 				if c, ok := p.(interface{ Close() error }); ok {

@@ -63,12 +63,11 @@ func (b walkBed) record(seq, depth int, prompt string) []sdk.TraceRound {
 }
 
 func (b walkBed) rate(rs []sdk.TraceRound) float64 {
-	var tok, ns float64
-	for _, r := range rs {
-		tok += float64(r.Accepted + 1)
-		ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
+	var t Throughput
+	for i := range rs {
+		t.AddRecorded(&rs[i])
 	}
-	return tok / ns * 1e9
+	return t.Rate()
 }
 
 func newWalkBed(n int, seed uint64) walkBed {

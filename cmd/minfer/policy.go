@@ -218,11 +218,7 @@ func (j *replayJob) walk(ctx context.Context, m *Main) error {
 				order = append(order, l)
 			}
 		}
-		t := recorded[l]
-		t.Tokens += float64(r.Accepted + 1)
-		t.Ns += float64(r.DraftNs + r.VerifyNs + r.HostNs)
-		t.DepthSum += float64(r.Depth)
-		t.NumRounds++
+		recorded[l].AddRecorded(&r)
 	}
 	var rec, walked []row
 	for _, l := range order {
