@@ -128,9 +128,9 @@ func TestPolicyReplay(t *testing.T) {
 // and walks policies over it: the walked static depth 2 lands on the recorded one, and a
 // trace without prompt keys is refused by name. The recorded times are replaced by a
 // fixed cost model first (draft steps, verify rows and the rest of a round at set
-// prices): the tiny model's
-// rounds take microseconds, so on a loaded machine one preempted round moves a run's
-// total by more than the walk's error, which is what the comparison is about.
+// prices): the tiny model's rounds take microseconds, so on a loaded machine one
+// preempted round moves a run's total by more than the walk's error, which is what the
+// comparison is about.
 func TestPolicyReplayWalk(t *testing.T) {
 	model := testpath.Path(t, "models", "stories260K.gguf")
 	trace := filepath.Join(t.TempDir(), "bench.jsonl")

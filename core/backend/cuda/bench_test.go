@@ -87,7 +87,7 @@ func benchWeights(b *testing.B, g *cudabe.Backend, rng *rand.Rand, typ quant.Typ
 	return ws
 }
 
-// timeMatMuls replays a graph of benchPer matmuls over nt rows of input, rotating
+// timeMatMuls replays a graph of 32 matmuls over nt rows of input, rotating
 // through ws so that L2 cannot hold the weight, reports µs per matmul and weight GB/s,
 // and returns the seconds per matmul.
 func timeMatMuls(b *testing.B, g *cudabe.Backend, rng *rand.Rand, ws []backend.Weight, nt int) float64 {
