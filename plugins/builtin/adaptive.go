@@ -57,7 +57,17 @@ import (
 // and stops at once where it is not, token by token, which no static depth can do. The
 // token under the cut-off is kept (verified) when its row costs less than half the
 // cut-off's worth of tokens (rate·row < t/2): on a memory-bound GPU target a row is
-// nearly free, on a compute-bound CPU one it is not. The model above still decides
+// nearly free, on a compute-bound CPU one it is not.
+//
+// The confidence is not taken at its word (calibrate > 0): the policy learns, per
+// confidence bucket (calEdges), how often the target accepts a token drafted there and
+// how often it accepts the token after an accepted one, and the cut-off becomes the
+// lowest bucket edge from which going on is worth the step, P(accepted)·P(next
+// accepted) ≥ rate·(step + row) (calibratedCut). The formula above is its prior; the
+// tokens kept under the cut-off are its evidence below it. A draft whose confidence
+// understates its accuracy (issue 7's second bed: tokens drafted at 0.3 are all
+// accepted) then drafts on where the formula would stop after one token, and one that
+// overstates it stops sooner. The model above still decides
 // between drafting (depth ≥ 1) and plain decoding (depth 0); it counts, per position,
 // the draft steps the cut-off let through and those it stopped at, so a depth's
 // expected tokens and cost account for the rounds the cut-off ends early.
@@ -79,7 +89,9 @@ import (
 // whether the draft agrees again, keeping its first token whatever the cut-off; the
 // gap doubles after each probe and starts over when a probe's token is accepted or the
 // policy leaves depth 0; no probe where even a fully accepted draft would not beat
-// plain decoding by the hysteresis; 0 = never).
+// plain decoding by the hysteresis; 0 = never), calibrate (3: the strength, in tokens,
+// of the calibration's prior; 0 = no calibration: the cut-off takes the confidence for
+// the chance of acceptance).
 type Adaptive struct {
 	p adaptiveParams
 
@@ -105,6 +117,48 @@ type Adaptive struct {
 	est        []float64 // verify cost by nt (see verifyEstimates)
 	estFresh   bool      // est is up to date with verify (len(est) says for which bound)
 	mean, opt  []float64 // scratch: expected tokens per ns by depth (see score)
+
+	// The draft's calibration: judged counts, by confidence bucket (calEdges), the drafted
+	// tokens the target judged (up to the first rejection) and hit those it accepted;
+	// followed counts the accepted tokens after which a next drafted token was judged,
+	// and both those whose next token was accepted too.
+	judged, hit    [calBuckets]float64
+	followed, both float64
+}
+
+// calEdges are the lower edges of the confidence buckets: the cut-offs calibration
+// chooses from.
+var calEdges = [...]float32{0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}
+
+const calBuckets = len(calEdges)
+
+// calMid are the buckets' middle confidences.
+var calMid = func() (m [calBuckets]float64) {
+	for b := range m {
+		hi := float32(1)
+		if b+1 < calBuckets {
+			hi = calEdges[b+1]
+		}
+		m[b] = float64(calEdges[b]+hi) / 2
+	}
+	return m
+}()
+
+func calBucket(c float32) int {
+	// the edges are 0.05 apart up to 0.2 and 0.1 apart from there: guess by arithmetic,
+	// then settle by the edges themselves (a confidence at an edge is in its bucket)
+	b := 2 + int(c*10)
+	if c < 0.2 {
+		b = int(c * 20)
+	}
+	b = min(max(b, 0), calBuckets-1)
+	if b+1 < calBuckets && c >= calEdges[b+1] {
+		b++
+	}
+	if c < calEdges[b] && b > 0 {
+		b--
+	}
+	return b
 }
 
 type adaptiveParams struct {
@@ -122,6 +176,7 @@ type adaptiveParams struct {
 	ParkMargin    float64 `json:"park_margin"`
 	Probe         int     `json:"probe"`
 	AutoCut       bool    `json:"auto_cut"`
+	Calibrate     float64 `json:"calibrate"`
 	KeepCut       bool    `json:"keep_cut"`
 }
 
@@ -131,7 +186,7 @@ var _ sdk.DepthPolicy = (*Adaptive)(nil)
 func NewAdaptive(params []byte) (*Adaptive, error) {
 	p := adaptiveParams{DraftMax: 16, Start: 1, Hysteresis: 0.10, Window: 32, Forget: 0.95,
 		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05,
-		Probe: 4, AutoCut: true}
+		Probe: 4, AutoCut: true, Calibrate: 3}
 	if err := decodeParams("adaptive", params, &p); err != nil {
 		return nil, err
 	}
@@ -152,6 +207,7 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 		{"carry", p.Carry, 0, 1},
 		{"park_margin", p.ParkMargin, 0, 10},
 		{"probe", float64(p.Probe), 0, 1 << 20},
+		{"calibrate", p.Calibrate, 0, 1000},
 	} {
 		if err := checkRange("adaptive", c.key, c.v, c.lo, c.hi); err != nil {
 			return nil, err
@@ -243,9 +299,45 @@ func (a *Adaptive) cutOff() {
 	k := a.p.PriorStrength
 	a1 := (k*a.p.PriorMean + a.succ[1]*a.scale) / (k + (a.succ[1]+a.fail[1])*a.scale)
 	t := atMost(atLeast(rate*(step+row)/a1, 0.05), 0.95)
+	if a.p.Calibrate > 0 {
+		t = a.calibratedCut(rate*(step+row), a1)
+	}
 	a.cut, a.autoCut = float32(t), true
 	// a probe keeps its first token whatever the confidence: it is there to observe
 	a.keepCut = rate*row < t/2 || a.probed
+}
+
+// calibratedCut is the automatic cut-off from the draft's calibration (see "Early
+// exit"): the lowest bucket edge from which going on is worth its time, P(accepted) ·
+// P(next accepted | accepted) ≥ need (the time of one more draft step and verify row, in
+// tokens at the expected rate); 0.95 when not even the top bucket's is. P(accepted) is
+// each bucket's posterior mean with `calibrate` prior tokens at the bucket's middle
+// confidence, fitted nondecreasing in the confidence (weighted isotonic regression), so
+// the evidence of buckets with data carries to neighbours without; P(next accepted) is
+// one rate over all buckets, with the same prior weight at a_1.
+func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
+	k := a.p.Calibrate
+	need *= (k + a.followed) / (k*a1 + a.both) // the P(accepted) it takes
+	// Pool adjacent violators over the buckets in rising confidence: a block is a run
+	// of buckets with its summed successes and weight, and joins the block below while
+	// that one's mean is higher (compared without dividing).
+	var sum, weight [calBuckets]float64
+	var first [calBuckets]int
+	n := 0
+	for b := range calBuckets {
+		s, w, f := k*calMid[b]+a.hit[b], k+a.judged[b], b
+		for n > 0 && sum[n-1]*w > s*weight[n-1] {
+			n--
+			s, w, f = s+sum[n], w+weight[n], first[n]
+		}
+		sum[n], weight[n], first[n] = s, w, f
+		n++
+	}
+	c := 0.95
+	for n--; n >= 0 && sum[n] >= need*weight[n]; n-- {
+		c = float64(calEdges[first[n]])
+	}
+	return atMost(atLeast(c, 0.05), 0.95)
 }
 
 // newRequest is the start of another request on an instance that has served one
@@ -260,6 +352,12 @@ func (a *Adaptive) newRequest() {
 		a.pass[j] *= a.p.Carry
 		a.stop[j] *= a.p.Carry
 	}
+	for b := range a.judged {
+		a.judged[b] *= a.p.Carry
+		a.hit[b] *= a.p.Carry
+	}
+	a.followed *= a.p.Carry
+	a.both *= a.p.Carry
 }
 
 func (a *Adaptive) decision() sdk.DepthDecision {
@@ -333,6 +431,22 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 	if at > 0 {
 		a.stop[at] = a.stop[at]*forget + one
 		a.pass[at] *= forget
+	}
+	if a.p.Calibrate > 0 { // the calibration (see calibratedCut)
+		conf := o.DraftConf[:min(len(o.DraftConf), drafted, accepted+1)]
+		for k, c := range conf {
+			b := calBucket(c)
+			a.judged[b]++
+			if k < accepted {
+				a.hit[b]++
+				if k+1 < len(conf) {
+					a.followed++
+					if k+1 < accepted {
+						a.both++
+					}
+				}
+			}
+		}
 	}
 	if steps > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(steps))

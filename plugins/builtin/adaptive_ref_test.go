@@ -28,7 +28,8 @@ import (
 // It pins the policy's behaviour for speed work on it: the hashes were recorded with
 // the policy as of c90aaa9 (before its call was made cheaper, d3be4c0, which kept every
 // bit; that commit's adaptive_ref_test.go ran the old code side by side and can find the
-// first differing round). A change meant to alter decisions records new hashes with
+// first differing round), then again when the cut-off became calibrated (the hashes of
+// c90aaa9 hold for every parameter set with "calibrate":0 added, checked then). A change meant to alter decisions records new hashes with
 // `go test ./plugins/builtin -run TestAdaptiveMatchesReference -update` and says why.
 func TestAdaptiveMatchesReference(t *testing.T) {
 	params := []string{
@@ -51,6 +52,9 @@ func TestAdaptiveMatchesReference(t *testing.T) {
 		`{"draft_max":40,"start":16}`,
 		`{"hysteresis":0,"park_margin":0}`,
 		`{"hysteresis":10,"park_margin":10}`,
+		`{"calibrate":0}`,
+		`{"calibrate":0.01,"keep_cut":true}`,
+		`{"calibrate":1000}`,
 	}
 	const golden = "testdata/adaptive_reference.json"
 	want := map[string]string{}
@@ -113,7 +117,8 @@ func hashState(h hash.Hash64, d sdk.DepthDecision, err error, a *Adaptive) {
 	put(uint64(d.Depth))
 	put(uint64(math.Float32bits(d.MinConf)))
 	put(keep)
-	for _, v := range [][]float64{a.succ, a.fail, a.pass, a.stop, {a.scale}, a.mean, a.opt} {
+	for _, v := range [][]float64{a.succ, a.fail, a.pass, a.stop, {a.scale}, a.mean, a.opt,
+		a.judged[:], a.hit[:], {a.followed, a.both}} {
 		put(uint64(len(v)))
 		for _, x := range v {
 			put(math.Float64bits(x))
