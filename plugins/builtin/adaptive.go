@@ -144,7 +144,15 @@ var calMid = func() (m [calBuckets]float64) {
 	return m
 }()
 
+// calBucket is the bucket of confidence c; one outside [0, 1] (or NaN, from a
+// misbehaving host or a hand-edited trace) counts in the nearest end bucket.
 func calBucket(c float32) int {
+	if !(c > 0) {
+		return 0
+	}
+	if c >= 1 {
+		return calBuckets - 1
+	}
 	// the edges are 0.05 apart up to 0.2 and 0.1 apart from there: guess by arithmetic,
 	// then settle by the edges themselves (a confidence at an edge is in its bucket)
 	b := 2 + int(c*10)

@@ -561,4 +561,12 @@ func TestCalBucket(t *testing.T) {
 			}
 		}
 	}
+	for _, tc := range []struct {
+		c    float32
+		want int
+	}{{float32(math.NaN()), 0}, {-1, 0}, {float32(math.Inf(-1)), 0}, {2, calBuckets - 1}, {float32(math.Inf(1)), calBuckets - 1}} {
+		if got := calBucket(tc.c); got != tc.want {
+			t.Errorf("calBucket(%v) = %d, want %d", tc.c, got, tc.want)
+		}
+	}
 }
