@@ -12,6 +12,7 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/sdk"
 )
 
 func init() {
@@ -20,11 +21,13 @@ func init() {
 
 const specbenchUsage = `
 Usage: minfer specbench -m TARGET --draft DRAFT [--depths 0,1,2,3,4,8,auto]
-                        [--prompts FILE]... [--prompt-count N] [--prompt-tokens T]
-                        [-n 128] [-r 3] [--warmup SECONDS] [--json]
+                        [--policies NAME,...] [--prompts FILE]... [--prompt-count N]
+                        [--prompt-tokens T] [-n 128] [-r 3] [--warmup SECONDS] [--json]
 
 For each depth (0 = plain decoding through the same round loop, auto = the configured
-depth policy, adaptive by default), generates -n greedy tokens from every prompt and
+depth policy, adaptive by default) and each depth policy of --policies (a plugin
+declared in the config, or a source: builtin:NAME, file:PATH.wasm, process:PATH; its
+row is labelled auto:NAME), generates -n greedy tokens from every prompt and
 reports generation tokens/s (the tokens after each request's first round over the time
 after it; mean ± stddev over repetitions), acceptance (accepted /
 drafted), tokens per round, the speedup over depth 0, whether every prompt's
@@ -41,11 +44,26 @@ train-report.json draws them); without --prompts a few built-in prompts are used
 It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16
 rows (after a 64-token prefix), and the draft's cost per one-token step.
 
+Policies compared in one run share its interleaving, so the machine's drift spreads over
+them as over the depths: to compare a policy with another setting of itself, declare
+both in the config, e.g. [plugins.raw] source = "builtin:adaptive", params =
+{ calibrate = 0 }, and run --policies adaptive,raw.
+
 Examples:
   minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf
   minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf --prompts eval-prose.txt \
       --prompts eval-code.txt --prompt-count 8 --depths 0,1,2,4,auto -n 64 -r 2 --json
+  minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf --depths 0,1 \
+      --policies adaptive,builtin:ucb,file:./my-policy.wasm
 `
+
+// specRow is one line of specbench's table: a depth (auto: the configured policy), or
+// a depth policy of --policies run at depth auto.
+type specRow struct {
+	label  string
+	depth  config.Depth
+	policy string // the declared plugin the row's requests use; "" = the configured one
+}
 
 // specDepthResult is one depth's line.
 type specDepthResult struct {
@@ -101,6 +119,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		count, ptoks, reps int
 		warmup             float64
 		curve              bool
+		policyList         string
 	)
 	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read")
 	fs.StringVar(&f.modelPath, "m", "", "target model GGUF")
@@ -116,6 +135,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
 	fs.IntVar(&f.draftMax, "draft-max", 0, "largest depth the policy may choose")
 	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin for auto")
+	fs.StringVar(&policyList, "policies", "", "comma-separated depth policies to compare, each a row auto:NAME (declared names or sources)")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
 	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
 	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
@@ -145,6 +165,10 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err := f.apply(fs, cfg); err != nil {
 		return err
 	}
+	rows, err := specRows(cfg, depths, policyList)
+	if err != nil {
+		return err
+	}
 	cfg.Sampling.Temperature, cfg.Sampling.Sampler, cfg.Sampling.Penalty = 0, "", "" // greedy: speculation is exact
 	st, err := m.openStack(ctx, cfg, false)
 	if err != nil {
@@ -156,20 +180,23 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
-	for i, d := range depths {
-		res.Depths = append(res.Depths, specDepthResult{Depth: d.String(), index: i, ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
+	for i, row := range rows {
+		res.Depths = append(res.Depths, specDepthResult{Depth: row.label, index: i, ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
 	}
-	if slices.Index(depths, 0) > 0 { // depth 0 first, so every other depth can be compared with it
-		i := slices.Index(depths, 0)
-		depths[0], depths[i] = depths[i], depths[0]
+	if i := slices.IndexFunc(rows, isPlain); i > 0 { // depth 0 first, so every other row can be compared with it
+		rows[0], rows[i] = rows[i], rows[0]
 		res.Depths[0], res.Depths[i] = res.Depths[i], res.Depths[0]
 		res.Depths[0].index, res.Depths[i].index = 0, i
 	}
 	plain := make([][]int32, len(ids)) // depth 0's tokens per prompt
-	mismatch := make([]bool, len(depths))
-	one := func(d config.Depth, prompt []int32, r *specDepthResult, pi int) error {
+	mismatch := make([]bool, len(rows))
+	one := func(row specRow, prompt []int32, r *specDepthResult, pi int) error {
 		c := *cfg
-		c.Spec.Depth = d
+		c.Spec.Depth = row.depth
+		if row.policy != "" {
+			c.Spec.Policy = row.policy
+		}
+		d := row.depth
 		if err := st.sess.Reset(); err != nil {
 			return err
 		}
@@ -210,19 +237,19 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return nil
 	}
 	for t0 := time.Now(); time.Since(t0).Seconds() < warmup; {
-		for _, d := range depths {
-			if err := one(d, ids[0], nil, 0); err != nil {
+		for _, row := range rows {
+			if err := one(row, ids[0], nil, 0); err != nil {
 				return err
 			}
 		}
 	}
 	for rep := range reps {
-		for di, d := range depths {
+		for ri, row := range rows {
 			if !f.jsonOut && m.IsTerminal {
-				fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, d)
+				fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.label)
 			}
 			for pi, p := range ids {
-				if err := one(d, p, &res.Depths[di], pi); err != nil {
+				if err := one(row, p, &res.Depths[ri], pi); err != nil {
 					return err
 				}
 			}
@@ -291,8 +318,12 @@ func summarizeDepths(ds []specDepthResult, nPrompts int) {
 
 func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
-	fmt.Fprintf(m.Stdout, "| depth | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", "tokens/s")
-	fmt.Fprintf(m.Stdout, "| ----- | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", dashes(18))
+	w := len("depth")
+	for _, d := range r.Depths {
+		w = max(w, len([]rune(d.Depth)))
+	}
+	fmt.Fprintf(m.Stdout, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", w, "depth", "tokens/s")
+	fmt.Fprintf(m.Stdout, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", dashes(w), dashes(18))
 	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
 	base := slices.ContainsFunc(r.Depths, func(d specDepthResult) bool { return d.Depth == "0" })
 	for _, d := range r.Depths {
@@ -300,7 +331,7 @@ func printSpecbench(m *Main, r *specbenchResult) {
 		if !base {
 			speedup, same = "-", "-"
 		}
-		fmt.Fprintf(m.Stdout, "| %5s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
+		fmt.Fprintf(m.Stdout, "| %*s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", w, d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
 			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins)
 	}
 	if len(r.VerifyMs) == 0 {
@@ -311,6 +342,35 @@ func printSpecbench(m *Main, r *specbenchResult) {
 		fmt.Fprintf(m.Stdout, "  nt %2d: %7.3f ms (%.2f× nt=1)\n", i+1, ms, ms/r.VerifyMs[0])
 	}
 	fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
+}
+
+// isPlain reports whether row is depth 0 (plain decoding).
+func isPlain(row specRow) bool { return row.policy == "" && row.depth == 0 }
+
+// specRows makes the table's rows: one per depth, then one per depth policy of
+// policyList (comma-separated names declared in cfg, or sources, which it declares in
+// cfg as the --policy flag of run does). cfg's own policy is left as it was.
+func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]specRow, error) {
+	var rows []specRow
+	for _, d := range depths {
+		rows = append(rows, specRow{label: d.String(), depth: d})
+	}
+	if policyList == "" {
+		return rows, nil
+	}
+	configured := cfg.Spec.Policy
+	defer func() { cfg.Spec.Policy = configured }()
+	for _, arg := range strings.Split(policyList, ",") {
+		arg = strings.TrimSpace(arg)
+		if arg == "" {
+			return nil, usagef("specbench: --policies %q: an empty name", policyList)
+		}
+		if err := cfg.UsePlugin(sdk.RolePolicy, arg); err != nil {
+			return nil, usagef("specbench: --policies: %v", err)
+		}
+		rows = append(rows, specRow{label: "auto:" + arg, depth: config.DepthAuto, policy: cfg.Spec.Policy})
+	}
+	return rows, nil
 }
 
 // parseDepths reads "0,1,2,auto".

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +54,41 @@ func TestSpecbenchDraftIsTarget(t *testing.T) {
 	}
 }
 
+// TestSpecbenchPolicies: --policies adds a row per depth policy, declared in the
+// config (with its params) or given as a source, each at depth auto and interleaved
+// with the depths.
+func TestSpecbenchPolicies(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	cfg := filepath.Join(t.TempDir(), "minfer.toml")
+	if err := os.WriteFile(cfg, []byte("[plugins.two]\nsource = \"builtin:static\"\nparams = { depth = 2 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCLI(t, "", "specbench", "--config", cfg, "-m", model, "--draft", model,
+		"--depths", "auto,0", "--policies", "two, builtin:ucb", "-n", "12", "-r", "1", "--warmup", "0", "-t", "1",
+		"--curve=false", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var got specbenchResult
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	var labels []string
+	for _, d := range got.Depths {
+		labels = append(labels, d.Depth)
+		if !d.Identical || !(d.TPSMean > 0) {
+			t.Errorf("%s: identical %v, tokens/s %v", d.Depth, d.Identical, d.TPSMean)
+		}
+	}
+	if want := []string{"0", "auto", "auto:two", "auto:builtin:ucb"}; !slices.Equal(labels, want) {
+		t.Fatalf("rows %q, want %q", labels, want)
+	}
+	// draft = target: the static policy's depth 2 from its params gives rounds of 3
+	if two := got.Depths[2]; two.Acceptance != 1 || two.TokensPerRound != 3 {
+		t.Errorf("auto:two: acceptance %v, tokens/round %v; want 1 and 3 (params depth = 2)", two.Acceptance, two.TokensPerRound)
+	}
+}
+
 func TestSpecbenchErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -59,6 +97,9 @@ func TestSpecbenchErrors(t *testing.T) {
 		{[]string{}, "no draft"},
 		{[]string{"--draft", "x.gguf", "--depths", "1,deep"}, "--depths"},
 		{[]string{"--draft", "x.gguf", "-n", "0"}, "must be ≥ 1"},
+		{[]string{"--draft", "x.gguf", "--policies", "nosuch"}, `no plugin "nosuch" declared`},
+		{[]string{"--draft", "x.gguf", "--policies", "penalty"}, "not a policy plugin"},
+		{[]string{"--draft", "x.gguf", "--policies", "adaptive,"}, "an empty name"},
 	} {
 		_, _, err := runCLI(t, "", append([]string{"specbench", "--config", emptyConfig(t)}, tc.args...)...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
