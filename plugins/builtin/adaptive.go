@@ -91,7 +91,9 @@ import (
 // policy leaves depth 0; no probe where even a fully accepted draft would not beat
 // plain decoding by the hysteresis; 0 = never), calibrate (3: the strength, in tokens,
 // of the calibration's prior; 0 = no calibration: the cut-off takes the confidence for
-// the chance of acceptance).
+// the chance of acceptance), calibrate_shift (0: off; > 0: the strength, in tokens, of
+// the prior that the draft's confidence is not shifted overall, see calibratedCut;
+// docs/PERFORMANCE.md has walks of 30 with calibrate 10).
 type Adaptive struct {
 	p adaptiveParams
 
@@ -170,22 +172,23 @@ func calBucket(c float32) int {
 }
 
 type adaptiveParams struct {
-	DraftMax      int     `json:"draft_max"`
-	MinConf       float64 `json:"min_conf"`
-	Start         int     `json:"start"`
-	Hysteresis    float64 `json:"hysteresis"`
-	Window        int     `json:"window"`
-	Forget        float64 `json:"forget"`
-	Relax         float64 `json:"relax"`
-	PriorMean     float64 `json:"prior_mean"`
-	PriorStrength float64 `json:"prior_strength"`
-	Optimism      float64 `json:"optimism"`
-	Carry         float64 `json:"carry"`
-	ParkMargin    float64 `json:"park_margin"`
-	Probe         int     `json:"probe"`
-	AutoCut       bool    `json:"auto_cut"`
-	Calibrate     float64 `json:"calibrate"`
-	KeepCut       bool    `json:"keep_cut"`
+	DraftMax       int     `json:"draft_max"`
+	MinConf        float64 `json:"min_conf"`
+	Start          int     `json:"start"`
+	Hysteresis     float64 `json:"hysteresis"`
+	Window         int     `json:"window"`
+	Forget         float64 `json:"forget"`
+	Relax          float64 `json:"relax"`
+	PriorMean      float64 `json:"prior_mean"`
+	PriorStrength  float64 `json:"prior_strength"`
+	Optimism       float64 `json:"optimism"`
+	Carry          float64 `json:"carry"`
+	ParkMargin     float64 `json:"park_margin"`
+	Probe          int     `json:"probe"`
+	AutoCut        bool    `json:"auto_cut"`
+	Calibrate      float64 `json:"calibrate"`
+	CalibrateShift float64 `json:"calibrate_shift"`
+	KeepCut        bool    `json:"keep_cut"`
 }
 
 var _ sdk.DepthPolicy = (*Adaptive)(nil)
@@ -216,6 +219,7 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 		{"park_margin", p.ParkMargin, 0, 10},
 		{"probe", float64(p.Probe), 0, 1 << 20},
 		{"calibrate", p.Calibrate, 0, 1000},
+		{"calibrate_shift", p.CalibrateShift, 0, 1e6},
 	} {
 		if err := checkRange("adaptive", c.key, c.v, c.lo, c.hi); err != nil {
 			return nil, err
@@ -322,18 +326,36 @@ func (a *Adaptive) cutOff() {
 // each bucket's posterior mean with `calibrate` prior tokens at the bucket's middle
 // confidence, fitted nondecreasing in the confidence (weighted isotonic regression), so
 // the evidence of buckets with data carries to neighbours without; P(next accepted) is
-// one rate over all buckets, with the same prior weight at a_1.
+// one rate over all buckets, with the same prior weight at a_1. With calibrate_shift > 0
+// each bucket's prior is also moved by the draft's overall shift (how far acceptance
+// exceeds confidence over all judged tokens, shrunk towards none by calibrate_shift
+// prior tokens), so evidence in one bucket moves every other's prior at once.
 func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 	k := a.p.Calibrate
 	need *= (k + a.followed) / (k*a1 + a.both) // the P(accepted) it takes
 	// Pool adjacent violators over the buckets in rising confidence: a block is a run
 	// of buckets with its summed successes and weight, and joins the block below while
 	// that one's mean is higher (compared without dividing).
+	shift := 0.0
+	if sk := a.p.CalibrateShift; sk > 0 {
+		// the draft's overall shift: how far acceptance exceeds the confidence over every
+		// judged token, shrunk towards none by calibrate_shift prior tokens
+		judged := sk
+		for b := range calBuckets {
+			shift += a.hit[b] - a.judged[b]*calMid[b]
+			judged += a.judged[b]
+		}
+		shift /= judged
+	}
 	var sum, weight [calBuckets]float64
 	var first [calBuckets]int
 	n := 0
 	for b := range calBuckets {
-		s, w, f := k*calMid[b]+a.hit[b], k+a.judged[b], b
+		prior := calMid[b]
+		if shift != 0 {
+			prior = atMost(atLeast(prior+shift, 0), 1)
+		}
+		s, w, f := k*prior+a.hit[b], k+a.judged[b], b
 		for n > 0 && sum[n-1]*w > s*weight[n-1] {
 			n--
 			s, w, f = s+sum[n], w+weight[n], first[n]

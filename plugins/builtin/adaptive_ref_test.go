@@ -55,6 +55,8 @@ func TestAdaptiveMatchesReference(t *testing.T) {
 		`{"calibrate":0}`,
 		`{"calibrate":0.01,"keep_cut":true}`,
 		`{"calibrate":1000}`,
+		`{"calibrate":10,"calibrate_shift":30}`,
+		`{"calibrate_shift":0.01,"draft_max":9}`,
 	}
 	const golden = "testdata/adaptive_reference.json"
 	want := map[string]string{}

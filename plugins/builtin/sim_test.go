@@ -548,6 +548,26 @@ func TestCalibratedCut(t *testing.T) {
 	}
 }
 
+// TestCalibratedCutShift: evidence in one low bucket that the draft is underconfident
+// moves, with calibrate_shift, every other bucket's prior; without it the isotonic fit
+// pools it with the empty buckets above and the cut stays where the priors put it.
+func TestCalibratedCutShift(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		want   float32
+	}{{`{"calibrate":10}`, 0.6}, {`{"calibrate":10,"calibrate_shift":30}`, 0.1}} {
+		a, err := NewAdaptive([]byte(tc.params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := calBucket(0.12)
+		a.judged[b], a.hit[b], a.followed, a.both = 30, 30, 30, 30
+		if c := a.calibratedCut(0.6, 1); c != float64(tc.want) {
+			t.Errorf("%s: cut %v, want %v", tc.params, c, tc.want)
+		}
+	}
+}
+
 func TestCalBucket(t *testing.T) {
 	for i := 0; i <= 1000; i++ {
 		c := float32(i) / 1000
