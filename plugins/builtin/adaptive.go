@@ -333,9 +333,6 @@ func (a *Adaptive) cutOff() {
 func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 	k := a.p.Calibrate
 	need *= (k + a.followed) / (k*a1 + a.both) // the P(accepted) it takes
-	// Pool adjacent violators over the buckets in rising confidence: a block is a run
-	// of buckets with its summed successes and weight, and joins the block below while
-	// that one's mean is higher (compared without dividing).
 	shift := 0.0
 	if sk := a.p.CalibrateShift; sk > 0 {
 		// the draft's overall shift: how far acceptance exceeds the confidence over every
@@ -347,6 +344,9 @@ func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 		}
 		shift /= judged
 	}
+	// Pool adjacent violators over the buckets in rising confidence: a block is a run
+	// of buckets with its summed successes and weight, and joins the block below while
+	// that one's mean is higher (compared without dividing).
 	var sum, weight [calBuckets]float64
 	var first [calBuckets]int
 	n := 0
