@@ -196,7 +196,6 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		if row.policy != "" {
 			c.Spec.Policy = row.policy
 		}
-		d := row.depth
 		if err := st.sess.Reset(); err != nil {
 			return err
 		}
@@ -211,7 +210,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 			return err
 		}
 		if r != nil {
-			if d == 0 && plain[pi] == nil {
+			if isPlain(row) && plain[pi] == nil {
 				plain[pi] = out.Tokens
 			}
 			if plain[pi] == nil || !slices.Equal(plain[pi], out.Tokens) {
