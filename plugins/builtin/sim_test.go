@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/minfer/minfer/sdk"
@@ -368,18 +369,67 @@ type reqBed struct {
 }
 
 // trainedBed is the trained pair on the H200, with a request's acceptance drawn from
-// [pLo, pHi] and its calibration: a draft token of confidence c is accepted with chance
-// 0.2 + 0.8c (measured 0.17 at c < 0.1, 0.69 at 0.5-0.6, 0.99 at ≥ 0.9), c spread as
-// w^k over uniform w, with mean (p - 0.2)/0.8.
+// [pLo, pHi]: a draft token of confidence c is accepted with chance trainedAccept(c),
+// and a request's confidences are spread as w^k over uniform w, with k such that their
+// mean chance of acceptance is the request's (trainedSpread).
 func trainedBed(pLo, pHi float64) reqBed {
 	return reqBed{step: 75e3, verify: func(nt int) float64 { return 200e3 + 8e3*float64(nt-1) }, bound: 7,
 		request: func(luck *rand.Rand) (func() float32, func(float32) float64) {
-			p := pLo + (pHi-pLo)*luck.Float64()
-			m := min(max((p-0.2)/0.8, 0.02), 0.98)
-			return func() float32 { return float32(math.Pow(luck.Float64(), (1-m)/m)) },
-				func(c float32) float64 { return 0.2 + 0.8*float64(c) }
+			k := trainedSpread(pLo + (pHi-pLo)*luck.Float64())
+			return func() float32 { return float32(math.Pow(luck.Float64(), k)) }, trainedAccept
 		}}
 }
+
+// trainedCal is the trained pair's calibration, measured on the H200 at d46ab01 over the
+// static depths' rounds of four specbench runs (80 prompts each, 139,028 judged draft
+// tokens; the table is in docs/PERFORMANCE.md): the share of tokens the target accepts
+// by the draft's confidence, at each bucket's middle (and 0 and 1 at the ends). Tokens drafted at
+// 0.6-0.9 are accepted more often than their confidence says, those under 0.05 almost
+// never.
+var trainedCal = [...][2]float64{{0, 0}, {0.025, 0.03}, {0.075, 0.2}, {0.125, 0.28}, {0.175, 0.34},
+	{0.25, 0.43}, {0.35, 0.48}, {0.45, 0.59}, {0.55, 0.66}, {0.65, 0.80}, {0.75, 0.88},
+	{0.85, 0.92}, {0.95, 0.99}, {1, 1}}
+
+// trainedAccept is the chance that a token drafted at confidence c is accepted:
+// trainedCal interpolated linearly.
+func trainedAccept(c float32) float64 {
+	x := min(max(float64(c), 0), 1)
+	for i := 1; i < len(trainedCal); i++ {
+		if lo, hi := trainedCal[i-1], trainedCal[i]; x <= hi[0] {
+			return lo[1] + (x-lo[0])/(hi[0]-lo[0])*(hi[1]-lo[1])
+		}
+	}
+	return 1
+}
+
+// trainedSpread returns the exponent k for which confidences w^k, w uniform on [0, 1),
+// have mean chance of acceptance p, from a table of the mean over k = 2^(-6..6).
+func trainedSpread(p float64) float64 {
+	spreadOnce.Do(func() {
+		for i := range spreadMean {
+			k := math.Exp2(-6 + 12*float64(i)/float64(len(spreadMean)-1))
+			const n = 512
+			s := 0.0
+			for j := range n {
+				s += trainedAccept(float32(math.Pow((float64(j)+0.5)/n, k)))
+			}
+			spreadMean[i] = s / n // falls as k rises
+		}
+	})
+	last := len(spreadMean) - 1
+	for i := 1; i <= last; i++ {
+		if p >= spreadMean[i] {
+			t := (spreadMean[i-1] - p) / (spreadMean[i-1] - spreadMean[i])
+			return math.Exp2(-6 + 12*(float64(i-1)+min(max(t, 0), 1))/float64(last))
+		}
+	}
+	return math.Exp2(6)
+}
+
+var (
+	spreadOnce sync.Once
+	spreadMean [97]float64
+)
 
 // underconfidentBed is issue 7's second bed on the H200 (a 0.5B F16 target, its own
 // Q4_0 copy as the draft, measured at fe26bd1): a draft step costs 72% of a target
@@ -461,7 +511,9 @@ func simulateBed(t testing.TB, b reqBed, mk func() sdk.DepthPolicy, requests, n 
 // TestAdaptiveShortRequests: a new policy per request of 64 or 128 tokens, as a server
 // runs it, on prompts of mixed acceptance: its per-request start must not cost what the
 // cut-off wins — at least the best static depth over mixed and high-acceptance
-// prompts, within 3% of plain decoding over prompts where drafting does not pay.
+// prompts, within 3% of plain decoding over prompts where drafting does not pay. Each
+// regime is the mean over eight seeds' ratios to their best static depth: one seed's
+// ratio moves by about 1% with the luck of its 300 requests.
 func TestAdaptiveShortRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -469,18 +521,21 @@ func TestAdaptiveShortRequests(t *testing.T) {
 		n      int
 		floor  float64
 	}{{"mixed", 0.2, 0.95, 64, 1}, {"mixed128", 0.2, 0.95, 128, 1}, {"low", 0.2, 0.5, 64, 0.97}, {"high", 0.7, 0.97, 64, 1}} {
-		const seed, reqs = 5, 300
-		ad := simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", `{}`) }, reqs, tc.n, tc.lo, tc.hi, seed)
-		bestD, best := 0, 0.0
-		for d := 0; d <= 7; d++ {
-			r := simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)) }, reqs, tc.n, tc.lo, tc.hi, seed)
-			if r > best {
-				bestD, best = d, r
+		const seeds, reqs = 8, 300
+		sum, worst := 0.0, math.Inf(1)
+		for seed := uint64(1); seed <= seeds; seed++ {
+			ad := simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", `{}`) }, reqs, tc.n, tc.lo, tc.hi, seed)
+			best := 0.0
+			for d := 0; d <= 7; d++ {
+				best = max(best, simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)) }, reqs, tc.n, tc.lo, tc.hi, seed))
 			}
+			sum += ad / best
+			worst = min(worst, ad/best)
 		}
-		t.Logf("%-8s adaptive %.1f tokens/s, %.3f of the best static depth d=%d (%.1f)", tc.name, ad, ad/best, bestD, best)
-		if ad < tc.floor*best {
-			t.Errorf("%s: adaptive %.1f tokens/s, want ≥ %.2f × the best static depth (d=%d, %.1f)", tc.name, ad, tc.floor, bestD, best)
+		mean := sum / seeds
+		t.Logf("%-8s adaptive %.3f of the best static depth over %d seeds (worst seed %.3f)", tc.name, mean, seeds, worst)
+		if mean < tc.floor {
+			t.Errorf("%s: adaptive %.3f of the best static depth over %d seeds, want ≥ %.2f", tc.name, mean, seeds, tc.floor)
 		}
 	}
 }
@@ -587,6 +642,22 @@ func TestCalBucket(t *testing.T) {
 	}{{float32(math.NaN()), 0}, {-1, 0}, {float32(math.Inf(-1)), 0}, {2, calBuckets - 1}, {float32(math.Inf(1)), calBuckets - 1}} {
 		if got := calBucket(tc.c); got != tc.want {
 			t.Errorf("calBucket(%v) = %d, want %d", tc.c, got, tc.want)
+		}
+	}
+}
+
+// TestTrainedSpread checks that trainedBed's requests accept as often as drawn.
+func TestTrainedSpread(t *testing.T) {
+	luck := rand.New(rand.NewPCG(1, 2))
+	for _, p := range []float64{0.2, 0.35, 0.5, 0.65, 0.8, 0.95} {
+		k := trainedSpread(p)
+		s := 0.0
+		const n = 200000
+		for range n {
+			s += trainedAccept(float32(math.Pow(luck.Float64(), k)))
+		}
+		if got := s / n; math.Abs(got-p) > 0.005 {
+			t.Errorf("p %.2f: spread %.3f gives mean acceptance %.4f", p, k, got)
 		}
 	}
 }
