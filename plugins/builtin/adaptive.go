@@ -89,11 +89,12 @@ import (
 // whether the draft agrees again, keeping its first token whatever the cut-off; the
 // gap doubles after each probe and starts over when a probe's token is accepted or the
 // policy leaves depth 0; no probe where even a fully accepted draft would not beat
-// plain decoding by the hysteresis; 0 = never), calibrate (3: the strength, in tokens,
+// plain decoding by the hysteresis; 0 = never), calibrate (10: the strength, in tokens,
 // of the calibration's prior; 0 = no calibration: the cut-off takes the confidence for
-// the chance of acceptance), calibrate_shift (0: off; > 0: the strength, in tokens, of
-// the prior that the draft's confidence is not shifted overall, see calibratedCut;
-// docs/PERFORMANCE.md has walks of 30 with calibrate 10).
+// the chance of acceptance), calibrate_shift (10: the strength, in tokens, of the prior
+// that the draft's confidence is not shifted overall, see calibratedCut; 0 = each
+// bucket learns only from its own tokens, the default before 2026-11-30's second
+// session, with calibrate 3).
 type Adaptive struct {
 	p adaptiveParams
 
@@ -197,7 +198,7 @@ var _ sdk.DepthPolicy = (*Adaptive)(nil)
 func NewAdaptive(params []byte) (*Adaptive, error) {
 	p := adaptiveParams{DraftMax: 16, Start: 1, Hysteresis: 0.10, Window: 32, Forget: 0.95,
 		Relax: 0.999, PriorMean: 0.5, PriorStrength: 2, Optimism: 1, Carry: 0.5, ParkMargin: 0.05,
-		Probe: 4, AutoCut: true, Calibrate: 3}
+		Probe: 4, AutoCut: true, Calibrate: 10, CalibrateShift: 10}
 	if err := decodeParams("adaptive", params, &p); err != nil {
 		return nil, err
 	}

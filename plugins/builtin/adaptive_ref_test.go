@@ -29,7 +29,10 @@ import (
 // the policy as of c90aaa9 (before its call was made cheaper, d3be4c0, which kept every
 // bit; that commit's adaptive_ref_test.go ran the old code side by side and can find the
 // first differing round), then again when the cut-off became calibrated (the hashes of
-// c90aaa9 hold for every parameter set with "calibrate":0 added, checked then). A change meant to alter decisions records new hashes with
+// c90aaa9 hold for every parameter set with "calibrate":0 added, checked then), and
+// again when the simulated decoder began to report its draft confidences (before, the
+// calibration saw no evidence, so its defaults did not count; they changed in the same
+// commit). A change meant to alter decisions records new hashes with
 // `go test ./plugins/builtin -run TestAdaptiveMatchesReference -update` and says why.
 func TestAdaptiveMatchesReference(t *testing.T) {
 	params := []string{
@@ -57,6 +60,7 @@ func TestAdaptiveMatchesReference(t *testing.T) {
 		`{"calibrate":1000}`,
 		`{"calibrate":10,"calibrate_shift":30}`,
 		`{"calibrate_shift":0.01,"draft_max":9}`,
+		`{"calibrate":3,"calibrate_shift":0}`, // the default until the shift became one
 	}
 	const golden = "testdata/adaptive_reference.json"
 	want := map[string]string{}
@@ -193,7 +197,8 @@ func traceHash(t *testing.T, params string, c costs, seed uint64, n int) uint64 
 		}
 		jitter := func(v float64) int64 { return int64(v * (1 + 0.3*g.Float64()*g.Float64())) }
 		last = sdk.RoundOutcome{Round: last.Round + 1, Depth: d, Drafted: drafted, Accepted: acc,
-			DraftNs: jitter(float64(steps) * c.step), VerifyNs: jitter(c.verify(drafted + 1)), MaxDepth: maxD}
+			DraftNs: jitter(float64(steps) * c.step), VerifyNs: jitter(c.verify(drafted + 1)), MaxDepth: maxD,
+			DraftConf: conf[:drafted]}
 		budget -= acc + 1
 		if g.IntN(40) == 0 { // a malformed or degenerate outcome
 			switch g.IntN(9) {
