@@ -63,8 +63,10 @@ import (
 // confidence bucket (calEdges), how often the target accepts a token drafted there and
 // how often it accepts the token after an accepted one, and the cut-off becomes the
 // lowest bucket edge from which going on is worth the step, P(accepted)·P(next
-// accepted) ≥ rate·(step + row) (calibratedCut). The formula above is its prior; the
-// tokens kept under the cut-off are its evidence below it. A draft whose confidence
+// accepted) ≥ rate·(step + row) (calibratedCut). The formula above is its prior, moved
+// by the draft's overall shift (how far acceptance exceeds confidence over all judged
+// tokens), so that evidence in any bucket moves every other at once; the tokens kept
+// under the cut-off are its evidence below it. A draft whose confidence
 // understates its accuracy (issue 7's second bed: tokens drafted at 0.3 are all
 // accepted) then drafts on where the formula would stop after one token, and one that
 // overstates it stops sooner. The model above still decides
