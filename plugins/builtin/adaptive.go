@@ -95,8 +95,8 @@ import (
 // of the calibration's prior; 0 = no calibration: the cut-off takes the confidence for
 // the chance of acceptance), calibrate_shift (10: the strength, in tokens, of the prior
 // that the draft's confidence is not shifted overall, see calibratedCut; 0 = each
-// bucket learns only from its own tokens, the default before 2026-11-30's second
-// session, with calibrate 3).
+// bucket learns only from its own tokens: calibrate 3 with calibrate_shift 0 is the
+// earlier default, docs/perf-plugins.md compares them).
 type Adaptive struct {
 	p adaptiveParams
 

@@ -383,9 +383,9 @@ func trainedBed(pLo, pHi float64) reqBed {
 // trainedCal is the trained pair's calibration, measured on the H200 at d46ab01 over the
 // static depths' rounds of four specbench runs (80 prompts each, 139,028 judged draft
 // tokens; the table is in docs/PERFORMANCE.md): the share of tokens the target accepts
-// by the draft's confidence, at each bucket's middle (and 0 and 1 at the ends). Tokens drafted at
-// 0.6-0.9 are accepted more often than their confidence says, those under 0.05 almost
-// never.
+// by the draft's confidence, at each bucket's middle (and 0 and 1 at the ends). Tokens
+// drafted at 0.6-0.9 are accepted more often than their confidence says, those under
+// 0.05 almost never.
 var trainedCal = [...][2]float64{{0, 0}, {0.025, 0.03}, {0.075, 0.2}, {0.125, 0.28}, {0.175, 0.34},
 	{0.25, 0.43}, {0.35, 0.48}, {0.45, 0.59}, {0.55, 0.66}, {0.65, 0.80}, {0.75, 0.88},
 	{0.85, 0.92}, {0.95, 0.99}, {1, 1}}
