@@ -338,9 +338,7 @@ func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 	need *= (k + a.followed) / (k*a1 + a.both) // the P(accepted) it takes
 	shift := 0.0
 	if sk := a.p.CalibrateShift; sk > 0 {
-		// the draft's overall shift: how far acceptance exceeds the confidence over every
-		// judged token, shrunk towards none by calibrate_shift prior tokens
-		judged := sk
+		judged := sk // calibrate_shift prior tokens of no shift
 		for b := range calBuckets {
 			shift += a.hit[b] - a.judged[b]*calMid[b]
 			judged += a.judged[b]
@@ -354,10 +352,7 @@ func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 	var first [calBuckets]int
 	n := 0
 	for b := range calBuckets {
-		prior := calMid[b]
-		if shift != 0 {
-			prior = atMost(atLeast(prior+shift, 0), 1)
-		}
+		prior := atMost(atLeast(calMid[b]+shift, 0), 1) // calMid[b] itself without a shift
 		s, w, f := k*prior+a.hit[b], k+a.judged[b], b
 		for n > 0 && sum[n-1]*w > s*weight[n-1] {
 			n--
