@@ -508,6 +508,19 @@ func simulateBed(t testing.TB, b reqBed, mk func() sdk.DepthPolicy, requests, n 
 	return tokens / ns * 1e9
 }
 
+// bestStaticBed simulates every static depth up to bed b's bound as simulateBed does
+// and returns the best depth and its tokens/s.
+func bestStaticBed(t testing.TB, b reqBed, requests, n int, seed uint64) (bestD int, best float64) {
+	t.Helper()
+	for d := 0; d <= b.bound; d++ {
+		r := simulateBed(t, b, func() sdk.DepthPolicy { return mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)) }, requests, n, seed)
+		if r > best {
+			bestD, best = d, r
+		}
+	}
+	return bestD, best
+}
+
 // TestAdaptiveShortRequests: a new policy per request of 64 or 128 tokens, as a server
 // runs it, on prompts of mixed acceptance: its per-request start must not cost what the
 // cut-off wins — at least the best static depth over mixed and high-acceptance
@@ -525,10 +538,7 @@ func TestAdaptiveShortRequests(t *testing.T) {
 		sum, worst := 0.0, math.Inf(1)
 		for seed := uint64(1); seed <= seeds; seed++ {
 			ad := simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", `{}`) }, reqs, tc.n, tc.lo, tc.hi, seed)
-			best := 0.0
-			for d := 0; d <= 7; d++ {
-				best = max(best, simulateRequests(t, func() sdk.DepthPolicy { return mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)) }, reqs, tc.n, tc.lo, tc.hi, seed))
-			}
+			_, best := bestStaticBed(t, trainedBed(tc.lo, tc.hi), reqs, tc.n, seed)
 			sum += ad / best
 			worst = min(worst, ad/best)
 		}
@@ -550,13 +560,7 @@ func TestAdaptiveCalibration(t *testing.T) {
 	bed := underconfidentBed()
 	cal := simulateBed(t, bed, func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", `{}`) }, reqs, n, seed)
 	raw := simulateBed(t, bed, func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", `{"calibrate":0}`) }, reqs, n, seed)
-	bestD, best := 0, 0.0
-	for d := 0; d <= 7; d++ {
-		r := simulateBed(t, bed, func() sdk.DepthPolicy { return mustPolicy(t, "static", fmt.Sprintf(`{"depth":%d}`, d)) }, reqs, n, seed)
-		if r > best {
-			bestD, best = d, r
-		}
-	}
+	bestD, best := bestStaticBed(t, bed, reqs, n, seed)
 	t.Logf("calibrated %.1f tokens/s (%.3f of the best static depth d=%d, %.1f), uncalibrated %.1f (%.3f)",
 		cal, cal/best, bestD, best, raw, raw/best)
 	if cal < raw*1.003 {
