@@ -1,5 +1,5 @@
 // Package kernels holds minfer's CUDA C++ sources, one op per .cu file plus the shared
-// common.cuh, embedded so the binary carries them; package cuda compiles them with NVRTC
+// common.cuh, embedded so the binary carries them; package cuda/driver compiles them with NVRTC
 // for the device's exact architecture on first use.
 package kernels
 

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 func kvOf(x backend.KV, what string) *KV {
@@ -35,19 +35,19 @@ func checkAttn(kv *KV, layer int, a backend.Attn) error {
 }
 
 // layerPtrs are the cache arrays of one layer.
-func (kv *KV) layerPtrs(layer int) (k, v, kd, vd cuda.DevicePtr) {
-	k = kv.k + cuda.DevicePtr(int64(layer)*kv.layerVals)
-	v = kv.v + cuda.DevicePtr(int64(layer)*kv.layerVals)
+func (kv *KV) layerPtrs(layer int) (k, v, kd, vd driver.DevicePtr) {
+	k = kv.k + driver.DevicePtr(int64(layer)*kv.layerVals)
+	v = kv.v + driver.DevicePtr(int64(layer)*kv.layerVals)
 	if kv.kd != 0 {
-		kd = kv.kd + cuda.DevicePtr(int64(layer)*kv.layerScales)
-		vd = kv.vd + cuda.DevicePtr(int64(layer)*kv.layerScales)
+		kd = kv.kd + driver.DevicePtr(int64(layer)*kv.layerScales)
+		vd = kv.vd + driver.DevicePtr(int64(layer)*kv.layerScales)
 	}
 	return
 }
 
 // freqFactors returns the device copy of RoPE frequency factors (uploaded once per
 // distinct slice content, so a graph capture never copies from the host).
-func (b *Backend) freqFactors(ff []float32) cuda.DevicePtr {
+func (b *Backend) freqFactors(ff []float32) driver.DevicePtr {
 	if ff == nil {
 		return 0
 	}
@@ -57,7 +57,7 @@ func (b *Backend) freqFactors(ff []float32) cuda.DevicePtr {
 	}
 	p, err := b.alloc("RoPE freq factors", int64(4*len(ff)))
 	if err == nil {
-		err = cuda.CopyHtoD(p, unsafe.Slice((*byte)(unsafe.Pointer(&ff[0])), 4*len(ff)))
+		err = driver.CopyHtoD(p, unsafe.Slice((*byte)(unsafe.Pointer(&ff[0])), 4*len(ff)))
 	}
 	if err != nil {
 		b.fail(err)
@@ -102,10 +102,10 @@ func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int,
 	qs.wrote()
 	ks.wrote()
 	kc, vc, kd, vd := kv.layerPtrs(layer)
-	b.launch("rope_store", cuda.Dim3{X: nt, Y: a.Heads + a.KVHeads}, cuda.Dim3{X: max(32, ceilDiv(r.Dims/2, 32)*32)}, 0,
-		cuda.P(qs.p), cuda.P(ks.p), cuda.P(vs.p), cuda.P(ps.p), cuda.P(ff), cuda.I(a.Heads), cuda.I(a.KVHeads),
-		cuda.I(hd), cuda.I(r.Dims), cuda.I(neox), cuda.F(r.Base), cuda.F(r.FreqScale),
-		cuda.P(kc), cuda.P(vc), cuda.P(kd), cuda.P(vd), cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+	b.launch("rope_store", driver.Dim3{X: nt, Y: a.Heads + a.KVHeads}, driver.Dim3{X: max(32, ceilDiv(r.Dims/2, 32)*32)}, 0,
+		driver.P(qs.p), driver.P(ks.p), driver.P(vs.p), driver.P(ps.p), driver.P(ff), driver.I(a.Heads), driver.I(a.KVHeads),
+		driver.I(hd), driver.I(r.Dims), driver.I(neox), driver.F(r.Base), driver.F(r.FreqScale),
+		driver.P(kc), driver.P(vc), driver.P(kd), driver.P(vd), driver.I(kv.spec.Ctx), driver.P(b.errWord))
 }
 
 // Attention: causal softmax(q·Kᵀ·Scale)·V over positions 0..pos[i], split-K (attn.cu).
@@ -126,25 +126,25 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	}
 	kc, vc, kd, vd := kv.layerPtrs(layer)
 	chunk, nsplit, maxChunk := b.attnParams(kv, nt)
-	grid := cuda.Dim3{X: a.Heads, Y: nt, Z: nsplit}
+	grid := driver.Dim3{X: a.Heads, Y: nt, Z: nsplit}
 	shared := 4 * (hd + maxChunk)
 	if kv.spec.Type == backend.KVF16 {
-		b.launch("attn_part_f16", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(vc), cuda.P(ps.p),
-			cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit), cuda.F(a.Scale),
-			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+		b.launch("attn_part_f16", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p),
+			driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
+			driver.I(kv.spec.Ctx), driver.P(b.errWord))
 	} else {
-		b.launch("attn_part_q8", grid, cuda.Dim3{X: 128}, shared, cuda.P(qs.p), cuda.P(kc), cuda.P(kd), cuda.P(vc), cuda.P(vd),
-			cuda.P(ps.p), cuda.P(part), cuda.I(a.Heads), cuda.I(a.KVHeads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit), cuda.F(a.Scale),
-			cuda.I(kv.spec.Ctx), cuda.P(b.errWord))
+		b.launch("attn_part_q8", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(kd), driver.P(vc), driver.P(vd),
+			driver.P(ps.p), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
+			driver.I(kv.spec.Ctx), driver.P(b.errWord))
 	}
 	ds.wrote()
-	var sq, sd cuda.DevicePtr
+	var sq, sd driver.DevicePtr
 	if hd%32 == 0 {
 		sq, sd = b.shadow(ds)
 	}
-	b.launch("attn_combine", cuda.Dim3{X: a.Heads, Y: nt}, cuda.Dim3{X: rowThreads(min(hd, 256))}, 0,
-		cuda.P(part), cuda.P(ps.p), cuda.P(ds.p), cuda.I(a.Heads), cuda.I(hd), cuda.I(chunk), cuda.I(nsplit),
-		cuda.I(kv.spec.Ctx), cuda.P(sq), cuda.P(sd))
+	b.launch("attn_combine", driver.Dim3{X: a.Heads, Y: nt}, driver.Dim3{X: rowThreads(min(hd, 256))}, 0,
+		driver.P(part), driver.P(ps.p), driver.P(ds.p), driver.I(a.Heads), driver.I(hd), driver.I(chunk), driver.I(nsplit),
+		driver.I(kv.spec.Ctx), driver.P(sq), driver.P(sd))
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
@@ -187,15 +187,15 @@ func (b *Backend) TopK(logits backend.Buffer, nt, n, k int, ids []int32, vals []
 	if sc == 0 {
 		return b.takeErr()
 	}
-	idp, valp := sc, sc+cuda.DevicePtr(4*nt*k)
-	b.launch("topk", cuda.Dim3{X: nt}, cuda.Dim3{X: 1024}, 0, cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.P(idp), cuda.P(valp))
+	idp, valp := sc, sc+driver.DevicePtr(4*nt*k)
+	b.launch("topk", driver.Dim3{X: nt}, driver.Dim3{X: 1024}, 0, driver.P(l.p), driver.I(n), driver.I(k), driver.P(idp), driver.P(valp))
 	if err := b.takeErr(); err != nil {
 		return err
 	}
-	if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*nt*k), idp); err != nil {
+	if err := driver.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*nt*k), idp); err != nil {
 		return err
 	}
-	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*nt*k), valp)
+	return driver.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*nt*k), valp)
 }
 
 // topKHost is TopK from the rows copied to the host (k beyond the device's selection).
@@ -215,7 +215,7 @@ func (b *Backend) eachHostRow(l *Buffer, nt, n int, f func(r int, row []float32,
 	idx := make([]int32, n)
 	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
 	for r := range nt {
-		if err := cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
+		if err := driver.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
 			return err
 		}
 		for i := range idx {
@@ -254,7 +254,7 @@ func (b *Backend) Run(key string, record func()) error {
 	if g := b.graphs[key]; g != nil {
 		return g.Launch(b.stream)
 	}
-	if err := b.stream.BeginCapture(cuda.CaptureRelaxed); err != nil {
+	if err := b.stream.BeginCapture(driver.CaptureRelaxed); err != nil {
 		return fmt.Errorf("graph %q: %w", key, err)
 	}
 	pending := b.err

@@ -2,7 +2,7 @@
 // every op a kernel (or a copy) enqueued on one stream, and CUDA graphs per shape
 // (backend.Graphs). Kernels come from ../../../cuda/kernels, compiled by NVRTC for the
 // device's exact architecture at Open (cached on disk); kernel choices follow the
-// device's tier (cuda.Tier).
+// device's tier (driver.Tier).
 //
 // # Numerics
 //
@@ -44,14 +44,14 @@ import (
 	"sync"
 
 	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // Options configure Open.
 type Options struct {
 	Device   int       // CUDA device ordinal
 	Log      io.Writer // progress lines (kernel compiles, uploads, VRAM); nil = quiet
-	CacheDir string    // NVRTC cache ("" = cuda.DefaultCacheDir())
+	CacheDir string    // NVRTC cache ("" = driver.DefaultCacheDir())
 	// Tier overrides the device tier by name or compute capability ("" = the
 	// MINFER_DEVICE_TIER environment variable, else the device's own).
 	Tier string
@@ -62,30 +62,30 @@ type Options struct {
 
 // Backend runs core/backend's ops on one CUDA device. Make one with Open.
 type Backend struct {
-	ctx    *cuda.Context
-	stream *cuda.Stream
-	tier   cuda.Tier
+	ctx    *driver.Context
+	stream *driver.Stream
+	tier   driver.Tier
 	log    io.Writer
-	l      cuda.Launcher
+	l      driver.Launcher
 
-	mods []*cuda.Module
-	fns  map[string]*cuda.Function
+	mods []*driver.Module
+	fns  map[string]*driver.Function
 
 	err     error
-	errWord cuda.DevicePtr // 2 int32: code, detail (set by kernels; see common.cuh)
+	errWord driver.DevicePtr // 2 int32: code, detail (set by kernels; see common.cuh)
 	// host is pinned memory for what crosses to the host at a sync: the error word's
 	// copy in its first hostData bytes, ReadF32's data after it (grown on demand).
-	host   *cuda.HostMem
+	host   *driver.HostMem
 	closed bool
 
-	allocs   map[cuda.DevicePtr]int64 // every live allocation, freed by Close
+	allocs   map[driver.DevicePtr]int64 // every live allocation, freed by Close
 	reserve  int64
 	uploaded int64
 
 	scratch map[string]*scratch // grown on demand, old ones retired (graphs may use them)
-	retired []cuda.DevicePtr
+	retired []driver.DevicePtr
 
-	graphs    map[string]*cuda.Graph
+	graphs    map[string]*driver.Graph
 	capturing bool
 	sw        switches
 	epoch     uint64 // bumped at graph capture start/end and replay (see Buffer)
@@ -115,22 +115,22 @@ func Available() (bool, string) {
 }
 
 func probe() (bool, string) {
-	n, err := cuda.DeviceCount()
+	n, err := driver.DeviceCount()
 	if err != nil {
 		return false, err.Error()
 	}
 	if n == 0 {
 		return false, "cuda: no CUDA device found"
 	}
-	c, err := cuda.NewContext(0)
+	c, err := driver.NewContext(0)
 	if err != nil {
 		return false, err.Error()
 	}
 	defer c.Close()
-	if _, err := cuda.SelectTier(c.Props.Major, c.Props.Minor, cuda.EnvTier()); err != nil {
+	if _, err := driver.SelectTier(c.Props.Major, c.Props.Minor, driver.EnvTier()); err != nil {
 		return false, err.Error()
 	}
-	if _, _, err := cuda.NVRTCVersion(); err != nil {
+	if _, _, err := driver.NVRTCVersion(); err != nil {
 		return false, err.Error()
 	}
 	return true, fmt.Sprintf("%s (compute %d.%d, %.1f GiB)", c.Props.Name, c.Props.Major, c.Props.Minor, float64(c.Props.TotalMem)/(1<<30))
@@ -139,24 +139,24 @@ func probe() (bool, string) {
 // Open initialises the device, compiles (or loads from cache) every kernel and makes
 // the stream. Errors name the missing piece (driver, NVRTC, device, compile).
 func Open(opts Options) (*Backend, error) {
-	if err := cuda.Init(); err != nil {
+	if err := driver.Init(); err != nil {
 		return nil, err
 	}
-	ctx, err := cuda.NewContext(opts.Device)
+	ctx, err := driver.NewContext(opts.Device)
 	if err != nil {
 		return nil, err
 	}
 	override := opts.Tier
 	if override == "" {
-		override = cuda.EnvTier()
+		override = driver.EnvTier()
 	}
-	tier, err := cuda.SelectTier(ctx.Props.Major, ctx.Props.Minor, override)
+	tier, err := driver.SelectTier(ctx.Props.Major, ctx.Props.Minor, override)
 	if err != nil {
 		ctx.Close()
 		return nil, err
 	}
-	b := &Backend{ctx: ctx, tier: tier, log: opts.Log, fns: map[string]*cuda.Function{},
-		allocs: map[cuda.DevicePtr]int64{}, scratch: map[string]*scratch{}, graphs: map[string]*cuda.Graph{},
+	b := &Backend{ctx: ctx, tier: tier, log: opts.Log, fns: map[string]*driver.Function{},
+		allocs: map[driver.DevicePtr]int64{}, scratch: map[string]*scratch{}, graphs: map[string]*driver.Graph{},
 		reserve: opts.ReserveBytes, sw: readSwitches(), led: ledger{on: ledgerOn()}}
 	if p := b.sw.pairRows; p != "" && p != "all" && p != "none" {
 		ctx.Close()
@@ -167,7 +167,7 @@ func Open(opts Options) (*Backend, error) {
 	}
 	// Under the ledger each kernel sits between two events, so PDL could not overlap
 	// anything there.
-	b.l.PDL = tier.PDL && cuda.PDLSupported() && !b.sw.noPDL && !b.led.on
+	b.l.PDL = tier.PDL && driver.PDLSupported() && !b.sw.noPDL && !b.led.on
 	if b.log == nil {
 		b.log = io.Discard
 	}
@@ -185,7 +185,7 @@ func Open(opts Options) (*Backend, error) {
 
 func (b *Backend) init(opts Options) error {
 	var err error
-	if b.stream, err = cuda.NewStream(); err != nil {
+	if b.stream, err = driver.NewStream(); err != nil {
 		return err
 	}
 	if err := b.loadKernels(opts.CacheDir); err != nil {
@@ -216,10 +216,10 @@ func (b *Backend) Name() string { return "cuda" }
 func (b *Backend) Caps() backend.Caps { return backend.Caps{IdentityRows: 8} }
 
 // Props are the device's properties; Tier the kernel choices in use.
-func (b *Backend) Props() cuda.Props { return b.ctx.Props }
+func (b *Backend) Props() driver.Props { return b.ctx.Props }
 
 // Tier is the device tier in use.
-func (b *Backend) Tier() cuda.Tier { return b.tier }
+func (b *Backend) Tier() driver.Tier { return b.tier }
 
 // Uploaded is the number of weight bytes resident on the device.
 func (b *Backend) Uploaded() int64 { return b.uploaded }
@@ -264,7 +264,7 @@ func (b *Backend) takeErr() error {
 		if b.err == nil {
 			if copied {
 				copy(w[:], b.host.Bytes()[:8])
-			} else if err := cuda.CopyDtoH(w[:], b.errWord); err != nil {
+			} else if err := driver.CopyDtoH(w[:], b.errWord); err != nil {
 				b.fail(err)
 			}
 		}
@@ -326,12 +326,12 @@ func (b *Backend) closeLocked() error {
 		delete(b.graphs, k)
 	}
 	for p := range b.allocs {
-		errs = append(errs, cuda.Free(p))
+		errs = append(errs, driver.Free(p))
 	}
 	errs = append(errs, b.host.Free())
 	b.host = nil
 	for _, p := range b.retired {
-		errs = append(errs, cuda.Free(p))
+		errs = append(errs, driver.Free(p))
 	}
 	b.allocs, b.retired = nil, nil
 	for _, m := range b.mods {
@@ -347,7 +347,7 @@ func (b *Backend) closeLocked() error {
 
 // alloc takes n bytes of device memory after checking they fit with the reserve kept
 // free; what names the allocation in errors.
-func (b *Backend) alloc(what string, n int64) (cuda.DevicePtr, error) {
+func (b *Backend) alloc(what string, n int64) (driver.DevicePtr, error) {
 	free, total, err := b.ctx.MemInfo()
 	if err != nil {
 		return 0, err
@@ -356,7 +356,7 @@ func (b *Backend) alloc(what string, n int64) (cuda.DevicePtr, error) {
 		return 0, fmt.Errorf("cuda: %s needs %.1f MiB but only %.1f MiB of %.1f MiB device memory is free (%.0f MiB kept in reserve)",
 			what, mib(n), mib(free), mib(total), mib(b.reserve))
 	}
-	p, err := cuda.Alloc(n)
+	p, err := driver.Alloc(n)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: %s: %w", what, err)
 	}
@@ -364,12 +364,12 @@ func (b *Backend) alloc(what string, n int64) (cuda.DevicePtr, error) {
 	return p, nil
 }
 
-func (b *Backend) free(p cuda.DevicePtr) {
+func (b *Backend) free(p driver.DevicePtr) {
 	if _, ok := b.allocs[p]; !ok {
 		return
 	}
 	delete(b.allocs, p)
-	b.fail(cuda.Free(p))
+	b.fail(driver.Free(p))
 }
 
 // hostData is the offset of ReadF32's data in b.host (the error word sits before it).
@@ -386,7 +386,7 @@ func (b *Backend) growHost(n int) {
 	if b.host != nil {
 		size = max(n, 2*b.host.Len())
 	}
-	h, err := cuda.HostAlloc(size)
+	h, err := driver.HostAlloc(size)
 	if err != nil {
 		return
 	}

@@ -41,7 +41,7 @@ func BenchmarkMatMul(b *testing.B) {
 // weight (14336 × 4096) and on a 0.5B one (896 × 4864, FFN down: few rows, so few
 // warps), with enough copies rotated that L2 cannot hold them. Run it with
 // MINFER_PAIR_ROWS=none and =all to compare one and two weight rows per warp
-// (cuda.RowPairs).
+// (driver.RowPairs).
 func BenchmarkMatVec(b *testing.B) {
 	g := open(b)
 	defer g.Close()

@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // Buffer is n elements of 4 bytes (float32 or int32) in device memory.
@@ -17,12 +17,12 @@ import (
 // once. The shadow is valid while nothing wrote the buffer since (gen) and no graph
 // capture or replay intervened (epoch): host-side bookkeeping cannot see a replay.
 type Buffer struct {
-	p   cuda.DevicePtr
+	p   driver.DevicePtr
 	n   int
 	i32 bool
 
 	gen            uint64
-	q8             cuda.DevicePtr
+	q8             driver.DevicePtr
 	q8n            int
 	q8gen, q8epoch uint64
 }
@@ -79,7 +79,7 @@ func (x *Buffer) wrote() { x.gen++ }
 
 // shadow returns x's 8-bit shadow arrays (allocating them on first use), sized for the
 // whole buffer; 0 on allocation failure (recorded).
-func (b *Backend) shadow(x *Buffer) (q, d cuda.DevicePtr) {
+func (b *Backend) shadow(x *Buffer) (q, d driver.DevicePtr) {
 	if x.q8 == 0 {
 		n := ceilDiv(x.n, 32) * 32
 		p, err := b.alloc("activation shadow", int64(n)+int64(n/32)*4)
@@ -89,7 +89,7 @@ func (b *Backend) shadow(x *Buffer) (q, d cuda.DevicePtr) {
 		}
 		x.q8 = p
 	}
-	return x.q8, x.q8 + cuda.DevicePtr(ceilDiv(x.n, 32)*32)
+	return x.q8, x.q8 + driver.DevicePtr(ceilDiv(x.n, 32)*32)
 }
 
 // shadowValid reports whether x's shadow holds its first n values as they are now.
@@ -103,7 +103,7 @@ func (b *Backend) setShadow(x *Buffer, n int) {
 }
 
 // at is the address of element i.
-func (x *Buffer) at(i int) cuda.DevicePtr { return x.p + cuda.DevicePtr(4*i) }
+func (x *Buffer) at(i int) driver.DevicePtr { return x.p + driver.DevicePtr(4*i) }
 
 // WriteF32 copies src into dst[off:] (enqueued; src may be reused on return).
 func (b *Backend) WriteF32(dst backend.Buffer, off int, src []float32) {
@@ -157,15 +157,15 @@ func (b *Backend) ReadF32(src backend.Buffer, off int, dst []float32) error {
 	if n == 0 {
 		return nil
 	}
-	return cuda.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n), s.at(off))
+	return driver.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n), s.at(off))
 }
 
 // KV is one sequence's cache: per layer, K and V as [Ctx][KVHeads*HeadDim] halves (F16)
 // or int8 values plus f16 scales per 32 values (Q8_0).
 type KV struct {
 	spec          backend.KVSpec
-	k, v          cuda.DevicePtr // values
-	kd, vd        cuda.DevicePtr // Q8_0 scales
+	k, v          driver.DevicePtr // values
+	kd, vd        driver.DevicePtr // Q8_0 scales
 	bytes         int64
 	layerVals     int64 // bytes of one layer's K values
 	layerScales   int64
@@ -256,13 +256,13 @@ func (b *Backend) Free(x any) {
 		b.free(v.q8)
 		v.p, v.q8 = 0, 0
 	case *Weight:
-		for _, p := range []cuda.DevicePtr{v.q, v.d, v.e} {
+		for _, p := range []driver.DevicePtr{v.q, v.d, v.e} {
 			b.free(p)
 		}
 		b.uploaded -= v.bytes
 		v.q, v.d, v.e = 0, 0, 0
 	case *KV:
-		for _, p := range []cuda.DevicePtr{v.k, v.v, v.kd, v.vd} {
+		for _, p := range []driver.DevicePtr{v.k, v.v, v.kd, v.vd} {
 			b.free(p)
 		}
 		v.k, v.v, v.kd, v.vd = 0, 0, 0, 0
@@ -273,13 +273,13 @@ func (b *Backend) Free(x any) {
 
 // scratch is a device area reused by an op across calls.
 type scratch struct {
-	p cuda.DevicePtr
+	p driver.DevicePtr
 	n int64
 }
 
 // scratchFor returns at least n bytes of the named scratch area. A grown area's old
 // memory is retired, not freed: graphs captured earlier still point at it.
-func (b *Backend) scratchFor(name string, n int64) cuda.DevicePtr {
+func (b *Backend) scratchFor(name string, n int64) driver.DevicePtr {
 	s := b.scratch[name]
 	if s != nil && s.n >= n {
 		return s.p

@@ -20,7 +20,7 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	cudabe "github.com/minfer/minfer/core/backend/cuda"
 	"github.com/minfer/minfer/core/quant"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 	"github.com/minfer/minfer/internal/testpath"
 )
 
@@ -47,8 +47,8 @@ func TestSmoke(t *testing.T) {
 	if !ok {
 		t.Fatalf("no usable CUDA device: %s", why)
 	}
-	dv, _ := cuda.DriverVersion()
-	maj, min, err := cuda.NVRTCVersion()
+	dv, _ := driver.DriverVersion()
+	maj, min, err := driver.NVRTCVersion()
 	t.Logf("driver CUDA %d, NVRTC %d.%d (%v)", dv, maj, min, err)
 	b := open(t)
 	defer b.Close()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 	"github.com/minfer/minfer/cuda/kernels"
 )
 
@@ -34,7 +34,7 @@ func kernelNames() map[string][]string {
 			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%s_%d", w, nt))
 		}
 	}
-	for _, w := range cuda.PairKernels { // two rows per warp
+	for _, w := range driver.PairKernels { // two rows per warp
 		for nt := 1; nt <= 8; nt++ {
 			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%sw_%d", w, nt))
 		}
@@ -67,8 +67,8 @@ func (b *Backend) loadKernels(cacheDir string) error {
 				res[i].err = err
 				return
 			}
-			res[i].bin, res[i].err = cuda.Compile(cuda.Source{Name: f, Code: code, Headers: hdrs},
-				cuda.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
+			res[i].bin, res[i].err = driver.Compile(driver.Source{Name: f, Code: code, Headers: hdrs},
+				driver.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
 		}()
 	}
 	wg.Wait()
@@ -76,7 +76,7 @@ func (b *Backend) loadKernels(cacheDir string) error {
 		if res[i].err != nil {
 			return res[i].err
 		}
-		m, err := cuda.LoadModule(f, res[i].bin)
+		m, err := driver.LoadModule(f, res[i].bin)
 		if err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (b *Backend) loadKernels(cacheDir string) error {
 }
 
 // launch enqueues kernel name; a failure is recorded.
-func (b *Backend) launch(name string, grid, block cuda.Dim3, shared int, args ...cuda.Arg) {
+func (b *Backend) launch(name string, grid, block driver.Dim3, shared int, args ...driver.Arg) {
 	fn, ok := b.fns[name]
 	if !ok {
 		panic("BUG: cuda: no kernel " + name)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // ledger times every kernel with CUDA events when MINFER_LEDGER=1 (graphs are then
@@ -15,13 +15,13 @@ import (
 type ledger struct {
 	on      bool
 	pending []timed
-	free    []*cuda.Event
+	free    []*driver.Event
 	stats   map[string]*KernelStat
 }
 
 type timed struct {
 	name       string
-	start, end *cuda.Event
+	start, end *driver.Event
 }
 
 // KernelStat is one kernel's share of the time measured in ledger mode.
@@ -31,13 +31,13 @@ type KernelStat struct {
 	MS    float64 // total device milliseconds
 }
 
-func (l *ledger) event() *cuda.Event {
+func (l *ledger) event() *driver.Event {
 	if n := len(l.free); n > 0 {
 		e := l.free[n-1]
 		l.free = l.free[:n-1]
 		return e
 	}
-	e, err := cuda.NewEvent()
+	e, err := driver.NewEvent()
 	if err != nil {
 		return nil
 	}
@@ -70,7 +70,7 @@ func (b *Backend) settle() {
 		b.led.stats = map[string]*KernelStat{}
 	}
 	for _, t := range b.led.pending {
-		ms, err := cuda.Elapsed(t.start, t.end)
+		ms, err := driver.Elapsed(t.start, t.end)
 		if err == nil {
 			k := t.name
 			// Group instantiations: mmvq_q4_k_3 → mmvq_q4_k.

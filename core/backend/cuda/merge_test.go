@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // mv is a held-back one-row-per-warp mat-vec launch (4 warps per block) named
 // mmvq_KERNEL_NT, which the tier lets take two rows per warp.
-func mv(name string, x cuda.DevicePtr, cols, rows int, dst cuda.DevicePtr) launchSpec {
+func mv(name string, x driver.DevicePtr, cols, rows int, dst driver.DevicePtr) launchSpec {
 	i, j := strings.Index(name, "_"), strings.LastIndex(name, "_")
 	nt, _ := strconv.Atoi(name[j+1:])
-	return launchSpec{name: name, grid: cuda.Dim3{X: ceilDiv(rows, 4)}, bias: true,
+	return launchSpec{name: name, grid: driver.Dim3{X: ceilDiv(rows, 4)}, bias: true,
 		mv: &mvSpec{xq: x, xd: x + 1, cols: cols, rowsPerBlock: 4, kernel: name[i+1 : j], nt: nt, pair: true,
 			sets: []mvSet{{q: dst + 100, dst: dst, rows: rows}}}}
 }
@@ -21,7 +21,7 @@ func mv(name string, x cuda.DevicePtr, cols, rows int, dst cuda.DevicePtr) launc
 // TestMergeMV checks which held-back mat-vec launches share one kernel launch: the same
 // kernel, x and width, at most mvMaxSets weights; other launches keep their order.
 func TestMergeMV(t *testing.T) {
-	other := launchSpec{name: "gemm_f16w", grid: cuda.Dim3{X: 7}}
+	other := launchSpec{name: "gemm_f16w", grid: driver.Dim3{X: 7}}
 	ls := []launchSpec{
 		mv("mmvq_q8_0_1", 1000, 896, 896, 1), // q
 		mv("mmvq_q8_0_1", 1000, 896, 128, 2), // k: joins q
@@ -36,15 +36,15 @@ func TestMergeMV(t *testing.T) {
 	got := mergeMV(ls)
 	want := []struct {
 		name  string
-		dsts  []cuda.DevicePtr
+		dsts  []driver.DevicePtr
 		gridX int
 	}{
-		{"mmvq_q8_0_1", []cuda.DevicePtr{1, 2, 4}, 224 + 32 + 32},
+		{"mmvq_q8_0_1", []driver.DevicePtr{1, 2, 4}, 224 + 32 + 32},
 		{"gemm_f16w", nil, 7},
-		{"mmvq_q6_k_1", []cuda.DevicePtr{3}, 32},
-		{"mmvq_q8_0_1", []cuda.DevicePtr{5}, 16},
-		{"mmvq_q8_0_1", []cuda.DevicePtr{6}, 16},
-		{"mmvq_f16v_3", []cuda.DevicePtr{7, 8}, 224 + 32},
+		{"mmvq_q6_k_1", []driver.DevicePtr{3}, 32},
+		{"mmvq_q8_0_1", []driver.DevicePtr{5}, 16},
+		{"mmvq_q8_0_1", []driver.DevicePtr{6}, 16},
+		{"mmvq_f16v_3", []driver.DevicePtr{7, 8}, 224 + 32},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d launches, want %d", len(got), len(want))

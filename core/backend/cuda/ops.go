@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // switches are the MINFER_NO_* environment switches that turn a specialised path off,
@@ -37,7 +37,7 @@ func Switches() map[string]string {
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
-		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (cuda.RowPairs)",
+		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 	}
 }
 
@@ -49,8 +49,8 @@ func Switches() map[string]string {
 // mat-vec launch's set's bias.
 type launchSpec struct {
 	name        string
-	grid, block cuda.Dim3
-	args        []cuda.Arg
+	grid, block driver.Dim3
+	args        []driver.Arg
 	bias        bool    // the last argument (or mv's bias) is the bias pointer
 	mv          *mvSpec // a mat-vec launch (mmvq.cu): args are built at flush
 }
@@ -58,7 +58,7 @@ type launchSpec struct {
 // mvSpec is a mat-vec launch: one x (its 8-bit form xq/xd or f32 xf) times up to
 // mvMaxSets weights.
 type mvSpec struct {
-	xq, xd, xf   cuda.DevicePtr
+	xq, xd, xf   driver.DevicePtr
 	cols         int
 	rowsPerBlock int // weight rows a block of the kernel takes (warps × rows per warp)
 	sets         []mvSet
@@ -68,21 +68,21 @@ type mvSpec struct {
 }
 
 type mvSet struct {
-	q, d, e, dst, bias cuda.DevicePtr
+	q, d, e, dst, bias driver.DevicePtr
 	rows               int
 }
 
 // mvMaxSets is the number of weight sets an mmvq kernel takes (mmvq.cu MMVQ1).
 const mvMaxSets = 3
 
-func (m *mvSpec) args() []cuda.Arg {
-	a := []cuda.Arg{cuda.P(m.xq), cuda.P(m.xd), cuda.P(m.xf), cuda.I(m.cols)}
+func (m *mvSpec) args() []driver.Arg {
+	a := []driver.Arg{driver.P(m.xq), driver.P(m.xd), driver.P(m.xf), driver.I(m.cols)}
 	for i := range mvMaxSets {
 		var st mvSet
 		if i < len(m.sets) {
 			st = m.sets[i]
 		}
-		a = append(a, cuda.P(st.q), cuda.P(st.d), cuda.P(st.e), cuda.P(st.dst), cuda.I(st.rows), cuda.P(st.bias))
+		a = append(a, driver.P(st.q), driver.P(st.d), driver.P(st.e), driver.P(st.dst), driver.I(st.rows), driver.P(st.bias))
 	}
 	return a
 }
@@ -157,7 +157,7 @@ func mergeMV(ls []launchSpec) []launchSpec {
 func (b *Backend) pairRows(kernel string) uint16 {
 	switch b.sw.pairRows {
 	case "all":
-		if slices.Contains(cuda.PairKernels, kernel) {
+		if slices.Contains(driver.PairKernels, kernel) {
 			return ^uint16(0)
 		}
 		return 0
@@ -226,8 +226,8 @@ func (b *Backend) vec(x backend.Weight, what string) *Weight {
 	return w
 }
 
-func flat(n int) (cuda.Dim3, cuda.Dim3) {
-	return cuda.Dim3{X: ceilDiv(n, 256)}, cuda.Dim3{X: 256}
+func flat(n int) (driver.Dim3, driver.Dim3) {
+	return driver.Dim3{X: ceilDiv(n, 256)}, driver.Dim3{X: 256}
 }
 
 // rowThreads is the block size for a per-row reduction over n values: a function of n
@@ -241,8 +241,8 @@ func (b *Backend) Embed(dst backend.Buffer, table backend.Weight, ids backend.Bu
 	d, id := f32(dst, nt*w.cols, "Embed dst"), i32(ids, nt, "Embed ids")
 	defer b.enter()()
 	d.wrote()
-	b.launch("embed_"+w.layout, cuda.Dim3{X: ceilDiv(w.cols, 256), Y: nt}, cuda.Dim3{X: 256}, 0,
-		cuda.P(w.q), cuda.P(w.d), cuda.P(w.e), cuda.P(id.p), cuda.P(d.p), cuda.I(w.rows), cuda.I(w.cols), cuda.P(b.errWord))
+	b.launch("embed_"+w.layout, driver.Dim3{X: ceilDiv(w.cols, 256), Y: nt}, driver.Dim3{X: 256}, 0,
+		driver.P(w.q), driver.P(w.d), driver.P(w.e), driver.P(id.p), driver.P(d.p), driver.I(w.rows), driver.I(w.cols), driver.P(b.errWord))
 }
 
 // RMSNorm: dst = x / sqrt(mean(x²) + eps) * w per row of w.Cols values. A residual add
@@ -251,19 +251,19 @@ func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps f
 	checkNT(nt, "RMSNorm")
 	v := b.vec(w, "RMSNorm")
 	xs, ds := f32(x, nt*v.cols, "RMSNorm x"), f32(dst, nt*v.cols, "RMSNorm dst")
-	name, args := "rmsnorm", []cuda.Arg{cuda.P(xs.p)}
+	name, args := "rmsnorm", []driver.Arg{driver.P(xs.p)}
 	if a := b.padd; a != nil && len(b.pend) == 0 && a.dst == xs && a.n == nt*v.cols && ds != xs {
 		b.padd = nil // before enter, whose flush would launch it
-		name, args = "add_rmsnorm", append(args, cuda.P(a.x.p))
+		name, args = "add_rmsnorm", append(args, driver.P(a.x.p))
 	}
 	defer b.enter()()
 	ds.wrote()
-	var sq, sd cuda.DevicePtr
+	var sq, sd driver.DevicePtr
 	if v.cols%32 == 0 {
 		sq, sd = b.shadow(ds)
 	}
-	b.launch(name, cuda.Dim3{X: nt}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-		append(args, cuda.P(v.q), cuda.P(ds.p), cuda.I(v.cols), cuda.F(eps), cuda.P(sq), cuda.P(sd))...)
+	b.launch(name, driver.Dim3{X: nt}, driver.Dim3{X: rowThreads(v.cols)}, 0,
+		append(args, driver.P(v.q), driver.P(ds.p), driver.I(v.cols), driver.F(eps), driver.P(sq), driver.P(sd))...)
 	if sq != 0 {
 		b.setShadow(ds, nt*v.cols)
 	}
@@ -276,8 +276,8 @@ func (b *Backend) HeadNorm(x backend.Buffer, w backend.Weight, nt, heads int, ep
 	xs := f32(x, nt*heads*v.cols, "HeadNorm x")
 	defer b.enter()()
 	xs.wrote()
-	b.launch("rmsnorm", cuda.Dim3{X: nt * heads}, cuda.Dim3{X: rowThreads(v.cols)}, 0,
-		cuda.P(xs.p), cuda.P(v.q), cuda.P(xs.p), cuda.I(v.cols), cuda.F(eps), cuda.P(0), cuda.P(0))
+	b.launch("rmsnorm", driver.Dim3{X: nt * heads}, driver.Dim3{X: rowThreads(v.cols)}, 0,
+		driver.P(xs.p), driver.P(v.q), driver.P(xs.p), driver.I(v.cols), driver.F(eps), driver.P(0), driver.P(0))
 }
 
 // AddBias: x[i] += bias for each of nt rows. When x is the output of a pending
@@ -294,7 +294,7 @@ func (b *Backend) AddBias(x backend.Buffer, bias backend.Weight, nt int) {
 					if l.mv != nil {
 						l.mv.sets[0].bias = v.q
 					} else {
-						l.args[len(l.args)-1] = cuda.P(v.q)
+						l.args[len(l.args)-1] = driver.P(v.q)
 					}
 				}
 			}
@@ -305,7 +305,7 @@ func (b *Backend) AddBias(x backend.Buffer, bias backend.Weight, nt int) {
 	defer b.enter()()
 	xs.wrote()
 	g, bl := flat(nt * v.cols)
-	b.launch("add_bias", g, bl, 0, cuda.P(xs.p), cuda.P(v.q), cuda.I(nt*v.cols), cuda.I(v.cols))
+	b.launch("add_bias", g, bl, 0, driver.P(xs.p), driver.P(v.q), driver.I(nt*v.cols), driver.I(v.cols))
 }
 
 // SwiGLU: dst = silu(gate) * up over nt*n values.
@@ -314,12 +314,12 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Buffer, nt, n int) {
 	d, g, u := f32(dst, nt*n, "SwiGLU dst"), f32(gate, nt*n, "SwiGLU gate"), f32(up, nt*n, "SwiGLU up")
 	defer b.enter()()
 	d.wrote()
-	var sq, sd cuda.DevicePtr
+	var sq, sd driver.DevicePtr
 	if n%32 == 0 {
 		sq, sd = b.shadow(d)
 	}
 	gr, bl := flat(nt * n)
-	b.launch("swiglu", gr, bl, 0, cuda.P(d.p), cuda.P(g.p), cuda.P(u.p), cuda.I(nt*n), cuda.P(sq), cuda.P(sd))
+	b.launch("swiglu", gr, bl, 0, driver.P(d.p), driver.P(g.p), driver.P(u.p), driver.I(nt*n), driver.P(sq), driver.P(sd))
 	if sq != 0 {
 		b.setShadow(d, nt*n)
 	}
@@ -349,7 +349,7 @@ type pendingAdd struct {
 
 func (b *Backend) launchAdd(a pendingAdd) {
 	g, bl := flat(a.n)
-	b.launch("add", g, bl, 0, cuda.P(a.dst.p), cuda.P(a.x.p), cuda.I(a.n))
+	b.launch("add", g, bl, 0, driver.P(a.dst.p), driver.P(a.x.p), driver.I(a.n))
 }
 
 // CopyRows: dst[0:n*cols] = src[row*cols:(row+n)*cols].
@@ -389,7 +389,7 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		return
 	}
 	kernel := W.layout
-	var xq, xd cuda.DevicePtr
+	var xq, xd driver.DevicePtr
 	switch W.layout {
 	case "f16":
 		kernel = map[bool]string{true: "f16v", false: "f16s"}[W.cols%8 == 0]
@@ -403,8 +403,8 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		}
 		if !b.shadowValid(xs, nt*W.cols) {
 			nblocks := nt * W.cols / 32
-			b.launch("quantize_q8", cuda.Dim3{X: ceilDiv(nblocks, 8)}, cuda.Dim3{X: 256}, 0,
-				cuda.P(xs.p), cuda.P(xq), cuda.P(xd), cuda.I(nblocks))
+			b.launch("quantize_q8", driver.Dim3{X: ceilDiv(nblocks, 8)}, driver.Dim3{X: 256}, 0,
+				driver.P(xs.p), driver.P(xq), driver.P(xd), driver.I(nblocks))
 			b.setShadow(xs, nt*W.cols)
 		}
 	}
@@ -416,12 +416,12 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 	mm := pendingMM{dst: ds, nt: nt, rows: W.rows}
 	for r0 := 0; r0 < nt; r0 += step {
 		n := min(step, nt-r0)
-		var q, d cuda.DevicePtr
+		var q, d driver.DevicePtr
 		if xq != 0 {
-			q, d = xq+cuda.DevicePtr(r0*W.cols), xd+cuda.DevicePtr(4*r0*W.cols/32)
+			q, d = xq+driver.DevicePtr(r0*W.cols), xd+driver.DevicePtr(4*r0*W.cols/32)
 		}
 		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
-			grid: cuda.Dim3{X: ceilDiv(W.rows, warps)}, block: cuda.Dim3{X: 32 * warps},
+			grid: driver.Dim3{X: ceilDiv(W.rows, warps)}, block: driver.Dim3{X: 32 * warps},
 			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps,
 				kernel: kernel, nt: n, pair: b.pairRows(kernel)&(1<<n) != 0,
 				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
@@ -440,11 +440,11 @@ func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int) {
 			return
 		}
 		mm.launches = append(mm.launches, launchSpec{name: "dequant_f16_" + W.layout,
-			grid: cuda.Dim3{X: W.rows, Y: ceilDiv(W.cols, 2048)}, block: cuda.Dim3{X: 256},
-			args: []cuda.Arg{cuda.P(W.q), cuda.P(W.d), cuda.P(W.e), cuda.P(wf), cuda.I(W.rows), cuda.I(W.cols)}})
+			grid: driver.Dim3{X: W.rows, Y: ceilDiv(W.cols, 2048)}, block: driver.Dim3{X: 256},
+			args: []driver.Arg{driver.P(W.q), driver.P(W.d), driver.P(W.e), driver.P(wf), driver.I(W.rows), driver.I(W.cols)}})
 	}
 	mm.launches = append(mm.launches, launchSpec{name: "gemm_f16w", bias: true,
-		grid: cuda.Dim3{X: ceilDiv(W.rows, 128), Y: ceilDiv(nt, 128)}, block: cuda.Dim3{X: 256},
-		args: []cuda.Arg{cuda.P(wf), cuda.P(xs.p), cuda.P(ds.p), cuda.I(nt), cuda.I(W.rows), cuda.I(W.cols), 0}})
+		grid: driver.Dim3{X: ceilDiv(W.rows, 128), Y: ceilDiv(nt, 128)}, block: driver.Dim3{X: 256},
+		args: []driver.Arg{driver.P(wf), driver.P(xs.p), driver.P(ds.p), driver.I(nt), driver.I(W.rows), driver.I(W.cols), 0}})
 	b.pend = append(b.pend, mm)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // These tests need no GPU: they check the host-side packing and choosers.
@@ -88,7 +88,7 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 }
 
 func TestAttnSplit(t *testing.T) {
-	tier, _ := cuda.TierFor(9, 0)
+	tier, _ := driver.TierFor(9, 0)
 	b := &Backend{tier: tier}
 	for _, ctx := range []int{1, 31, 33, 255, 256, 1000, 1025, 4096, 8192, 8193, 32768, 131072} {
 		maxChunk, n := b.attnSplit(ctx)

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 var _ backend.RowStatser = (*Backend)(nil)
@@ -52,8 +52,8 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 	if sc == 0 {
 		return b.takeErr()
 	}
-	part, out := sc, sc+cuda.DevicePtr(partBytes)
-	pickp := out + cuda.DevicePtr(4*outN)
+	part, out := sc, sc+driver.DevicePtr(partBytes)
+	pickp := out + driver.DevicePtr(4*outN)
 	// Through the pinned host buffer: the picks go up and the results come back by
 	// async copies around the two kernels, and takeErr's one wait covers them all.
 	need := hostData + 4*outN + 4*nt
@@ -72,15 +72,15 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 	return nil
 }
 
-func (b *Backend) launchRowStats(l *Buffer, nt, n, k, chunk, parts int, part, out, pickp cuda.DevicePtr) {
-	b.launch("rowstats_part", cuda.Dim3{X: parts, Y: nt}, cuda.Dim3{X: 256}, 0,
-		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(chunk), cuda.P(part))
-	b.launch("rowstats_merge", cuda.Dim3{X: nt}, cuda.Dim3{X: 256}, 0,
-		cuda.P(l.p), cuda.I(n), cuda.I(k), cuda.I(parts), cuda.P(part), cuda.P(pickp), cuda.P(out), cuda.I(nt))
+func (b *Backend) launchRowStats(l *Buffer, nt, n, k, chunk, parts int, part, out, pickp driver.DevicePtr) {
+	b.launch("rowstats_part", driver.Dim3{X: parts, Y: nt}, driver.Dim3{X: 256}, 0,
+		driver.P(l.p), driver.I(n), driver.I(k), driver.I(chunk), driver.P(part))
+	b.launch("rowstats_merge", driver.Dim3{X: nt}, driver.Dim3{X: 256}, 0,
+		driver.P(l.p), driver.I(n), driver.I(k), driver.I(parts), driver.P(part), driver.P(pickp), driver.P(out), driver.I(nt))
 }
 
 // rowStatsSync is RowStats without pinned host memory: pageable copies, two waits.
-func (b *Backend) rowStatsSync(l *Buffer, nt, n, k, chunk, parts int, pick []int32, part, out, pickp cuda.DevicePtr,
+func (b *Backend) rowStatsSync(l *Buffer, nt, n, k, chunk, parts int, pick []int32, part, out, pickp driver.DevicePtr,
 	ids []int32, vals []float32, maxv, lse, picked []float32) error {
 	outN := nt * (2*k + 3)
 	b.fail(b.stream.CopyHtoD(pickp, unsafe.Pointer(&pick[0]), 4*nt))
@@ -89,7 +89,7 @@ func (b *Backend) rowStatsSync(l *Buffer, nt, n, k, chunk, parts int, pick []int
 		return err
 	}
 	host := make([]byte, 4*outN)
-	if err := cuda.CopyDtoH(host, out); err != nil {
+	if err := driver.CopyDtoH(host, out); err != nil {
 		return err
 	}
 	unpackRowStats(host, nt, k, ids, vals, maxv, lse, picked)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
-	"github.com/minfer/minfer/cuda"
+	"github.com/minfer/minfer/cuda/driver"
 )
 
 // Weight is a matrix resident on the device in one of the kernel layouts (common.cuh):
@@ -17,7 +17,7 @@ type Weight struct {
 	t          quant.Type // the type it was given
 	layout     string     // kernel suffix: "q4_k", "f32", …
 	rows, cols int
-	q, d, e    cuda.DevicePtr
+	q, d, e    driver.DevicePtr
 	bytes      int64
 }
 
@@ -109,7 +109,7 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 	w := &Weight{name: name, t: t, layout: layout, rows: rows, cols: cols}
 	what := fmt.Sprintf("weight %q (%v %d × %d)", name, t, rows, cols)
 	for _, part := range []struct {
-		dst *cuda.DevicePtr
+		dst *driver.DevicePtr
 		src []byte
 	}{{&w.q, p.q}, {&w.d, p.d}, {&w.e, p.e}} {
 		if len(part.src) == 0 {
@@ -117,7 +117,7 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		}
 		ptr, err := b.alloc(what, int64(len(part.src)))
 		if err == nil {
-			err = cuda.CopyHtoD(ptr, part.src)
+			err = driver.CopyHtoD(ptr, part.src)
 			*part.dst = ptr
 		}
 		if err != nil {

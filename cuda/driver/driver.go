@@ -1,4 +1,4 @@
-// Package cuda binds the CUDA driver API (libcuda.so.1) and NVRTC (libnvrtc.so) at run
+// Package driver binds the CUDA driver API (libcuda.so.1) and NVRTC (libnvrtc.so) at run
 // time with purego, so minfer builds with CGO_ENABLED=0 and runs on machines without a
 // GPU: there Init returns an error ("cuda: libcuda.so.1 not found …"), never a crash.
 //
@@ -12,7 +12,7 @@
 // A CUDA context is current per OS thread. Callers that drive the GPU from a goroutine
 // must call Context.Enter (which locks the goroutine to its OS thread and makes the
 // context current) and the returned leave function when done.
-package cuda
+package driver
 
 import (
 	"fmt"
