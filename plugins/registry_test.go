@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
 	"github.com/minfer/minfer/sdk"
 )
@@ -172,7 +173,7 @@ func TestHostileGoGuest(t *testing.T) {
 	}
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "bad.wasm")
-	if err := os.WriteFile(path, buildGuest(t, "testdata/badguest"), 0o644); err != nil {
+	if err := os.WriteFile(path, wasmtest.BuildGo(t, "testdata/badguest"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	decls := map[string]config.Plugin{"greedy": {Timeout: 5 * time.Second}}
@@ -182,7 +183,7 @@ func TestHostileGoGuest(t *testing.T) {
 	}
 	decls["spin"] = config.Plugin{Source: "file:" + path, Timeout: 200 * time.Millisecond, MemoryMB: 32}
 	var log strings.Builder
-	r, err := NewRegistry(ctx, decls, &syncWriter{w: &log}, WithInstances(1))
+	r, err := NewRegistry(ctx, decls, &wasmtest.SyncWriter{W: &log}, WithInstances(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package plugins
+package plugins_test
 
 import (
 	"bytes"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -15,7 +17,7 @@ import (
 func TestTracerRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
-	tr := NewTracer(&buf)
+	tr := plugins.NewTracer(&buf)
 	for seq := 0; seq < 2; seq++ {
 		inner, _ := builtin.NewAdaptive([]byte(`{"draft_max":6}`))
 		p := tr.Wrap(inner, "adaptive")
@@ -57,7 +59,7 @@ func TestTracerRoundTrip(t *testing.T) {
 	if len(rounds) != 100 || rounds[99].Seq != 1 || rounds[99].Round != 49 {
 		t.Fatalf("got %d rounds (last %+v), want 100 ending with sequence 1 round 49", len(rounds), rounds[len(rounds)-1])
 	}
-	res, err := Replay(ctx, rounds, func() (sdk.DepthPolicy, error) { return builtin.NewAdaptive([]byte(`{"draft_max":6}`)) }, 1)
+	res, err := replay.Replay(ctx, rounds, func() (sdk.DepthPolicy, error) { return builtin.NewAdaptive([]byte(`{"draft_max":6}`)) }, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestTracerRoundTrip(t *testing.T) {
 func TestTracerHostTime(t *testing.T) {
 	ctx := context.Background()
 	var buf bytes.Buffer
-	tr := NewTracer(&buf)
+	tr := plugins.NewTracer(&buf)
 	inner, _ := builtin.NewStatic([]byte(`{"depth":2}`))
 	p := tr.Wrap(inner, "static")
 	if _, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 4}); err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/plugins/check"
+	"github.com/minfer/minfer/plugins/scaffold"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -178,7 +180,7 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if err != nil {
 		return err
 	}
-	infos, results, err := plugins.Check(ctx, bin, plugins.CheckOptions{Plugin: f.plugin, Params: []byte(f.params),
+	infos, results, err := check.Check(ctx, bin, check.CheckOptions{Plugin: f.plugin, Params: []byte(f.params),
 		Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr})
 	if err != nil {
 		return fmt.Errorf("plugin check %s: %w", file, err)
@@ -220,7 +222,7 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	return nil
 }
 
-func printCheck(w io.Writer, file string, infos []sdk.Info, results []plugins.CheckResult) {
+func printCheck(w io.Writer, file string, infos []sdk.Info, results []check.CheckResult) {
 	fmt.Fprintf(w, "module %s: ABI v%d.%d, sha256 %s\n", file, infos[0].ABIMajor, infos[0].ABIMinor, infos[0].Checksum)
 	for _, i := range infos {
 		fmt.Fprintf(w, "  plugin %s %s: %v\n", i.Name, i.Version, i.Roles)
@@ -251,7 +253,7 @@ func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 	default:
 		return usagef("plugin new: unknown role %q (want policy, sampler or penalty)", role)
 	}
-	files, err := plugins.Scaffold(plugins.ScaffoldOptions{Role: sdk.Role(role), Dir: dir, Name: f.name,
+	files, err := scaffold.Scaffold(scaffold.ScaffoldOptions{Role: sdk.Role(role), Dir: dir, Name: f.name,
 		Module: f.module, MinferDir: f.minfer})
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func TestPluginNewBuilds(t *testing.T) {
 }
 
 func TestPolicyReplay(t *testing.T) {
-	trace := "../../plugins/golden/kink.jsonl"
+	trace := "../../plugins/check/golden/kink.jsonl"
 	out, _, err := runCLI(t, "", "policy", "replay", trace, "--policy", "adaptive,static,builtin:ucb", "--params", `{"draft_max":12}`)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestPolicyReplayWalk(t *testing.T) {
 	if err != nil || !strings.Contains(text, "recorded static depth 3") || !strings.Contains(text, "walked adaptive") {
 		t.Errorf("text output: %v\n%s", err, text)
 	}
-	_, _, err = runCLI(t, "", "policy", "replay", "../../plugins/golden/kink.jsonl", "--walk", "--policy", "adaptive")
+	_, _, err = runCLI(t, "", "policy", "replay", "../../plugins/check/golden/kink.jsonl", "--walk", "--policy", "adaptive")
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no prompt key") {
 		t.Errorf("a trace without prompt keys: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -132,17 +133,17 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 	defer reg.Close()
 	if *walk {
 		job := replayJob{reg: reg, rounds: rounds, names: names, labels: strings.Split(*policies, ","), overrides: overrides,
-			files: pos[1:], opt: plugins.ReplayOptions{Seed: *seed, Session: *session}, json: *asJSON}
+			files: pos[1:], opt: replay.ReplayOptions{Seed: *seed, Session: *session}, json: *asJSON}
 		return job.walk(ctx, m)
 	}
 	var rows []replayRow
-	var recorded plugins.Throughput
+	var recorded replay.Throughput
 	for i, name := range names {
 		newPolicy, err := policyMaker(ctx, reg, name, overrides)
 		if err != nil {
 			return err
 		}
-		res, err := plugins.ReplayWith(ctx, rounds, newPolicy, plugins.ReplayOptions{Seed: *seed, Session: *session})
+		res, err := replay.ReplayWith(ctx, rounds, newPolicy, replay.ReplayOptions{Seed: *seed, Session: *session})
 		if err != nil {
 			return fmt.Errorf("policy replay: %s: %w", strings.Split(*policies, ",")[i], err)
 		}
@@ -190,7 +191,7 @@ type replayJob struct {
 	labels    []string
 	overrides map[string]any
 	files     []string
-	opt       plugins.ReplayOptions
+	opt       replay.ReplayOptions
 	json      bool
 }
 
@@ -202,7 +203,7 @@ func (j *replayJob) walk(ctx context.Context, m *Main) error {
 		TokensPS  float64 `json:"tokens_per_s"`
 		MeanDepth float64 `json:"mean_depth"`
 	}
-	recorded := map[string]*plugins.Throughput{}
+	recorded := map[string]*replay.Throughput{}
 	var order []string
 	seqLabel := map[int]string{}
 	for _, r := range j.rounds {
@@ -214,7 +215,7 @@ func (j *replayJob) walk(ctx context.Context, m *Main) error {
 			}
 			seqLabel[r.Seq] = l
 			if recorded[l] == nil {
-				recorded[l] = &plugins.Throughput{}
+				recorded[l] = &replay.Throughput{}
 				order = append(order, l)
 			}
 		}
@@ -225,13 +226,13 @@ func (j *replayJob) walk(ctx context.Context, m *Main) error {
 		t := recorded[l]
 		rec = append(rec, row{Policy: l, TokensPS: t.Rate(), MeanDepth: t.MeanDepth()})
 	}
-	var res plugins.WalkResult
+	var res replay.WalkResult
 	for i, name := range j.names {
 		newPolicy, err := policyMaker(ctx, j.reg, name, j.overrides)
 		if err != nil {
 			return err
 		}
-		if res, err = plugins.Walk(ctx, j.rounds, newPolicy, j.opt); err != nil {
+		if res, err = replay.Walk(ctx, j.rounds, newPolicy, j.opt); err != nil {
 			return fmt.Errorf("policy replay --walk: %s: %w", j.labels[i], err)
 		}
 		walked = append(walked, row{Policy: j.labels[i], TokensPS: res.Walked.Rate(), MeanDepth: res.Walked.MeanDepth()})

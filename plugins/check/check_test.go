@@ -1,16 +1,12 @@
-package plugins
+package check
 
 import (
 	"context"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
 )
 
@@ -37,41 +33,14 @@ func TestCheckBuiltins(t *testing.T) {
 	}
 }
 
-var (
-	guestsMu sync.Mutex
-	guests   = map[string][]byte{}
-)
-
-// buildGuest compiles a Go guest of testdata to WebAssembly (once per test binary).
-func buildGuest(t *testing.T, dir string) []byte {
-	t.Helper()
-	guestsMu.Lock()
-	defer guestsMu.Unlock()
-	if bin, ok := guests[dir]; ok {
-		return bin
-	}
-	out := filepath.Join(t.TempDir(), "g.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(dir))
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", dir, err, b)
-	}
-	bin, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	guests[dir] = bin
-	return bin
-}
-
 // A sampler that ignores the draft fails the greedy identity check, and only it.
 func TestCheckCatchesWrongSampler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module")
 	}
-	bin := buildGuest(t, "testdata/badguest")
+	bin := wasmtest.BuildGo(t, "../testdata/badguest")
 	var log strings.Builder
-	_, results, err := Check(context.Background(), bin, CheckOptions{Plugin: "lazy", Timeout: 5 * time.Second, Log: &syncWriter{w: &log}})
+	_, results, err := Check(context.Background(), bin, CheckOptions{Plugin: "lazy", Timeout: 5 * time.Second, Log: &wasmtest.SyncWriter{W: &log}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +56,4 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	if !strings.Contains(log.String(), "[plugin lazy] lazy: started\n") {
 		t.Fatalf("guest stderr not in the log with the plugin's prefix: %q", log.String())
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }

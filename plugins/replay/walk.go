@@ -1,4 +1,4 @@
-package plugins
+package replay
 
 import (
 	"context"
@@ -41,10 +41,10 @@ func Walk(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.De
 	wk := walker{costs: newCostModel(rounds), g: rand.New(rand.NewPCG(opt.Seed, 0x3a1c))}
 	wk.a, wk.b = fitDraft(rounds, wk.costs.medianStep)
 	var p sdk.DepthPolicy
-	defer func() { Release(p) }()
+	defer func() { release(p) }()
 	for _, w := range prompts {
 		if p == nil || !opt.Session {
-			Release(p)
+			release(p)
 			if p, err = newPolicy(); err != nil {
 				return wk.res, err
 			}

@@ -1,8 +1,13 @@
-package plugins
+// Package replay replays recorded speculative-decoding traces (sdk.TraceRound, written
+// by plugins.Tracer) through a depth policy: counterfactual throughput from a cost model
+// of the trace (Replay) and a walk along each prompt's recorded draft (Walk). It backs
+// `minfer policy replay`.
+package replay
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -106,9 +111,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 		res.Recorded.AddRecorded(r)
 		if r.Seq != seq {
 			if p == nil || !opt.Session {
-				if c, ok := p.(interface{ Close() error }); ok {
-					c.Close()
-				}
+				release(p)
 				var err error
 				if p, err = newPolicy(); err != nil {
 					return res, err
@@ -157,9 +160,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 		last = sdk.RoundOutcome{Round: r.Round, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
 			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: r.MaxDepth}
 	}
-	if c, ok := p.(interface{ Close() error }); ok {
-		c.Close()
-	}
+	release(p)
 	return res, nil
 }
 
@@ -263,4 +264,11 @@ func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// release closes p if it is an io.Closer (every policy plugins.Registry hands out is).
+func release(p sdk.DepthPolicy) {
+	if c, ok := p.(io.Closer); ok {
+		c.Close()
+	}
 }

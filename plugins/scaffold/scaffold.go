@@ -1,4 +1,6 @@
-package plugins
+// Package scaffold writes the starting files of a new plugin (`minfer plugin new`): a Go
+// module with one policy, sampler or penalty built for GOOS=wasip1, and its README.
+package scaffold
 
 import (
 	"bytes"

@@ -1,4 +1,7 @@
-package plugins
+// Package check is the plugin conformance kit behind `minfer plugin check`: it loads a
+// WebAssembly module and runs each of its plugins through self-test rounds, hostile
+// inputs, recorded traces (policies) and the greedy identity (samplers).
+package check
 
 import (
 	"bytes"
@@ -12,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
 )
@@ -181,7 +185,7 @@ func (c *checker) policy() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		res, err := Replay(c.ctx, traces[n], newPolicy, 1)
+		res, err := replay.Replay(c.ctx, traces[n], newPolicy, 1)
 		note := ""
 		if err == nil {
 			note = fmt.Sprintf("%.0f tok/s (mean depth %.2f) vs recorded %.0f tok/s (mean depth %.2f)",
