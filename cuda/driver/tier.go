@@ -28,8 +28,8 @@ type Tier struct {
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
-	// PairRows says, per weight type, at which nt the mat-vec takes two weight rows per
-	// warp (mmvq_KERNELw), reading each unit of the activations once for both (see
+	// PairRows says, per mat-vec kernel, at which nt it takes two weight rows per warp
+	// (mmvq_KERNELw), reading each unit of the activations once for both (see
 	// RowPairs). Tiers without their own measurement keep one row per warp.
 	PairRows RowPairs
 	// AttnChunk is the fewest cache positions one attention block scores before the
@@ -58,12 +58,30 @@ type Tier struct {
 	Note string
 }
 
-// RowPairs holds, per weight type, the set of nt (bit nt) at which the mat-vec takes
-// two weight rows per warp. The activations of a unit are then loaded once for both
-// rows, which halves their traffic through L1 (it exceeds the weights': an F16 unit is
-// 16 bytes of weights against 32 of activations per row, a Q5_K unit 64 against 72),
-// at the cost of half as many warps. Each row keeps its bits either way. The backend
-// also keeps one row per warp for a launch too small to give every SM a block in pairs.
+// NTSet is a set of row counts nt (bit nt set: nt is in), for a tier's per-kernel
+// choices; NTs builds one from ranges.
+type NTSet uint16
+
+// NTs is the set of nt from lo to hi, inclusive (an empty set when hi < lo).
+func NTs(lo, hi int) NTSet {
+	var s NTSet
+	for nt := max(lo, 0); nt <= hi && nt < 16; nt++ {
+		s |= 1 << nt
+	}
+	return s
+}
+
+// Has reports whether nt is in the set.
+func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
+
+// RowPairs holds, per mat-vec kernel with a two-row form (mmvq_KERNELw_nt; the
+// backend's weight-type table names them), the nt at which the mat-vec takes two weight
+// rows per warp. The activations of a unit are then loaded once for both rows, which
+// halves their traffic through L1 (it exceeds the weights': an F16 unit is 16 bytes of
+// weights against 32 of activations per row, a Q5_K unit 64 against 72), at the cost of
+// half as many warps. Each row keeps its bits either way. The backend also keeps one row
+// per warp for a launch too small to give every SM a block in pairs. A kernel the map
+// leaves out keeps one row per warp.
 //
 // Hopper, measured on the H200 (docs/perf-cuda.md, v5): with two rows per warp at
 // every nt, BenchmarkMatVec (14336 × 4096) takes 0.60-0.80 of the time for Q4_0,
@@ -73,34 +91,12 @@ type Tier struct {
 // nt 2-3, so those stay at one row per warp. Since Q4_K takes two lanes per slice of
 // its quants (ad9b5c5), its one-row kernel beats pairs at nt 1-7 (0.75-0.96 of the
 // time), so Q4_K pairs only at nt 8.
-type RowPairs struct {
-	Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 uint16
-}
+type RowPairs map[string]NTSet
 
-// PairKernels are the mat-vec kernels (mmvq_KERNEL_nt) with a two-row form
-// (mmvq_KERNELw_nt, mmvq.cu's MMVQW), each with its field in RowPairs.
-var PairKernels = []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v"}
-
-// For returns the nt set of the mat-vec kernel named kernel (mmvq_KERNEL_nt); kernels
-// without a two-row form get none.
-func (p RowPairs) For(kernel string) uint16 {
-	switch kernel {
-	case "q4_0":
-		return p.Q4_0
-	case "q5_0":
-		return p.Q5_0
-	case "q8_0":
-		return p.Q8_0
-	case "q4_k":
-		return p.Q4_K
-	case "q5_k":
-		return p.Q5_K
-	case "q6_k":
-		return p.Q6_K
-	case "f16v":
-		return p.F16
-	}
-	return 0
+// hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
+var hopperPairs = RowPairs{
+	"q4_0": NTs(1, 8), "q5_0": NTs(1, 8), "q8_0": NTs(1, 1) | NTs(4, 8), "q4_k": NTs(8, 8),
+	"q5_k": NTs(2, 8), "q6_k": NTs(2, 8), "f16v": NTs(1, 8),
 }
 
 // tiers is ordered by compute capability.
@@ -113,7 +109,7 @@ var tiers = []Tier{
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
 	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: RowPairs{Q4_0: 0x1FE, Q5_0: 0x1FE, Q8_0: 0x1F2, Q4_K: 0x100, Q5_K: 0x1FC, Q6_K: 0x1FC, F16: 0x1FE}, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
 	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},

@@ -129,24 +129,20 @@ func TestInitWithoutGPU(t *testing.T) {
 	}
 }
 
-// TestRowPairsFor: every kernel with a two-row form has its own RowPairs field, and
-// no other kernel has one.
-func TestRowPairsFor(t *testing.T) {
-	p := RowPairs{Q4_0: 1 << 1, Q5_0: 1 << 2, Q8_0: 1 << 3, Q4_K: 1 << 4, Q5_K: 1 << 5, Q6_K: 1 << 6, F16: 1 << 7}
-	seen := map[uint16]string{}
-	for _, k := range PairKernels {
-		got := p.For(k)
-		if got == 0 || seen[got] != "" {
-			t.Errorf("For(%q) = %#x: no field of its own (%q has it)", k, got, seen[got])
+// TestNTs: the old raw masks of the Hopper tier (0x1FE, 0x1F2, 0x100, 0x1FC) are the
+// ranges it now names, and Has agrees with the bits.
+func TestNTs(t *testing.T) {
+	for _, c := range []struct {
+		s    NTSet
+		want uint16
+	}{{NTs(1, 8), 0x1FE}, {NTs(1, 1) | NTs(4, 8), 0x1F2}, {NTs(8, 8), 0x100}, {NTs(2, 8), 0x1FC}, {NTs(5, 4), 0}} {
+		if uint16(c.s) != c.want {
+			t.Errorf("got %#x, want %#x", uint16(c.s), c.want)
 		}
-		seen[got] = k
-	}
-	if len(seen) != 7 {
-		t.Errorf("%d of RowPairs' 7 fields are reached through PairKernels", len(seen))
-	}
-	for _, k := range []string{"f16s", "f32v", "f32s", "q4_1", ""} {
-		if got := p.For(k); got != 0 {
-			t.Errorf("For(%q) = %#x, want 0 (no two-row form)", k, got)
+		for nt := -1; nt < 20; nt++ {
+			if c.s.Has(nt) != (nt >= 0 && nt < 16 && c.want&(1<<nt) != 0) {
+				t.Errorf("%#x.Has(%d) = %v", c.want, nt, c.s.Has(nt))
+			}
 		}
 	}
 }

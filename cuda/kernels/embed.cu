@@ -20,11 +20,5 @@ static __device__ void embed(const void *q, const void *d, const void *e, const 
                                             float *dst, int rows, int cols, int *err) { grid_dep_sync();             \
         embed<T>(q, d, e, ids, dst, rows, cols, err);                                               \
     }
-EMBED(f32, W_F32)
-EMBED(f16, W_F16)
-EMBED(q4_0, W_Q4_0)
-EMBED(q5_0, W_Q5_0)
-EMBED(q8_0, W_Q8_0)
-EMBED(q4_k, W_Q4_K)
-EMBED(q5_k, W_Q5_K)
-EMBED(q6_k, W_Q6_K)
+// The per-type instantiations (EMBED/DEQUANT/MMVQ lines) are appended at compile time
+// from the weight-type table, core/backend/cuda/types.go.

@@ -39,13 +39,6 @@ static __device__ void dequant(const void *q, const void *d, const void *e, u16 
                                                   int rows, int cols) { grid_dep_sync();                                 \
         dequant<T>(q, d, e, out, rows, cols);                                                            \
     }
-DEQUANT(f32, W_F32)
-DEQUANT(q4_0, W_Q4_0)
-DEQUANT(q5_0, W_Q5_0)
-DEQUANT(q8_0, W_Q8_0)
-DEQUANT(q4_k, W_Q4_K)
-DEQUANT(q5_k, W_Q5_K)
-DEQUANT(q6_k, W_Q6_K)
 
 static __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b) {
     asm volatile(
@@ -153,3 +146,5 @@ extern "C" __global__ void __launch_bounds__(256) gemm_f16w(const u16 *w, const 
                 if (m < nt && n < rows) dst[(i64)m * rows + n] = bias ? acc[i][j][r] + bias[n] : acc[i][j][r];
             }
 }
+// The per-type instantiations (EMBED/DEQUANT/MMVQ lines) are appended at compile time
+// from the weight-type table, core/backend/cuda/types.go.

@@ -439,13 +439,5 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
     MMVQW1(name, T, 1) MMVQW1(name, T, 2) MMVQW1(name, T, 3) MMVQW1(name, T, 4) \
     MMVQW1(name, T, 5) MMVQW1(name, T, 6) MMVQW1(name, T, 7) MMVQW1(name, T, 8)
 
-MMVQ(q4_0, TQ4_0) MMVQW(q4_0, TQ4_0)
-MMVQ(q5_0, TQ5_0) MMVQW(q5_0, TQ5_0)
-MMVQ(q8_0, TQ8_0) MMVQW(q8_0, TQ8_0)
-MMVQ(q4_k, TQ4_K) MMVQW(q4_k, TQ4_K)
-MMVQ(q5_k, TQ5_K) MMVQW(q5_k, TQ5_K)
-MMVQ(q6_k, TQ6_K) MMVQW(q6_k, TQ6_K)
-MMVQ(f16v, TF16<true>) MMVQW(f16v, TF16<true>)
-MMVQ(f16s, TF16<false>)
-MMVQ(f32v, TF32<true>)
-MMVQ(f32s, TF32<false>)
+// The per-type instantiations (EMBED/DEQUANT/MMVQ lines) are appended at compile time
+// from the weight-type table, core/backend/cuda/types.go.

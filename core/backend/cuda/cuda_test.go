@@ -139,8 +139,9 @@ func matmulBound(t quant.Type, nt int) float64 {
 	return 3e-2
 }
 
-var matmulTypes = []quant.Type{quant.F32, quant.F16, quant.Q4_0, quant.Q5_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-	quant.Q4_1, quant.Q3_K} // the last two take the dequantize-to-F32 fallback
+// matmulTypes are the type table's (every type a kernel reads) and two that take the
+// dequantize-to-F32 fallback.
+var matmulTypes = append(cudabe.NativeTypes(), quant.Q4_1, quant.Q3_K)
 
 func quantized(t *testing.T, typ quant.Type, rows, cols int, rng *rand.Rand) []byte {
 	return quantizedSigma(t, typ, rows, cols, rng, 1)

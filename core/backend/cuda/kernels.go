@@ -8,10 +8,8 @@ import (
 	"github.com/minfer/minfer/cuda/kernels"
 )
 
-// wlayouts are the weight layouts the kernels know (common.cuh WType), by kernel suffix.
-var wlayouts = []string{"f32", "f16", "q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
-
 // kernelNames lists every entry point per source file; Open fails if one is missing.
+// The per-type ones come from the weight-type table (typeKernels).
 func kernelNames() map[string][]string {
 	m := map[string][]string{
 		"quantize.cu":    {"quantize_q8"},
@@ -22,24 +20,26 @@ func kernelNames() map[string][]string {
 		"topk.cu":        {"topk"},
 		"rowstats.cu":    {"rowstats_part", "rowstats_merge"},
 		"gemm.cu":        {"gemm_f16w"},
+		"embed.cu":       nil,
+		"mmvq.cu":        nil,
 	}
-	for _, w := range wlayouts {
-		m["embed.cu"] = append(m["embed.cu"], "embed_"+w)
-		if w != "f16" {
-			m["gemm.cu"] = append(m["gemm.cu"], "dequant_f16_"+w)
-		}
-	}
-	for _, w := range []string{"q4_0", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k", "f16v", "f16s", "f32v", "f32s"} {
-		for nt := 1; nt <= 8; nt++ {
-			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%s_%d", w, nt))
-		}
-	}
-	for _, w := range driver.PairKernels { // two rows per warp
-		for nt := 1; nt <= 8; nt++ {
-			m["mmvq.cu"] = append(m["mmvq.cu"], fmt.Sprintf("mmvq_%sw_%d", w, nt))
-		}
+	for src := range m {
+		m[src] = append(m[src], typeKernels(src)...)
 	}
 	return m
+}
+
+// kernelSource is the source f as compiled: its embedded text, then the instantiation
+// lines of the weight-type table (instances).
+func kernelSource(f string) (driver.Source, error) {
+	code, hdrs, err := kernels.Source(f)
+	if err != nil {
+		return driver.Source{}, err
+	}
+	if inst := instances(f); inst != "" {
+		code = append(append(append([]byte(nil), code...), "\n// instances (core/backend/cuda/types.go)\n"...), inst...)
+	}
+	return driver.Source{Name: f, Code: code, Headers: hdrs}, nil
 }
 
 // loadKernels compiles every source (in parallel; NVRTC programs are independent) and
@@ -62,13 +62,12 @@ func (b *Backend) loadKernels(cacheDir string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, hdrs, err := kernels.Source(f)
+			src, err := kernelSource(f)
 			if err != nil {
 				res[i].err = err
 				return
 			}
-			res[i].bin, res[i].err = driver.Compile(driver.Source{Name: f, Code: code, Headers: hdrs},
-				driver.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
+			res[i].bin, res[i].err = driver.Compile(src, driver.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
 		}()
 	}
 	wg.Wait()

@@ -6,22 +6,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/cuda/driver"
 	"github.com/minfer/minfer/cuda/kernels"
 )
 
 // TestKernelNamesExist checks, without a GPU, that every entry point Open looks up is
-// declared in its source: literally (extern "C" __global__ void name) or through one of
+// declared in its source as compiled (kernelSource: the .cu text and the type table's
+// instantiation lines): literally (extern "C" __global__ void name) or through one of
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
 // mmvq_q4_kw_1 … mmvq_q4_kw_8).
 func TestKernelNamesExist(t *testing.T) {
 	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQW?|EMBED|DEQUANT)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
-		code, _, err := kernels.Source(f)
+		s, err := kernelSource(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := string(code)
+		src := string(s.Code)
 		made := map[string]bool{}
 		for _, m := range macro.FindAllStringSubmatch(src, -1) {
 			switch m[1] {
@@ -48,6 +50,40 @@ func TestKernelNamesExist(t *testing.T) {
 	for f := range names {
 		if _, _, err := kernels.Source(f); err != nil {
 			t.Errorf("kernelNames lists %s, which is not an embedded source", f)
+		}
+	}
+}
+
+// TestTypeTable checks the weight-type table against the sources and the tiers: every
+// mat-vec traits struct it names is defined in mmvq.cu, every layout's WType constant in
+// common.cuh, each type's last mat-vec kernel takes any column count its blocks allow,
+// and every tier's PairRows names only kernels with a two-row form.
+func TestTypeTable(t *testing.T) {
+	mm, _ := kernelSource("mmvq.cu")
+	_, hdrs, _ := kernels.Source("mmvq.cu")
+	common := string(hdrs["common.cuh"])
+	for _, w := range wtypes {
+		if !strings.Contains(common, w.cw()+" = ") {
+			t.Errorf("%s: common.cuh has no %s", w.layout, w.cw())
+		}
+		if bs := w.t.BlockSize(); w.mv[len(w.mv)-1].cols != bs {
+			t.Errorf("%s: last mat-vec kernel needs cols %% %d, the type's blocks are %d values", w.layout, w.mv[len(w.mv)-1].cols, bs)
+		}
+		for _, k := range w.mv {
+			base, _, _ := strings.Cut(k.traits, "<")
+			if !strings.Contains(string(mm.Code), "struct "+base+" {") {
+				t.Errorf("%s: mat-vec traits %s not defined in mmvq.cu", k.name, k.traits)
+			}
+		}
+		if got, ok := wtypeOf(w.t); !ok || got.layout != w.layout {
+			t.Errorf("wtypeOf(%v) = %v, %v", w.t, got, ok)
+		}
+	}
+	for _, tr := range driver.Tiers() {
+		for k := range tr.PairRows {
+			if mk, ok := mvKernelByName(k); !ok || !mk.pair {
+				t.Errorf("tier %s: PairRows names %q, which has no two-row form", tr.Name, k)
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/cuda/driver"
@@ -153,18 +152,18 @@ func mergeMV(ls []launchSpec) []launchSpec {
 }
 
 // pairRows is the set of nt at which the mat-vec kernel takes two weight rows per warp
-// (the tier's, or MINFER_PAIR_ROWS's).
-func (b *Backend) pairRows(kernel string) uint16 {
+// (the tier's, or MINFER_PAIR_ROWS's); kernels without a two-row form get none.
+func (b *Backend) pairRows(kernel string) driver.NTSet {
+	if k, ok := mvKernelByName(kernel); !ok || !k.pair {
+		return 0
+	}
 	switch b.sw.pairRows {
 	case "all":
-		if slices.Contains(driver.PairKernels, kernel) {
-			return ^uint16(0)
-		}
-		return 0
+		return driver.NTs(1, mvMaxNT)
 	case "none":
 		return 0
 	}
-	return b.tier.PairRows.For(kernel)
+	return b.tier.PairRows[kernel]
 }
 
 // pairRule says when pairUp pairs a launch's weight rows.
@@ -388,14 +387,9 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		b.gemm(W, xs, ds, nt)
 		return
 	}
-	kernel := W.layout
+	kernel := wtypeByLayout(W.layout).mvFor(W.cols).name
 	var xq, xd driver.DevicePtr
-	switch W.layout {
-	case "f16":
-		kernel = map[bool]string{true: "f16v", false: "f16s"}[W.cols%8 == 0]
-	case "f32":
-		kernel = map[bool]string{true: "f32v", false: "f32s"}[W.cols%4 == 0]
-	default:
+	if W.layout != "f16" && W.layout != "f32" {
 		// x's 8-bit form: from its shadow if a producer (or an earlier matmul) wrote it,
 		// else quantized now into the shadow.
 		if xq, xd = b.shadow(xs); xq == 0 {
@@ -423,7 +417,7 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
 			grid: driver.Dim3{X: ceilDiv(W.rows, warps)}, block: driver.Dim3{X: 32 * warps},
 			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps,
-				kernel: kernel, nt: n, pair: b.pairRows(kernel)&(1<<n) != 0,
+				kernel: kernel, nt: n, pair: b.pairRows(kernel).Has(n),
 				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
 	}
 	b.pend = append(b.pend, mm)

@@ -33,20 +33,14 @@ func (w *Weight) Cols() int { return w.cols }
 // Layout names the device layout ("q4_k", "f32" for a dequantized fallback, …).
 func (w *Weight) Layout() string { return w.layout }
 
-// nativeLayout maps types the kernels read directly to their layout.
-var nativeLayout = map[quant.Type]string{
-	quant.F32: "f32", quant.F16: "f16", quant.Q4_0: "q4_0", quant.Q5_0: "q5_0", quant.Q8_0: "q8_0",
-	quant.Q4_K: "q4_k", quant.Q5_K: "q5_k", quant.Q6_K: "q6_k",
-}
-
 // packed is a weight rearranged for the device.
 type packed struct{ q, d, e []byte }
 
-// pack splits GGUF blocks into the layout arrays. Types the kernels cannot read are
+// pack splits GGUF blocks into the layout arrays as the weight-type table says. Types the kernels cannot read are
 // dequantized to F32 (exact, at 4 bytes per value); one-row weights (norms, biases)
 // always become F32 since the vector kernels read float32.
 func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
-	layout, native := nativeLayout[t]
+	wt, native := wtypeOf(t)
 	if !native || rows == 1 && t != quant.F32 {
 		f := make([]float32, rows*cols)
 		if err := quant.Dequantize(t, f, data); err != nil {
@@ -58,33 +52,25 @@ func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 		}
 		return "f32", packed{q: out}, nil
 	}
-	nb := len(data) / max(t.BlockBytes(), 1)
-	split := func(bs, dOff, qOff, qLen, eOff, eLen int) packed {
-		p := packed{q: make([]byte, nb*qLen), d: make([]byte, nb*2)}
-		if eLen > 0 {
-			p.e = make([]byte, nb*eLen)
-		}
-		for i := range nb {
-			b := data[i*bs : (i+1)*bs]
-			copy(p.d[2*i:], b[dOff:dOff+2])
-			copy(p.q[i*qLen:], b[qOff:qOff+qLen])
-			if eLen > 0 {
-				copy(p.e[i*eLen:], b[eOff:eOff+eLen])
-			}
-		}
-		return p
+	sp := wt.split
+	if sp == nil {
+		return wt.layout, packed{q: data}, nil // as stored
 	}
-	switch t {
-	case quant.Q4_0: // d(2) qs(16)
-		return layout, split(18, 0, 2, 16, 0, 0), nil
-	case quant.Q5_0: // d(2) qh(4) qs(16)
-		return layout, split(22, 0, 6, 16, 2, 4), nil
-	case quant.Q8_0: // d(2) qs(32)
-		return layout, split(34, 0, 2, 32, 0, 0), nil
-	case quant.Q6_K: // ql(128) qh(64) scales(16) d(2)
-		return layout, split(210, 208, 0, 208, 0, 0), nil
+	bs := t.BlockBytes()
+	nb := len(data) / bs
+	p := packed{q: make([]byte, nb*sp.qLen), d: make([]byte, nb*2)}
+	if sp.eLen > 0 {
+		p.e = make([]byte, nb*sp.eLen)
 	}
-	return layout, packed{q: data}, nil // F32, F16, Q4_K, Q5_K as stored
+	for i := range nb {
+		b := data[i*bs : (i+1)*bs]
+		copy(p.d[2*i:], b[sp.dOff:sp.dOff+2])
+		copy(p.q[i*sp.qLen:], b[sp.qOff:sp.qOff+sp.qLen])
+		if sp.eLen > 0 {
+			copy(p.e[i*sp.eLen:], b[sp.eOff:sp.eOff+sp.eLen])
+		}
+	}
+	return wt.layout, p, nil
 }
 
 // NewWeight uploads a rows × cols weight of type t from its GGUF bytes (copied; data

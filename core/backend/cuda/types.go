@@ -1,0 +1,147 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/minfer/minfer/core/quant"
+)
+
+// wtype is what the CUDA backend knows about one weight type its kernels read (ggml's
+// type_traits is the model): how pack lays its blocks out on the device, the C++ names
+// of its layout and mat-vec traits, and its kernels. Every use reads this table: pack,
+// the kernel names Open looks up, the instantiation lines compiled into mmvq.cu,
+// embed.cu and gemm.cu (instances), MatMul's kernel choice and the tests.
+type wtype struct {
+	t quant.Type
+	// layout is the kernel suffix (embed_LAYOUT, dequant_f16_LAYOUT); its upper case after
+	// W_ is common.cuh's WType constant (W_Q4_K).
+	layout string
+	// split says how pack splits each GGUF block into the q, d and e arrays (common.cuh's
+	// layouts); nil keeps the blocks as stored.
+	split *blockSplit
+	// mv are the mat-vec kernels (mmvq_NAME_nt), the first whose cols divisor divides the
+	// weight's columns serves it.
+	mv []mvKernel
+}
+
+// blockSplit: a block of the type's GGUF size holds its f16 scale at dOff, qLen bytes of
+// values at qOff and eLen bytes of fifth bits at eOff; pack gathers each into its array.
+type blockSplit struct{ dOff, qOff, qLen, eOff, eLen int }
+
+// mvKernel is one mat-vec kernel of a type: mmvq_NAME_1 … mmvq_NAME_8 instantiated with
+// the C++ traits struct (mmvq.cu), with a two-row form mmvq_NAMEw_nt when pair is set.
+type mvKernel struct {
+	name, traits string
+	cols         int // the weight's columns must be a multiple of it
+	pair         bool
+}
+
+// wtypes is the table, in common.cuh's WType order.
+var wtypes = []wtype{
+	{t: quant.F32, layout: "f32", mv: []mvKernel{{"f32v", "TF32<true>", 4, false}, {"f32s", "TF32<false>", 1, false}}},
+	{t: quant.F16, layout: "f16", mv: []mvKernel{{"f16v", "TF16<true>", 8, true}, {"f16s", "TF16<false>", 1, false}}},
+	{t: quant.Q4_0, layout: "q4_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"q4_0", "TQ4_0", 32, true}}},
+	{t: quant.Q5_0, layout: "q5_0", split: &blockSplit{dOff: 0, qOff: 6, qLen: 16, eOff: 2, eLen: 4}, mv: []mvKernel{{"q5_0", "TQ5_0", 32, true}}},
+	{t: quant.Q8_0, layout: "q8_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 32}, mv: []mvKernel{{"q8_0", "TQ8_0", 32, true}}},
+	{t: quant.Q4_K, layout: "q4_k", mv: []mvKernel{{"q4_k", "TQ4_K", 256, true}}},
+	{t: quant.Q5_K, layout: "q5_k", mv: []mvKernel{{"q5_k", "TQ5_K", 256, true}}},
+	{t: quant.Q6_K, layout: "q6_k", split: &blockSplit{dOff: 208, qOff: 0, qLen: 208}, mv: []mvKernel{{"q6_k", "TQ6_K", 256, true}}},
+}
+
+// mvMaxNT is the largest nt a mat-vec kernel is instantiated for (mmvq_NAME_1 … _8).
+const mvMaxNT = 8
+
+// wtypeOf finds a type the kernels read natively.
+func wtypeOf(t quant.Type) (*wtype, bool) {
+	for i := range wtypes {
+		if wtypes[i].t == t {
+			return &wtypes[i], true
+		}
+	}
+	return nil, false
+}
+
+// wtypeByLayout finds the table row of a device layout ("q4_k").
+func wtypeByLayout(layout string) *wtype {
+	for i := range wtypes {
+		if wtypes[i].layout == layout {
+			return &wtypes[i]
+		}
+	}
+	panic("BUG: cuda: no weight type with layout " + layout)
+}
+
+// cw is the layout's common.cuh WType constant.
+func (w *wtype) cw() string { return "W_" + strings.ToUpper(w.layout) }
+
+// mvFor is the mat-vec kernel serving a weight of cols columns.
+func (w *wtype) mvFor(cols int) mvKernel {
+	for _, k := range w.mv {
+		if cols%k.cols == 0 {
+			return k
+		}
+	}
+	panic(fmt.Sprintf("BUG: cuda: no %s mat-vec kernel for %d columns", w.layout, cols))
+}
+
+// mvKernelByName finds a mat-vec kernel of the table.
+func mvKernelByName(name string) (mvKernel, bool) {
+	for _, w := range wtypes {
+		for _, k := range w.mv {
+			if k.name == name {
+				return k, true
+			}
+		}
+	}
+	return mvKernel{}, false
+}
+
+// instances is the instantiation text appended to a kernel source (each .cu defines the
+// macros, the table says what they make), "" for sources without per-type kernels.
+func instances(src string) string {
+	var b strings.Builder
+	for _, w := range wtypes {
+		switch src {
+		case "embed.cu":
+			fmt.Fprintf(&b, "EMBED(%s, %s)\n", w.layout, w.cw())
+		case "gemm.cu":
+			if w.t != quant.F16 {
+				fmt.Fprintf(&b, "DEQUANT(%s, %s)\n", w.layout, w.cw())
+			}
+		case "mmvq.cu":
+			for _, k := range w.mv {
+				fmt.Fprintf(&b, "MMVQ(%s, %s)\n", k.name, k.traits)
+				if k.pair {
+					fmt.Fprintf(&b, "MMVQW(%s, %s)\n", k.name, k.traits)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// typeKernels are the per-type entry points of a source, as instances makes them.
+func typeKernels(src string) []string {
+	var n []string
+	for _, w := range wtypes {
+		switch src {
+		case "embed.cu":
+			n = append(n, "embed_"+w.layout)
+		case "gemm.cu":
+			if w.t != quant.F16 {
+				n = append(n, "dequant_f16_"+w.layout)
+			}
+		case "mmvq.cu":
+			for _, k := range w.mv {
+				for nt := 1; nt <= mvMaxNT; nt++ {
+					n = append(n, fmt.Sprintf("mmvq_%s_%d", k.name, nt))
+					if k.pair {
+						n = append(n, fmt.Sprintf("mmvq_%sw_%d", k.name, nt))
+					}
+				}
+			}
+		}
+	}
+	return n
+}
