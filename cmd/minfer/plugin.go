@@ -29,7 +29,7 @@ declared) and prints its name, roles, version, source, ABI version and checksum.
 
 check is the conformance kit for plugin authors: it loads a WebAssembly module, validates
 its exports, ABI version and info record, then for each plugin it declares runs a
-self-test round, edge-case inputs, the golden traces (policies, with the counterfactual
+self-test round, edge-case inputs, the simulator traces (policies, with the counterfactual
 tokens/s) and, for samplers, determinism and the greedy identity check. It exits 1 if
 any check fails.
 

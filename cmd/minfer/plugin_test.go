@@ -41,7 +41,7 @@ func TestPluginCheckAndUsage(t *testing.T) {
 		want string
 	}{
 		{"builtin module", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm"}, 0, "all 30 checks passed"},
-		{"one plugin as json", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "static", "--json"}, 0, `"check": "golden trace kink.jsonl"`},
+		{"one plugin as json", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "static", "--json"}, 0, `"check": "simulator trace kink.jsonl"`},
 		{"failing checks", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "sampling", "--params", `{"top_p":7}`}, 1, "FAIL sampling (sampler) init"},
 		{"not wasm", []string{"plugin", "check", garbage}, 1, ""},
 		{"missing file", []string{"plugin", "check", "nope.wasm"}, 1, ""},
@@ -93,7 +93,7 @@ func TestPluginNewBuilds(t *testing.T) {
 }
 
 func TestPolicyReplay(t *testing.T) {
-	trace := "../../plugins/check/golden/kink.jsonl"
+	trace := "../../plugins/check/simtraces/kink.jsonl"
 	out, _, err := runCLI(t, "", "policy", "replay", trace, "--policy", "adaptive,static,builtin:ucb", "--params", `{"draft_max":12}`)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestPolicyReplayWalk(t *testing.T) {
 	if err != nil || !strings.Contains(text, "recorded static depth 3") || !strings.Contains(text, "walked adaptive") {
 		t.Errorf("text output: %v\n%s", err, text)
 	}
-	_, _, err = runCLI(t, "", "policy", "replay", "../../plugins/check/golden/kink.jsonl", "--walk", "--policy", "adaptive")
+	_, _, err = runCLI(t, "", "policy", "replay", "../../plugins/check/simtraces/kink.jsonl", "--walk", "--policy", "adaptive")
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "no prompt key") {
 		t.Errorf("a trace without prompt keys: %v", err)
 	}

@@ -28,7 +28,7 @@ func loadWasm(t testing.TB) *wasm.Module {
 }
 
 func readTrace(t *testing.T) []sdk.TraceRound {
-	f, err := os.Open(filepath.Join("..", "check", "golden", "shifting.jsonl"))
+	f, err := os.Open(filepath.Join("..", "check", "simtraces", "shifting.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

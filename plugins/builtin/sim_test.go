@@ -248,18 +248,18 @@ func TestAdaptiveRespectsBounds(t *testing.T) {
 	}
 }
 
-var updateTrace = flag.Bool("update-trace", false, "rewrite ../check/golden/*.jsonl from the simulator")
+var updateTrace = flag.Bool("update-trace", false, "rewrite ../check/simtraces/*.jsonl from the simulator")
 
-// TestGoldenTraces keeps ../check/golden/*.jsonl, the recorded traces that the parity test,
+// TestSimTraces keeps ../check/simtraces/*.jsonl, the recorded traces that the parity test,
 // `minfer plugin check` and `minfer policy replay` use: the adaptive policy on the
 // shifting and kink regimes with draft confidences, rewritten by -update-trace.
-func TestGoldenTraces(t *testing.T) {
+func TestSimTraces(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
 		regime int
 		rounds int
 	}{{"shifting.jsonl", 3, 600}, {"kink.jsonl", 2, 300}} {
-		path := filepath.Join("..", "check", "golden", tc.file)
+		path := filepath.Join("..", "check", "simtraces", tc.file)
 		if *updateTrace {
 			writeTrace(t, path, regimes[tc.regime], tc.rounds)
 		}

@@ -20,27 +20,29 @@ import (
 	"github.com/minfer/minfer/sdk"
 )
 
-// Golden traces recorded from the simulator (see plugins/builtin/sim_test.go): the
-// conformance kit replays every policy through them.
+// Simulator traces: the adaptive policy's rounds on simulated decoders, recorded and
+// kept current by plugins/builtin's TestSimTraces (not "golden": in minfer that word
+// names llama.cpp's reference outputs). The conformance kit replays every policy
+// through them.
 //
-//go:embed golden/*.jsonl
-var golden embed.FS
+//go:embed simtraces/*.jsonl
+var simTraces embed.FS
 
-// GoldenTraces returns the embedded traces by file name.
-func GoldenTraces() (map[string][]sdk.TraceRound, error) {
+// SimTraces returns the embedded traces by file name.
+func SimTraces() (map[string][]sdk.TraceRound, error) {
 	out := map[string][]sdk.TraceRound{}
-	entries, err := golden.ReadDir("golden")
+	entries, err := simTraces.ReadDir("simtraces")
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		b, err := golden.ReadFile(path.Join("golden", e.Name()))
+		b, err := simTraces.ReadFile(path.Join("simtraces", e.Name()))
 		if err != nil {
 			return nil, err
 		}
 		rounds, err := sdk.ReadTrace(bytes.NewReader(b))
 		if err != nil {
-			return nil, fmt.Errorf("golden %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("simulator trace %s: %w", e.Name(), err)
 		}
 		out[e.Name()] = rounds
 	}
@@ -69,7 +71,7 @@ type CheckResult struct {
 // Check is the conformance kit behind `minfer plugin check`: it loads the module
 // (validating exports, ABI version and info record), then, for each plugin and role,
 // starts it with opts.Params and runs a self-test round, edge-case ("hostile") inputs
-// that a correct plugin must answer validly, the golden traces (policies), and for
+// that a correct plugin must answer validly, the simulator traces (policies), and for
 // samplers determinism and the greedy identity check. The error is non-nil only when the
 // module cannot be loaded at all.
 func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []CheckResult, error) {
@@ -174,9 +176,9 @@ func (c *checker) policy() {
 		c.add("edge-case outcomes", err, "")
 	}
 
-	traces, err := GoldenTraces()
+	traces, err := SimTraces()
 	if err != nil {
-		c.add("golden traces", err, "")
+		c.add("simulator traces", err, "")
 		return
 	}
 	names := make([]string, 0, len(traces))
@@ -191,7 +193,7 @@ func (c *checker) policy() {
 			note = fmt.Sprintf("%.0f tok/s (mean depth %.2f) vs recorded %.0f tok/s (mean depth %.2f)",
 				res.Replayed.Rate(), res.Replayed.MeanDepth(), res.Recorded.Rate(), res.Recorded.MeanDepth())
 		}
-		c.add("golden trace "+n, err, note)
+		c.add("simulator trace "+n, err, note)
 	}
 }
 

@@ -26,7 +26,7 @@ func TestCheckBuiltins(t *testing.T) {
 		seen[string(r.Role)+" "+r.Name] = true
 		t.Logf("%s (%s) %s: %s", r.Plugin, r.Role, r.Name, r.Note)
 	}
-	for _, want := range []string{"policy golden trace shifting.jsonl", "sampler greedy identity", "penalty edge-case rows", "policy edge-case outcomes"} {
+	for _, want := range []string{"policy simulator trace shifting.jsonl", "sampler greedy identity", "penalty edge-case rows", "policy edge-case outcomes"} {
 		if !seen[want] {
 			t.Errorf("no %q check ran", want)
 		}
