@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -250,41 +251,68 @@ func TestAdaptiveRespectsBounds(t *testing.T) {
 
 var updateTrace = flag.Bool("update-trace", false, "rewrite ../check/simtraces/*.jsonl from the simulator")
 
-// TestSimTraces keeps ../check/simtraces/*.jsonl, the recorded traces that the parity test,
-// `minfer plugin check` and `minfer policy replay` use: the adaptive policy on the
-// shifting and kink regimes with draft confidences, rewritten by -update-trace.
+// TestSimTraces keeps ../check/simtraces/*.jsonl, the recorded traces that the parity
+// test, `minfer plugin check` and `minfer policy replay` use, true to the policy: it
+// records the adaptive policy on the shifting and kink regimes (with draft confidences)
+// again and wants the files byte for byte. A change to the policy's decisions changes
+// them: rewrite them with `go test ./plugins/builtin -run TestSimTraces -update-trace`
+// and say why in the commit (TestAdaptiveMatchesReference records the same change).
 func TestSimTraces(t *testing.T) {
 	for _, tc := range []struct {
 		file   string
 		regime int
 		rounds int
 	}{{"shifting.jsonl", 3, 600}, {"kink.jsonl", 2, 300}} {
-		path := filepath.Join("..", "check", "simtraces", tc.file)
-		if *updateTrace {
-			writeTrace(t, path, regimes[tc.regime], tc.rounds)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rounds, err := sdk.ReadTrace(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rounds) != tc.rounds {
-			t.Fatalf("%s: got %d rounds, want %d", tc.file, len(rounds), tc.rounds)
-		}
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "check", "simtraces", tc.file)
+			got := recordTrace(t, regimes[tc.regime], tc.rounds)
+			if *updateTrace {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rounds, err := sdk.ReadTrace(bytes.NewReader(want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rounds) != tc.rounds {
+				t.Fatalf("got %d rounds, want %d", len(rounds), tc.rounds)
+			}
+			if !bytes.Equal(got, want) {
+				gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+				i := 0
+				for i < min(len(gl), len(wl)) && bytes.Equal(gl[i], wl[i]) {
+					i++
+				}
+				line := func(l [][]byte) string {
+					if i < len(l) {
+						return string(l[i])
+					}
+					return "(end of file)"
+				}
+				t.Fatalf("the policy records another trace from line %d (rerun with -update-trace if the change is meant):\ngot  %s\nwant %s",
+					i+1, line(gl), line(wl))
+			}
+		})
 	}
 }
 
-func writeTrace(t *testing.T, path string, g regime, n int) {
+// recordTrace runs the adaptive policy (draft_max 12) for n rounds of regime g and
+// returns the trace it leaves, as sdk.WriteTrace writes it.
+func recordTrace(t *testing.T, g regime, n int) []byte {
 	p := mustPolicy(t, "adaptive", `{"draft_max":12}`)
 	var rounds []sdk.TraceRound
 	luck := rand.New(rand.NewPCG(11, 3))
 	last := sdk.RoundOutcome{Round: -1, MaxDepth: 12}
 	for r := 0; r < n; r++ {
-		dec, _ := p.NextDepth(context.Background(), last)
+		dec, err := p.NextDepth(context.Background(), last)
+		if err != nil {
+			t.Fatal(err)
+		}
 		d := dec.Depth
 		acc := 0
 		for acc < d && luck.Float64() < g.accept(r) {
@@ -298,14 +326,11 @@ func writeTrace(t *testing.T, path string, g regime, n int) {
 			DraftNs: int64(float64(d) * g.step * (1 + 0.2*luck.Float64())), VerifyNs: int64(g.verify(d+1) * (1 + 0.2*luck.Float64())), MaxDepth: 12}
 		rounds = append(rounds, sdk.NewTraceRound(0, "adaptive", dec, last))
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := sdk.WriteTrace(&buf, rounds); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := sdk.WriteTrace(f, rounds); err != nil {
-		t.Fatal(err)
-	}
+	return buf.Bytes()
 }
 
 // TestAdaptiveCutSimulation: the default adaptive policy (with its automatic early-exit
