@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"strings"
@@ -48,7 +48,7 @@ func argmaxNext(t *testing.T, m *model.Model, c *kv.Cache, tok int32, buf []floa
 // fraction of steps whose token is the bigram successor of the one before (under lm),
 // the number of distinct tokens, and for each draft the fraction of steps where the
 // draft, fed the same tokens, predicts the target's token: a depth-1 round's acceptance.
-func lmRun(t *testing.T, lm *synthLM, target *model.Model, drafts []*model.Model, starts []int32, n int) (follow float64, distinct int, agree []float64) {
+func lmRun(t *testing.T, lm *backbone, target *model.Model, drafts []*model.Model, starts []int32, n int) (follow float64, distinct int, agree []float64) {
 	t.Helper()
 	buf := make([]float32, target.Params.Vocab)
 	agree = make([]float64, len(drafts))
@@ -139,13 +139,13 @@ func TestSynthLMConfident(t *testing.T) {
 // control/unused tokens have none, and shapes too small for codes are an error that
 // names --init gaussian.
 func TestSynthLMCodes(t *testing.T) {
-	o := synthOptions{Arch: "qwen2", NEmbd: 256, NLayer: 2, NFF: 704, NVocab: 1000, Seed: 1}
+	o := Options{Arch: "qwen2", NEmbd: 256, NLayer: 2, NFF: 704, NVocab: 1000, Seed: 1}
 	types := make([]int64, o.NVocab)
 	for i := range types {
 		types[i] = tokNormal
 	}
 	types[0], types[999], types[500] = tokControl, tokUnused, tokUserDefined
-	lm, err := newSynthLM(o, types)
+	lm, err := newBackbone(o, types)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +171,11 @@ func TestSynthLMCodes(t *testing.T) {
 		t.Errorf("token 7's row does not carry β at 0 and κ at its two digits")
 	}
 	// more parts when n_embd is small: 5 parts of 5 digits cover 3125 ≥ 3000 tokens in 26 dims
-	small, err := newSynthLM(synthOptions{NEmbd: 32, NLayer: 1, NFF: 64, NVocab: 3000}, nil)
+	small, err := newBackbone(Options{NEmbd: 32, NLayer: 1, NFF: 64, NVocab: 3000}, nil)
 	if err != nil || small.parts*small.k+1 > 32 {
 		t.Fatalf("n_embd 32: %+v, %v", small, err)
 	}
-	if _, err := newSynthLM(synthOptions{NEmbd: 8, NLayer: 1, NFF: 64, NVocab: 100000}, nil); err == nil || !strings.Contains(err.Error(), "--init gaussian") {
+	if _, err := newBackbone(Options{NEmbd: 8, NLayer: 1, NFF: 64, NVocab: 100000}, nil); err == nil || !strings.Contains(err.Error(), "--init gaussian") {
 		t.Fatalf("n_embd 8, 100000 tokens: got %v, want an error naming --init gaussian", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ import (
 //
 // Control, unused and user-defined tokens get no code, so the backbone never writes
 // them. The same seed still gives the same float weights whatever --type.
-type synthLM struct {
+type backbone struct {
 	parts, k int       // m, K
 	nCode    int       // m·K code dimensions, after dimension 0
 	code     []int32   // token → code index, -1 outside the code
@@ -59,7 +59,7 @@ const lmSNR = 8.0
 
 // newSynthLM lays out the codes for o; tokenTypes are llama.cpp token types (nil: all
 // tokens ordinary).
-func newSynthLM(o synthOptions, tokenTypes []int64) (*synthLM, error) {
+func newBackbone(o Options, tokenTypes []int64) (*backbone, error) {
 	eligible := func(t int) bool {
 		if t >= len(tokenTypes) {
 			return tokenTypes == nil
@@ -79,7 +79,7 @@ func newSynthLM(o synthOptions, tokenTypes []int64) (*synthLM, error) {
 	if coded < 2 {
 		return nil, fmt.Errorf("synth: --init lm needs at least 2 ordinary tokens (have %d)", coded)
 	}
-	lm := &synthLM{coded: coded}
+	lm := &backbone{coded: coded}
 	for m := 2; m <= 8; m++ {
 		k := int(math.Ceil(math.Pow(float64(coded), 1/float64(m))))
 		for pow(k, m) < coded {
@@ -140,11 +140,11 @@ func pow(k, m int) int {
 }
 
 // digitDim is the residual dimension of digit x of part p.
-func (lm *synthLM) digitDim(p, x int) int { return 1 + p*lm.k + x }
+func (lm *backbone) digitDim(p, x int) int { return 1 + p*lm.k + x }
 
 // successor is the token the backbone predicts after t, or -1 (no code, or the
 // successor's code belongs to no token).
-func (lm *synthLM) successor(t int) int {
+func (lm *backbone) successor(t int) int {
 	if t < 0 || t >= len(lm.code) || lm.code[t] < 0 {
 		return -1
 	}
@@ -163,7 +163,7 @@ func (lm *synthLM) successor(t int) int {
 }
 
 // tokenRow shapes an embedding or output row (drawn N(0, ν)) of token t.
-func (lm *synthLM) tokenRow(t int, row []float32) {
+func (lm *backbone) tokenRow(t int, row []float32) {
 	row[0] = float32(lm.beta)
 	c := lm.code[t]
 	if c < 0 {
@@ -183,21 +183,21 @@ func noBias(r int, row []float32) {
 }
 
 // gateRow, upRow and downRow shape the last layer's feed-forward.
-func (lm *synthLM) gateRow(r int, row []float32) {
+func (lm *backbone) gateRow(r int, row []float32) {
 	if r < lm.nCode {
 		clear(row)
 		row[0] = 1
 	}
 }
 
-func (lm *synthLM) upRow(r int, row []float32) {
+func (lm *backbone) upRow(r int, row []float32) {
 	if r < lm.nCode {
 		clear(row)
 		row[1+r] = 1
 	}
 }
 
-func (lm *synthLM) downRow(r int, row []float32) {
+func (lm *backbone) downRow(r int, row []float32) {
 	if r == 0 {
 		clear(row)
 		return

@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"bytes"
@@ -21,12 +21,12 @@ const (
 )
 
 // synthVocab is the tokenizer.* metadata of a synthetic model.
-type synthVocab struct {
+type vocab struct {
 	kvs []gguf.KV
 	n   int // number of tokens
 }
 
-func (v *synthVocab) set(key string, val any) {
+func (v *vocab) set(key string, val any) {
 	x, err := gguf.NewValue(val)
 	if err != nil {
 		panic("BUG: synth vocab " + key + ": " + err.Error())
@@ -42,7 +42,7 @@ func (v *synthVocab) set(key string, val any) {
 
 // pad grows the vocabulary to n tokens with "[PAD<id>]" tokens of type UNUSED (score
 // -1000 where there are scores), as llama.cpp's converter pads a model's embedding rows.
-func (v *synthVocab) pad(n int) {
+func (v *vocab) pad(n int) {
 	for i := range v.kvs {
 		kv := &v.kvs[i]
 		switch kv.Key {
@@ -94,7 +94,7 @@ func padInts(v any, from, to int, x int) any {
 
 // loadSynthVocab reads o.Vocab (a GGUF, a tokenizer.json or a folder holding one) or,
 // when it is empty, generates a byte-level BPE vocabulary of o.NVocab tokens.
-func loadSynthVocab(o synthOptions) (*synthVocab, error) {
+func loadVocab(o Options) (*vocab, error) {
 	if o.Vocab == "" {
 		return generatedVocab(o.NVocab, o.Arch)
 	}
@@ -116,13 +116,13 @@ func loadSynthVocab(o synthOptions) (*synthVocab, error) {
 }
 
 // ggufVocab copies every tokenizer.* key of a GGUF file.
-func ggufVocab(path string) (*synthVocab, error) {
+func ggufVocab(path string) (*vocab, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("synth: vocab: %w", err)
 	}
 	defer f.Close()
-	v := &synthVocab{}
+	v := &vocab{}
 	for _, kv := range f.KVs {
 		if strings.HasPrefix(kv.Key, "tokenizer.") {
 			v.kvs = append(v.kvs, kv)
@@ -171,7 +171,7 @@ const (
 
 // hfVocab converts a byte-level BPE tokenizer.json (and tokenizer_config.json beside
 // it, if present) to tokenizer.ggml.* keys the way llama.cpp's converter does.
-func hfVocab(path string) (*synthVocab, error) {
+func hfVocab(path string) (*vocab, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("synth: vocab: %w", err)
@@ -225,7 +225,7 @@ func hfVocab(path string) (*synthVocab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("synth: vocab %s: %w", path, err)
 	}
-	v := &synthVocab{n: n}
+	v := &vocab{n: n}
 	v.set("tokenizer.ggml.model", "gpt2")
 	v.set("tokenizer.ggml.pre", pre)
 	v.set("tokenizer.ggml.tokens", tokens)
@@ -305,7 +305,7 @@ func detectPre(raw json.RawMessage) (string, error) {
 
 // applyConfig reads bos/eos/pad tokens, add_bos/add_eos and the chat template from
 // tokenizer_config.json, when the file exists.
-func (v *synthVocab) applyConfig(path string, tokens []string, pre string, post json.RawMessage) error {
+func (v *vocab) applyConfig(path string, tokens []string, pre string, post json.RawMessage) error {
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -468,7 +468,7 @@ const chatMLTemplate = "{% for message in messages %}{{'<|im_start|>' + message[
 // template uses them), then merged tokens, each the concatenation of two earlier tokens
 // with its merge rule. It depends only on n (not on --seed), so models of one n_vocab
 // share it.
-func generatedVocab(n int, arch string) (*synthVocab, error) {
+func generatedVocab(n int, arch string) (*vocab, error) {
 	const specials = 3
 	if n < 256+specials {
 		return nil, fmt.Errorf("synth: --n-vocab %d is too small for the generated vocabulary (need ≥ %d)", n, 256+specials)
@@ -512,7 +512,7 @@ func generatedVocab(n int, arch string) (*synthVocab, error) {
 	if arch == "llama" {
 		pre = "llama-bpe"
 	}
-	v := &synthVocab{n: n}
+	v := &vocab{n: n}
 	v.set("tokenizer.ggml.model", "gpt2")
 	v.set("tokenizer.ggml.pre", pre)
 	v.set("tokenizer.ggml.tokens", tokens)

@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"reflect"
@@ -9,7 +9,7 @@ import (
 	"github.com/minfer/minfer/internal/testpath"
 )
 
-func kvMap(p *synthPlan) map[string]gguf.Value {
+func kvMap(p *Plan) map[string]gguf.Value {
 	m := map[string]gguf.Value{}
 	for _, kv := range p.KVs {
 		m[kv.Key] = kv.Value

@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 const chunkBytes = 4 << 20
 
 type tensorGen struct {
-	t        plannedTensor
+	t        Tensor
 	key      uint64
 	fast     bool
 	rowLen   int
@@ -54,7 +54,7 @@ func synthKey(seed uint64, name string) uint64 {
 	return h.Sum64()
 }
 
-func newTensorGen(seed uint64, t plannedTensor, fast bool) *tensorGen {
+func newTensorGen(seed uint64, t Tensor, fast bool) *tensorGen {
 	g := &tensorGen{t: t, key: synthKey(seed, t.Name), fast: fast, rowLen: 1, rows: 1}
 	if len(t.Dims) > 0 {
 		g.rowLen = int(t.Dims[0])

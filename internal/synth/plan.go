@@ -1,4 +1,4 @@
-package main
+package synth
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 // synthType is one --type: every 2-D tensor of base (like llama-quantize --pure), or
 // llama-quantize's Q4_K_M mixture when mix is set. ftype is general.file_type
 // (llama_ftype).
-type synthType struct {
+type typeSpec struct {
 	base  quant.Type
 	mix   bool
 	ftype uint32
 }
 
-var synthTypes = map[string]synthType{
+var typeTable = map[string]typeSpec{
 	"f32":    {base: quant.F32, ftype: 0},
 	"f16":    {base: quant.F16, ftype: 1},
 	"bf16":   {base: quant.BF16, ftype: 32},
@@ -31,9 +31,9 @@ var synthTypes = map[string]synthType{
 	"q4_k_m": {base: quant.Q4_K, mix: true, ftype: 15},
 }
 
-func synthTypeNames() []string {
-	names := make([]string, 0, len(synthTypes))
-	for n := range synthTypes {
+func TypeNames() []string {
+	names := make([]string, 0, len(typeTable))
+	for n := range typeTable {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -61,7 +61,7 @@ const (
 
 // tensorType picks the type of a 2-D tensor of role r in layer (of nLayer) whose rows
 // have ne0 values, as llama-quantize does for this --type (llama_tensor_get_type).
-func (st synthType) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) quant.Type {
+func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) quant.Type {
 	t := st.base
 	if st.mix {
 		switch {
@@ -99,8 +99,8 @@ func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 	return t
 }
 
-// plannedTensor is one tensor of the plan with its initial distribution N(Mean, Std).
-type plannedTensor struct {
+// Tensor is one tensor of the plan with its initial distribution N(Mean, Std).
+type Tensor struct {
 	Name string
 	Type quant.Type
 	Dims []uint64 // ggml order: Dims[0] is the row length (input features)
@@ -110,15 +110,16 @@ type plannedTensor struct {
 	Shape func(r int, row []float32)
 }
 
-// synthPlan is everything about a synthetic model but its weight bytes.
-type synthPlan struct {
-	Opts    synthOptions
+// Plan is everything about a synthetic model but its weight bytes.
+type Plan struct {
+	Opts    Options
 	KVs     []gguf.KV
-	Tensors []plannedTensor
-	lm      *synthLM // --init lm's structure, nil for gaussian
+	Tensors []Tensor
+	lm      *backbone // --init lm's structure, nil for gaussian
 }
 
-func (p *synthPlan) params() uint64 {
+// Params is the number of weights (elements of every tensor).
+func (p *Plan) Params() uint64 {
 	var n uint64
 	for _, t := range p.Tensors {
 		e := uint64(1)
@@ -130,14 +131,14 @@ func (p *synthPlan) params() uint64 {
 	return n
 }
 
-// planSynth resolves the vocabulary and lists the tensors (names, types, shapes,
+// NewPlan resolves the vocabulary and lists the tensors (names, types, shapes,
 // distributions) and metadata of the model o describes, without generating weights.
-func planSynth(o synthOptions) (*synthPlan, error) {
-	st, ok := synthTypes[o.Type]
+func NewPlan(o Options) (*Plan, error) {
+	st, ok := typeTable[o.Type]
 	if !ok {
 		return nil, fmt.Errorf("synth: unknown type %q", o.Type)
 	}
-	voc, err := loadSynthVocab(o)
+	voc, err := loadVocab(o)
 	if err != nil {
 		return nil, err
 	}
@@ -151,31 +152,31 @@ func planSynth(o synthOptions) (*synthPlan, error) {
 	default:
 		voc.pad(o.NVocab)
 	}
-	var lm *synthLM
+	var lm *backbone
 	if o.Init == "lm" {
-		if lm, err = newSynthLM(o, tokenTypes(voc.kvs)); err != nil {
+		if lm, err = newBackbone(o, tokenTypes(voc.kvs)); err != nil {
 			return nil, err
 		}
 	}
-	p := &synthPlan{Opts: o, lm: lm}
+	p := &Plan{Opts: o, lm: lm}
 	p.Tensors = planTensors(o, st, lm)
 	p.KVs = append(modelKVs(o, st), voc.kvs...)
 	return p, nil
 }
 
 // planTensors lists the tensors; with lm, the distributions and row shapes of --init lm.
-func planTensors(o synthOptions, st synthType, lm *synthLM) []plannedTensor {
+func planTensors(o Options, st typeSpec, lm *backbone) []Tensor {
 	E, F, V := uint64(o.NEmbd), uint64(o.NFF), uint64(o.NVocab)
 	Q, KV := uint64(o.NHead*o.HeadDim), uint64(o.NHeadKV*o.HeadDim)
 	D := uint64(o.HeadDim)
 	sq := func(n uint64) float64 { return 1 / math.Sqrt(float64(n)) }
-	var ts []plannedTensor
+	var ts []Tensor
 	add := func(name string, r role, layer int, mean, std float64, dims ...uint64) int {
 		t := quant.F32
 		if r != roleNorm && r != roleBias {
 			t = st.tensorType(r, layer, o.NLayer, dims[0], o.Tied)
 		}
-		ts = append(ts, plannedTensor{Name: name, Type: t, Dims: dims, Mean: mean, Std: std})
+		ts = append(ts, Tensor{Name: name, Type: t, Dims: dims, Mean: mean, Std: std})
 		return len(ts) - 1
 	}
 	// shape gives tensor i a row shape under --init lm.
@@ -246,7 +247,7 @@ func planTensors(o synthOptions, st synthType, lm *synthLM) []plannedTensor {
 }
 
 // modelKVs is the general.* and architecture metadata llama.cpp reads.
-func modelKVs(o synthOptions, st synthType) []gguf.KV {
+func modelKVs(o Options, st typeSpec) []gguf.KV {
 	a := o.Arch + "."
 	kvs := []gguf.KV{}
 	set := func(k string, v any) {
@@ -282,7 +283,7 @@ func modelKVs(o synthOptions, st synthType) []gguf.KV {
 
 // writer returns a gguf.Writer holding the metadata and one streamed tensor per planned
 // tensor; its WriteTo generates the weights.
-func (p *synthPlan) writer(ctx context.Context) (*gguf.Writer, error) {
+func (p *Plan) writer(ctx context.Context) (*gguf.Writer, error) {
 	w := gguf.NewWriter()
 	for _, kv := range p.KVs {
 		if err := w.Set(kv.Key, kv.Value); err != nil {
@@ -297,4 +298,14 @@ func (p *synthPlan) writer(ctx context.Context) (*gguf.Writer, error) {
 		}
 	}
 	return w, nil
+}
+
+// Bytes is the size of t's data in the file.
+func (t Tensor) Bytes() uint64 {
+	rows := uint64(1)
+	for _, d := range t.Dims[1:] {
+		rows *= d
+	}
+	rb, _ := t.Type.RowBytes(int(t.Dims[0]))
+	return rows * uint64(rb)
 }
