@@ -31,6 +31,10 @@ func FromHF(tokenizerJSONPath string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// maxHFTokens bounds a tokenizer.json's vocabulary (the largest released ones hold
+// about 262K tokens).
+const maxHFTokens = 1 << 23
+
 type hfAddedToken struct {
 	ID      int64  `json:"id"`
 	Content string `json:"content"`
@@ -50,8 +54,9 @@ type hfPreTok struct {
 }
 
 type hfFile struct {
-	AddedTokens  []hfAddedToken `json:"added_tokens"`
-	PreTokenizer *hfPreTok      `json:"pre_tokenizer"`
+	AddedTokens   []hfAddedToken  `json:"added_tokens"`
+	PreTokenizer  *hfPreTok       `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
 	Model        struct {
 		Type         string      `json:"type"`
 		Vocab        hfVocab     `json:"vocab"`
@@ -72,14 +77,27 @@ type hfConfig struct {
 }
 
 func readHF(path string) (*vocabSpec, error) {
+	s, _, err := readHFFile(path)
+	return s, err
+}
+
+// readHFFile reads tokenizer.json (and tokenizer_config.json beside it) into a
+// vocabSpec; it also returns the raw post_processor section, which only the GGUF
+// conversion (HFMetadata) needs.
+func readHFFile(path string) (*vocabSpec, json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var f hfFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, nil, fmt.Errorf("parse: %w", err)
 	}
+	s, err := hfSpec(&f, path)
+	return s, f.PostProcessor, err
+}
+
+func hfSpec(f *hfFile, path string) (*vocabSpec, error) {
 	if f.Model.Type != "BPE" {
 		return nil, fmt.Errorf("model type %q is not supported (only byte-level BPE)", f.Model.Type)
 	}
@@ -104,6 +122,10 @@ func readHF(path string) (*vocabSpec, error) {
 			return nil, fmt.Errorf("added token %q: id %d out of range", a.Content, a.ID)
 		}
 		n = max(n, a.ID+1)
+	}
+	if n > maxHFTokens {
+		// The table is allocated at the largest id: a hostile id must not size it.
+		return nil, fmt.Errorf("token id %d is beyond the largest vocabulary read (%d tokens)", n-1, maxHFTokens)
 	}
 	s.tokens = make([]string, n)
 	s.types = make([]int64, n)

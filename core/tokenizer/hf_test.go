@@ -121,3 +121,19 @@ func TestFromHFErrors(t *testing.T) {
 		t.Fatalf("unknown eos_token: err %v", err)
 	}
 }
+
+// TestHFHugeTokenID: a tokenizer.json whose one token claims id 2^30 is refused before
+// a table of that size is allocated, by FromHF and HFMetadata alike.
+func TestHFHugeTokenID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	const body = `{"model":{"type":"BPE","vocab":{"a":1073741824},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"}}`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromHF(path); err == nil || !strings.Contains(err.Error(), "token id 1073741824") {
+		t.Errorf("FromHF: err = %v, want one naming token id 1073741824", err)
+	}
+	if _, err := HFMetadata(path); err == nil || !strings.Contains(err.Error(), "token id 1073741824") {
+		t.Errorf("HFMetadata: err = %v, want one naming token id 1073741824", err)
+	}
+}

@@ -1,8 +1,6 @@
 package synth
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/tokenizer"
 )
 
 // llama.cpp token types (llama_token_type / gguf-py TokenType).
@@ -147,286 +146,21 @@ func ggufVocab(path string) (*vocab, error) {
 	return v, nil
 }
 
-// hfTokenizer is the part of a Hugging Face tokenizer.json that synth converts.
-type hfTokenizer struct {
-	Model struct {
-		Type   string          `json:"type"`
-		Vocab  map[string]int  `json:"vocab"`
-		Merges json.RawMessage `json:"merges"`
-	} `json:"model"`
-	AddedTokens []struct {
-		ID      int    `json:"id"`
-		Content string `json:"content"`
-		Special bool   `json:"special"`
-	} `json:"added_tokens"`
-	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-	PostProcessor json.RawMessage `json:"post_processor"`
-}
-
-// Pre-tokenizer split regexes llama.cpp knows by name (tokenizer.ggml.pre).
-const (
-	regexQwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	regexLlama = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-)
-
 // hfVocab converts a byte-level BPE tokenizer.json (and tokenizer_config.json beside
-// it, if present) to tokenizer.ggml.* keys the way llama.cpp's converter does.
+// it, if present) to tokenizer.ggml.* keys the way llama.cpp's converter does, with the
+// reader core/tokenizer's FromHF uses.
 func hfVocab(path string) (*vocab, error) {
-	data, err := os.ReadFile(path)
+	kvs, err := tokenizer.HFMetadata(path)
 	if err != nil {
 		return nil, fmt.Errorf("synth: vocab: %w", err)
 	}
-	var tj hfTokenizer
-	if err := json.Unmarshal(data, &tj); err != nil {
-		return nil, fmt.Errorf("synth: vocab %s: not a GGUF and not a tokenizer.json: %w", path, err)
-	}
-	if tj.Model.Type != "BPE" || len(tj.Model.Vocab) == 0 {
-		return nil, fmt.Errorf("synth: vocab %s: model type %q with %d tokens; only byte-level BPE is supported", path, tj.Model.Type, len(tj.Model.Vocab))
-	}
-	pre, err := detectPre(tj.PreTokenizer)
-	if err != nil {
-		return nil, fmt.Errorf("synth: vocab %s: %w", path, err)
-	}
-	n := 0
-	for _, id := range tj.Model.Vocab {
-		n = max(n, id+1)
-	}
-	for _, a := range tj.AddedTokens {
-		n = max(n, a.ID+1)
-	}
-	if n > 1<<22 {
-		return nil, fmt.Errorf("synth: vocab %s: token id %d too large", path, n-1)
-	}
-	tokens := make([]string, n)
-	types := make([]int32, n)
-	set := make([]bool, n)
-	for tok, id := range tj.Model.Vocab {
-		if id < 0 || set[id] {
-			return nil, fmt.Errorf("synth: vocab %s: bad or duplicate id %d (%q)", path, id, tok)
+	v := &vocab{kvs: kvs}
+	for _, kv := range kvs {
+		if kv.Key == "tokenizer.ggml.tokens" {
+			v.n = len(kv.Value.V.([]string))
 		}
-		tokens[id], types[id], set[id] = tok, tokNormal, true
-	}
-	for _, a := range tj.AddedTokens {
-		if a.ID < 0 {
-			return nil, fmt.Errorf("synth: vocab %s: added token %q has id %d", path, a.Content, a.ID)
-		}
-		tokens[a.ID], set[a.ID] = a.Content, true
-		types[a.ID] = tokUserDefined
-		if a.Special || (strings.HasPrefix(a.Content, "<|") && strings.HasSuffix(a.Content, "|>")) {
-			types[a.ID] = tokControl
-		}
-	}
-	for id := range tokens {
-		if !set[id] {
-			tokens[id], types[id] = fmt.Sprintf("[PAD%d]", id), tokUnused
-		}
-	}
-	merges, err := parseMerges(tj.Model.Merges)
-	if err != nil {
-		return nil, fmt.Errorf("synth: vocab %s: %w", path, err)
-	}
-	v := &vocab{n: n}
-	v.set("tokenizer.ggml.model", "gpt2")
-	v.set("tokenizer.ggml.pre", pre)
-	v.set("tokenizer.ggml.tokens", tokens)
-	v.set("tokenizer.ggml.token_type", types)
-	v.set("tokenizer.ggml.merges", merges)
-	if err := v.applyConfig(filepath.Join(filepath.Dir(path), "tokenizer_config.json"), tokens, pre, tj.PostProcessor); err != nil {
-		return nil, fmt.Errorf("synth: vocab: %w", err)
 	}
 	return v, nil
-}
-
-func parseMerges(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return []string{}, nil
-	}
-	var s []string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, fmt.Errorf("merges are neither strings nor pairs: %w", err)
-	}
-	s = make([]string, len(pairs))
-	for i, p := range pairs {
-		if len(p) != 2 {
-			return nil, fmt.Errorf("merge %d has %d parts, want 2", i, len(p))
-		}
-		s[i] = p[0] + " " + p[1]
-	}
-	return s, nil
-}
-
-// detectPre names the pre-tokenizer for tokenizer.ggml.pre from its split regex.
-func detectPre(raw json.RawMessage) (string, error) {
-	var regexes []string
-	byteLevelRegex := false
-	var walk func(m map[string]any)
-	walk = func(m map[string]any) {
-		switch m["type"] {
-		case "Sequence":
-			list, _ := m["pretokenizers"].([]any)
-			for _, x := range list {
-				if mm, ok := x.(map[string]any); ok {
-					walk(mm)
-				}
-			}
-		case "Split":
-			if p, ok := m["pattern"].(map[string]any); ok {
-				if r, ok := p["Regex"].(string); ok {
-					regexes = append(regexes, r)
-				}
-			}
-		case "ByteLevel":
-			if u, ok := m["use_regex"].(bool); ok && u {
-				byteLevelRegex = true
-			}
-		}
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return "", fmt.Errorf("no pre_tokenizer")
-	}
-	walk(m)
-	switch {
-	case len(regexes) == 1 && regexes[0] == regexQwen2:
-		return "qwen2", nil
-	case len(regexes) == 1 && regexes[0] == regexLlama:
-		return "llama-bpe", nil
-	case len(regexes) == 0 && byteLevelRegex:
-		return "gpt-2", nil
-	case len(regexes) > 0:
-		return "", fmt.Errorf("unrecognised pre-tokenizer regex %q (know qwen2, llama-bpe, gpt-2)", regexes[0])
-	}
-	return "", fmt.Errorf("unrecognised pre-tokenizer %s", bytes.TrimSpace(raw))
-}
-
-// applyConfig reads bos/eos/pad tokens, add_bos/add_eos and the chat template from
-// tokenizer_config.json, when the file exists.
-func (v *vocab) applyConfig(path string, tokens []string, pre string, post json.RawMessage) error {
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var cfg map[string]json.RawMessage
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	ids := make(map[string]int, len(tokens))
-	for id, t := range tokens {
-		ids[t] = id
-	}
-	tokenOf := func(key string) (int, bool) {
-		raw, ok := cfg[key]
-		if !ok {
-			return 0, false
-		}
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			var obj struct {
-				Content string `json:"content"`
-			}
-			if json.Unmarshal(raw, &obj) != nil || obj.Content == "" {
-				return 0, false
-			}
-			s = obj.Content
-		}
-		id, ok := ids[s]
-		return id, ok
-	}
-	bos, hasBos := tokenOf("bos_token")
-	if !hasBos && pre == "qwen2" {
-		// Qwen's tokenizer_config has no bos_token; its config.json names
-		// <|endoftext|>, which real Qwen GGUFs carry as bos_token_id.
-		bos, hasBos = ids["<|endoftext|>"]
-	}
-	if hasBos {
-		v.set("tokenizer.ggml.bos_token_id", uint32(bos))
-	}
-	if id, ok := tokenOf("eos_token"); ok {
-		v.set("tokenizer.ggml.eos_token_id", uint32(id))
-	}
-	if id, ok := tokenOf("unk_token"); ok {
-		v.set("tokenizer.ggml.unknown_token_id", uint32(id))
-	}
-	if id, ok := tokenOf("pad_token"); ok {
-		v.set("tokenizer.ggml.padding_token_id", uint32(id))
-	}
-	addBos, addEos := boolKey(cfg, "add_bos_token"), boolKey(cfg, "add_eos_token")
-	if addBos == nil && hasBos && (postAddsFirst(post, tokens[bos]) || pre == "llama-bpe") {
-		// The post-processor adds BOS (or, for Llama 3, llama.cpp does by default and
-		// its converted GGUFs say so): record it as llama.cpp's converter does.
-		t := true
-		addBos = &t
-	}
-	if addBos != nil {
-		v.set("tokenizer.ggml.add_bos_token", *addBos)
-	}
-	if addEos != nil {
-		v.set("tokenizer.ggml.add_eos_token", *addEos)
-	}
-	if tmpl := chatTemplate(cfg["chat_template"]); tmpl != "" {
-		v.set("tokenizer.chat_template", tmpl)
-	}
-	return nil
-}
-
-func boolKey(cfg map[string]json.RawMessage, key string) *bool {
-	var b bool
-	if raw, ok := cfg[key]; ok && json.Unmarshal(raw, &b) == nil {
-		return &b
-	}
-	return nil
-}
-
-// postAddsFirst reports whether the tokenizer.json post-processor puts the special
-// token tok before every single sequence (Llama 3's <|begin_of_text|>).
-func postAddsFirst(raw json.RawMessage, tok string) bool {
-	var pp struct {
-		Type       string                           `json:"type"`
-		Processors []json.RawMessage                `json:"processors"`
-		Single     []map[string]struct{ ID string } `json:"single"`
-	}
-	if json.Unmarshal(raw, &pp) != nil {
-		return false
-	}
-	if pp.Type == "Sequence" {
-		for _, p := range pp.Processors {
-			if postAddsFirst(p, tok) {
-				return true
-			}
-		}
-		return false
-	}
-	if pp.Type != "TemplateProcessing" || len(pp.Single) == 0 {
-		return false
-	}
-	st, ok := pp.Single[0]["SpecialToken"]
-	return ok && st.ID == tok
-}
-
-// chatTemplate reads chat_template: a string, or a list of {name, template} from which
-// the one named "default" (else the first) is taken.
-func chatTemplate(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var list []struct{ Name, Template string }
-	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
-		return ""
-	}
-	for _, t := range list {
-		if t.Name == "default" {
-			return t.Template
-		}
-	}
-	return list[0].Template
 }
 
 // byteSymbols is GPT-2's bytes_to_unicode in vocabulary order: the printable bytes as
