@@ -57,7 +57,7 @@ type hfFile struct {
 	AddedTokens   []hfAddedToken  `json:"added_tokens"`
 	PreTokenizer  *hfPreTok       `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
-	Model        struct {
+	Model         struct {
 		Type         string      `json:"type"`
 		Vocab        hfVocab     `json:"vocab"`
 		Merges       hfMergeList `json:"merges"`
