@@ -64,7 +64,8 @@ type Traits struct {
 	Dequant func(dst []float32, src []byte)
 	// Quantize encodes src (a multiple of BlockSize values) into dst, which holds
 	// exactly len(src)/BlockSize blocks. It is the reference quantizer (ggml's
-	// quantize_row_*_ref): deterministic, no importance matrix.
+	// quantize_row_*_ref; for IQ4_NL and IQ4_XS the quantize_iq4_* that llama-quantize
+	// runs, which searches the scale): deterministic, no importance matrix.
 	Quantize func(dst []byte, src []float32)
 
 	// VecDotType is the format ggml's CPU backend converts activations to before a dot
