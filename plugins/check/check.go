@@ -15,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
@@ -230,7 +231,8 @@ func sampleRound(g *rand.Rand, k, nt int, gap float32, mismatchAt int) *sdk.Samp
 			sortCandidates(&row)
 		}
 		row.MaxLogit = row.Logits[best]
-		row.LogSumExp = logSumExp(row.Logits)
+		_, lse := backend.MaxLSE(row.Logits)
+		row.LogSumExp = float32(lse)
 		r.Rows = append(r.Rows, row)
 		if i < nt-1 {
 			draft := row.IDs[best]
@@ -250,14 +252,15 @@ func sampleRound(g *rand.Rand, k, nt int, gap float32, mismatchAt int) *sdk.Samp
 	return r
 }
 
+// sortCandidates puts a row's candidates in the engine's order (backend.RanksBefore).
 func sortCandidates(row *sdk.SampleRow) {
 	idx := make([]int, len(row.IDs))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		la, lb := row.Logits[idx[a]], row.Logits[idx[b]]
-		return la > lb || la == lb && row.IDs[idx[a]] < row.IDs[idx[b]]
+	sort.Slice(idx, func(a, b int) bool {
+		x, y := idx[a], idx[b]
+		return backend.RanksBefore(row.Logits[x], row.IDs[x], row.Logits[y], row.IDs[y])
 	})
 	ids, ls := make([]int32, len(idx)), make([]float32, len(idx))
 	for i, j := range idx {
@@ -266,23 +269,12 @@ func sortCandidates(row *sdk.SampleRow) {
 	row.IDs, row.Logits = ids, ls
 }
 
-func logSumExp(l []float32) float32 {
-	m := math.Inf(-1)
-	for _, v := range l {
-		m = math.Max(m, float64(v))
-	}
-	s := 0.0
-	for _, v := range l {
-		s += math.Exp(float64(v) - m)
-	}
-	return float32(m + math.Log(s))
-}
-
-// argmaxOf is the reference greedy choice of a row.
+// argmaxOf is the reference greedy choice of a row: its first candidate in the engine's
+// order.
 func argmaxOf(row *sdk.SampleRow) int32 {
 	best := 0
 	for j := range row.IDs {
-		if row.Logits[j] > row.Logits[best] || row.Logits[j] == row.Logits[best] && row.IDs[j] < row.IDs[best] {
+		if backend.RanksBefore(row.Logits[j], row.IDs[j], row.Logits[best], row.IDs[best]) {
 			best = j
 		}
 	}

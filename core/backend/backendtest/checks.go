@@ -193,7 +193,18 @@ func testTopK(t *testing.T, newBackend func() backend.Backend, opts Options) {
 	for i := range logits {
 		logits[i] = float32(e.rng.IntN(40)) / 4 // many ties
 	}
-	logits[5] = float32(math.NaN())
+	nan := float32(math.NaN())
+	logits[5] = nan
+	// row 1: NaN in column 0 (a copy of the order once ranked it first), ±Inf and ±0
+	// ties; row 2: NaN but for a few numbers, so NaNs fill the k best, by id
+	for i, v := range []float32{nan, float32(math.Inf(1)), 0, float32(math.Copysign(0, -1)), float32(math.Inf(-1)), nan, float32(math.Inf(1)), 0} {
+		logits[n+i*97] = v
+	}
+	for i := 2 * n; i < 3*n; i++ {
+		if i%37 != 0 {
+			logits[i] = nan
+		}
+	}
 	lb := e.f32(logits)
 	for _, k := range []int{1, 3, 40, 100, n} {
 		t.Run(name("k=%d", k), func(t *testing.T) {
@@ -205,32 +216,7 @@ func testTopK(t *testing.T, newBackend func() backend.Backend, opts Options) {
 			for r := range nt {
 				row := logits[r*n : (r+1)*n]
 				order := make([]int32, n)
-				for i := range order {
-					order[i] = int32(i)
-				}
-				slices.SortStableFunc(order, func(a, b int32) int {
-					va, vb := float64(row[a]), float64(row[b])
-					if math.IsNaN(va) {
-						va = math.Inf(-1)
-					}
-					if math.IsNaN(vb) {
-						vb = math.Inf(-1)
-					}
-					switch {
-					case va > vb:
-						return -1
-					case va < vb:
-						return 1
-					}
-					return 0
-				})
-				// NaN sorts below -Inf: move NaNs after every number.
-				order = slices.DeleteFunc(order, func(i int32) bool { return row[i] != row[i] })
-				for i := range row {
-					if row[i] != row[i] {
-						order = append(order, int32(i))
-					}
-				}
+				backend.SortCandidates(row, order)
 				for j := range k {
 					if got, want := ids[r*k+j], order[j]; got != want {
 						t.Fatalf("row %d rank %d: got id %d (%g), want id %d (%g)", r, j, got, vals[r*k+j], want, row[want])

@@ -9,8 +9,8 @@ import (
 )
 
 // testRowStats checks a backend.RowStatser (skipped for a backend without one) against
-// its own TopK (the contract's reference for candidates, ties and NaN) and a float64
-// max and log-sum-exp, on rows with ties, NaN, ±Inf, all −Inf and a vocabulary-sized
+// its own TopK (held to the candidate order by testTopK) and backend.MaxLSE (max and a
+// float64 log-sum-exp), on rows with ties, NaN, ±Inf, all −Inf and a vocabulary-sized
 // row, for k = 0 (no candidates) up to 100; that row r of an nt-row call has the bits of
 // a 1-row call; and that a bad k or picked column is an error.
 func testRowStats(t *testing.T, newBackend func() backend.Backend, opts Options) {
@@ -84,7 +84,7 @@ func testRowStats(t *testing.T, newBackend func() backend.Backend, opts Options)
 					}
 				}
 				for r, row := range tc.rows {
-					wm, wl := maxLSE64(row)
+					wm, wl := backend.MaxLSE(row)
 					if math.Float32bits(maxv[r]) != math.Float32bits(wm) {
 						t.Errorf("row %d: got max %v, want %v", r, maxv[r], wm)
 					}
@@ -137,29 +137,6 @@ func testRowStats(t *testing.T, newBackend func() backend.Backend, opts Options)
 			t.Errorf("valid call after errors: %v", err)
 		}
 	})
-}
-
-// maxLSE64 is a row's max (NaN ignored) and log Σ exp in float64, with RowStats' special
-// cases: NaN when the row holds a NaN, the max when it is ±Inf.
-func maxLSE64(row []float32) (float32, float64) {
-	m, nan := float32(math.Inf(-1)), false
-	for _, x := range row {
-		if x > m {
-			m = x
-		}
-		nan = nan || x != x
-	}
-	switch {
-	case nan:
-		return m, math.NaN()
-	case math.IsInf(float64(m), 0):
-		return m, float64(m)
-	}
-	var s float64
-	for _, x := range row {
-		s += math.Exp(float64(x) - float64(m))
-	}
-	return m, float64(m) + math.Log(s)
 }
 
 // lseTol bounds |lse − the float64 reference|: a backend sums n terms ≤ 1 in float32

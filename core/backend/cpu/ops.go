@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
@@ -208,8 +207,8 @@ func (b *Backend) CopyRows(dst, src backend.Buffer, row, n, cols int) {
 }
 
 // TopK writes the k largest values of each of nt rows of logits[nt][n] and their ids,
-// in descending order, ties by lower id; NaN ranks below every number. It returns the
-// first pending error, or an error for k outside [1, n].
+// in the candidate order (backend.TopKRow: descending, ties by lower id, NaN below every
+// number). It returns the first pending error, or an error for k outside [1, n].
 func (b *Backend) TopK(logits backend.Buffer, nt, n, k int, ids []int32, vals []float32) error {
 	if b.closed {
 		return errClosed
@@ -226,56 +225,7 @@ func (b *Backend) TopK(logits backend.Buffer, nt, n, k int, ids []int32, vals []
 		panic(fmt.Sprintf("BUG: cpu: TopK: ids/vals hold %d/%d values, need %d", len(ids), len(vals), nt*k))
 	}
 	b.parallelRows(nt, func(t int) {
-		topKRow(l[t*n:(t+1)*n], ids[t*k:(t+1)*k], vals[t*k:(t+1)*k])
+		backend.TopKRow(l[t*n:(t+1)*n], ids[t*k:(t+1)*k], vals[t*k:(t+1)*k])
 	})
 	return nil
-}
-
-// above reports whether value a ranks above b (NaN below everything; equal values are
-// decided by id by the caller).
-func above(a, b float32) bool {
-	return a > b || (b != b && a == a)
-}
-
-// topKRow fills ids/vals (len k) with the best of row.
-func topKRow(row []float32, ids []int32, vals []float32) {
-	k := len(ids)
-	if k > 64 {
-		idx := make([]int32, len(row))
-		for i := range idx {
-			idx[i] = int32(i)
-		}
-		slices.SortFunc(idx, func(x, y int32) int {
-			switch {
-			case above(row[x], row[y]):
-				return -1
-			case above(row[y], row[x]):
-				return 1
-			}
-			return int(x - y)
-		})
-		for j := range k {
-			ids[j], vals[j] = idx[j], row[idx[j]]
-		}
-		return
-	}
-	// Insertion into a sorted list of the best k so far; scanning ids in increasing
-	// order means an equal value never displaces an earlier (lower) id.
-	m := 0
-	for i, v := range row {
-		if m == k && !above(v, vals[k-1]) {
-			continue
-		}
-		j := m
-		if m < k {
-			m++
-		} else {
-			j = k - 1
-		}
-		for j > 0 && above(v, vals[j-1]) {
-			ids[j], vals[j] = ids[j-1], vals[j-1]
-			j--
-		}
-		ids[j], vals[j] = int32(i), v
-	}
 }

@@ -60,7 +60,7 @@ func (b *Backend) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, id
 			ids[r] = int32(bestOf(parts[r*chunks : (r+1)*chunks]))
 			vals[r] = row[ids[r]]
 		case k > 1:
-			topKRow(row, ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
+			backend.TopKRow(row, ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
 		}
 		picked[r] = 0
 		if pick[r] >= 0 {
@@ -132,8 +132,7 @@ func bestOf(parts []lsePart) int {
 }
 
 // combineLSE merges a row's chunk summaries, in order, into its max and log Σ exp with
-// RowStats' special cases: NaN when the row holds a NaN, the max itself when it is ±Inf
-// (+Inf present, or every value −Inf).
+// RowStats' special cases (backend.SpecialLSE).
 func combineLSE(parts []lsePart) (float32, float32) {
 	m, nan := float32(math.Inf(-1)), false
 	for _, p := range parts {
@@ -142,11 +141,8 @@ func combineLSE(parts []lsePart) (float32, float32) {
 		}
 		nan = nan || p.nan
 	}
-	switch {
-	case nan:
-		return m, float32(math.NaN())
-	case math.IsInf(float64(m), 0):
-		return m, m
+	if lse, ok := backend.SpecialLSE(m, nan); ok {
+		return m, lse
 	}
 	var s float32
 	for _, p := range parts {

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"slices"
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
@@ -208,28 +207,15 @@ func (b *Backend) topKHost(l *Buffer, nt, n, k int, ids []int32, vals []float32)
 }
 
 // eachHostRow copies each of nt rows of l (n values) to the host and calls f with the
-// row and its column ids in TopK's order (value descending, NaN last, ties to the
-// lower id).
+// row and its column ids in the candidate order (backend.SortCandidates).
 func (b *Backend) eachHostRow(l *Buffer, nt, n int, f func(r int, row []float32, order []int32)) error {
 	row := make([]float32, n)
 	idx := make([]int32, n)
-	above := func(x, y float32) bool { return x > y || (y != y && x == x) }
 	for r := range nt {
 		if err := driver.CopyDtoH(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n), l.at(r*n)); err != nil {
 			return err
 		}
-		for i := range idx {
-			idx[i] = int32(i)
-		}
-		slices.SortFunc(idx, func(x, y int32) int {
-			switch {
-			case above(row[x], row[y]):
-				return -1
-			case above(row[y], row[x]):
-				return 1
-			}
-			return int(x - y)
-		})
+		backend.SortCandidates(row, idx)
 		f(r, row, idx)
 	}
 	return nil

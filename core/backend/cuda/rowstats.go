@@ -118,32 +118,11 @@ func (b *Backend) rowStatsHost(l *Buffer, nt, n, k int, pick []int32, ids []int3
 		for j := range k {
 			ids[r*k+j], vals[r*k+j] = order[j], row[order[j]]
 		}
-		maxv[r], lse[r] = hostMaxLSE(row)
+		m, l := backend.MaxLSE(row)
+		maxv[r], lse[r] = m, float32(l)
 		picked[r] = 0
 		if pick[r] >= 0 {
 			picked[r] = row[pick[r]]
 		}
 	})
-}
-
-// hostMaxLSE is a row's max (NaN ignored) and log Σ exp with RowStats' special cases.
-func hostMaxLSE(row []float32) (float32, float32) {
-	m, nan := float32(math.Inf(-1)), false
-	for _, x := range row {
-		if x > m {
-			m = x
-		}
-		nan = nan || x != x
-	}
-	switch {
-	case nan:
-		return m, float32(math.NaN())
-	case math.IsInf(float64(m), 0):
-		return m, m
-	}
-	var s float64
-	for _, x := range row {
-		s += math.Exp(float64(x - m))
-	}
-	return m, m + float32(math.Log(s))
 }
