@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
@@ -119,7 +120,7 @@ func (r *recSampler) Sample(_ context.Context, s *sdk.SampleRound) (sdk.SampleRe
 func TestTopKTies(t *testing.T) {
 	row := []float32{1, 3, 3, 0, 3, 2}
 	ids, vals := make([]int32, 4), make([]float32, 4)
-	topK(row, ids, vals)
+	backend.TopKRow(row, ids, vals)
 	if !slices.Equal(ids, []int32{1, 2, 4, 5}) || !slices.Equal(vals, []float32{3, 3, 3, 2}) {
 		t.Fatalf("got %v %v, want [1 2 4 5] [3 3 3 2]", ids, vals)
 	}
@@ -359,7 +360,7 @@ func TestTopLogitsWithoutGeneration(t *testing.T) {
 		rows, _ := ref.forward(prompt, true)
 		copy(want, rows[5*64:])
 		ids, vals := make([]int32, 3), make([]float32, 3)
-		topK(want, ids, vals)
+		backend.TopKRow(want, ids, vals)
 		if len(res.TopLogits) != 3 || res.TopLogits[0].ID != ids[0] || res.TopLogits[2].Logit != vals[2] {
 			t.Fatalf("n %d: got %+v, want ids %v logits %v", n, res.TopLogits, ids, vals)
 		}

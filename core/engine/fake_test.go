@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/sdk"
 )
@@ -113,7 +114,7 @@ func (f *fakeLM) forwardStats(ids []int32, all bool, k int, pick []int32) (*mode
 	for r := range nr {
 		row := rows[r*f.v : (r+1)*f.v]
 		if k > 0 {
-			topK(row, st.IDs[r*k:(r+1)*k], st.Vals[r*k:(r+1)*k])
+			backend.TopKRow(row, st.IDs[r*k:(r+1)*k], st.Vals[r*k:(r+1)*k])
 		}
 		st.Max[r], st.LSE[r] = maxLSE(row)
 		if pick != nil && pick[r] >= 0 {

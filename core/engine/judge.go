@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 
+	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/sdk"
 )
@@ -65,7 +65,7 @@ func (j *judge) run(ctx context.Context, rows []float32, hist, draft []int32, se
 			sr.IDs, sr.Logits = j.iota, row
 		} else {
 			sr.IDs, sr.Logits = j.ids[i*k:(i+1)*k], j.vals[i*k:(i+1)*k]
-			topK(row, sr.IDs, sr.Logits)
+			backend.TopKRow(row, sr.IDs, sr.Logits)
 		}
 		j.srows = append(j.srows, sr)
 	}
@@ -163,73 +163,67 @@ func (j *judge) applyPenalty(ctx context.Context, rows []float32, hist, draft []
 	return nil
 }
 
-// maxLSE returns the largest value of row and log Σ exp(row). Rows of a large
+// maxLSE returns the largest value of row (NaN ignored) and log Σ exp(row), with the
+// special cases of backend.SpecialLSE, as a backend's RowStats does. Rows of a large
 // vocabulary are split over the cores (each part's max and sum, then combined): the
 // engine runs it between forwards, when the cores are otherwise idle.
 func maxLSE(row []float32) (float32, float32) {
 	parts := min(runtime.GOMAXPROCS(0), 4, len(row)/(1<<14))
 	if parts < 2 {
-		m, sum := partLSE(row)
-		return m, m + float32(math.Log(sum))
+		p := partLSE(row)
+		if lse, ok := backend.SpecialLSE(p.m, p.nan); ok {
+			return p.m, lse
+		}
+		return p.m, p.m + float32(math.Log(p.sum))
 	}
-	ms, sums := make([]float32, parts), make([]float64, parts)
+	ps := make([]lsePart, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		wg.Go(func() {
-			ms[p], sums[p] = partLSE(row[p*len(row)/parts : (p+1)*len(row)/parts])
+			ps[p] = partLSE(row[p*len(row)/parts : (p+1)*len(row)/parts])
 		})
 	}
 	wg.Wait()
-	m := slices.Max(ms)
+	m, nan := float32(math.Inf(-1)), false
+	for _, p := range ps {
+		m, nan = max(m, p.m), nan || p.nan
+	}
+	if lse, ok := backend.SpecialLSE(m, nan); ok {
+		return m, lse
+	}
 	var sum float64
-	for p := range parts {
-		sum += sums[p] * math.Exp(float64(ms[p]-m))
+	for _, p := range ps {
+		if !math.IsInf(float64(p.m), -1) { // a part of only −Inf adds nothing
+			sum += p.sum * math.Exp(float64(p.m-m))
+		}
 	}
 	return m, m + float32(math.Log(sum))
 }
 
-// partLSE is the max of row and Σ exp(row - max).
-func partLSE(row []float32) (float32, float64) {
-	m := float32(math.Inf(-1))
-	for _, x := range row {
-		if x > m {
-			m = x
-		}
+// lsePart is a part of a row's max (NaN ignored), whether it holds a NaN, and
+// Σ exp(x − max) when the max is finite.
+type lsePart struct {
+	m   float32
+	nan bool
+	sum float64
+}
+
+func partLSE(row []float32) lsePart {
+	m, nan := backend.RowMax(row)
+	if nan || math.IsInf(float64(m), 0) { // the sum decides nothing
+		return lsePart{m: m, nan: nan}
 	}
 	var sum float64
 	for _, x := range row {
 		sum += float64(expNeg(x - m))
 	}
-	return m, sum
+	return lsePart{m: m, sum: sum}
 }
 
-// topK fills ids/vals (len k) with the k largest values of row, best first, ties
-// going to the lower id.
-func topK(row []float32, ids []int32, vals []float32) {
-	k, n := len(ids), 0
-	for i, x := range row {
-		if n == k && x <= vals[k-1] {
-			continue
-		}
-		p := min(n, k-1)
-		for p > 0 && vals[p-1] < x { // strict: an equal value keeps its lower id first
-			vals[p], ids[p] = vals[p-1], ids[p-1]
-			p--
-		}
-		vals[p], ids[p] = x, int32(i)
-		n = min(n+1, k)
-	}
-}
-
-// argmaxProb returns the best id of a logits row (lower id on ties) and its softmax
+// argmaxProb returns the best id of a logits row (backend.Argmax) and its softmax
 // probability.
 func argmaxProb(row []float32) (int32, float32) {
-	best := 0
-	for i, x := range row {
-		if x > row[best] {
-			best = i
-		}
-	}
+	best := backend.Argmax(row)
 	_, lse := maxLSE(row)
 	return int32(best), prob(row[best], lse)
 }
@@ -241,7 +235,7 @@ func prob(logit, lse float32) float32 { return float32(math.Exp(float64(logit - 
 func topLogits(row []float32, k int) []TopLogit {
 	k = min(k, len(row))
 	ids, vals := make([]int32, k), make([]float32, k)
-	topK(row, ids, vals)
+	backend.TopKRow(row, ids, vals)
 	out := make([]TopLogit, k)
 	for i := range out {
 		out[i] = TopLogit{ID: ids[i], Logit: vals[i]}

@@ -227,7 +227,7 @@ func (b *hostStats) RowStats(logits backend.Buffer, nt, n, k int, pick []int32, 
 	for r := range nt {
 		row := rows[r*n : (r+1)*n]
 		if k > 0 {
-			topK(row, ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
+			backend.TopKRow(row, ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
 		}
 		maxv[r], lse[r] = maxLSE(row)
 		picked[r] = 0
@@ -296,7 +296,7 @@ func TestFeedStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		wi, wv := make([]int32, 3), make([]float32, 3)
-		topK(row, wi, wv)
+		backend.TopKRow(row, wi, wv)
 		wm, wl := maxLSE(row)
 		if a.calls != b.calls || !slices.Equal(st.IDs, wi) || !slices.Equal(st.Vals, wv) || st.Max[0] != wm || st.LSE[0] != wl {
 			t.Errorf("batch %d: got %d forwards, %v %v %v %v; want %d, %v %v %v %v",
