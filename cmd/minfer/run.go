@@ -23,7 +23,6 @@ import (
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/plugins"
-	"github.com/minfer/minfer/sdk"
 )
 
 func init() {
@@ -401,17 +400,17 @@ func (st *stack) close() {
 // request builds an engine request with fresh plugin instances for ids.
 func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f runFlags) (engine.Request, error) {
 	st.closeRequest()
-	roles, err := st.plug.instances(ctx, cfg, st.draft != nil)
+	roles, err := st.plug.roles(ctx, cfg, st.draft != nil)
 	if err != nil {
 		return engine.Request{}, err
 	}
-	st.closeRequest = roles.close
+	st.closeRequest = roles.Close
 	seed := uint64(cfg.Sampling.Seed)
 	if cfg.Sampling.Seed < 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
 	return engine.Request{Prompt: ids, NPredict: cfg.Sampling.NPredict, Stop: f.stops, Seed: seed,
-		Sampler: roles.sampler, Penalty: roles.penalty, Policy: roles.policy, PolicyName: roles.policyName,
+		Sampler: roles.Sampler, Penalty: roles.Penalty, Policy: roles.Policy, PolicyName: roles.PolicyName,
 		TopLogits: f.topLogits}, nil
 }
 
@@ -513,83 +512,8 @@ func (p *pluginSet) close() {
 	}
 }
 
-// roles are one request's plugin instances.
-type roles struct {
-	sampler    sdk.Sampler
-	penalty    sdk.Penalty
-	policy     sdk.DepthPolicy
-	policyName string
-	// policyVersion is the policy plugin's declared version (the server reports it).
-	policyVersion string
-	owned         []any
-}
-
-func (r *roles) close() {
-	for _, v := range r.owned {
-		plugins.Release(v)
-	}
-	r.owned = nil
-}
-
-// instances starts the sampler, the penalty (when one is configured) and, with a
-// draft, the depth policy that cfg names, each with the parameters cfg gives it.
-func (p *pluginSet) instances(ctx context.Context, cfg *config.Config, spec bool) (*roles, error) {
-	r := &roles{}
-	params := func(name string) (map[string]any, error) {
-		b, err := cfg.PluginParams(name)
-		if err != nil {
-			return nil, err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("plugin %s params: %w", name, err)
-		}
-		return m, nil
-	}
-	fail := func(err error) (*roles, error) { r.close(); return nil, err }
-	name := cfg.Sampling.SamplerName()
-	ov, err := params(name)
-	if err != nil {
-		return fail(err)
-	}
-	if r.sampler, _, err = p.reg.Sampler(ctx, name, ov); err != nil {
-		return fail(err)
-	}
-	r.owned = append(r.owned, r.sampler)
-	if name := cfg.Sampling.Penalty; name != "" {
-		if ov, err = params(name); err != nil {
-			return fail(err)
-		}
-		if r.penalty, _, err = p.reg.Penalty(ctx, name, ov); err != nil {
-			return fail(err)
-		}
-		r.owned = append(r.owned, r.penalty)
-	}
-	if spec {
-		r.policyName = cfg.Spec.PolicyName()
-		if ov, err = params(r.policyName); err != nil {
-			return fail(err)
-		}
-		var info plugins.Info
-		if r.policy, info, err = p.reg.Policy(ctx, r.policyName, ov); err != nil {
-			return fail(err)
-		}
-		r.policyVersion = info.Version
-		r.owned = append(r.owned, r.policy)
-		if fb := cfg.Spec.Fallback; fb != "" {
-			if ov, err = params(fb); err != nil {
-				return fail(err)
-			}
-			fp, _, err := p.reg.Policy(ctx, fb, ov)
-			if err != nil {
-				return fail(err)
-			}
-			r.owned = append(r.owned, fp)
-			r.policy = &fallbackPolicy{DepthPolicy: r.policy, fallback: fp, name: r.policyName, fbName: fb, log: p.log}
-		}
-		if p.tracer != nil {
-			r.policy = p.tracer.Wrap(r.policy, r.policyName)
-		}
-	}
-	return r, nil
+// roles starts one request's plugin instances (plugins.Registry.Roles), with the
+// command's tracer.
+func (p *pluginSet) roles(ctx context.Context, cfg *config.Config, spec bool) (*plugins.Roles, error) {
+	return p.reg.Roles(ctx, cfg, plugins.RolesOptions{Spec: spec, Tracer: p.tracer})
 }

@@ -199,7 +199,7 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 	if err := c.Validate(); err != nil {
 		return nil, &server.RequestError{Message: err.Error()}
 	}
-	roles, err := r.st.plug.instances(ctx, &c, hasDraft)
+	roles, err := r.st.plug.roles(ctx, &c, hasDraft)
 	if err != nil {
 		return nil, err
 	}
@@ -208,9 +208,9 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 		seed = uint64(time.Now().UnixNano())
 	}
 	pl := &server.Plugins{
-		Policy: roles.policy, Sampler: roles.sampler, Penalty: roles.penalty,
-		PolicyName: roles.policyName, PolicyVersion: roles.policyVersion, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
-		Seed: seed, Release: roles.close,
+		Policy: roles.Policy, Sampler: roles.Sampler, Penalty: roles.Penalty,
+		PolicyName: roles.PolicyName, PolicyVersion: roles.PolicyVersion, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
+		Seed: seed, Release: roles.Close,
 	}
 	return pl, nil
 }

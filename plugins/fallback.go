@@ -1,4 +1,4 @@
-package main
+package plugins
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/minfer/minfer/sdk"
 )
 
-// fallbackPolicy is [spec] fallback: each round's depth comes from the configured
+// fallbackPolicy is [spec] fallback (Roles builds it): each round's depth comes from the configured
 // policy until that plugin fails (a trap, a timeout, an error), then from the fallback
 // policy for the rest of the request, with one line on log saying so. A cancelled
 // request is not a plugin failure: its error is returned as is.
