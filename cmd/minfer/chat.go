@@ -301,7 +301,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		fmt.Fprintf(r.m.Stderr, "error: "+format+"\n", args...)
 		return nil
 	}
-	prompt, err := server.RenderChat(r.st.tok, "", r.conversation())
+	prompt, err := server.RenderChat(ctx, r.st.tok, "", r.conversation())
 	if err != nil {
 		return fail("chat template: %v", err)
 	}

@@ -234,7 +234,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	var ids []int32
 	if f.chat {
 		// the server's rendering and tokenization, so run, the REPL and the server agree
-		if prompt, err = server.RenderChat(st.tok, "", []tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
+		if prompt, err = server.RenderChat(ctx, st.tok, "", []tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
 			return err
 		}
 		ids, err = server.EncodePrompt(st.tok, prompt)

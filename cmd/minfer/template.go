@@ -108,9 +108,10 @@ func runTemplate(ctx context.Context, m *Main, args []string) error {
 		if tok != nil {
 			bos, eos = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
 		}
-		out, err = tokenizer.RenderTemplateOptions(src, msgs, addGen, bos, eos, opts)
+		opts.Name = "built-in " + builtin
+		out, err = tokenizer.RenderTemplateContext(ctx, src, msgs, addGen, bos, eos, opts)
 	default:
-		out, err = tok.RenderChatOptions(msgs, addGen, opts)
+		out, err = tok.RenderChatContext(ctx, msgs, addGen, opts)
 	}
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			}
 			msgs[i] = tokenizer.Message{Role: role, Content: m.Content.text}
 		}
-		text, err := s.render(msgs)
+		text, err := s.render(r.Context(), msgs)
 		if err != nil {
 			// The template is the model's and it rendered other conversations: what it
 			// refuses (a role it has no branch for, an order it rejects) is the request's.
@@ -114,21 +114,24 @@ func (s *Server) readRequest(r *http.Request, req any, build func() (*job, error
 	return build()
 }
 
-// render applies the chat template.
-func (s *Server) render(msgs []tokenizer.Message) (string, error) {
-	return RenderChat(s.opts.Tokenizer, s.opts.ChatTemplate, msgs)
+// render applies the chat template, stopped with the request.
+func (s *Server) render(ctx context.Context, msgs []tokenizer.Message) (string, error) {
+	return RenderChat(ctx, s.opts.Tokenizer, s.opts.ChatTemplate, msgs)
 }
 
 // RenderChat renders a conversation with a generation prompt the way the server and
 // the REPL both do: override (a template text) if set, else the model's template, else
-// the built-in chatml template (as llama.cpp falls back for models without one).
-func RenderChat(t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (string, error) {
-	tmpl := override
+// the built-in chatml template (as llama.cpp falls back for models without one). The
+// render runs under tokenizer.DefaultRenderLimits and stops when ctx ends; its errors
+// name the template.
+func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (string, error) {
+	tmpl, name := override, "override"
 	if tmpl == "" {
-		tmpl = t.ChatTemplate()
+		tmpl, name = t.ChatTemplate(), t.ChatTemplateName()
 	}
 	if tmpl == "" {
 		tmpl, _ = tokenizer.BuiltinTemplate("chatml")
+		name = "built-in chatml"
 	}
 	bos, eos := "", ""
 	if id := t.BOS(); id >= 0 {
@@ -137,7 +140,7 @@ func RenderChat(t *tokenizer.Tokenizer, override string, msgs []tokenizer.Messag
 	if id := t.EOS(); id >= 0 {
 		eos = t.TokenText(id)
 	}
-	return tokenizer.RenderTemplate(tmpl, msgs, true, bos, eos)
+	return tokenizer.RenderTemplateContext(ctx, tmpl, msgs, true, bos, eos, tokenizer.RenderOptions{Name: name})
 }
 
 // EncodePrompt tokenizes a prompt the way the server, `minfer run` and the REPL all do:

@@ -1,12 +1,14 @@
 package tokenizer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/minfer/minfer/core/tokenizer/internal/jinja"
 )
 
 // Message is one chat turn, as in the OpenAI API. Role is "system", "user", "assistant"
@@ -45,7 +47,27 @@ type RenderOptions struct {
 	// Vars are further variables; they never replace messages, add_generation_prompt,
 	// bos_token, eos_token, tools or enable_thinking.
 	Vars map[string]any
+	// Name names the template in errors (RenderChat names the model's template by
+	// where it came from; "" for RenderTemplate says "chat template").
+	Name string
+	// Limits bound the render; zero fields take DefaultRenderLimits.
+	Limits RenderLimits
 }
+
+// RenderLimits bound one render of a chat template: evaluation steps, nesting depth,
+// output bytes, bytes allocated and wall time. A chat template is code from the model
+// file; a render that passes a limit, or whose context ends, returns an error that
+// names the template and the limit, and never takes the process down.
+type RenderLimits = jinja.Limits
+
+// DefaultRenderLimits are the limits of a zero RenderLimits: far above what real
+// chat templates use (the Qwen3 template with tools over 100 messages of 1 KB uses
+// under 1% of each), low enough that a hostile template stops within a second or so.
+var DefaultRenderLimits = jinja.DefaultLimits
+
+// RenderLimitError is the error (under the wrapping) of a render stopped by a limit
+// or by its context; errors.Is(err, context.Canceled) holds for the latter.
+type RenderLimitError = jinja.LimitError
 
 // ErrNoTemplate is returned by RenderChat when the model ships no chat template.
 var ErrNoTemplate = errors.New("tokenizer: model has no chat template (choose a built-in one: chatml, llama3, llama2, phi3, gemma)")
@@ -59,13 +81,38 @@ func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string
 
 // RenderChatOptions is RenderChat with tools, enable_thinking and further variables.
 func (t *Tokenizer) RenderChatOptions(msgs []Message, addGenerationPrompt bool, o RenderOptions) (string, error) {
+	return t.RenderChatContext(context.Background(), msgs, addGenerationPrompt, o)
+}
+
+// RenderChatContext is RenderChatOptions stopped when ctx ends (a request's context:
+// a client that goes away stops its render).
+func (t *Tokenizer) RenderChatContext(ctx context.Context, msgs []Message, addGenerationPrompt bool, o RenderOptions) (string, error) {
 	if t.chatTpl == "" {
 		return "", ErrNoTemplate
 	}
-	return RenderTemplateOptions(t.chatTpl, msgs, addGenerationPrompt, t.TokenText(t.bos), t.TokenText(t.eos), o)
+	if o.Name == "" {
+		o.Name = t.ChatTemplateName()
+	}
+	return RenderTemplateContext(ctx, t.chatTpl, msgs, addGenerationPrompt, t.TokenText(t.bos), t.TokenText(t.eos), o)
 }
 
-var tplCache sync.Map // template source → *jinja.Template (compiled templates are immutable)
+// ChatTemplateName says where the model's chat template came from, for errors:
+// "tokenizer.chat_template" (GGUF metadata) or "chat_template of tokenizer_config.json".
+func (t *Tokenizer) ChatTemplateName() string {
+	if t.chatTplName == "" {
+		return "the model's chat template"
+	}
+	return t.chatTplName
+}
+
+// tplCache holds compiled templates by source (compiled templates are immutable). It
+// keeps at most tplCacheMax: a server sees one or two templates, a fuzzer millions.
+var (
+	tplCache    sync.Map // template source → *jinja.Template
+	tplCacheLen atomic.Int64
+)
+
+const tplCacheMax = 64
 
 // RenderTemplate renders a Jinja chat template the way Hugging Face's renderer does,
 // with the variables messages (a list of {role, content}), add_generation_prompt,
@@ -77,15 +124,30 @@ func RenderTemplate(tmpl string, msgs []Message, addGenerationPrompt bool, bos, 
 
 // RenderTemplateOptions is RenderTemplate with the optional variables of o.
 func RenderTemplateOptions(tmpl string, msgs []Message, addGenerationPrompt bool, bos, eos string, o RenderOptions) (string, error) {
+	return RenderTemplateContext(context.Background(), tmpl, msgs, addGenerationPrompt, bos, eos, o)
+}
+
+// RenderTemplateContext is RenderTemplateOptions stopped when ctx ends. Every render
+// runs under o.Limits; a stopped one returns an error naming the template (o.Name)
+// and wrapping a *RenderLimitError.
+func RenderTemplateContext(ctx context.Context, tmpl string, msgs []Message, addGenerationPrompt bool, bos, eos string, o RenderOptions) (string, error) {
+	name := "chat template"
+	if o.Name != "" {
+		name = "chat template " + o.Name
+	}
 	var tp *jinja.Template
 	if v, ok := tplCache.Load(tmpl); ok {
 		tp = v.(*jinja.Template)
 	} else {
 		c, err := jinja.Compile(tmpl)
 		if err != nil {
-			return "", fmt.Errorf("tokenizer: chat template: %w", err)
+			return "", fmt.Errorf("tokenizer: %s: %w", name, err)
 		}
-		tplCache.Store(tmpl, c)
+		if tplCacheLen.Load() < tplCacheMax {
+			if _, loaded := tplCache.LoadOrStore(tmpl, c); !loaded {
+				tplCacheLen.Add(1)
+			}
+		}
 		tp = c
 	}
 	vars := map[string]any{}
@@ -106,9 +168,12 @@ func RenderTemplateOptions(tmpl string, msgs []Message, addGenerationPrompt bool
 	if o.EnableThinking != nil {
 		vars["enable_thinking"] = *o.EnableThinking
 	}
-	out, err := tp.Render(vars)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := tp.RenderContext(ctx, vars, o.Limits)
 	if err != nil {
-		return "", fmt.Errorf("tokenizer: chat template: %w", err)
+		return "", fmt.Errorf("tokenizer: %s: %w", name, err)
 	}
 	return out, nil
 }

@@ -80,6 +80,7 @@ func readGGUF(f *gguf.File) (*vocabSpec, error) {
 		*dst = &v
 		return err
 	}
+	s.chatTemplateName = keyChatTemplate
 	for _, e := range []error{
 		optString(keyPre, &s.pre), optString(keyName, &s.name), optString(keyChatTemplate, &s.chatTemplate),
 		optBool(keyAddBOS, &s.addBOS), optBool(keyAddEOS, &s.addEOS), optBool(keyAddPrefix, &s.prefix),

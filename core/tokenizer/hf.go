@@ -280,9 +280,12 @@ func readHFConfig(path string, s *vocabSpec) error {
 	if err != nil {
 		return fmt.Errorf("%s: chat_template: %w", path, err)
 	}
+	s.chatTemplateName = "chat_template of " + path
 	if tpl == "" {
-		if jb, err := os.ReadFile(filepath.Join(filepath.Dir(path), "chat_template.jinja")); err == nil {
+		jpath := filepath.Join(filepath.Dir(path), "chat_template.jinja")
+		if jb, err := os.ReadFile(jpath); err == nil {
 			tpl = string(jb)
+			s.chatTemplateName = jpath
 		}
 	}
 	s.chatTemplate = tpl

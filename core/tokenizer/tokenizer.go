@@ -103,6 +103,7 @@ type vocabSpec struct {
 	ignoreMerges           bool             // take a word that is a token whole (HF ignore_merges)
 	addBOS, addEOS, prefix *bool
 	chatTemplate           string
+	chatTemplateName       string // where chatTemplate came from, for errors
 }
 
 type token struct {
@@ -136,6 +137,8 @@ type Tokenizer struct {
 	pre     *preTokenizer
 	bpe     *bpeModel
 	chatTpl string
+	// chatTplName says where chatTpl came from, for errors.
+	chatTplName string
 }
 
 var errNoVocab = errors.New("no vocabulary")
@@ -155,7 +158,7 @@ func newTokenizer(s *vocabSpec) (*Tokenizer, error) {
 	if s.types != nil && len(s.types) != n {
 		return nil, fmt.Errorf("%d token types for %d tokens", len(s.types), n)
 	}
-	t := &Tokenizer{chatTpl: s.chatTemplate, eot: noToken, eom: noToken, sep: noToken, pad: noToken}
+	t := &Tokenizer{chatTpl: s.chatTemplate, chatTplName: s.chatTemplateName, eot: noToken, eom: noToken, sep: noToken, pad: noToken}
 	var pt preType
 	switch s.model {
 	case "llama":

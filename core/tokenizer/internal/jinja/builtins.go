@@ -77,7 +77,17 @@ func builtinRange(args []Value, kwargs map[string]Value) (Value, error) {
 		return Undefined(), fmt.Errorf("range: step must not be zero")
 	}
 
-	var items []Value
+	// Count the items before making them: range(1e9) must not allocate 1e9 values.
+	var count int64
+	if step > 0 && stop > start {
+		count = int64((uint64(stop-start)-1)/uint64(step)) + 1
+	} else if step < 0 && start > stop {
+		count = int64((uint64(start-stop)-1)/uint64(-step)) + 1
+	}
+	if count < 0 || uint64(count) > maxListItems {
+		capItems(maxListItems + 1)
+	}
+	items := make([]Value, 0, count)
 	if step > 0 {
 		for i := start; i < stop; i += step {
 			items = append(items, NewInt(i))
@@ -360,45 +370,63 @@ func filterTojson(args []Value, kwargs map[string]Value) (Value, error) {
 		keySeparator = items[1].AsString()
 	}
 
-	// The indented form is used rarely in chat templates; fall back to
-	// the reflection-based encoder for correctness instead of duplicating
-	// indent state in the direct encoder.
+	enc := jsonEncoder{itemSep: itemSeparator, keySep: keySeparator}
 	if indent, ok := kwargs["indent"]; ok && !indent.IsNone() && !indent.IsUndefined() {
-		n := int(toInt64(indent))
-		data, err := json.MarshalIndent(valueToGo(args[0]), "", strings.Repeat(" ", n))
-		if err != nil {
-			return NewString(""), nil
+		// Python's json.dumps with indent: each item on its own line, and ","
+		// between items unless separators says otherwise.
+		n := min(max(int(toInt64(indent)), 0), 64)
+		enc.indent = strings.Repeat(" ", n)
+		if _, ok := kwargs["separators"]; !ok {
+			enc.itemSep = ","
 		}
-		return NewString(string(data)), nil
+		enc.pretty = true
 	}
 
-	// Direct Value-tree encoder. Bypasses valueToGo's intermediate
-	// map[string]any/[]any allocations and json.Marshal's reflection
-	// path. Per-render allocations drop from ~80 (Dict.Set + valueToGo
-	// + reflect) to a handful (one strings.Builder grow + one Marshal
-	// per leaf string for escaping).
-	var sb strings.Builder
-	if err := encodeValueJSON(&sb, args[0], itemSeparator, keySeparator); err != nil {
+	// Direct Value-tree encoder: no intermediate Go-typed tree, no reflection.
+	if err := enc.encode(args[0], 0); err != nil {
 		return NewString(""), nil
 	}
-	return NewString(sb.String()), nil
+	return NewString(enc.sb.String()), nil
 }
 
-// encodeValueJSON writes the JSON encoding of v directly into sb without
-// going through an intermediate Go-typed tree.
+// jsonEncoder writes the JSON encoding of a Value tree, bounded in nesting
+// (maxValueNest) and size (maxValueBytes).
 //
-// The output matches Python json.dumps's defaults so that prompts rendered by
-// this engine are byte-for-byte identical to those produced by HuggingFace's
-// reference Jinja2 implementation:
+// The output matches Python json.dumps so that prompts rendered by this engine
+// are byte-for-byte identical to those produced by HuggingFace's reference
+// Jinja2 implementation:
 //
 //   - Item separator is ", " (with a trailing space), key/value separator is
-//     ": " — Python's default when no indent is given.
+//     ": " — Python's default when no indent is given; "," between items when
+//     an indent is given.
 //   - HTML metacharacters '&', '<', '>' are NOT escaped to \u0026 / \u003c /
 //     \u003e (Go's encoding/json escapes these by default; Python does not).
+//   - Keys keep their insertion order.
 //
 // Both differences would otherwise change the tokenization of every tool
 // definition that ends up in a chat prompt.
-func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator string) error {
+type jsonEncoder struct {
+	sb      strings.Builder
+	itemSep string
+	keySep  string
+	indent  string
+	pretty  bool
+}
+
+func (enc *jsonEncoder) newline(level int) {
+	if !enc.pretty {
+		return
+	}
+	enc.sb.WriteByte('\n')
+	for range level {
+		enc.sb.WriteString(enc.indent)
+	}
+}
+
+func (enc *jsonEncoder) encode(v Value, level int) error {
+	capNest(level)
+	capBytes(int64(enc.sb.Len()))
+	sb := &enc.sb
 	switch v.kind {
 	case KindUndefined, KindNone, KindCallable:
 		sb.WriteString("null")
@@ -427,36 +455,50 @@ func encodeValueJSON(sb *strings.Builder, v Value, itemSeparator, keySeparator s
 		return nil
 
 	case KindString:
+		capBytes(int64(sb.Len()) + int64(len(v.AsString())))
 		return encodeJSONString(sb, v.AsString())
 
 	case KindList:
+		items := v.AsList().Items
+		if len(items) == 0 {
+			sb.WriteString("[]")
+			return nil
+		}
 		sb.WriteByte('[')
-		for i, item := range v.AsList().Items {
+		for i, item := range items {
 			if i > 0 {
-				sb.WriteString(itemSeparator)
+				sb.WriteString(enc.itemSep)
 			}
-			if err := encodeValueJSON(sb, item, itemSeparator, keySeparator); err != nil {
+			enc.newline(level + 1)
+			if err := enc.encode(item, level+1); err != nil {
 				return err
 			}
 		}
+		enc.newline(level)
 		sb.WriteByte(']')
 		return nil
 
 	case KindDict:
-		sb.WriteByte('{')
 		d := v.AsDict()
+		if len(d.Keys) == 0 {
+			sb.WriteString("{}")
+			return nil
+		}
+		sb.WriteByte('{')
 		for i, key := range d.Keys {
 			if i > 0 {
-				sb.WriteString(itemSeparator)
+				sb.WriteString(enc.itemSep)
 			}
+			enc.newline(level + 1)
 			if err := encodeJSONString(sb, key); err != nil {
 				return err
 			}
-			sb.WriteString(keySeparator)
-			if err := encodeValueJSON(sb, d.Data[key], itemSeparator, keySeparator); err != nil {
+			sb.WriteString(enc.keySep)
+			if err := enc.encode(d.Data[key], level+1); err != nil {
 				return err
 			}
 		}
+		enc.newline(level)
 		sb.WriteByte('}')
 		return nil
 	}
@@ -547,6 +589,7 @@ func filterJoin(args []Value, kwargs map[string]Value) (Value, error) {
 
 	list := args[0].AsList()
 	parts := make([]string, list.Len())
+	var total int64
 	for i, item := range list.Items {
 		if attr != "" && item.IsDict() {
 			v, ok := item.AsDict().Get(attr)
@@ -555,6 +598,8 @@ func filterJoin(args []Value, kwargs map[string]Value) (Value, error) {
 			}
 		}
 		parts[i] = printValue(item)
+		total += int64(len(parts[i]) + len(sep))
+		capBytes(total)
 	}
 
 	return NewString(strings.Join(parts, sep)), nil
@@ -755,8 +800,11 @@ func filterUnique(args []Value, kwargs map[string]Value) (Value, error) {
 	src := args[0].AsList().Items
 	seen := make(map[string]bool)
 	var items []Value
+	var total int64
 	for _, item := range src {
 		key := printValue(item)
+		total += int64(len(key))
+		capBytes(total)
 		if !seen[key] {
 			seen[key] = true
 			items = append(items, item)
@@ -831,6 +879,7 @@ func filterReplace(args []Value, kwargs map[string]Value) (Value, error) {
 		count = int(toInt64(c))
 	}
 
+	capReplace(s, old, newStr, count)
 	return NewString(strings.Replace(s, old, newStr, count)), nil
 }
 
@@ -1081,8 +1130,12 @@ func filterIndent(args []Value, kwargs map[string]Value) (Value, error) {
 		indentFirst = f.IsTruthy()
 	}
 
-	pad := strings.Repeat(" ", width)
+	width = max(width, 0)
 	lines := strings.Split(s, "\n")
+	if int64(width) > (maxValueBytes-int64(len(s)))/int64(len(lines)) {
+		capBytes(maxValueBytes + 1)
+	}
+	pad := strings.Repeat(" ", width)
 	for i, line := range lines {
 		if i == 0 && !indentFirst {
 			continue
@@ -1248,6 +1301,7 @@ func toInt64(v Value) int64 {
 		return 0
 	case v.IsString():
 		s := v.AsString()
+		s = s[:min(len(s), 64)] // a number is short; do not scan a long string whole
 		var n int64
 		fmt.Sscanf(s, "%d", &n)
 		return n
@@ -1268,6 +1322,7 @@ func toFloat64(v Value) float64 {
 		return 0
 	case v.IsString():
 		s := v.AsString()
+		s = s[:min(len(s), 64)]
 		var f float64
 		fmt.Sscanf(s, "%f", &f)
 		return f
@@ -1306,40 +1361,6 @@ func containsValue(container, item Value) bool {
 		return strings.Contains(container.AsString(), item.AsString())
 	}
 	return false
-}
-
-// valueToGo converts a Value back to a plain Go type suitable for
-// json.Marshal.
-func valueToGo(v Value) any {
-	switch v.kind {
-	case KindUndefined, KindNone:
-		return nil
-	case KindBool:
-		return v.AsBool()
-	case KindInt:
-		return v.AsInt()
-	case KindFloat:
-		return v.AsFloat()
-	case KindString:
-		return v.AsString()
-	case KindList:
-		list := v.AsList()
-		out := make([]any, list.Len())
-		for i, item := range list.Items {
-			out[i] = valueToGo(item)
-		}
-		return out
-	case KindDict:
-		d := v.AsDict()
-		out := make(map[string]any, d.Len())
-		for _, key := range d.Keys {
-			out[key] = valueToGo(d.Data[key])
-		}
-		return out
-	case KindCallable:
-		return nil
-	}
-	return nil
 }
 
 // printValue converts a Value to its template output string. Unlike

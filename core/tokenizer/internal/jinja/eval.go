@@ -47,6 +47,13 @@ type evaluator struct {
 	scope    *scope
 	builtins *scope
 	output   strings.Builder
+	b        *budget // the render's limits, shared by nested evaluators
+}
+
+// write appends s to the evaluator's output within the render's MaxOutput.
+func (e *evaluator) write(s string) {
+	e.b.checkOutput(e.output.Len() + len(s))
+	e.output.WriteString(s)
 }
 
 func (e *evaluator) execNodes(nodes []node) error {
@@ -59,9 +66,17 @@ func (e *evaluator) execNodes(nodes []node) error {
 }
 
 func (e *evaluator) execNode(n node) error {
+	e.b.enter()
+	e.b.step(1)
+	err := e.execNode1(n)
+	e.b.leave()
+	return err
+}
+
+func (e *evaluator) execNode1(n node) error {
 	switch nd := n.(type) {
 	case *textNode:
-		e.output.WriteString(nd.text)
+		e.write(nd.text)
 		return nil
 
 	case *outputNode:
@@ -69,7 +84,7 @@ func (e *evaluator) execNode(n node) error {
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(val))
+		e.write(printValue(val))
 		return nil
 
 	case *ifNode:
@@ -126,6 +141,7 @@ func (e *evaluator) execFor(n *forNode) error {
 	if err != nil {
 		return err
 	}
+	e.b.step(cost(iterVal))
 
 	var items []Value
 	switch {
@@ -183,6 +199,7 @@ func (e *evaluator) execFor(n *forNode) error {
 	child.set("loop", loop)
 
 	for i, item := range items {
+		e.b.step(1)
 		// Set loop variable(s).
 		if n.keyVar != "" {
 			// Destructuring: for key, val in items
@@ -269,6 +286,7 @@ func (e *evaluator) execSetBlock(n *setBlockNode) error {
 	bodyEval := evaluator{
 		scope:    e.scope,
 		builtins: e.builtins,
+		b:        e.b,
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
@@ -293,7 +311,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 			} else if v, ok := kwargs[param.name]; ok {
 				child.set(param.name, v)
 			} else if param.defaultVal != nil {
-				defEval := evaluator{scope: child, builtins: e.builtins}
+				defEval := evaluator{scope: child, builtins: e.builtins, b: e.b}
 				defVal, err := defEval.evalExpr(param.defaultVal)
 				if err != nil {
 					return Undefined(), err
@@ -312,6 +330,7 @@ func (e *evaluator) execMacro(n *macroNode) error {
 		macroEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			b:        e.b,
 		}
 
 		if err := macroEval.execNodes(body); err != nil {
@@ -342,6 +361,7 @@ func (e *evaluator) execCall(n *callNode) error {
 		callerEval := evaluator{
 			scope:    child,
 			builtins: e.builtins,
+			b:        e.b,
 		}
 		if err := callerEval.execNodes(body); err != nil {
 			return Undefined(), err
@@ -378,11 +398,12 @@ func (e *evaluator) execCall(n *callNode) error {
 			kwargs[kw.name] = v
 		}
 
+		e.b.chargeArgs(args, kwargs)
 		result, err := fn.AsCallable().Fn(args, kwargs)
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
+		e.write(printValue(result))
 		return nil
 	}
 
@@ -399,7 +420,7 @@ func (e *evaluator) execCall(n *callNode) error {
 	if err != nil {
 		return err
 	}
-	e.output.WriteString(printValue(result))
+	e.write(printValue(result))
 	return nil
 }
 
@@ -408,6 +429,7 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 	bodyEval := evaluator{
 		scope:    e.scope,
 		builtins: e.builtins,
+		b:        e.b,
 	}
 	if err := bodyEval.execNodes(n.body); err != nil {
 		return err
@@ -420,16 +442,17 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 		if !ok {
 			return fmt.Errorf("unknown filter %q", fe.name)
 		}
+		e.b.step(cost(NewString(bodyStr)))
 		result, err := filterVal.AsCallable().Fn([]Value{NewString(bodyStr)}, nil)
 		if err != nil {
 			return err
 		}
-		e.output.WriteString(printValue(result))
+		e.write(printValue(result))
 		return nil
 	}
 
 	// For more complex filter expressions, just output the body.
-	e.output.WriteString(bodyStr)
+	e.write(bodyStr)
 	return nil
 }
 
@@ -438,6 +461,21 @@ func (e *evaluator) execFilterBlock(n *filterBlockNode) error {
 // =============================================================================
 
 func (e *evaluator) evalExpr(ex expr) (Value, error) {
+	e.b.enter()
+	e.b.step(1)
+	v, err := e.evalExpr1(ex)
+	e.b.leave()
+	if err == nil {
+		switch ex.(type) {
+		case *binExpr, *callExpr, *filterExpr, *sliceExpr, *listExpr, *dictExpr:
+			// These make new values; lookups and literals hand out existing ones.
+			e.b.charge(v)
+		}
+	}
+	return v, err
+}
+
+func (e *evaluator) evalExpr1(ex expr) (Value, error) {
 	switch n := ex.(type) {
 	case *litExpr:
 		return n.val, nil
@@ -566,6 +604,7 @@ func (e *evaluator) evalItem(n *itemExpr) (Value, error) {
 	}
 
 	if obj.IsString() {
+		e.b.step(cost(obj))
 		idx := int(toInt64(key))
 		s := obj.AsString()
 		runes := []rune(s)
@@ -640,6 +679,7 @@ func (e *evaluator) evalSlice(n *sliceExpr) (Value, error) {
 	}
 
 	if obj.IsString() {
+		e.b.step(cost(obj))
 		s := obj.AsString()
 
 		// ASCII fast path. Most chat-template string slicing operates
@@ -814,6 +854,7 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	if err != nil {
 		return Undefined(), err
 	}
+	e.b.step(cost(left) + cost(right))
 
 	switch n.op {
 	case "+":
@@ -831,7 +872,9 @@ func (e *evaluator) evalBinary(n *binExpr) (Value, error) {
 	case "**":
 		return powValues(left, right), nil
 	case "~":
-		return NewString(printValue(left) + printValue(right)), nil
+		l, r := printValue(left), printValue(right)
+		capBytes(int64(len(l)) + int64(len(r)))
+		return NewString(l + r), nil
 	case "==":
 		return NewBool(valuesEqual(left, right)), nil
 	case "!=":
@@ -901,6 +944,7 @@ func (e *evaluator) evalCallExpr(n *callExpr) (Value, error) {
 		}
 	}
 
+	e.b.chargeArgs(args, kwargs)
 	return fn.AsCallable().Fn(args, kwargs)
 }
 
@@ -963,6 +1007,7 @@ func (e *evaluator) evalFilter(n *filterExpr) (Value, error) {
 		}
 	}
 
+	e.b.chargeArgs(args, kwargs)
 	return filterVal.AsCallable().Fn(args, kwargs)
 }
 
@@ -999,6 +1044,7 @@ func (e *evaluator) evalTestExpr(n *testExpr) (Value, error) {
 
 func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 	s := obj.AsString()
+	e.b.step(cost(obj))
 
 	switch method {
 	case "strip":
@@ -1040,6 +1086,9 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 				return NewList(items), nil
 			}
 			sep := printValue(args[0])
+			if sep != "" {
+				capItems(int64(strings.Count(s, sep)) + 1)
+			}
 			parts := strings.Split(s, sep)
 			items := make([]Value, len(parts))
 			for i, p := range parts {
@@ -1075,6 +1124,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			if len(args) > 2 {
 				count = int(toInt64(args[2]))
 			}
+			capReplace(s, old, newStr, count)
 			return NewString(strings.Replace(s, old, newStr, count)), nil
 		}), nil
 
@@ -1135,7 +1185,9 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			result := s
 			for i, arg := range args {
 				placeholder := fmt.Sprintf("{%d}", i)
+				capReplace(result, placeholder, printValue(arg), -1)
 				result = strings.ReplaceAll(result, placeholder, printValue(arg))
+				capBytes(int64(len(result)) + int64(len(printValue(arg))))
 				result = strings.Replace(result, "{}", printValue(arg), 1)
 			}
 			return NewString(result), nil
@@ -1155,6 +1207,9 @@ func (e *evaluator) makeStringFunc(name string, fn func([]Value, map[string]Valu
 
 func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	list := obj.AsList()
+	if method != "append" {
+		e.b.step(cost(obj))
+	}
 
 	switch method {
 	case "append":
@@ -1207,6 +1262,7 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 
 func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 	d := obj.AsDict()
+	e.b.step(cost(obj))
 
 	switch method {
 	case "items":
@@ -1297,9 +1353,12 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 func addValues(a, b Value) Value {
 	if a.IsString() || b.IsString() {
-		return NewString(printValue(a) + printValue(b))
+		l, r := printValue(a), printValue(b)
+		capBytes(int64(len(l)) + int64(len(r)))
+		return NewString(l + r)
 	}
 	if a.IsList() && b.IsList() {
+		capItems(int64(a.AsList().Len()) + int64(b.AsList().Len()))
 		items := make([]Value, 0, a.AsList().Len()+b.AsList().Len())
 		items = append(items, a.AsList().Items...)
 		items = append(items, b.AsList().Items...)
@@ -1320,7 +1379,11 @@ func subValues(a, b Value) Value {
 
 func mulValues(a, b Value) Value {
 	if a.IsString() && b.IsInt() {
-		return NewString(strings.Repeat(a.AsString(), int(b.AsInt())))
+		n := max(b.AsInt(), 0)
+		if len(a.AsString()) > 0 && n > maxValueBytes/int64(len(a.AsString())) {
+			capBytes(maxValueBytes + 1)
+		}
+		return NewString(strings.Repeat(a.AsString(), int(n)))
 	}
 	if a.IsFloat() || b.IsFloat() {
 		return NewFloat(toFloat64(a) * toFloat64(b))

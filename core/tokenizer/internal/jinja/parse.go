@@ -191,6 +191,17 @@ func tokenizeExpr(s string) []tok {
 type exprParser struct {
 	tokens []tok
 	pos    int
+	depth  int // nesting of the recursive descent, at most maxParseDepth
+}
+
+// nest enters one level of recursive descent; a source nested deeper than
+// maxParseDepth is an error, not a stack overflow.
+func (p *exprParser) nest() error {
+	p.depth++
+	if p.depth > maxParseDepth {
+		return fmt.Errorf("expression nested deeper than %d levels", maxParseDepth)
+	}
+	return nil
 }
 
 func newExprParser(tokens []tok) *exprParser {
@@ -252,6 +263,10 @@ func parseExpr(s string) (expr, error) {
 
 // parseExpression handles the lowest precedence: inline if/else.
 func (p *exprParser) parseExpression() (expr, error) {
+	defer func() { p.depth-- }()
+	if err := p.nest(); err != nil {
+		return nil, err
+	}
 	e, err := p.parseOr()
 	if err != nil {
 		return nil, err
@@ -322,6 +337,10 @@ func (p *exprParser) parseAnd() (expr, error) {
 func (p *exprParser) parseNot() (expr, error) {
 	if p.peek().kind == tokName && p.peek().val == "not" {
 		p.advance()
+		defer func() { p.depth-- }()
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
 		operand, err := p.parseNot()
 		if err != nil {
 			return nil, err
@@ -514,6 +533,10 @@ func (p *exprParser) parsePower() (expr, error) {
 func (p *exprParser) parseUnary() (expr, error) {
 	if p.peek().kind == tokOp && (p.peek().val == "-" || p.peek().val == "+") {
 		op := p.advance().val
+		defer func() { p.depth-- }()
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
 		operand, err := p.parseUnary()
 		if err != nil {
 			return nil, err
@@ -790,6 +813,10 @@ func (p *exprParser) parseAtom() (expr, error) {
 	// Negative number: handle case where we get here with "-" as op token.
 	if t.kind == tokOp && t.val == "-" {
 		p.advance()
+		defer func() { p.depth-- }()
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
 		operand, err := p.parseAtom()
 		if err != nil {
 			return nil, err
@@ -866,7 +893,7 @@ func parseTemplate(segs []segment) ([]node, error) {
 //     present on that side:
 //
 //     - lstrip_blocks: strip spaces and tabs (not newlines) from the start of
-//       the line up to the tag.
+//     the line up to the tag.
 //     - trim_blocks: strip a single newline immediately after the tag.
 //
 // Without these defaults, every block tag in a real chat template would
@@ -884,38 +911,48 @@ func applyTrimming(segs []segment) {
 	// the same effect by handling every tag's LEFT side first, then
 	// every tag's RIGHT side.
 
+	// The nearest text segment on each side of every tag, found in one sweep
+	// each way: a template of n tags and no text between them must not cost
+	// n² (a hostile one has hundreds of thousands).
+	prevText := make([]int, len(segs))
+	firstText := -1
+	last := -1
+	for i := range segs {
+		prevText[i] = last
+		if segs[i].kind == segText {
+			if firstText < 0 {
+				firstText = i
+			}
+			last = i
+		}
+	}
+	nextText := make([]int, len(segs))
+	next := -1
+	for i := len(segs) - 1; i >= 0; i-- {
+		nextText[i] = next
+		if segs[i].kind == segText {
+			next = i
+		}
+	}
+
 	// Pass 1: left side of every tag.
 	for i := range segs {
 		seg := &segs[i]
 		applyDefaults := seg.kind == segStmt || seg.kind == segComment
+		j := prevText[i]
+		if j < 0 {
+			continue
+		}
 
 		switch {
 		case seg.trimLeft:
-			for j := i - 1; j >= 0; j-- {
-				if segs[j].kind == segText {
-					segs[j].text = trimTrailingWhitespace(segs[j].text)
-					break
-				}
-			}
+			segs[j].text = trimTrailingWhitespace(segs[j].text)
 		case applyDefaults:
-			for j := i - 1; j >= 0; j-- {
-				if segs[j].kind == segText {
-					// Treat the very first text segment in the
-					// template as if it were preceded by a newline
-					// (start of file == start of line) so that a
-					// template that opens with `   {% if %}...`
-					// strips the indentation, matching Jinja2.
-					isFirstText := true
-					for k := j - 1; k >= 0; k-- {
-						if segs[k].kind == segText {
-							isFirstText = false
-							break
-						}
-					}
-					segs[j].text = lstripBlock(segs[j].text, isFirstText)
-					break
-				}
-			}
+			// Treat the very first text segment in the template as if it
+			// were preceded by a newline (start of file == start of line)
+			// so that a template that opens with `   {% if %}...` strips
+			// the indentation, matching Jinja2.
+			segs[j].text = lstripBlock(segs[j].text, j == firstText)
 		}
 	}
 
@@ -923,22 +960,16 @@ func applyTrimming(segs []segment) {
 	for i := range segs {
 		seg := &segs[i]
 		applyDefaults := seg.kind == segStmt || seg.kind == segComment
+		j := nextText[i]
+		if j < 0 {
+			continue
+		}
 
 		switch {
 		case seg.trimRight:
-			for j := i + 1; j < len(segs); j++ {
-				if segs[j].kind == segText {
-					segs[j].text = trimLeadingWhitespace(segs[j].text)
-					break
-				}
-			}
+			segs[j].text = trimLeadingWhitespace(segs[j].text)
 		case applyDefaults:
-			for j := i + 1; j < len(segs); j++ {
-				if segs[j].kind == segText {
-					segs[j].text = trimBlockNewline(segs[j].text)
-					break
-				}
-			}
+			segs[j].text = trimBlockNewline(segs[j].text)
 		}
 	}
 }
@@ -991,8 +1022,9 @@ func trimBlockNewline(s string) string {
 }
 
 type templateParser struct {
-	segs []segment
-	pos  int
+	segs  []segment
+	pos   int
+	depth int // nesting of parseUntil, at most maxParseDepth
 }
 
 func (p *templateParser) done() bool {
@@ -1016,6 +1048,11 @@ func (p *templateParser) advance() *segment {
 // stop keywords (e.g., "endif", "endfor", "elif", "else"). Returns the nodes
 // collected so far. The stop keyword segment is NOT consumed.
 func (p *templateParser) parseUntil(stopKeywords ...string) ([]node, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxParseDepth {
+		return nil, fmt.Errorf("blocks nested deeper than %d levels", maxParseDepth)
+	}
 	var nodes []node
 
 	for !p.done() {

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -28,30 +29,47 @@ func Compile(source string) (*Template, error) {
 }
 
 // Render executes the template with the provided data and returns the
-// rendered string. Each call creates an isolated scope so templates are
-// safe to render concurrently after compilation.
+// rendered string, under DefaultLimits. Each call creates an isolated scope so
+// templates are safe to render concurrently after compilation.
 func (t *Template) Render(data map[string]any) (string, error) {
+	return t.RenderContext(context.Background(), data, Limits{})
+}
+
+// RenderContext is Render bounded by lim (zero fields take DefaultLimits) and
+// stopped when ctx is done. A render stopped either way returns a *LimitError.
+func (t *Template) RenderContext(ctx context.Context, data map[string]any, lim Limits) (string, error) {
 	// Convert Go data to Value types.
 	vals := make(map[string]Value, len(data))
 	for k, v := range data {
 		vals[k] = FromGoValue(v)
 	}
 
-	return render(t.nodes, vals)
+	return render(ctx, t.nodes, vals, lim)
 }
 
 // RenderValues is like Render but accepts pre-converted Value data.
 func (t *Template) RenderValues(data map[string]Value) (string, error) {
-	return render(t.nodes, data)
+	return render(context.Background(), t.nodes, data, Limits{})
 }
 
 // =============================================================================
 
 // render executes the AST with the given data and returns the result.
-func render(nodes []node, data map[string]Value) (string, error) {
+func render(ctx context.Context, nodes []node, data map[string]Value, lim Limits) (out string, err error) {
 	e := evaluator{
 		output: strings.Builder{},
+		b:      newBudget(ctx, lim),
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			le, ok := r.(*LimitError)
+			if !ok {
+				panic(r)
+			}
+			out, err = "", le
+		}
+	}()
+	e.b.checkTime()
 
 	// Use the cached builtins scope directly. The scope is initialized
 	// once at package init and is only read after that (lookupFilter,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -168,66 +169,92 @@ func (v Value) AsCallable() *Callable {
 
 // =============================================================================
 
-// String returns a Python-style string representation of the value.
+// String returns a Python-style string representation of the value. Values
+// nested deeper than maxValueNest, or a representation longer than maxValueBytes,
+// stop the render (a list may hold itself).
 func (v Value) String() string {
+	var b strings.Builder
+	v.repr(&b, 0)
+	return b.String()
+}
+
+func (v Value) repr(b *strings.Builder, depth int) {
+	capNest(depth)
+	capBytes(int64(b.Len()))
 	switch v.kind {
 	case KindUndefined:
-		return "Undefined"
+		b.WriteString("Undefined")
 
 	case KindNone:
-		return "None"
+		b.WriteString("None")
 
 	case KindBool:
 		if v.v.(bool) {
-			return "True"
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
 		}
-		return "False"
 
 	case KindInt:
-		return fmt.Sprintf("%d", v.v.(int64))
+		b.WriteString(strconv.FormatInt(v.v.(int64), 10))
 
 	case KindFloat:
-		return fmt.Sprintf("%g", v.v.(float64))
+		fmt.Fprintf(b, "%g", v.v.(float64))
 
 	case KindString:
-		return fmt.Sprintf("'%s'", v.v.(string))
+		capBytes(int64(b.Len()) + int64(len(v.v.(string))))
+		b.WriteByte('\'')
+		b.WriteString(v.v.(string))
+		b.WriteByte('\'')
 
 	case KindList:
 		list := v.v.(*List)
-		var b strings.Builder
 		b.WriteByte('[')
 		for i, item := range list.Items {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(item.String())
+			item.repr(b, depth+1)
 		}
 		b.WriteByte(']')
-		return b.String()
 
 	case KindDict:
 		d := v.v.(*Dict)
-		var b strings.Builder
 		b.WriteByte('{')
 		for i, key := range d.Keys {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "'%s': %s", key, d.Data[key].String())
+			capBytes(int64(b.Len()) + int64(len(key)))
+			b.WriteByte('\'')
+			b.WriteString(key)
+			b.WriteString("': ")
+			d.Data[key].repr(b, depth+1)
 		}
 		b.WriteByte('}')
-		return b.String()
 
 	case KindCallable:
 		c := v.v.(Callable)
-		return fmt.Sprintf("<callable %s>", c.Name)
-	}
+		fmt.Fprintf(b, "<callable %s>", c.Name)
 
-	return "Undefined"
+	default:
+		b.WriteString("Undefined")
+	}
 }
 
-// Equals reports whether v and other hold the same value.
+// Equals reports whether v and other hold the same value. Values nested deeper
+// than maxValueNest, or more than maxValueVisit values compared, stop the render.
 func (v Value) Equals(other Value) bool {
+	visits := 0
+	return v.equals(other, 0, &visits)
+}
+
+func (v Value) equals(other Value, depth int, visits *int) bool {
+	capNest(depth)
+	*visits++
+	if *visits > maxValueVisit {
+		panic(&LimitError{Limit: "values visited by one comparison", Max: maxValueVisit})
+	}
 	if v.kind != other.kind {
 		return false
 	}
@@ -255,7 +282,7 @@ func (v Value) Equals(other Value) bool {
 			return false
 		}
 		for i := range a.Items {
-			if !a.Items[i].Equals(b.Items[i]) {
+			if !a.Items[i].equals(b.Items[i], depth+1, visits) {
 				return false
 			}
 		}
@@ -272,7 +299,7 @@ func (v Value) Equals(other Value) bool {
 			if !ok {
 				return false
 			}
-			if !a.Data[key].Equals(bv) {
+			if !a.Data[key].equals(bv, depth+1, visits) {
 				return false
 			}
 		}
