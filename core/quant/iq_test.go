@@ -190,7 +190,7 @@ func TestIQ4RoundTrip(t *testing.T) {
 }
 
 // TestIQDotsMatchDequantized: the IQ dot kernels on rows of llama-quantize's files (and
-// IQ4_NL rows of an odd block count, which take the kernel's scalar tail) agree with the
+// IQ4_NL and MXFP4 rows of an odd block count, which take the kernel's scalar tail) agree with the
 // float64 dot of the dequantized rows to float32 rounding (within 1e-5 of Σ|w·x|, as
 // TestVecDotMatchesDequantized).
 func TestIQDotsMatchDequantized(t *testing.T) {
@@ -213,13 +213,15 @@ func TestIQDotsMatchDequantized(t *testing.T) {
 			rows = append(rows, row{f + "/row" + itoa(r+1), qt.typ, qt.data[r*rb : (r+1)*rb], n})
 		}
 	}
-	for _, nb := range []int{1, 3, 25} {
-		n := 32 * nb
-		w := make([]byte, mustRowBytes(t, IQ4_NL, n))
-		if err := Quantize(IQ4_NL, w, randNormal(uint64(nb), n, 0.02)); err != nil {
-			t.Fatal(err)
+	for _, typ := range []Type{IQ4_NL, MXFP4} {
+		for _, nb := range []int{1, 3, 25} {
+			n := 32 * nb
+			w := make([]byte, mustRowBytes(t, typ, n))
+			if err := Quantize(typ, w, randNormal(uint64(nb), n, 0.02)); err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, row{typ.String() + "/blocks" + itoa(nb), typ, w, n})
 		}
-		rows = append(rows, row{"iq4_nl/blocks" + itoa(nb), IQ4_NL, w, n})
 	}
 	for i, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -248,5 +250,48 @@ func TestIQDotsMatchDequantized(t *testing.T) {
 				t.Errorf("VecDot = %v, want %v (Σ|w·x| %v, error %.2g)", got, want, mag, d/mag)
 			}
 		})
+	}
+}
+
+// TestMXFP4 decodes a hand-built block (every code, scale 2^(e-127) with the levels'
+// E2M1 values: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) and round-trips Gaussian
+// rows (relative RMS error measured 0.117: the top level is 1.5·2^floor(log2 amax), so
+// a block's largest values clip).
+func TestMXFP4(t *testing.T) {
+	e2m1 := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6}
+	for _, e := range []uint8{0, 1, 2, 127, 130, 254} {
+		b := make([]byte, mxfp4Bytes)
+		b[0] = e
+		for j := 0; j < 16; j++ {
+			b[1+j] = byte(j) | byte(15-j)<<4
+		}
+		got := make([]float32, 32)
+		if err := Dequantize(MXFP4, got, b); err != nil {
+			t.Fatal(err)
+		}
+		scale := float32(math.Ldexp(1, int(e)-127))
+		for j := 0; j < 16; j++ {
+			if got[j] != e2m1[j]*scale || got[16+j] != e2m1[15-j]*scale {
+				t.Fatalf("e=%d values %d, %d: got %v, %v, want %v, %v", e, j, 16+j, got[j], got[16+j], e2m1[j]*scale, e2m1[15-j]*scale)
+			}
+		}
+	}
+	x := randNormal(77, 16*QK_K, 0.05)
+	q := make([]byte, mustRowBytes(t, MXFP4, len(x)))
+	if err := Quantize(MXFP4, q, x); err != nil {
+		t.Fatal(err)
+	}
+	y := make([]float32, len(x))
+	if err := Dequantize(MXFP4, y, q); err != nil {
+		t.Fatal(err)
+	}
+	var se, ss float64
+	for i := range x {
+		se += float64(x[i]-y[i]) * float64(x[i]-y[i])
+		ss += float64(x[i]) * float64(x[i])
+	}
+	t.Logf("relative RMSE %.4f", math.Sqrt(se/ss))
+	if r := math.Sqrt(se / ss); r > 0.14 || r == 0 {
+		t.Errorf("relative RMSE %.4f, want (0, 0.14]", r)
 	}
 }
