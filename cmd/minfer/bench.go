@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine/bench"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 )
@@ -150,42 +149,12 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		if test.n == 0 {
 			continue
 		}
-		ids := make([]int32, test.n)
-		run := func() (float64, error) {
-			for i := range ids {
-				ids[i] = int32(rng.IntN(md.Params.Vocab))
-			}
-			cache.Reset()
-			t0 := time.Now()
-			for p := 0; p < len(ids); p += test.chunk {
-				if err := ctx.Err(); err != nil { // Ctrl-C stops a long test between forwards
-					return 0, err
-				}
-				if _, err := md.Forward(ids[p:min(p+test.chunk, len(ids))], cache, false); err != nil {
-					return 0, err
-				}
-			}
-			if err := b.Sync(); err != nil { // a GPU backend only enqueues
-				return 0, err
-			}
-			return float64(test.n) / time.Since(t0).Seconds(), nil
-		}
-		if _, err := run(); err != nil { // warm-up
-			return err
-		}
 		r := base
 		r.Test, r.NPrompt, r.NGen = fmt.Sprintf("%s%d", test.name, test.n), test.pp, test.tg
-		for range reps {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			ts, err := run()
-			if err != nil {
-				return err
-			}
-			r.SamplesTS = append(r.SamplesTS, ts)
+		if r.SamplesTS, err = bench.Run(ctx, b, md, cache, bench.Test{N: test.n, Chunk: test.chunk, Reps: reps}, rng); err != nil {
+			return err
 		}
-		r.AvgTS, r.StddevTS = meanStd(r.SamplesTS)
+		r.AvgTS, r.StddevTS = bench.MeanStd(r.SamplesTS)
 		results = append(results, r)
 	}
 	if ledger {
@@ -209,23 +178,6 @@ func dashes(n int) string {
 		b[i] = '-'
 	}
 	return string(b)
-}
-
-// meanStd is the mean and sample standard deviation (llama-bench's stdev).
-func meanStd(xs []float64) (float64, float64) {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	mean := s / float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var v float64
-	for _, x := range xs {
-		v += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(v / float64(len(xs)-1))
 }
 
 // paramCount is the number of weights of the model (its tensors' elements).

@@ -11,7 +11,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/engine/bench"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -57,48 +57,13 @@ Examples:
       --policies adaptive,builtin:ucb,file:./my-policy.wasm
 `
 
-// specRow is one line of specbench's table: a depth (auto: the configured policy), or
-// a depth policy of --policies run at depth auto.
-type specRow struct {
-	label  string
-	depth  config.Depth
-	policy string // the declared plugin the row's requests use; "" = the configured one
-}
-
-// specDepthResult is one depth's line.
-type specDepthResult struct {
-	Depth          string  `json:"depth"`
-	TPSMean        float64 `json:"tokens_per_s"`
-	TPSStd         float64 `json:"tokens_per_s_stddev"`
-	Acceptance     float64 `json:"acceptance"`
-	TokensPerRound float64 `json:"tokens_per_round"`
-	Speedup        float64 `json:"speedup"`
-	// PerRound is where a round's time went, on average: the draft phase, the target's
-	// verify forward, and the plugin calls (policy, penalty, sampler). The rest of a
-	// round's wall time is the engine's own work (emitting text, cache bookkeeping).
-	PerRound  engine.SpecMs `json:"ms_per_round"`
-	PerPrompt []float64     `json:"per_prompt_acceptance"`
-	// Identical: every prompt's tokens equal depth 0's (greedy identity); false also
-	// when depth 0 was not run.
-	Identical  bool `json:"identical_to_depth0"`
-	index      int
-	samples    []float64
-	drafted    int
-	accepted   int
-	rounds     int
-	emitted    int
-	ppDrafted  []int
-	ppAccepted []int
-	ms         engine.SpecMs // summed over the measured requests
-}
-
 type specbenchResult struct {
 	Target      string            `json:"target"`
 	Draft       string            `json:"draft"`
 	Prompts     int               `json:"prompts"`
 	NPredict    int               `json:"n_predict"`
 	Reps        int               `json:"repetitions"`
-	Depths      []specDepthResult `json:"depths"`
+	Depths      []bench.RowResult `json:"depths"`
 	VerifyMs    []float64         `json:"verify_cost_ms"` // [nt-1]: ms per target forward of nt rows
 	DraftStepMs float64           `json:"draft_step_ms"`
 }
@@ -180,89 +145,31 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
-	for i, row := range rows {
-		res.Depths = append(res.Depths, specDepthResult{Depth: row.label, index: i, ppDrafted: make([]int, len(ids)), ppAccepted: make([]int, len(ids))})
-	}
-	if i := slices.IndexFunc(rows, isPlain); i > 0 { // depth 0 first, so every other row can be compared with it
-		rows[0], rows[i] = rows[i], rows[0]
-		res.Depths[0], res.Depths[i] = res.Depths[i], res.Depths[0]
-		res.Depths[0].index, res.Depths[i].index = 0, i
-	}
-	plain := make([][]int32, len(ids)) // depth 0's tokens per prompt
-	mismatch := make([]bool, len(rows))
-	one := func(row specRow, prompt []int32, r *specDepthResult, pi int) error {
-		c := *cfg
-		c.Spec.Depth = row.depth
-		if row.policy != "" {
-			c.Spec.Policy = row.policy
+	progress := func(rep int, row bench.Row) {
+		if !f.jsonOut && m.IsTerminal {
+			fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.Label)
 		}
-		if err := st.sess.Reset(); err != nil {
-			return err
+	}
+	request := func(ctx context.Context, row bench.Row, prompt []int32) (engine.Request, func(), error) {
+		c := *cfg
+		c.Spec.Depth = row.Depth
+		if row.Policy != "" {
+			c.Spec.Policy = row.Policy
 		}
 		req, err := st.request(ctx, &c, prompt, runFlags{})
-		if err != nil {
-			return err
-		}
 		req.NPredict = f.n
-		out, err := st.sess.Generate(ctx, req)
-		st.closeRequest()
-		if err != nil {
-			return err
-		}
-		if r != nil {
-			if isPlain(row) && plain[pi] == nil {
-				plain[pi] = out.Tokens
-			}
-			if plain[pi] == nil || !slices.Equal(plain[pi], out.Tokens) {
-				mismatch[r.index] = true
-			}
-			// the engine's generation rate: the tokens after the first round over the
-			// time after it (a first round of depth d emits up to d+1 tokens at once,
-			// at the time to first token; counting them as generated would favour the
-			// deep depths)
-			if out.Timings.GenTPS > 0 {
-				r.samples = append(r.samples, out.Timings.GenTPS)
-			}
-			r.drafted += out.Spec.Drafted
-			r.accepted += out.Spec.Accepted
-			r.rounds += out.Spec.Rounds
-			r.emitted += len(out.Tokens)
-			r.ms.Draft += out.Spec.Ms.Draft
-			r.ms.Verify += out.Spec.Ms.Verify
-			r.ms.Plugins += out.Spec.Ms.Plugins
-			r.ppDrafted[pi] += out.Spec.Drafted
-			r.ppAccepted[pi] += out.Spec.Accepted
-		}
-		return nil
+		return req, st.closeRequest, err
 	}
-	for t0 := time.Now(); time.Since(t0).Seconds() < warmup; {
-		for _, row := range rows {
-			if err := one(row, ids[0], nil, 0); err != nil {
-				return err
-			}
-		}
-	}
-	for rep := range reps {
-		for ri, row := range rows {
-			if !f.jsonOut && m.IsTerminal {
-				fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.label)
-			}
-			for pi, p := range ids {
-				if err := one(row, p, &res.Depths[ri], pi); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.sess, Rows: rows, Prompts: ids, Reps: reps,
+		Warmup: time.Duration(warmup * float64(time.Second)), Request: request, Progress: progress})
 	if !f.jsonOut && m.IsTerminal {
 		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
 	}
-	summarizeDepths(res.Depths, len(ids))
-	for i := range res.Depths {
-		res.Depths[i].Identical = !mismatch[i]
+	if err != nil {
+		return err
 	}
 	if curve {
-		if res.VerifyMs, res.DraftStepMs, err = verifyCurve(st.target, st.draft, 16); err != nil {
+		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.target, st.draft, 16); err != nil {
 			return err
 		}
 	}
@@ -271,48 +178,6 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	}
 	printSpecbench(m, &res)
 	return nil
-}
-
-// summarize turns the raw counts into the reported figures (tokens/s per repetition
-// is the mean over prompts of each prompt's generation rate).
-func summarizeDepths(ds []specDepthResult, nPrompts int) {
-	for i := range ds {
-		d := &ds[i]
-		// samples hold one rate per (repetition, prompt); average per repetition
-		var perRep []float64
-		for j := 0; j+nPrompts <= len(d.samples); j += nPrompts {
-			m, _ := meanStd(d.samples[j : j+nPrompts])
-			perRep = append(perRep, m)
-		}
-		if len(perRep) > 0 {
-			d.TPSMean, d.TPSStd = meanStd(perRep)
-		}
-		if d.drafted > 0 {
-			d.Acceptance = float64(d.accepted) / float64(d.drafted)
-		}
-		if d.rounds > 0 {
-			n := float64(d.rounds)
-			d.TokensPerRound = float64(d.emitted) / n
-			d.PerRound = engine.SpecMs{Draft: d.ms.Draft / n, Verify: d.ms.Verify / n, Plugins: d.ms.Plugins / n}
-		}
-		d.PerPrompt = make([]float64, len(d.ppDrafted))
-		for p := range d.ppDrafted {
-			if d.ppDrafted[p] > 0 {
-				d.PerPrompt[p] = float64(d.ppAccepted[p]) / float64(d.ppDrafted[p])
-			}
-		}
-	}
-	var base float64
-	for _, d := range ds {
-		if d.Depth == "0" {
-			base = d.TPSMean
-		}
-	}
-	for i := range ds {
-		if base > 0 {
-			ds[i].Speedup = ds[i].TPSMean / base
-		}
-	}
 }
 
 func printSpecbench(m *Main, r *specbenchResult) {
@@ -324,7 +189,7 @@ func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", w, "depth", "tokens/s")
 	fmt.Fprintf(m.Stdout, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", dashes(w), dashes(18))
 	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
-	base := slices.ContainsFunc(r.Depths, func(d specDepthResult) bool { return d.Depth == "0" })
+	base := slices.ContainsFunc(r.Depths, func(d bench.RowResult) bool { return d.Depth == "0" })
 	for _, d := range r.Depths {
 		speedup, same := fmt.Sprintf("%6.2fx", d.Speedup), fmt.Sprint(d.Identical)
 		if !base {
@@ -343,16 +208,13 @@ func printSpecbench(m *Main, r *specbenchResult) {
 	fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
 }
 
-// isPlain reports whether row is depth 0 (plain decoding).
-func isPlain(row specRow) bool { return row.policy == "" && row.depth == 0 }
-
 // specRows makes the table's rows: one per depth, then one per depth policy of
 // policyList (comma-separated names declared in cfg, or sources, which it declares in
 // cfg as the --policy flag of run does). cfg's own policy is left as it was.
-func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]specRow, error) {
-	var rows []specRow
+func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]bench.Row, error) {
+	var rows []bench.Row
 	for _, d := range depths {
-		rows = append(rows, specRow{label: d.String(), depth: d})
+		rows = append(rows, bench.Row{Label: d.String(), Depth: d})
 	}
 	if policyList == "" {
 		return rows, nil
@@ -367,7 +229,7 @@ func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]s
 		if err := cfg.UsePlugin(sdk.RolePolicy, arg); err != nil {
 			return nil, usagef("specbench: --policies: %v", err)
 		}
-		rows = append(rows, specRow{label: "auto:" + arg, depth: config.DepthAuto, policy: cfg.Spec.Policy})
+		rows = append(rows, bench.Row{Label: "auto:" + arg, Depth: config.DepthAuto, Policy: cfg.Spec.Policy})
 	}
 	return rows, nil
 }
@@ -421,56 +283,4 @@ func specPrompts(st *stack, files []string, count, ptoks int) ([][]int32, error)
 		}
 	}
 	return out, nil
-}
-
-// verifyCurve times target forwards of nt = 1…maxNT rows after a 64-token prefix
-// (median of repeated runs) and one-token draft steps.
-func verifyCurve(target, draft *model.Model, maxNT int) ([]float64, float64, error) {
-	const prefix, runs = 64, 7
-	timeIt := func(md *model.Model, nt int) (float64, error) {
-		c, err := md.NewKV(prefix+maxNT, 0)
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		ids := make([]int32, prefix+maxNT)
-		for i := range ids {
-			ids[i] = int32((i*2654435761 + 7) % md.Params.Vocab)
-		}
-		if _, err := md.Forward(ids[:prefix], c, false); err != nil {
-			return 0, err
-		}
-		var ts []float64
-		for range runs {
-			if err := c.Truncate(prefix); err != nil {
-				return 0, err
-			}
-			t0 := time.Now()
-			if _, err := md.Forward(ids[prefix:prefix+nt], c, true); err != nil {
-				return 0, err
-			}
-			ts = append(ts, float64(time.Since(t0).Nanoseconds())/1e6)
-		}
-		return median(ts), nil
-	}
-	var curve []float64
-	for nt := 1; nt <= maxNT; nt++ {
-		ms, err := timeIt(target, nt)
-		if err != nil {
-			return nil, 0, err
-		}
-		curve = append(curve, ms)
-	}
-	ds, err := timeIt(draft, 1)
-	return curve, ds, err
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s[len(s)/2]
 }

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/internal/golden"
+	"github.com/minfer/minfer/sdk"
+)
+
+// greedy is a native greedy sampler (core may not use plugins).
+type greedy struct{}
+
+func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
+func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	for i, d := range r.Draft {
+		if r.Rows[i].IDs[0] != d {
+			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
+		}
+	}
+	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
+}
+
+type vocab struct{}
+
+func (vocab) IsEOG(int32) bool             { return false }
+func (vocab) NewStream() engine.TextStream { return stream{} }
+
+type stream struct{}
+
+func (stream) Next(id int32) string { return fmt.Sprintf("<%d>", id) }
+func (stream) Flush() string        { return "" }
+
+func TestRun(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/stories260K.gguf", "target")
+	cache, err := m.NewKV(32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []Test{{N: 32, Chunk: 8, Reps: 3}, {N: 8, Chunk: 1, Reps: 2}} {
+		got, err := Run(context.Background(), b, m, cache, tc, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.Reps {
+			t.Fatalf("%+v: %d samples, want %d", tc, len(got), tc.Reps)
+		}
+		for _, ts := range got {
+			if !(ts > 0) {
+				t.Errorf("%+v: rate %v, want > 0", tc, ts)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, b, m, cache, Test{N: 32, Chunk: 8, Reps: 1}, rng); err != context.Canceled {
+		t.Errorf("cancelled: err = %v, want context.Canceled", err)
+	}
+}
+
+// TestSpec: with draft = target every row reproduces depth 0's tokens (Identical),
+// depth 0 is moved to the front and is the speedups' base, speculative rows accept
+// every draft, and the plain row drafts nothing.
+func TestSpec(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/stories260K.gguf", "target")
+	draft := golden.LoadModel(t, b, "models/stories260K.gguf", "draft")
+	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: vocab{}, Ctx: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	rows := []Row{{Label: "2", Depth: 2}, {Label: "0", Depth: 0}, {Label: "3", Depth: 3}}
+	var progress []string
+	req := func(_ context.Context, row Row, prompt []int32) (engine.Request, func(), error) {
+		r := engine.Request{Prompt: prompt, NPredict: 16, Sampler: greedy{}}
+		if row.Depth != config.DepthAuto && row.Depth > 0 {
+			r.Policy = engine.FixedDepth(int(row.Depth))
+		}
+		return r, func() {}, nil
+	}
+	res, err := Spec(context.Background(), SpecOptions{Session: sess, Rows: rows, Prompts: [][]int32{{1, 403, 407}, {1, 261, 378}},
+		Reps: 2, Warmup: time.Millisecond, Request: req, Progress: func(rep int, row Row) { progress = append(progress, fmt.Sprintf("%d:%s", rep, row.Label)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(progress), "[0:0 0:2 0:3 1:0 1:2 1:3]"; got != want {
+		t.Errorf("progress %s, want %s (depth 0 first, repetitions interleaved)", got, want)
+	}
+	if res[0].Depth != "0" || res[0].Speedup != 1 || res[0].Acceptance != 0 {
+		t.Errorf("first row %+v, want depth 0 with speedup 1 and nothing drafted", res[0])
+	}
+	for _, r := range res {
+		if !r.Identical {
+			t.Errorf("depth %s: output differs from depth 0's", r.Depth)
+		}
+		if r.TPSMean <= 0 || r.Speedup <= 0 || len(r.PerPrompt) != 2 {
+			t.Errorf("depth %s: %+v", r.Depth, r)
+		}
+		if r.Depth != "0" && r.Acceptance != 1 {
+			t.Errorf("depth %s: acceptance %v with draft = target, want 1", r.Depth, r.Acceptance)
+		}
+	}
+}
+
+func TestVerifyCurve(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/stories260K.gguf", "target")
+	curve, step, err := VerifyCurve(m, m, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(curve) != 4 || step <= 0 {
+		t.Fatalf("curve %v, draft step %v", curve, step)
+	}
+}
+
+func TestMeanStdMedian(t *testing.T) {
+	m, s := MeanStd([]float64{1, 2, 3, 4})
+	if m != 2.5 || fmt.Sprintf("%.6f", s) != "1.290994" {
+		t.Errorf("MeanStd = %v, %v; want 2.5, 1.290994", m, s)
+	}
+	if m, s := MeanStd([]float64{7}); m != 7 || s != 0 {
+		t.Errorf("MeanStd of one value = %v, %v", m, s)
+	}
+	if got := Median([]float64{5, 1, 3, 2}); got != 3 {
+		t.Errorf("Median = %v, want 3 (the upper middle)", got)
+	}
+}
