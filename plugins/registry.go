@@ -17,7 +17,7 @@
 // (WithInstances per module) and more on demand; per-call deadlines and memory caps come
 // from each declaration (config.Plugin Timeout and MemoryMB).
 //
-// The values Policy, Sampler and Penalty return also implement io.Closer: Close gives
+// The values Policy, Sampler, Penalty and Drafter return also implement io.Closer: Close gives
 // the instance back when the sequence ends (Release does it for any value). After a
 // failed call (trap, timeout, malformed result, plugin error) a value keeps returning
 // that error; the error names the plugin and role.
@@ -336,6 +336,34 @@ func (r *Registry) Penalty(ctx context.Context, name string, overrides map[strin
 	return nativePenalty{p}, e.info, nil
 }
 
+// Drafter starts a drafter instance of the named plugin for one sequence.
+func (r *Registry) Drafter(ctx context.Context, name string, overrides map[string]any) (sdk.Drafter, Info, error) {
+	e, err := r.lookup(name, sdk.RoleDrafter)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	params := mustParams(e.decl.Params, overrides)
+	switch {
+	case e.mod != nil:
+		d, err := e.mod.Drafter(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return d, e.info, nil
+	case e.proc != nil:
+		v, err := r.processInstance(ctx, e, overrides, sdk.RoleDrafter)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		return v.(sdk.Drafter), e.info, nil
+	}
+	d, err := e.native.NewDrafter(params)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
+	}
+	return nativeDrafter{d}, e.info, nil
+}
+
 // processInstance creates an instance in the plugin's process. A process receives its
 // params when it starts, so a sequence with overrides gets a process of its own, stopped
 // when the instance is closed.
@@ -359,6 +387,8 @@ func (r *Registry) processInstance(ctx context.Context, e *entry, overrides map[
 		v, err = c.Sampler()
 	case sdk.RolePenalty:
 		v, err = c.Penalty()
+	case sdk.RoleDrafter:
+		v, err = c.Drafter()
 	}
 	if err != nil || own == nil {
 		if err != nil && own != nil {
@@ -374,6 +404,8 @@ func (r *Registry) processInstance(ctx context.Context, e *entry, overrides map[
 		return ownedSampler{x, closeBoth}, nil
 	case sdk.Penalty:
 		return ownedPenalty{x, closeBoth}, nil
+	case sdk.Drafter:
+		return ownedDrafter{x, closeBoth}, nil
 	}
 	panic("BUG: process instance of unknown role")
 }
@@ -399,14 +431,23 @@ type ownedPenalty struct {
 
 func (o ownedPenalty) Close() error { return o.close() }
 
+type ownedDrafter struct {
+	sdk.Drafter
+	close func() error
+}
+
+func (o ownedDrafter) Close() error { return o.close() }
+
 // Native built-ins have nothing to release.
 type nativePolicy struct{ sdk.DepthPolicy }
 type nativeSampler struct{ sdk.Sampler }
 type nativePenalty struct{ sdk.Penalty }
+type nativeDrafter struct{ sdk.Drafter }
 
 func (nativePolicy) Close() error  { return nil }
 func (nativeSampler) Close() error { return nil }
 func (nativePenalty) Close() error { return nil }
+func (nativeDrafter) Close() error { return nil }
 
 // Release closes v if it is an io.Closer (every value the Registry hands out is).
 func Release(v any) error {

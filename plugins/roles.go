@@ -19,7 +19,11 @@ type Roles struct {
 	// PolicyName and PolicyVersion are the configured policy's name and declared
 	// version (the server reports them).
 	PolicyName, PolicyVersion string
-	owned                     []any
+	// Drafters are the [spec] drafter plugins' instances (nil unless speculative),
+	// DrafterNames their names, in the configured order.
+	Drafters     []sdk.Drafter
+	DrafterNames []string
+	owned        []any
 }
 
 // Close releases every instance; a second Close does nothing.
@@ -32,7 +36,8 @@ func (r *Roles) Close() {
 
 // RolesOptions are the per-command parts of role assembly.
 type RolesOptions struct {
-	// Spec asks for a depth policy (the command has a draft).
+	// Spec asks for a depth policy and the [spec] drafter plugins (the command has a
+	// draft model, or drafters are configured).
 	Spec bool
 	// Tracer, when set, records every speculative round of the policy.
 	Tracer *Tracer
@@ -40,7 +45,7 @@ type RolesOptions struct {
 
 // Roles starts the plugin instances of one request the way run, serve and specbench
 // all use them: the sampler cfg names, the penalty (when one is configured) and, with
-// o.Spec, the depth policy, each with the parameters cfg gives it ([plugins.NAME]
+// o.Spec, the depth policy and the drafters, each with the parameters cfg gives it ([plugins.NAME]
 // params merged with the request-level settings, config.Config.PluginParams); the
 // policy is wrapped in the [spec] fallback when one is configured, then in o.Tracer.
 // An error names the plugin; instances started before it are released.
@@ -102,6 +107,17 @@ func (r *Registry) Roles(ctx context.Context, cfg *config.Config, o RolesOptions
 	}
 	if o.Tracer != nil {
 		rs.Policy = o.Tracer.Wrap(rs.Policy, rs.PolicyName)
+	}
+	for _, name := range cfg.Spec.DrafterNames() {
+		if ov, err = params(name); err != nil {
+			return fail(err)
+		}
+		d, _, err := r.Drafter(ctx, name, ov)
+		if err != nil {
+			return fail(err)
+		}
+		rs.owned = append(rs.owned, d)
+		rs.Drafters, rs.DrafterNames = append(rs.Drafters, d), append(rs.DrafterNames, name)
 	}
 	return rs, nil
 }

@@ -22,7 +22,7 @@ import (
 // module whose major is ABIMajor and whose minor is ≤ ABIMinor.
 const (
 	ABIMajor = 1
-	ABIMinor = 1 // 1: the policy response's flags (keep_cut)
+	ABIMinor = 2 // 1: the policy response's flags (keep_cut); 2: the drafter role, the policy's drafter choice
 )
 
 // Exports of an ABI v1 module. ExportABI is the version marker: a module of another
@@ -39,6 +39,7 @@ const (
 	ExportPenaltyApply  = "minfer_penalty_apply"  // (ptr i32, len i32) -> i64 packed response
 	ExportSamplerNeeds  = "minfer_sampler_needs"  // () -> i32 top-K, < 0 = error
 	ExportSample        = "minfer_sample"         // (ptr i32, len i32) -> i64 packed response
+	ExportDraft         = "minfer_draft"          // (ptr i32, len i32) -> i64 packed response (v1.2)
 )
 
 // Role bits of the info record.
@@ -46,6 +47,8 @@ const (
 	RoleBitPolicy  = 1
 	RoleBitPenalty = 2
 	RoleBitSampler = 4
+	RoleBitDrafter = 8 // v1.2
+	roleBitsKnown  = RoleBitPolicy | RoleBitPenalty | RoleBitSampler | RoleBitDrafter
 )
 
 // Limits every host enforces on what a plugin returns.
@@ -54,6 +57,7 @@ const (
 	MaxNameLen    = 64   // plugin name and version strings, bytes
 	MaxPlugins    = 256  // plugins per module
 	MaxErrorLen   = 4096 // longer error messages are cut
+	MaxDrafters   = 256  // drafters a sequence may offer (a policy's drafter index is below it)
 )
 
 // Fixed header sizes of ABI v1.1 messages (see ABI.md).
@@ -61,9 +65,11 @@ const (
 	infoHdr         = 16
 	infoEntryHdr    = 16
 	initHdr         = 12
-	policyReqHdr    = 44
-	policyRespHdr   = 16
-	policyRespHdrV0 = 12 // before the flags: read as no flags set
+	policyReqHdr    = 52
+	policyReqHdrV1  = 44 // v1.1: no drafter fields (read as 0)
+	policyRespHdr   = 20
+	policyRespHdrV1 = 16 // v1.1: no drafter (read as drafter 0)
+	policyRespHdrV0 = 12 // v1.0: no flags either (read as no flags set)
 	penaltyReqHdr   = 12
 	penaltyRowHdr   = 8
 	penaltyRespHdr  = 12
@@ -71,6 +77,8 @@ const (
 	sampleReqHdr    = 32
 	sampleRowHdr    = 16
 	sampleRespHdr   = 12
+	draftReqHdr     = 16
+	draftRespHdr    = 8
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -92,6 +100,8 @@ func RoleBits(roles []Role) uint32 {
 			b |= RoleBitPenalty
 		case RoleSampler:
 			b |= RoleBitSampler
+		case RoleDrafter:
+			b |= RoleBitDrafter
 		}
 	}
 	return b
@@ -107,6 +117,9 @@ func RolesOf(bits uint32) []Role {
 	}
 	if bits&RoleBitSampler != 0 {
 		roles = append(roles, RoleSampler)
+	}
+	if bits&RoleBitDrafter != 0 {
+		roles = append(roles, RoleDrafter)
 	}
 	return roles
 }
@@ -195,7 +208,7 @@ func ParseInfo(b []byte) (ModuleInfo, error) {
 		}
 		seen[name] = true
 		roles := RolesOf(bits)
-		if len(roles) == 0 || bits&^7 != 0 || topK < 0 {
+		if len(roles) == 0 || bits&^roleBitsKnown != 0 || topK < 0 || bits&RoleBitDrafter != 0 && minor < 2 {
 			return m, fmt.Errorf("info record: %w: plugin %q: roles %#x, top-k %d", ErrMalformed, name, bits, topK)
 		}
 		m.Plugins = append(m.Plugins, Info{Name: name, Version: version, Roles: roles,
@@ -247,6 +260,8 @@ func AppendPolicyRequest(dst []byte, o *RoundOutcome) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(o.DraftNs))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(o.VerifyNs))
 	dst = le32(dst, uint32(len(o.DraftConf)))
+	dst = le32(dst, uint32(int32(o.Drafter)))
+	dst = le32(dst, uint32(int32(o.Drafters)))
 	for _, c := range o.DraftConf {
 		dst = le32(dst, math.Float32bits(c))
 	}
@@ -261,7 +276,11 @@ func DecodePolicyRequest(b []byte, o *RoundOutcome) error {
 	o.Accepted, o.MaxDepth = int(r.i32()), int(r.i32())
 	o.DraftNs, o.VerifyNs = int64(r.u64()), int64(r.u64())
 	n := r.u32()
-	if r.err != nil || hdr < policyReqHdr {
+	o.Drafter, o.Drafters = 0, 0
+	if hdr >= policyReqHdr { // v1.2
+		o.Drafter, o.Drafters = int(r.i32()), int(r.i32())
+	}
+	if r.err != nil || hdr < policyReqHdrV1 {
 		return fmt.Errorf("policy request: %w: header", ErrMalformed)
 	}
 	r.off = int(hdr)
@@ -281,22 +300,27 @@ func AppendPolicyResponse(dst []byte, d DepthDecision) []byte {
 	if d.KeepCut {
 		flags |= policyKeepCut
 	}
-	return le32(dst, flags)
+	dst = le32(dst, flags)
+	return le32(dst, uint32(int32(d.Drafter)))
 }
 
 // policyKeepCut is the keep_cut bit of a policy response's flags.
 const policyKeepCut = 1
 
 // DecodePolicyResponse decodes and validates a DepthDecision: 0 ≤ Depth ≤
-// MaxDepthLimit, MinConf in [0, 1], no unknown flag. A response of the first version
-// (hdr 12, no flags) is read with KeepCut false.
+// MaxDepthLimit, MinConf in [0, 1], no unknown flag, 0 ≤ Drafter < MaxDrafters (the
+// engine checks it against the sequence's drafters). A response of an earlier version
+// reads the fields it lacks as zero: KeepCut false (hdr 12), Drafter 0 (hdr 16).
 func DecodePolicyResponse(b []byte) (DepthDecision, error) {
 	r := reader{b: b}
 	hdr := r.u32()
 	d := DepthDecision{Depth: int(r.i32()), MinConf: r.f32()}
 	var flags uint32
-	if hdr >= policyRespHdr {
+	if hdr >= policyRespHdrV1 {
 		flags = r.u32()
+	}
+	if hdr >= policyRespHdr {
+		d.Drafter = int(r.i32())
 	}
 	if r.err != nil || hdr < policyRespHdrV0 || int(hdr) > len(b) {
 		return DepthDecision{}, fmt.Errorf("policy response: %w: %d bytes", ErrMalformed, len(b))
@@ -311,7 +335,67 @@ func DecodePolicyResponse(b []byte) (DepthDecision, error) {
 	if !(d.MinConf >= 0 && d.MinConf <= 1) {
 		return DepthDecision{}, fmt.Errorf("policy response: %w: min_conf %v outside [0, 1]", ErrMalformed, d.MinConf)
 	}
+	if d.Drafter < 0 || d.Drafter >= MaxDrafters {
+		return DepthDecision{}, fmt.Errorf("policy response: %w: drafter %d outside [0, %d)", ErrMalformed, d.Drafter, MaxDrafters)
+	}
 	return d, nil
+}
+
+// AppendDraftRequest encodes a DraftRequest for minfer_draft.
+func AppendDraftRequest(dst []byte, q *DraftRequest) []byte {
+	dst = le32(dst, draftReqHdr)
+	dst = le32(dst, uint32(q.MaxDepth))
+	dst = le32(dst, uint32(q.Vocab))
+	dst = le32(dst, uint32(len(q.Appended)))
+	return appendWords(dst, q.Appended)
+}
+
+// DecodeDraftRequest decodes into q, reusing q.Appended's storage.
+func DecodeDraftRequest(b []byte, q *DraftRequest) error {
+	r := reader{b: b}
+	hdr, maxD, vocab, n := r.u32(), r.u32(), r.u32(), r.u32()
+	if r.err != nil || hdr < draftReqHdr || maxD > MaxDepthLimit || vocab > math.MaxInt32 {
+		return fmt.Errorf("draft request: %w: header", ErrMalformed)
+	}
+	q.MaxDepth, q.Vocab = int(maxD), int(vocab)
+	r.off = int(hdr)
+	q.Appended = readWords(&r, q.Appended[:0], n)
+	if r.err != nil {
+		return fmt.Errorf("draft request: %w: %d appended tokens", ErrMalformed, n)
+	}
+	return nil
+}
+
+// AppendDraftResponse encodes a DraftResult (len(Conf) must equal len(Tokens)).
+func AppendDraftResponse(dst []byte, res DraftResult) []byte {
+	dst = le32(dst, draftRespHdr)
+	dst = le32(dst, uint32(len(res.Tokens)))
+	dst = appendWords(dst, res.Tokens)
+	return appendWords(dst, res.Conf)
+}
+
+// DecodeDraftResponse decodes a DraftResult into res's storage and validates it against
+// its request (CheckDraft): a drafter answering more tokens than asked, ids outside the
+// vocabulary or confidences outside [0, 1] (NaN included) is malformed.
+func DecodeDraftResponse(b []byte, q *DraftRequest, res *DraftResult) error {
+	r := reader{b: b}
+	hdr, n := r.u32(), r.u32()
+	if r.err != nil || hdr < draftRespHdr || int(hdr) > len(b) {
+		return fmt.Errorf("draft response: %w: %d bytes", ErrMalformed, len(b))
+	}
+	if int64(n) > int64(q.MaxDepth) {
+		return fmt.Errorf("draft response: %w: %d draft tokens, at most %d were asked for", ErrMalformed, n, q.MaxDepth)
+	}
+	r.off = int(hdr)
+	res.Tokens = readWords(&r, res.Tokens[:0], n)
+	res.Conf = readWords(&r, res.Conf[:0], n)
+	if r.err != nil {
+		return fmt.Errorf("draft response: %w: truncated (%d tokens)", ErrMalformed, n)
+	}
+	if err := CheckDraft(q, *res); err != nil {
+		return fmt.Errorf("draft response: %w: %v", ErrMalformed, err)
+	}
+	return nil
 }
 
 // AppendPenaltyRequest encodes the rows for minfer_penalty_apply. Each row's IDs and

@@ -185,3 +185,45 @@ func FuzzDecode(f *testing.F) {
 		_ = DecodePenaltyResponse(b, []PenaltyRow{{Logits: make([]float32, 3)}})
 	})
 }
+
+func TestDraftRoundTrip(t *testing.T) {
+	q := DraftRequest{Appended: []int32{3, 1, 4, 1, 5}, MaxDepth: 3, Vocab: 10}
+	var gotQ DraftRequest
+	if err := DecodeDraftRequest(AppendDraftRequest(nil, &q), &gotQ); err != nil || !reflect.DeepEqual(gotQ, q) {
+		t.Fatalf("request: got %+v %v, want %+v", gotQ, err, q)
+	}
+	res := DraftResult{Tokens: []int32{9, 2}, Conf: []float32{0.5, 1}}
+	var got DraftResult
+	if err := DecodeDraftResponse(AppendDraftResponse(nil, res), &q, &got); err != nil || !reflect.DeepEqual(got, res) {
+		t.Fatalf("response: got %+v %v, want %+v", got, err, res)
+	}
+	for name, bad := range map[string]DraftResult{
+		"too many":      {Tokens: []int32{1, 2, 3, 4}, Conf: []float32{1, 1, 1, 1}},
+		"outside vocab": {Tokens: []int32{10}, Conf: []float32{1}},
+		"nan":           {Tokens: []int32{1}, Conf: []float32{float32(math.NaN())}},
+		"above 1":       {Tokens: []int32{1}, Conf: []float32{2}},
+	} {
+		if err := DecodeDraftResponse(AppendDraftResponse(nil, bad), &q, &got); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// A v1.2 policy request carries the drafter fields; a v1.1 one (hdr 44) reads as 0.
+func TestPolicyDrafterFields(t *testing.T) {
+	o := RoundOutcome{Round: 3, Depth: 2, Drafted: 2, Accepted: 1, DraftConf: []float32{1, 0.5}, VerifyNs: 9, MaxDepth: 4, Drafter: 2, Drafters: 3}
+	b := AppendPolicyRequest(nil, &o)
+	var got RoundOutcome
+	if err := DecodePolicyRequest(b, &got); err != nil || !reflect.DeepEqual(got, o) {
+		t.Fatalf("got %+v %v, want %+v", got, err, o)
+	}
+	old := append(append([]byte(nil), b[:policyReqHdrV1]...), b[policyReqHdr:]...)
+	old[0] = policyReqHdrV1
+	if err := DecodePolicyRequest(old, &got); err != nil || got.Drafter != 0 || got.Drafters != 0 || got.Accepted != 1 || len(got.DraftConf) != 2 {
+		t.Fatalf("v1.1 request: got %+v %v", got, err)
+	}
+	d := DepthDecision{Depth: 3, Drafter: 2}
+	if gotD, err := DecodePolicyResponse(AppendPolicyResponse(nil, d)); err != nil || gotD != d {
+		t.Fatalf("response: got %+v %v, want %+v", gotD, err, d)
+	}
+}

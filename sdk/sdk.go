@@ -1,11 +1,11 @@
-// Package sdk is minfer's public plugin contract: the round types and the three role
-// interfaces (DepthPolicy, Penalty, Sampler) that the engine calls once per speculative
-// round. It imports only the standard library. ABI.md in this folder describes the same
+// Package sdk is minfer's public plugin contract: the round types and the four role
+// interfaces (DepthPolicy, Drafter, Penalty, Sampler) that the engine calls once per
+// speculative round. It imports only the standard library. ABI.md in this folder describes the same
 // contract as bytes for WebAssembly plugins; sdk/guest implements it for Go guests and
 // plugins/wasm for the host.
 //
-// A round: the DepthPolicy picks the depth d (0 = plain decoding); the draft proposes d
-// tokens; the target scores nt = d+1 rows; the Penalty adjusts each row's logits for
+// A round: the DepthPolicy picks the depth d (0 = plain decoding) and the drafter; the
+// drafter (the draft model, or a Drafter plugin) proposes up to d tokens; the target scores nt = d+1 rows; the Penalty adjusts each row's logits for
 // the tokens in its history window; the Sampler accepts a prefix of the draft and emits
 // one more token.
 //
@@ -13,7 +13,10 @@
 // are called by one goroutine at a time per instance (one instance per sequence).
 package sdk
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Role names a plugin role.
 type Role string
@@ -22,6 +25,7 @@ const (
 	RolePolicy  Role = "policy"
 	RolePenalty Role = "penalty"
 	RoleSampler Role = "sampler"
+	RoleDrafter Role = "drafter"
 )
 
 // RoundOutcome is what a DepthPolicy learns about the round just finished.
@@ -39,6 +43,11 @@ type RoundOutcome struct {
 	// MaxDepth is the largest depth the engine will honour now (the backend's identity
 	// bound, --draft-max and the remaining token budget).
 	MaxDepth int
+	// Drafter is the index of the drafter that drafted the finished round, among the
+	// Drafters the sequence offers (0 when only one is, or before the first round).
+	// Drafters counts them: the draft model first when there is one, then the plugin
+	// drafters in the configured order ([spec] drafter); 0 when none can draft.
+	Drafter, Drafters int
 }
 
 // DepthDecision is a DepthPolicy's answer.
@@ -53,6 +62,9 @@ type DepthDecision struct {
 	// chance of one more accepted token is worth: on a memory-bound GPU target, not on a
 	// compute-bound CPU one.
 	KeepCut bool
+	// Drafter is the index of the drafter (see RoundOutcome.Drafters) that drafts the
+	// round; it must be below Drafters (0 always is, when Depth > 0).
+	Drafter int
 }
 
 // DepthPolicy chooses the depth of each round.
@@ -60,6 +72,59 @@ type DepthPolicy interface {
 	// NextDepth is called before every round with the previous round's outcome (Round
 	// == -1 and zero fields before the first round of a request).
 	NextDepth(ctx context.Context, last RoundOutcome) (DepthDecision, error)
+}
+
+// DraftRequest is one round's call of a Drafter.
+type DraftRequest struct {
+	// Appended are the tokens appended to the sequence since the drafter's last call,
+	// oldest first: the whole prompt on the first call of a sequence, then the tokens
+	// emitted since (the accepted prefix of its last proposal and the token after it,
+	// or what other drafters' and plain rounds emitted). The host keeps no copy of the
+	// history for the drafter: a drafter keeps what it needs itself. The slice is
+	// valid only during the call.
+	Appended []int32
+	// MaxDepth is the most draft tokens the round takes (≥ 1).
+	MaxDepth int
+	// Vocab is the target's vocabulary size: every proposed id must be below it.
+	Vocab int
+}
+
+// DraftResult is a Drafter's proposal: up to MaxDepth tokens continuing the sequence,
+// and for each a confidence in [0, 1] (the drafter's estimate that the target agrees;
+// the policy's min_conf cut-off applies to it as to a draft model's probability). No
+// tokens means the drafter has nothing to propose: the round is a plain one.
+type DraftResult struct {
+	Tokens []int32
+	Conf   []float32 // len(Tokens)
+}
+
+// Drafter proposes draft tokens from the sequence itself (n-gram lookup, suffix
+// structures, anything a plugin computes), in place of a draft model.
+type Drafter interface {
+	// Draft is called once per round that the policy gives to this drafter. The
+	// returned slices may be reused by the drafter after the next call.
+	Draft(ctx context.Context, req *DraftRequest) (DraftResult, error)
+}
+
+// CheckDraft validates a drafter's answer against its request: at most MaxDepth
+// tokens, one confidence per token, every id in [0, Vocab), every confidence in
+// [0, 1] (NaN is not). Hosts call it on every answer, native or not.
+func CheckDraft(req *DraftRequest, res DraftResult) error {
+	if len(res.Tokens) > req.MaxDepth {
+		return fmt.Errorf("%d draft tokens, at most %d were asked for", len(res.Tokens), req.MaxDepth)
+	}
+	if len(res.Conf) != len(res.Tokens) {
+		return fmt.Errorf("%d confidences for %d draft tokens", len(res.Conf), len(res.Tokens))
+	}
+	for i, t := range res.Tokens {
+		if t < 0 || int(t) >= req.Vocab {
+			return fmt.Errorf("draft token %d is %d, outside the vocabulary [0, %d)", i, t, req.Vocab)
+		}
+		if c := res.Conf[i]; !(c >= 0 && c <= 1) {
+			return fmt.Errorf("draft token %d has confidence %v, want a value in [0, 1]", i, c)
+		}
+	}
+	return nil
 }
 
 // PenaltyRow is one verify row's view for a Penalty: the history window (tokens before

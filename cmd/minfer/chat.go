@@ -349,7 +349,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	r.heldEOG = res.Stop == engine.StopEOG
 	r.msgs = append(r.msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
 	if r.f.verbose {
-		r.m.printTimings(res, r.st.draft != nil)
+		r.m.printTimings(res, r.st.speculates(r.cfg))
 	}
 	return nil
 }
@@ -363,7 +363,7 @@ func (r *repl) printStats() {
 	res := r.last
 	fmt.Fprintf(w, "conversation: %d messages; last prompt %d tokens, %d reused from the cache, %d prefilled\n",
 		len(r.msgs), res.PromptTokens, r.reused, res.PromptTokens-r.reused)
-	r.m.printTimings(res, r.st.draft != nil)
+	r.m.printTimings(res, r.st.speculates(r.cfg))
 	if r.st.draft == nil {
 		fmt.Fprintf(w, "spec: off (no --draft): %d plain decoding steps\n", res.Spec.Rounds)
 	}

@@ -120,8 +120,11 @@ func summarizeConfig(w io.Writer, c *config.Config) {
 		fmt.Fprintf(w, "  draft:    %s on %s, kv %s\n", c.ResolvePath(c.Draft.Path), dev, c.Draft.KV)
 	}
 	fmt.Fprintf(w, "  spec:     policy %s, depth %s, draft_max %d", c.Spec.PolicyName(), c.Spec.Depth, c.Spec.DraftMax)
-	if c.Draft.Path == "" {
-		fmt.Fprint(w, " (unused without a draft)")
+	if c.Spec.Drafter != "" {
+		fmt.Fprintf(w, ", drafter %s", c.Spec.Drafter)
+	}
+	if c.Draft.Path == "" && c.Spec.Drafter == "" {
+		fmt.Fprint(w, " (unused without a draft or a drafter)")
 	}
 	fmt.Fprintln(w)
 	s := c.Sampling

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +36,9 @@ Usage: minfer run [-m MODEL] [-p PROMPT | -f FILE] [flags]
 Generates text from a prompt and streams it to stdout; timings go to stderr. With no
 -m and no [model] path in minfer.toml, runs the embedded stories260K model. With
 --draft, decodes speculatively: each round the draft proposes tokens and the target
-verifies them in one forward (greedy output is identical to plain decoding).
+verifies them in one forward (greedy output is identical to plain decoding). --drafter
+does the same without a draft model: ngram (built in) proposes tokens copied from the
+prompt.
 Sampling and penalties run through the plugins named in minfer.toml (or --sampler,
 --penalty, --policy); --temp 0 is greedy.
 
@@ -43,6 +46,7 @@ Examples:
   minfer run -p "Once upon a time"
   minfer run -m qwen2.5-0.5b-q8_0.gguf -p "The capital of France is" -n 32 --temp 0
   minfer run -m target.gguf --draft draft.gguf --depth auto -p "def main():" --verbose
+  minfer run -m target.gguf --drafter ngram -f edit.txt --temp 0   # no draft model
   minfer run -m model.gguf -f prompt.txt --json --top-logits 5 -n 0
   minfer run -m chat.gguf --chat            # a conversation on stdin
 `
@@ -58,6 +62,7 @@ type runFlags struct {
 	draftMax, topLogits                            int
 	chat, jsonOut, verbose                         bool
 	stops                                          stringList
+	drafter                                        string
 }
 
 type stringList []string
@@ -98,6 +103,7 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
 	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
 	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
+	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (ngram, suffix, a name or file:x.wasm): speculate without a draft model, or beside it")
 	fs.BoolVar(&f.verbose, "verbose", false, "print speculative statistics (rounds, acceptance by depth, time split) to stderr")
 	fs.Var(&f.stops, "stop", "stop string (repeatable)")
 }
@@ -159,6 +165,10 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Sampling.Sampler = f.sampler
 		case "penalty":
 			cfg.Sampling.Penalty = f.penalty
+		case "drafter":
+			if e := cfg.UseDrafters(f.drafter); e != nil {
+				err = usagef("%v", e)
+			}
 		}
 	})
 	if err != nil {
@@ -265,13 +275,13 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if f.jsonOut {
-		if jerr := writeRunJSON(m.Stdout, res, st.draft != nil); jerr != nil {
+		if jerr := writeRunJSON(m.Stdout, res, st.speculates(cfg)); jerr != nil {
 			return jerr
 		}
 	} else {
 		fmt.Fprintln(m.Stdout)
 	}
-	m.printTimings(res, f.verbose && st.draft != nil)
+	m.printTimings(res, f.verbose && st.speculates(cfg))
 	return err
 }
 
@@ -310,6 +320,10 @@ func (m *Main) printTimings(r *engine.Result, spec bool) {
 			if ds, ok := s.ByDepth[fmt.Sprint(d)]; ok {
 				fmt.Fprintf(m.Stderr, "  depth %2d: %d rounds, %d accepted\n", d, ds.Rounds, ds.Accepted)
 			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(s.ByDrafter)) {
+			ds := s.ByDrafter[name]
+			fmt.Fprintf(m.Stderr, "  drafter %s: %d rounds, drafted %d, accepted %d\n", name, ds.Rounds, ds.Drafted, ds.Accepted)
 		}
 	}
 }
@@ -400,7 +414,7 @@ func (st *stack) close() {
 // request builds an engine request with fresh plugin instances for ids.
 func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f runFlags) (engine.Request, error) {
 	st.closeRequest()
-	roles, err := st.plug.roles(ctx, cfg, st.draft != nil)
+	roles, err := st.plug.roles(ctx, cfg, st.speculates(cfg))
 	if err != nil {
 		return engine.Request{}, err
 	}
@@ -411,7 +425,13 @@ func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f
 	}
 	return engine.Request{Prompt: ids, NPredict: cfg.Sampling.NPredict, Stop: f.stops, Seed: seed,
 		Sampler: roles.Sampler, Penalty: roles.Penalty, Policy: roles.Policy, PolicyName: roles.PolicyName,
-		TopLogits: f.topLogits}, nil
+		Drafters: engineDrafters(roles), TopLogits: f.topLogits}, nil
+}
+
+// speculates reports whether requests on st run speculative rounds under cfg: with a
+// draft model or a drafter plugin.
+func (st *stack) speculates(cfg *config.Config) bool {
+	return st.draft != nil || len(cfg.Spec.DrafterNames()) > 0
 }
 
 // newBackend makes the backend cfg asks for: "cpu", "cuda" (an error naming what is
@@ -516,4 +536,13 @@ func (p *pluginSet) close() {
 // command's tracer.
 func (p *pluginSet) roles(ctx context.Context, cfg *config.Config, spec bool) (*plugins.Roles, error) {
 	return p.reg.Roles(ctx, cfg, plugins.RolesOptions{Spec: spec, Tracer: p.tracer})
+}
+
+// engineDrafters are the request's drafter plugins, named, as the engine takes them.
+func engineDrafters(r *plugins.Roles) []engine.Drafter {
+	var ds []engine.Drafter
+	for i, d := range r.Drafters {
+		ds = append(ds, engine.Drafter{Name: r.DrafterNames[i], Drafter: d})
+	}
+	return ds
 }

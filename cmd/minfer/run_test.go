@@ -47,12 +47,15 @@ func TestRunEmbeddedMatchesLlamaCpp(t *testing.T) {
 	wantText, _ := hex.DecodeString(want.Hex)
 	cfg := emptyConfig(t)
 	for _, tc := range []struct {
-		name string
-		args []string
+		name    string
+		args    []string
+		drafter bool // a drafter plugin drafts: not every token is accepted
 	}{
-		{"plain", nil},
-		{"speculative, draft = target", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "3"}},
-		{"speculative, adaptive", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "auto"}},
+		{"plain", nil, false},
+		{"speculative, draft = target", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "3"}, false},
+		{"speculative, adaptive", []string{"--draft", testpath.Path(t, "models", "stories260K.gguf"), "--depth", "auto"}, false},
+		{"ngram drafter, no draft model", []string{"--drafter", "ngram", "--depth", "4"}, true},
+		{"ngram drafter beside the draft model, adaptive", []string{"--drafter", "ngram", "--draft", testpath.Path(t, "models", "stories260K.gguf")}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--config", cfg, "-p", g.Prompt, "-n", "32", "--temp", "0", "--json", "--top-logits", "2"}, tc.args...)
@@ -82,7 +85,11 @@ func TestRunEmbeddedMatchesLlamaCpp(t *testing.T) {
 			if len(got.TopLogits) != 2 || got.TopLogits[0].ID != want.IDs[0] {
 				t.Fatalf("top logits: got %+v, want 2 led by %d", got.TopLogits, want.IDs[0])
 			}
-			if tc.args != nil && (got.Spec == nil || got.Spec.Drafted == 0 || got.Spec.Accepted != got.Spec.Drafted) {
+			if tc.drafter {
+				if got.Spec == nil || got.Spec.Rounds == 0 {
+					t.Fatalf("spec stats: got %+v, want speculative rounds", got.Spec)
+				}
+			} else if tc.args != nil && (got.Spec == nil || got.Spec.Drafted == 0 || got.Spec.Accepted != got.Spec.Drafted) {
 				t.Fatalf("spec stats: got %+v, want full acceptance with draft = target", got.Spec)
 			}
 		})

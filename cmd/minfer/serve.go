@@ -199,7 +199,7 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 	if err := c.Validate(); err != nil {
 		return nil, &server.RequestError{Message: err.Error()}
 	}
-	roles, err := r.st.plug.roles(ctx, &c, hasDraft)
+	roles, err := r.st.plug.roles(ctx, &c, hasDraft || len(c.Spec.DrafterNames()) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 		seed = uint64(time.Now().UnixNano())
 	}
 	pl := &server.Plugins{
-		Policy: roles.Policy, Sampler: roles.Sampler, Penalty: roles.Penalty,
+		Policy: roles.Policy, Sampler: roles.Sampler, Penalty: roles.Penalty, Drafters: engineDrafters(roles),
 		PolicyName: roles.PolicyName, PolicyVersion: roles.PolicyVersion, SamplerName: s.SamplerName(), Greedy: s.SamplerName() == "greedy",
 		Seed: seed, Release: roles.Close,
 	}

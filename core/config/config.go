@@ -126,7 +126,8 @@ func (d Depth) String() string {
 	return strconv.Itoa(int(d))
 }
 
-// Spec is [spec]: speculative decoding. It only matters when [draft] path is set.
+// Spec is [spec]: speculative decoding. It matters when [draft] path is set or a
+// drafter plugin is named.
 type Spec struct {
 	Policy   string  `toml:"policy"`    // name of the depth-policy plugin (a key of Plugins)
 	Depth    Depth   `toml:"depth"`     // DepthAuto, or a static depth that overrides Policy
@@ -138,6 +139,21 @@ type Spec struct {
 	// Fallback names the plugin used for the rest of a request when the policy plugin
 	// fails (trap, timeout, bad result); "" = fail the request instead.
 	Fallback string `toml:"fallback"`
+	// Drafter names the drafter plugins (comma-separated, e.g. "ngram" or
+	// "ngram,suffix") that draft besides (or, without a [draft] path, instead of) the
+	// draft model; the depth policy picks each round's drafter. "" = the draft model only.
+	Drafter string `toml:"drafter"`
+}
+
+// DrafterNames splits Drafter into its names ("" gives none).
+func (s Spec) DrafterNames() []string {
+	var names []string
+	for _, n := range strings.Split(s.Drafter, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // Sampling is [sampling]: how tokens are chosen. Defaults follow llama.cpp.
@@ -252,6 +268,7 @@ var Builtins = map[string]sdk.Role{
 	"greedy":   sdk.RoleSampler,
 	"sampling": sdk.RoleSampler,
 	"penalty":  sdk.RolePenalty,
+	"ngram":    sdk.RoleDrafter,
 }
 
 // BuiltinNames returns the names of Builtins, sorted.

@@ -9,7 +9,8 @@ import (
 	"github.com/minfer/minfer/sdk"
 )
 
-// UsePlugin points role at arg, as the --policy, --sampler and --penalty flags do. arg
+// UsePlugin points role at arg, as the --policy, --sampler, --penalty and --drafter
+// flags do (a drafter arg may list several, see UseDrafters). arg
 // is a declared plugin name, or a source ("builtin:NAME", "file:./x.wasm",
 // "process:./bin/x") which UsePlugin declares under a name derived from its file (with
 // default limits, relative paths made absolute from the working directory). For the
@@ -17,6 +18,9 @@ import (
 // policy (Spec.PolicyName). Call Validate after all changes.
 func (c *Config) UsePlugin(role sdk.Role, arg string) error {
 	name := arg
+	if role == sdk.RoleDrafter {
+		return c.UseDrafters(arg)
+	}
 	if role == sdk.RolePenalty && (arg == "" || arg == "none") {
 		c.Sampling.Penalty = ""
 		return nil
@@ -43,6 +47,35 @@ func (c *Config) UsePlugin(role sdk.Role, arg string) error {
 	default:
 		return fmt.Errorf("config: unknown role %q", role)
 	}
+	return nil
+}
+
+// UseDrafters sets [spec] drafter from a --drafter argument: comma-separated plugin
+// names or sources (see UsePlugin), "" or "none" for none.
+func (c *Config) UseDrafters(arg string) error {
+	if arg == "" || arg == "none" {
+		c.Spec.Drafter = ""
+		return nil
+	}
+	var names []string
+	for _, a := range strings.Split(arg, ",") {
+		a = strings.TrimSpace(a)
+		name := a
+		if _, declared := c.Plugins[a]; !declared && strings.Contains(a, ":") {
+			var err error
+			if name, err = c.declareSource(a); err != nil {
+				return err
+			}
+		}
+		v := &checker{}
+		c.checkRef(v, "--drafter", a, name, sdk.RoleDrafter)
+		if len(v.errs) > 0 {
+			e := v.errs[0]
+			return fmt.Errorf("%s %s: %s", e.Key, e.Value, e.Msg)
+		}
+		names = append(names, name)
+	}
+	c.Spec.Drafter = strings.Join(names, ",")
 	return nil
 }
 

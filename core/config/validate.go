@@ -124,6 +124,12 @@ func (c *Config) validateSpec(v *checker) {
 	}
 	c.checkRef(v, "spec.policy", s.Policy, s.Policy, sdk.RolePolicy)
 	v.between("spec.min_conf", s.MinConf, 0, 1)
+	for i, name := range s.DrafterNames() {
+		c.checkRef(v, "spec.drafter", s.Drafter, name, sdk.RoleDrafter)
+		if slices.Contains(s.DrafterNames()[:i], name) {
+			v.addf("spec.drafter", s.Drafter, "names %q twice", name)
+		}
+	}
 	if s.Fallback != "" {
 		c.checkRef(v, "spec.fallback", s.Fallback, s.Fallback, sdk.RolePolicy)
 		if s.Fallback == s.Policy {
@@ -164,7 +170,7 @@ func (c *Config) validateSampling(v *checker) {
 	v.atLeast("sampling.n_predict", s.NPredict, -1)
 }
 
-var roleNames = []string{string(sdk.RolePolicy), string(sdk.RoleSampler), string(sdk.RolePenalty)}
+var roleNames = []string{string(sdk.RolePolicy), string(sdk.RoleSampler), string(sdk.RolePenalty), string(sdk.RoleDrafter)}
 
 func (c *Config) validatePlugins(v *checker) {
 	for _, name := range c.pluginNames() {

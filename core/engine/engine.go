@@ -57,12 +57,27 @@ type Request struct {
 	DraftMax *int
 	// PolicyName is reported in the stats.
 	PolicyName string
-	Seed       uint64
+	// Drafters are the plugin drafters a round may draft with besides the session's
+	// draft model. The policy names a round's drafter by index (DepthDecision.Drafter):
+	// the draft model is drafter 0 when the session has one, then Drafters in order.
+	// With Drafters a request runs speculative rounds without a draft model.
+	Drafters []Drafter
+	Seed     uint64
 	// TopLogits > 0 reports the K best raw logits of the last prompt position.
 	TopLogits int
 	// OnText receives the text as it becomes final; an error from it ends the request.
 	OnText func(string) error
 }
+
+// Drafter is a drafter plugin of a request and the name its rounds are reported under
+// (stats, traces).
+type Drafter struct {
+	Name string
+	sdk.Drafter
+}
+
+// ModelDrafter is the name the draft model's rounds are reported under.
+const ModelDrafter = "model"
 
 // TopLogit is one candidate of Result.TopLogits.
 type TopLogit struct {
@@ -263,8 +278,21 @@ func (s *Session) setDefaults() {
 // Ctx is the context length of the session's caches.
 func (s *Session) Ctx() int { return s.target.ctx() }
 
-// HasDraft reports whether the session can run speculative rounds.
+// HasDraft reports whether the session has a draft model (a request's drafter plugins
+// can draft without one).
 func (s *Session) HasDraft() bool { return s.draft != nil }
+
+// drafterNames are the names of the drafters a request on s offers, in index order.
+func (s *Session) drafterNames(ds []Drafter) []string {
+	var names []string
+	if s.draft != nil {
+		names = append(names, ModelDrafter)
+	}
+	for _, d := range ds {
+		names = append(names, d.Name)
+	}
+	return names
+}
 
 // Close frees the caches.
 func (s *Session) Close() {
@@ -309,6 +337,16 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	// --walk pools the rounds of one prompt).
 	if sp, ok := req.Policy.(interface{ SetPrompt([]int32) }); ok {
 		sp.SetPrompt(req.Prompt)
+	}
+	// Likewise a policy that wants the drafters' names (index order) implements
+	// SetDrafters: the tracer records each round's drafter by name.
+	if sd, ok := req.Policy.(interface{ SetDrafters([]string) }); ok {
+		sd.SetDrafters(s.drafterNames(req.Drafters))
+	}
+	for i, d := range req.Drafters {
+		if d.Drafter == nil {
+			return nil, fmt.Errorf("engine: drafter %d (%q) is nil", i, d.Name)
+		}
 	}
 	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}
 	g.res.Spec.Policy = req.PolicyName

@@ -28,12 +28,20 @@ type gen struct {
 	conf       []float32
 	in         []int32
 	pick       []int32 // the verify rows' picked columns: the drafts, then none
+	// names are the request's drafters in index order (the draft model first when the
+	// session has one); fed[i] is how many tokens of the sequence drafter plugin i was
+	// told (req.Drafters[i]); dq is the request reused for its calls.
+	names []string
+	fed   []int
+	dq    sdk.DraftRequest
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
 func (g *gen) run(ctx context.Context) error {
 	s := g.s
-	g.last = sdk.RoundOutcome{Round: -1}
+	g.names = s.drafterNames(g.req.Drafters)
+	g.fed = make([]int, len(g.req.Drafters))
+	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
 	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil); err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
@@ -62,11 +70,15 @@ func (g *gen) run(ctx context.Context) error {
 	}
 }
 
+// drafters is the number of drafters the request offers: the draft model, then the
+// drafter plugins.
+func (g *gen) drafters() int { return len(g.names) }
+
 // maxDepth is the deepest round the engine can run now: the session's bound, the room
 // left in the caches and the remaining token budget.
 func (g *gen) maxDepth() int {
 	s := g.s
-	if s.draft == nil {
+	if g.drafters() == 0 {
 		return 0
 	}
 	d := min(s.draftMax, s.target.ctx()-s.target.len()-1)
@@ -103,9 +115,16 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 		}
 	}
 	d := min(max(dec.Depth, 0), maxD)
+	k := dec.Drafter
+	if d > 0 && (k < 0 || k >= g.drafters()) {
+		return true, fmt.Errorf("engine: depth policy: drafter %d chosen, the request has %d (%v)", k, g.drafters(), g.names)
+	}
+	if d == 0 {
+		k = 0
+	}
 	// 2. draft
 	t0 := time.Now()
-	if err := g.draftTokens(d, dec.MinConf, dec.KeepCut); err != nil {
+	if err := g.draft(ctx, k, d, dec); err != nil {
 		return true, fmt.Errorf("engine: draft: %w", err)
 	}
 	t1 := time.Now()
@@ -129,14 +148,19 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	g.res.Spec.Ms.Draft += ms(t1.Sub(t0))
 	g.res.Spec.Ms.Verify += ms(t2.Sub(t1))
 	g.last = sdk.RoundOutcome{Round: round, Depth: d, Drafted: len(g.drafts), Accepted: r.Accepted,
-		DraftConf: g.conf, DraftNs: t1.Sub(t0).Nanoseconds(), VerifyNs: t2.Sub(t1).Nanoseconds()}
+		DraftConf: g.conf, DraftNs: t1.Sub(t0).Nanoseconds(), VerifyNs: t2.Sub(t1).Nanoseconds(),
+		Drafter: k, Drafters: g.drafters()}
 	// 6. emit the accepted run one token at a time, exactly as plain decoding would
 	toks := append(g.drafts[:r.Accepted:r.Accepted], r.Next)
 	emitted, done, err := g.push(toks)
 	if g.firstRound == 0 {
 		g.firstRound = g.produced
 	}
-	g.res.Spec.addRound(len(g.drafts), r.Accepted, emitted)
+	name := ""
+	if d > 0 {
+		name = g.names[k]
+	}
+	g.res.Spec.addRound(name, len(g.drafts), r.Accepted, emitted)
 	return done, err
 }
 
@@ -217,14 +241,55 @@ func (g *gen) push(toks []int32) (int, bool, error) {
 	return len(toks), false, nil
 }
 
-// draftTokens proposes up to d tokens greedily with the draft model, first catching
-// its cache up with the sequence. It stops early when the draft's top probability
-// falls below minConf: before that token, or after it when keepCut.
-func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
+// draft proposes up to d tokens with drafter k (see Request.Drafters) into g.drafts
+// and g.conf, stopping early where a token's confidence falls below dec.MinConf:
+// before that token, or after it when dec.KeepCut.
+func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) error {
 	g.drafts, g.conf = g.drafts[:0], g.conf[:0]
 	if d == 0 {
 		return nil
 	}
+	if g.s.draft != nil {
+		if k == 0 {
+			return g.draftTokens(d, dec.MinConf, dec.KeepCut)
+		}
+		k--
+	}
+	return g.draftPlugin(ctx, k, d, dec.MinConf, dec.KeepCut)
+}
+
+// draftPlugin asks drafter plugin i (req.Drafters[i]) for up to d tokens, telling it
+// the tokens appended to the sequence since its last call. Its answer is checked
+// (sdk.CheckDraft) whatever the drafter: a bad one is an error naming it.
+func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCut bool) error {
+	dr, s := g.req.Drafters[i], g.s
+	g.dq.Appended, g.dq.MaxDepth, g.dq.Vocab = s.hist[g.fed[i]:], d, s.target.vocab()
+	res, err := dr.Draft(ctx, &g.dq)
+	g.dq.Appended = nil
+	if err == nil {
+		err = sdk.CheckDraft(&g.dq, res)
+	}
+	if err != nil {
+		return fmt.Errorf("drafter %q: %w", dr.Name, err)
+	}
+	g.fed[i] = len(s.hist)
+	for j, tok := range res.Tokens {
+		cut := minConf > 0 && res.Conf[j] < minConf
+		if cut && !keepCut {
+			break
+		}
+		g.drafts, g.conf = append(g.drafts, tok), append(g.conf, res.Conf[j])
+		if cut {
+			break
+		}
+	}
+	return nil
+}
+
+// draftTokens proposes up to d tokens greedily with the draft model, first catching
+// its cache up with the sequence. It stops early when the draft's top probability
+// falls below minConf: before that token, or after it when keepCut.
+func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 	s := g.s
 	pending := s.hist[s.draft.len():]
 	for _, id := range pending {

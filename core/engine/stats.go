@@ -40,11 +40,32 @@ type SpecStats struct {
 	Acceptance     float64               `json:"acceptance"` // Accepted / Drafted (0 when nothing was drafted)
 	TokensPerRound float64               `json:"tokens_per_round"`
 	ByDepth        map[string]DepthStats `json:"by_depth"` // key: tokens drafted in the round
-	Ms             SpecMs                `json:"ms"`
-	emitted        int
+	// ByDrafter are the rounds that drafted (depth > 0) by drafter name ("model" for
+	// the draft model, else the drafter plugin's name); absent when none did.
+	ByDrafter map[string]DrafterStats `json:"by_drafter,omitempty"`
+	Ms        SpecMs                  `json:"ms"`
+	emitted   int
 }
 
-func (s *SpecStats) addRound(drafted, accepted, emitted int) {
+// DrafterStats are the rounds one drafter was given.
+type DrafterStats struct {
+	Rounds   int `json:"rounds"`
+	Drafted  int `json:"drafted"`
+	Accepted int `json:"accepted"`
+}
+
+// addRound counts a round; drafter is the name of its drafter ("" for a depth-0 round).
+func (s *SpecStats) addRound(drafter string, drafted, accepted, emitted int) {
+	if drafter != "" {
+		if s.ByDrafter == nil {
+			s.ByDrafter = map[string]DrafterStats{}
+		}
+		b := s.ByDrafter[drafter]
+		b.Rounds++
+		b.Drafted += drafted
+		b.Accepted += accepted
+		s.ByDrafter[drafter] = b
+	}
 	s.Rounds++
 	s.Drafted += drafted
 	s.Accepted += accepted

@@ -244,7 +244,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *lpSampler) {
 	req := engine.Request{
 		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop,
-		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName,
+		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName, Drafters: pl.Drafters,
 		Seed: pl.Seed, OnText: onText, DraftMax: j.params.DraftMax,
 	}
 	var lp *lpSampler

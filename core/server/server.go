@@ -33,6 +33,8 @@ type Plugins struct {
 	Policy  sdk.DepthPolicy // nil: plain decoding
 	Sampler sdk.Sampler
 	Penalty sdk.Penalty // nil: none
+	// Drafters are the drafter plugins the policy may give rounds to (engine.Request).
+	Drafters []engine.Drafter
 	// PolicyName and PolicyVersion are reported in the response's "minfer" field.
 	PolicyName    string
 	PolicyVersion string

@@ -91,6 +91,7 @@ type Plugin struct {
 	Info      []byte // the info record, at AddrInfo
 	Err       []byte // the last error message, at AddrErr
 	Policy    []byte // body of minfer_policy_next
+	Draft     []byte // body of minfer_draft (nil: not exported)
 	Resp      []byte // data at AddrResp
 }
 
@@ -108,6 +109,9 @@ func (p Plugin) Bytes() []byte {
 		{sdk.ExportLastError, nil, []byte{I64}, I64Const(sdk.Pack(AddrErr, uint32(len(p.Err))))},
 		{sdk.ExportPolicyNext, []byte{I32, I32}, []byte{I64}, p.Policy},
 	}
+	if p.Draft != nil {
+		funcs = append(funcs, Func{sdk.ExportDraft, []byte{I32, I32}, []byte{I64}, p.Draft})
+	}
 	return Assemble(funcs, []Data{{AddrInfo, p.Info}, {AddrErr, p.Err}, {AddrResp, p.Resp}})
 }
 
@@ -117,6 +121,11 @@ func PolicyInfo(name, version string, minor int32) []byte {
 	info := sdk.AppendInfo(nil, []sdk.Info{{Name: name, Version: version, Roles: []sdk.Role{sdk.RolePolicy}}})
 	binary.LittleEndian.PutUint16(info[6:], uint16(minor))
 	return info
+}
+
+// DrafterInfo is the info record of one drafter plugin named name (ABI v1.2).
+func DrafterInfo(name, version string) []byte {
+	return sdk.AppendInfo(nil, []sdk.Info{{Name: name, Version: version, Roles: []sdk.Role{sdk.RoleDrafter}}})
 }
 
 func uleb(dst []byte, v uint64) []byte {

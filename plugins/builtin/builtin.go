@@ -1,5 +1,6 @@
 // Package builtin holds the plugins minfer ships: the depth policies adaptive (the
-// default), ucb and static, the samplers greedy and sampling, and the penalty window.
+// default), ucb and static, the samplers greedy and sampling, the penalty window, and
+// the drafters ngram and suffix (one file per proposer).
 //
 // The same Go sources are used twice: natively (this package, importable by tests and
 // by anything that wants a plugin without a WebAssembly host) and compiled with
@@ -49,6 +50,7 @@ type Plugin struct {
 	NewPolicy  func(params []byte) (sdk.DepthPolicy, error)
 	NewPenalty func(params []byte) (sdk.Penalty, error)
 	NewSampler func(params []byte) (sdk.Sampler, error)
+	NewDrafter func(params []byte) (sdk.Drafter, error)
 }
 
 // Plugins lists the built-ins in a fixed order.
@@ -59,6 +61,7 @@ var Plugins = []Plugin{
 	{Info: info("greedy", sdk.RoleSampler, 1), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewGreedy(p) }},
 	{Info: info("sampling", sdk.RoleSampler, 40), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewSampling(p) }},
 	{Info: info("penalty", sdk.RolePenalty, 0), NewPenalty: func(p []byte) (sdk.Penalty, error) { return NewPenalty(p) }},
+	{Info: info("ngram", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewNgram(p) }},
 }
 
 func info(name string, role sdk.Role, topK int) sdk.Info {

@@ -1,6 +1,7 @@
 // Package check is the plugin conformance kit behind `minfer plugin check`: it loads a
 // WebAssembly module and runs each of its plugins through self-test rounds, hostile
-// inputs, recorded traces (policies) and the greedy identity (samplers).
+// inputs, recorded traces (policies), the greedy identity (samplers) and greedy rounds
+// over a copy-heavy sequence (drafters).
 package check
 
 import (
@@ -72,8 +73,9 @@ type CheckResult struct {
 // Check is the conformance kit behind `minfer plugin check`: it loads the module
 // (validating exports, ABI version and info record), then, for each plugin and role,
 // starts it with opts.Params and runs a self-test round, edge-case ("hostile") inputs
-// that a correct plugin must answer validly, the simulator traces (policies), and for
-// samplers determinism and the greedy identity check. The error is non-nil only when the
+// that a correct plugin must answer validly, the simulator traces (policies), for
+// samplers determinism and the greedy identity check, and for drafters greedy rounds
+// over a copy-heavy sequence and determinism. The error is non-nil only when the
 // module cannot be loaded at all.
 func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []CheckResult, error) {
 	m, err := wasm.Load(ctx, bin, wasm.Options{Name: "check", Timeout: opts.Timeout, MemoryMB: opts.MemoryMB,
@@ -105,6 +107,8 @@ func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []Ch
 				c.sampler()
 			case sdk.RolePenalty:
 				c.penalty()
+			case sdk.RoleDrafter:
+				c.drafter()
 			}
 			out = append(out, c.results...)
 		}

@@ -26,7 +26,8 @@ func TestCheckBuiltins(t *testing.T) {
 		seen[string(r.Role)+" "+r.Name] = true
 		t.Logf("%s (%s) %s: %s", r.Plugin, r.Role, r.Name, r.Note)
 	}
-	for _, want := range []string{"policy simulator trace shifting.jsonl", "sampler greedy identity", "penalty edge-case rows", "policy edge-case outcomes"} {
+	for _, want := range []string{"policy simulator trace shifting.jsonl", "sampler greedy identity", "penalty edge-case rows", "policy edge-case outcomes",
+		"drafter greedy rounds over a copy-heavy sequence", "drafter determinism", "drafter edge-case requests"} {
 		if !seen[want] {
 			t.Errorf("no %q check ran", want)
 		}

@@ -220,6 +220,18 @@ func (c *Client) Sampler() (sdk.Sampler, error) { return c.SamplerWith(nil) }
 // Penalty creates a penalty instance (one per sequence); it implements io.Closer too.
 func (c *Client) Penalty() (sdk.Penalty, error) { return c.PenaltyWith(nil) }
 
+// Drafter creates a drafter instance (one per sequence); it implements io.Closer too.
+func (c *Client) Drafter() (sdk.Drafter, error) { return c.DrafterWith(nil) }
+
+// DrafterWith is Drafter with the instance's own params (see PolicyWith).
+func (c *Client) DrafterWith(params []byte) (sdk.Drafter, error) {
+	in, err := c.newInstance(sdk.RoleDrafter, params)
+	if err != nil {
+		return nil, err
+	}
+	return &drafter{in: in}, nil
+}
+
 // PolicyWith is Policy with the instance's own params (a JSON object; nil =
 // Options.Params), e.g. a request's overrides: params travel with each instance, so
 // one process serves instances with different params.
@@ -421,6 +433,27 @@ func (p *penalty) Apply(ctx context.Context, rows []sdk.PenaltyRow) error {
 		return p.c.conn.Apply(ctx, p.in, rows)
 	})
 }
+
+type drafter struct{ in *instance }
+
+var _ sdk.Drafter = (*drafter)(nil)
+
+// Draft asks the plugin; its answer is checked against the request (sdk.CheckDraft).
+func (d *drafter) Draft(ctx context.Context, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	var res sdk.DraftResult
+	err := d.in.call(ctx, "Draft", func(ctx context.Context) (err error) {
+		res, err = d.in.c.conn.Draft(ctx, d.in.in, q)
+		if err == nil {
+			if cerr := sdk.CheckDraft(q, res); cerr != nil {
+				err = fmt.Errorf("%w: %v", ErrMalformed, cerr)
+			}
+		}
+		return err
+	})
+	return res, err
+}
+
+func (d *drafter) Close() error { return d.in.Close() }
 
 // firstLine shows only the first line of a multi-line error (go-plugin's start errors
 // carry a paragraph of advice).

@@ -66,7 +66,7 @@ func open(t *testing.T, params string, opts Options) *Client {
 
 func TestAllRoles(t *testing.T) {
 	c := open(t, `{"top_k": 8, "window": 32, "factor": 4}`, Options{})
-	if got, want := c.Roles(), []sdk.Role{sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty}; !slices.Equal(got, want) {
+	if got, want := c.Roles(), []sdk.Role{sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty, sdk.RoleDrafter}; !slices.Equal(got, want) {
 		t.Fatalf("Roles: got %v, want %v", got, want)
 	}
 	if info := c.Info(); info.Name != "testplugin" || info.Version != "0.1.0" {
@@ -160,6 +160,32 @@ func TestAllRoles(t *testing.T) {
 		}
 		if err := p.(interface{ Close() error }).Close(); err != nil {
 			t.Fatalf("instance Close: %v", err)
+		}
+	})
+
+	t.Run("drafter", func(t *testing.T) {
+		d, err := c.Drafter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.(interface{ Close() error }).Close()
+		q := &sdk.DraftRequest{Appended: []int32{4, 8}, MaxDepth: 2, Vocab: 10}
+		got, err := d.Draft(ctx, q)
+		if err != nil || !slices.Equal(got.Tokens, []int32{8, 8}) || !slices.Equal(got.Conf, []float32{0.5, 0.5}) {
+			t.Fatalf("got %+v %v, want [8 8] at 0.5", got, err)
+		}
+		// the plugin keeps the sequence: nothing appended, the same last token
+		q = &sdk.DraftRequest{MaxDepth: 5, Vocab: 10}
+		if got, err := d.Draft(ctx, q); err != nil || !slices.Equal(got.Tokens, []int32{8, 8, 8}) {
+			t.Fatalf("second call: got %+v %v, want [8 8 8]", got, err)
+		}
+		bad, err := c.DrafterWith([]byte(`{"mode": "garbage"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = bad.Draft(ctx, &sdk.DraftRequest{Appended: []int32{1}, MaxDepth: 2, Vocab: 10})
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "outside the vocabulary") || !strings.Contains(err.Error(), "drafter") {
+			t.Fatalf("garbage drafter: got %v, want a malformed error naming the role", err)
 		}
 	})
 }

@@ -2,7 +2,7 @@
 //
 // Load compiles a module once (through an on-disk compilation cache, so later processes
 // skip the compiler), checks its ABI and info record, and starts a pool of instances.
-// Policy, Sampler and Penalty take an instance from the pool, start the named plugin on
+// Policy, Sampler, Penalty and Drafter take an instance from the pool, start the named plugin on
 // it with its JSON params and return a handle implementing the sdk role interface; the
 // handle's Close gives the instance back. One handle serves one sequence: its methods
 // must not be called concurrently.
@@ -230,12 +230,14 @@ var (
 		sdk.ExportPenaltyApply:  {[]api.ValueType{i32, i32}, []api.ValueType{i64}},
 		sdk.ExportSamplerNeeds:  {nil, []api.ValueType{i32}},
 		sdk.ExportSample:        {[]api.ValueType{i32, i32}, []api.ValueType{i64}},
+		sdk.ExportDraft:         {[]api.ValueType{i32, i32}, []api.ValueType{i64}},
 	}
 	required = []string{sdk.ExportABI, sdk.ExportInfo, sdk.ExportAlloc, sdk.ExportFree, sdk.ExportInit, sdk.ExportLastError}
 	roleSyms = map[sdk.Role][]string{
 		sdk.RolePolicy:  {sdk.ExportPolicyNext},
 		sdk.RolePenalty: {sdk.ExportPenaltyWindow, sdk.ExportPenaltyApply},
 		sdk.RoleSampler: {sdk.ExportSamplerNeeds, sdk.ExportSample},
+		sdk.RoleDrafter: {sdk.ExportDraft},
 	}
 )
 

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
 	"github.com/minfer/minfer/sdk"
 )
@@ -146,12 +149,22 @@ func TestInitErrors(t *testing.T) {
 // error of the right kind, and the host must keep serving.
 func TestHostile(t *testing.T) {
 	ctx := context.Background()
-	okResp := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2})
-	huge := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 3})
+	// bodyOK answers 16 bytes: a v1.1 response (hdr 16, no drafter), which a v1.2 host
+	// reads as drafter 0
+	v11 := func(d sdk.DepthDecision) []byte {
+		b := sdk.AppendPolicyResponse(nil, d)[:16]
+		binary.LittleEndian.PutUint32(b, 16)
+		return b
+	}
+	okResp := v11(sdk.DepthDecision{Depth: 2})
+	huge := v11(sdk.DepthDecision{Depth: 3})
 	binary.LittleEndian.PutUint32(huge[4:], 1<<30)
 	v10Resp := append([]byte(nil), okResp[:12]...) // hdr 12, depth, min_conf
 	binary.LittleEndian.PutUint32(v10Resp, 12)
-	badFlag := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2, KeepCut: true})
+	badFlag := v11(sdk.DepthDecision{Depth: 2, KeepCut: true})
+	v12 := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2, Drafter: 3})
+	badDrafter := sdk.AppendPolicyResponse(nil, sdk.DepthDecision{Depth: 2})
+	binary.LittleEndian.PutUint32(badDrafter[16:], uint32(sdk.MaxDrafters))
 	badFlag[12] |= 4
 	for _, tc := range []struct {
 		name     string
@@ -163,6 +176,8 @@ func TestHostile(t *testing.T) {
 		{"well behaved", hostile{policy: bodyOK, resp: okResp}, "", "", ""},
 		{"v1.0 response", hostile{policy: bodyOKv10, resp: v10Resp}, "", "", ""},
 		{"unknown flag", hostile{policy: bodyOK, resp: badFlag}, "", "malformed", "unknown flags 0x4"},
+		{"v1.2 response", hostile{minor: 2, policy: i64c(sdk.Pack(addrResp, 20)), resp: v12}, "", "", ""},
+		{"drafter out of range", hostile{minor: 2, policy: i64c(sdk.Pack(addrResp, 20)), resp: badDrafter}, "", "malformed", "drafter 256 outside"},
 		{"infinite loop", hostile{policy: bodyLoop}, "", "timeout", "no answer within"},
 		{"trap", hostile{policy: bodyTrap}, "", "trap", "unreachable"},
 		{"memory bomb", hostile{policy: bodyMemBomb}, "", "trap", "unreachable"},
@@ -277,4 +292,98 @@ func equalF32(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// TestHostileDrafter: a drafter's answer that breaks the contract (more tokens than
+// asked, ids outside the vocabulary, NaN or out-of-range confidences, a truncated
+// response) is a malformed error naming the plugin and role; a good one is returned.
+func TestHostileDrafter(t *testing.T) {
+	ctx := context.Background()
+	resp := func(toks []int32, conf []float32) []byte {
+		return sdk.AppendDraftResponse(nil, sdk.DraftResult{Tokens: toks, Conf: conf})
+	}
+	nan := float32(math.NaN())
+	q := &sdk.DraftRequest{Appended: []int32{1, 2, 3}, MaxDepth: 2, Vocab: 10}
+	for _, tc := range []struct {
+		name string
+		resp []byte
+		want string // "" = valid
+	}{
+		{"good", resp([]int32{4, 9}, []float32{1, 0}), ""},
+		{"nothing", resp(nil, nil), ""},
+		{"too many", resp([]int32{4, 5, 6}, []float32{1, 1, 1}), "3 draft tokens, at most 2"},
+		{"outside vocab", resp([]int32{10}, []float32{1}), "outside the vocabulary [0, 10)"},
+		{"negative id", resp([]int32{-3}, []float32{1}), "outside the vocabulary"},
+		{"nan conf", resp([]int32{4}, []float32{nan}), "confidence NaN"},
+		{"conf below 0", resp([]int32{4}, []float32{-0.5}), "confidence -0.5"},
+		{"truncated", resp([]int32{4, 5}, []float32{1, 1})[:16], "truncated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := wasmtest.Plugin{Minor: sdk.ABIMinor, Info: wasmtest.DrafterInfo("evil", "0"), Err: []byte("no"),
+				Policy: bodyErr, Draft: i64c(sdk.Pack(addrResp, uint32(len(tc.resp)))), Resp: tc.resp}.Bytes()
+			m, err := Load(ctx, bin, Options{Name: "evil", MemoryMB: 4, CacheDir: "-", Instances: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			d, err := m.Drafter(ctx, "evil", nil, CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			res, err := d.Draft(ctx, q)
+			if tc.want == "" {
+				if err != nil || len(res.Tokens) != len(res.Conf) {
+					t.Fatalf("got %+v %v, want a valid answer", res, err)
+				}
+				return
+			}
+			checkErr(t, err, "malformed", tc.want)
+			if !strings.Contains(err.Error(), `plugin "evil" drafter`) {
+				t.Fatalf("error %q does not name the plugin and role", err)
+			}
+		})
+	}
+}
+
+// A module of ABI v1.1 cannot declare a drafter (the role came with v1.2).
+func TestDrafterNeedsMinor2(t *testing.T) {
+	info := wasmtest.DrafterInfo("evil", "0")
+	binary.LittleEndian.PutUint16(info[6:], 1)
+	bin := wasmtest.Plugin{Minor: 1, Info: info, Policy: bodyErr, Draft: bodyErr}.Bytes()
+	_, err := Load(context.Background(), bin, Options{Name: "evil", CacheDir: "-", Instances: 1})
+	checkErr(t, err, "abi", "roles 0x8")
+}
+
+// TestNgramThroughWasm: the built-in ngram drafter answers the same through the module
+// as natively, round after round, fed a sequence in uneven chunks.
+func TestNgramThroughWasm(t *testing.T) {
+	ctx := context.Background()
+	m := loadBuiltin(t)
+	w, err := m.Drafter(ctx, "ngram", []byte(`{"n_min":1,"n_max":3}`), CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	n, err := builtin.NewNgram([]byte(`{"n_min":1,"n_max":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []int32{5, 6, 7, 8, 1, 5, 6, 7, 2, 5, 6, 9, 5, 6, 7, 8, 1, 3, 5, 6}
+	drafted := 0
+	for i, step := 0, 1; i < len(seq); i, step = i+step, step%4+1 {
+		q := sdk.DraftRequest{Appended: seq[i:min(i+step, len(seq))], MaxDepth: 1 + i%5, Vocab: 10}
+		got, err := w.Draft(ctx, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := n.Draft(ctx, &q)
+		if !slices.Equal(got.Tokens, want.Tokens) || !slices.Equal(got.Conf, want.Conf) {
+			t.Fatalf("after %d tokens: wasm %+v, native %+v", i+step, got, want)
+		}
+		drafted += len(got.Tokens)
+	}
+	if drafted == 0 {
+		t.Fatal("ngram proposed nothing on a repetitive sequence")
+	}
 }

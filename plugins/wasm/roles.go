@@ -226,3 +226,39 @@ func (p *Penalty) Close() error { return p.h.Close() }
 
 // Err is the failure that ended this handle's use, or nil.
 func (p *Penalty) Err() error { return p.h.Err() }
+
+// Drafter is a Drafter running in a module instance.
+type Drafter struct {
+	h   *handle
+	res sdk.DraftResult
+}
+
+var _ sdk.Drafter = (*Drafter)(nil)
+
+// Drafter starts plugin name as a drafter with its JSON params.
+func (m *Module) Drafter(ctx context.Context, name string, params []byte, co CallOptions) (*Drafter, error) {
+	h, err := m.open(ctx, name, sdk.RoleDrafter, params, co)
+	if err != nil {
+		return nil, err
+	}
+	return &Drafter{h: h}, nil
+}
+
+// Draft implements sdk.Drafter. The result's slices are reused by the next call.
+func (d *Drafter) Draft(ctx context.Context, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	d.h.req = sdk.AppendDraftRequest(d.h.req[:0], q)
+	resp, err := d.h.call(ctx, d.h.req)
+	if err != nil {
+		return sdk.DraftResult{}, err
+	}
+	if err := sdk.DecodeDraftResponse(resp, q, &d.res); err != nil {
+		return sdk.DraftResult{}, d.h.malformed(err)
+	}
+	return d.res, nil
+}
+
+// Close returns the instance to the pool.
+func (d *Drafter) Close() error { return d.h.Close() }
+
+// Err is the failure that ended this handle's use, or nil.
+func (d *Drafter) Err() error { return d.h.Err() }

@@ -152,3 +152,12 @@ func sample(ptr, n int32) int64 {
 	}
 	return answer(handler.Sample(req))
 }
+
+//go:wasmexport minfer_draft
+func draft(ptr, n int32) int64 {
+	req, ok := view(ptr, n)
+	if !ok {
+		return fail(badBuffer{})
+	}
+	return answer(handler.Draft(req))
+}

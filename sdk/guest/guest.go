@@ -34,6 +34,7 @@ type entry struct {
 	newPolicy  func(params []byte) (sdk.DepthPolicy, error)
 	newPenalty func(params []byte) (sdk.Penalty, error)
 	newSampler func(params []byte) (sdk.Sampler, error)
+	newDrafter func(params []byte) (sdk.Drafter, error)
 }
 
 var (
@@ -68,6 +69,12 @@ func RegisterSampler(name, version string, needs sdk.Needs, f func(params []byte
 	register(&entry{info: sdk.Info{Name: name, Version: version, Roles: []sdk.Role{sdk.RoleSampler}, Needs: needs}, newSampler: f})
 }
 
+// RegisterDrafter registers a drafter under name: a fresh value per sequence, told
+// the tokens appended since its last call (see sdk.DraftRequest).
+func RegisterDrafter(name, version string, f func(params []byte) (sdk.Drafter, error)) {
+	register(&entry{info: sdk.Info{Name: name, Version: version, Roles: []sdk.Role{sdk.RoleDrafter}}, newDrafter: f})
+}
+
 // Registered returns the info of every registered plugin, in registration order.
 func Registered() []sdk.Info {
 	out := make([]sdk.Info, len(entries))
@@ -85,11 +92,13 @@ type Handler struct {
 	policy  sdk.DepthPolicy
 	penalty sdk.Penalty
 	sampler sdk.Sampler
+	drafter sdk.Drafter
 
 	resp    []byte
 	outcome sdk.RoundOutcome
 	rows    []sdk.PenaltyRow
 	round   sdk.SampleRound
+	draftQ  sdk.DraftRequest
 }
 
 // Info returns the encoded info record of the registered plugins.
@@ -120,6 +129,8 @@ func (h *Handler) Init(req []byte) (err error) {
 		h.penalty, err = e.newPenalty(params)
 	case e.newSampler != nil:
 		h.sampler, err = e.newSampler(params)
+	case e.newDrafter != nil:
+		h.drafter, err = e.newDrafter(params)
 	}
 	if err != nil {
 		*h = Handler{resp: h.resp}
@@ -196,6 +207,28 @@ func (h *Handler) Sample(req []byte) (resp []byte, err error) {
 		return nil, err
 	}
 	h.resp = sdk.AppendSampleResponse(h.resp[:0], res)
+	return h.resp, nil
+}
+
+// Draft answers minfer_draft. The drafter's answer is checked (sdk.CheckDraft) before
+// it is encoded, so a guest's own bug is reported as its error, not as a malformed
+// response.
+func (h *Handler) Draft(req []byte) (resp []byte, err error) {
+	defer catch(&err)
+	if h.drafter == nil {
+		return nil, h.notRole(sdk.RoleDrafter)
+	}
+	if err := sdk.DecodeDraftRequest(req, &h.draftQ); err != nil {
+		return nil, err
+	}
+	res, err := h.drafter.Draft(context.Background(), &h.draftQ)
+	if err != nil {
+		return nil, err
+	}
+	if err := sdk.CheckDraft(&h.draftQ, res); err != nil {
+		return nil, err
+	}
+	h.resp = sdk.AppendDraftResponse(h.resp[:0], res)
 	return h.resp, nil
 }
 

@@ -71,9 +71,10 @@ type Plugins struct {
 	Policy  func(params []byte) (sdk.DepthPolicy, error)
 	Sampler func(params []byte) (sdk.Sampler, error)
 	Penalty func(params []byte) (sdk.Penalty, error)
+	Drafter func(params []byte) (sdk.Drafter, error)
 }
 
-// Roles lists the roles p serves, in the order policy, sampler, penalty.
+// Roles lists the roles p serves, in the order policy, sampler, penalty, drafter.
 func (p Plugins) Roles() []sdk.Role {
 	var roles []sdk.Role
 	if p.Policy != nil {
@@ -85,6 +86,9 @@ func (p Plugins) Roles() []sdk.Role {
 	if p.Penalty != nil {
 		roles = append(roles, sdk.RolePenalty)
 	}
+	if p.Drafter != nil {
+		roles = append(roles, sdk.RoleDrafter)
+	}
 	return roles
 }
 
@@ -93,7 +97,7 @@ func (p Plugins) Roles() []sdk.Role {
 // with status 1 when p serves no role or when the binary was not started by a host.
 func Serve(p Plugins) {
 	if len(p.Roles()) == 0 {
-		fmt.Fprintln(os.Stderr, "minfer process plugin: Plugins sets no role (Policy, Sampler or Penalty)")
+		fmt.Fprintln(os.Stderr, "minfer process plugin: Plugins sets no role (Policy, Sampler, Penalty or Drafter)")
 		os.Exit(1)
 	}
 	plugin.Serve(serveConfig(p, nil))
@@ -132,7 +136,7 @@ func serverSet(p Plugins) plugin.PluginSet {
 // (ClientConfig.VersionedPlugins). Dispensing any key returns a *Conn.
 func ClientPlugins() map[int]plugin.PluginSet {
 	set := plugin.PluginSet{metaKey: &grpcPlugin{}}
-	for _, r := range []sdk.Role{sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty} {
+	for _, r := range []sdk.Role{sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty, sdk.RoleDrafter} {
 		set[string(r)] = &grpcPlugin{}
 	}
 	return map[int]plugin.PluginSet{ProtocolVersion: set}
@@ -164,7 +168,7 @@ type server struct {
 	p    Plugins
 	mu   sync.Mutex
 	next uint64
-	inst map[uint64]any // sdk.DepthPolicy, sdk.Sampler or sdk.Penalty
+	inst map[uint64]any // sdk.DepthPolicy, sdk.Sampler, sdk.Penalty or sdk.Drafter
 }
 
 func (s *server) add(v any) uint64 {

@@ -19,6 +19,7 @@ import (
 //	                           NextDepth(policyRequest) policyResponse
 //	minfer.process.v1.Sampler  New, Free; Sample(sampleRequest) sampleResponse
 //	minfer.process.v1.Penalty  New, Free; Apply(penaltyRequest) penaltyResponse
+//	minfer.process.v1.Drafter  New, Free; Draft(draftRequest) draftResponse
 const (
 	metaService = "minfer.process.v1.Meta"
 	servicePref = "minfer.process.v1."
@@ -28,12 +29,14 @@ var serviceOf = map[sdk.Role]string{
 	sdk.RolePolicy:  servicePref + "Policy",
 	sdk.RoleSampler: servicePref + "Sampler",
 	sdk.RolePenalty: servicePref + "Penalty",
+	sdk.RoleDrafter: servicePref + "Drafter",
 }
 
 var callOf = map[sdk.Role]string{
 	sdk.RolePolicy:  "NextDepth",
 	sdk.RoleSampler: "Sample",
 	sdk.RolePenalty: "Apply",
+	sdk.RoleDrafter: "Draft",
 }
 
 // unary makes a method handler that decodes a *Req, runs call with panics turned into
@@ -132,6 +135,15 @@ func (s *server) registerRole(g *grpc.Server, role sdk.Role) {
 			}
 			return resp, nil
 		})
+	case sdk.RoleDrafter:
+		call = unary(full(callOf[role]), func(ctx context.Context, req *draftRequest) (message, error) {
+			p, err := get[sdk.Drafter](s, req.ID, role)
+			if err != nil {
+				return nil, status.Error(codes.NotFound, err.Error())
+			}
+			r, err := p.Draft(ctx, &req.Q)
+			return &draftResponse{r}, err
+		})
 	}
 	methods = append(methods, grpc.MethodDesc{MethodName: callOf[role], Handler: call})
 	g.RegisterService(&grpc.ServiceDesc{ServiceName: svc, HandlerType: (*any)(nil), Methods: methods}, s)
@@ -164,6 +176,12 @@ func (s *server) newInstance(role sdk.Role, params []byte) (message, error) {
 			return nil, err
 		}
 		resp.Window = int64(p.Window())
+		inst = p
+	case sdk.RoleDrafter:
+		p, err := s.p.Drafter(params)
+		if err != nil {
+			return nil, err
+		}
 		inst = p
 	}
 	if inst == nil {
@@ -245,6 +263,14 @@ func (c *Conn) Sample(ctx context.Context, in Instance, r *sdk.SampleRound) (sdk
 	var resp sampleResponse
 	err := c.invoke(ctx, "/"+serviceOf[sdk.RoleSampler]+"/Sample", &sampleRequest{ID: in.ID, Round: *r}, &resp)
 	return resp.SampleResult, err
+}
+
+// Draft calls a drafter instance. The reply is not checked here (plugins/process
+// checks it against the request with sdk.CheckDraft).
+func (c *Conn) Draft(ctx context.Context, in Instance, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	var resp draftResponse
+	err := c.invoke(ctx, "/"+serviceOf[sdk.RoleDrafter]+"/Draft", &draftRequest{ID: in.ID, Q: *q}, &resp)
+	return resp.DraftResult, err
 }
 
 // Apply calls a penalty instance and writes the returned logits into rows. A reply whose

@@ -226,7 +226,11 @@ func (m *policyRequest) appendTo(b []byte) []byte {
 	for _, v := range []int64{int64(o.Round), int64(o.Depth), int64(o.Drafted), int64(o.Accepted), o.DraftNs, o.VerifyNs, int64(o.MaxDepth)} {
 		b = putI64(b, v)
 	}
-	return putWords(b, o.DraftConf)
+	b = putWords(b, o.DraftConf)
+	if o.Drafters > 1 { // only then: a plugin built before drafters reads no trailer
+		b = putI64(putI64(b, int64(o.Drafter)), int64(o.Drafters))
+	}
+	return b
 }
 
 func (m *policyRequest) decode(d *decoder) {
@@ -235,6 +239,10 @@ func (m *policyRequest) decode(d *decoder) {
 	o.Round, o.Depth, o.Drafted, o.Accepted = int(d.i64()), int(d.i64()), int(d.i64()), int(d.i64())
 	o.DraftNs, o.VerifyNs, o.MaxDepth = d.i64(), d.i64(), int(d.i64())
 	o.DraftConf = words[float32](d)
+	o.Drafter, o.Drafters = 0, 0
+	if d.err == nil && len(d.b) > 0 {
+		o.Drafter, o.Drafters = int(d.i64()), int(d.i64())
+	}
 }
 
 // policyResponse is sdk.DepthDecision.
@@ -245,11 +253,15 @@ func (m *policyResponse) appendTo(b []byte) []byte {
 	if m.KeepCut {
 		flags = 1
 	}
-	return putU32(putF32(putI64(b, int64(m.Depth)), m.MinConf), flags)
+	b = putU32(putF32(putI64(b, int64(m.Depth)), m.MinConf), flags)
+	if m.Drafter != 0 {
+		b = putI64(b, int64(m.Drafter))
+	}
+	return b
 }
 
 // decode reads a response; one from a plugin built before keep_cut ends after
-// min_conf and reads as keep_cut false.
+// min_conf and reads as keep_cut false, one without a drafter reads as drafter 0.
 func (m *policyResponse) decode(d *decoder) {
 	m.Depth = int(d.i64())
 	m.MinConf = d.f32()
@@ -259,6 +271,12 @@ func (m *policyResponse) decode(d *decoder) {
 			d.err = fmt.Errorf("policy response: unknown flags %#x", flags&^1)
 		}
 		m.KeepCut = flags&1 != 0
+	}
+	if d.err == nil && len(d.b) > 0 {
+		m.Drafter = int(d.i64())
+		if d.err == nil && (m.Drafter < 0 || m.Drafter >= sdk.MaxDrafters) {
+			d.err = fmt.Errorf("policy response: drafter %d outside [0, %d)", m.Drafter, sdk.MaxDrafters)
+		}
 	}
 }
 
@@ -348,4 +366,32 @@ func (m *sampleResponse) appendTo(b []byte) []byte {
 func (m *sampleResponse) decode(d *decoder) {
 	m.Accepted = int(d.i64())
 	m.Next = int32(d.u32())
+}
+
+// draftRequest is one sdk.Drafter.Draft call.
+type draftRequest struct {
+	ID uint64
+	Q  sdk.DraftRequest
+}
+
+func (m *draftRequest) appendTo(b []byte) []byte {
+	b = putI64(putI64(putU64(b, m.ID), int64(m.Q.MaxDepth)), int64(m.Q.Vocab))
+	return putWords(b, m.Q.Appended)
+}
+
+func (m *draftRequest) decode(d *decoder) {
+	m.ID = d.u64()
+	m.Q.MaxDepth, m.Q.Vocab = int(d.i64()), int(d.i64())
+	m.Q.Appended = words[int32](d)
+}
+
+// draftResponse is sdk.DraftResult.
+type draftResponse struct{ sdk.DraftResult }
+
+func (m *draftResponse) appendTo(b []byte) []byte {
+	return putWords(putWords(b, m.Tokens), m.Conf)
+}
+
+func (m *draftResponse) decode(d *decoder) {
+	m.Tokens, m.Conf = words[int32](d), words[float32](d)
 }

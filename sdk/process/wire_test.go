@@ -21,6 +21,11 @@ func samples() []message {
 		&policyRequest{ID: 3, Last: sdk.RoundOutcome{Round: -1, Depth: 4, Drafted: 3, Accepted: 2,
 			DraftConf: []float32{0.9, 0.5, 0.25}, DraftNs: 1e6, VerifyNs: 3e6, MaxDepth: 16}},
 		&policyResponse{sdk.DepthDecision{Depth: 5, MinConf: 0.3, KeepCut: true}},
+		&policyRequest{ID: 3, Last: sdk.RoundOutcome{Round: 2, Depth: 4, Drafted: 1, DraftConf: []float32{0.9},
+			VerifyNs: 3e6, MaxDepth: 16, Drafter: 2, Drafters: 3}},
+		&policyResponse{sdk.DepthDecision{Depth: 5, Drafter: 2}},
+		&draftRequest{ID: 6, Q: sdk.DraftRequest{Appended: []int32{1, 2, 3}, MaxDepth: 8, Vocab: 151936}},
+		&draftResponse{sdk.DraftResult{Tokens: []int32{4, 5}, Conf: []float32{1, 0.25}}},
 		&penaltyRequest{ID: 4, Rows: []sdk.PenaltyRow{
 			{History: []int32{1, 2, 1}, IDs: []int32{1, 2}, Logits: []float32{1.5, inf}},
 			{History: []int32{}, IDs: []int32{}, Logits: []float32{}},
@@ -63,12 +68,20 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(normalize(got), normalize(m)) {
 				t.Fatalf("got %+v\nwant %+v", got, m)
 			}
-			// Every strict prefix is an error, never a panic — except a policy response
-			// without its flags word, which is what plugins built before keep_cut send.
+			// Every strict prefix is an error, never a panic — except what earlier
+			// versions send: a policy response without its flags word (before keep_cut)
+			// or without its drafter, a policy request without the drafter fields.
 			for n := range b {
 				fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(message)
-				if _, ok := m.(*policyResponse); ok && n == len(b)-4 {
-					continue
+				switch m := m.(type) {
+				case *policyResponse:
+					if n == 12 || n == 16 && m.Drafter != 0 {
+						continue
+					}
+				case *policyRequest:
+					if n == len(b)-16 && m.Last.Drafters > 1 {
+						continue
+					}
 				}
 				if err := (codec{}).Unmarshal(b[:n], fresh); err == nil {
 					t.Fatalf("prefix of %d/%d bytes: got no error", n, len(b))
@@ -156,7 +169,7 @@ func TestPluginsRoles(t *testing.T) {
 	if _, ok := set[metaKey]; !ok || len(set) != 2 {
 		t.Fatalf("server set: got keys %v, want meta and penalty", reflect.ValueOf(set).MapKeys())
 	}
-	if n := len(ClientPlugins()[ProtocolVersion]); n != 4 {
-		t.Fatalf("client set: got %d entries, want 4", n)
+	if n := len(ClientPlugins()[ProtocolVersion]); n != 5 {
+		t.Fatalf("client set: got %d entries, want 5 (meta and four roles)", n)
 	}
 }

@@ -18,6 +18,8 @@ func init() {
 			guest.RegisterPenalty(p.Info.Name, p.Info.Version, p.NewPenalty)
 		case p.NewSampler != nil:
 			guest.RegisterSampler(p.Info.Name, p.Info.Version, p.Info.Needs, p.NewSampler)
+		case p.NewDrafter != nil:
+			guest.RegisterDrafter(p.Info.Name, p.Info.Version, p.NewDrafter)
 		}
 	}
 }

@@ -113,6 +113,28 @@ func (q *penalty) Apply(ctx context.Context, rows []sdk.PenaltyRow) error {
 	return nil
 }
 
+// drafter proposes the last token it was told, repeated (up to max_depth, at most 3),
+// keeping the sequence itself; garbage: an id outside the vocabulary.
+type drafter struct {
+	p   params
+	seq []int32
+}
+
+func (d *drafter) Draft(ctx context.Context, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	if err := misbehave(ctx, d.p.Mode); err != nil {
+		return sdk.DraftResult{}, err
+	}
+	d.seq = append(d.seq, q.Appended...)
+	if d.p.Mode == "garbage" {
+		return sdk.DraftResult{Tokens: []int32{int32(q.Vocab)}, Conf: []float32{1}}, nil
+	}
+	var res sdk.DraftResult
+	for range min(q.MaxDepth, 3) {
+		res.Tokens, res.Conf = append(res.Tokens, d.seq[len(d.seq)-1]), append(res.Conf, 0.5)
+	}
+	return res, nil
+}
+
 func main() {
 	process.Serve(process.Plugins{
 		Name:    "testplugin",
@@ -128,6 +150,10 @@ func main() {
 		Penalty: func(b []byte) (sdk.Penalty, error) {
 			p, err := parse(b)
 			return &penalty{p: p}, err
+		},
+		Drafter: func(b []byte) (sdk.Drafter, error) {
+			p, err := parse(b)
+			return &drafter{p: p}, err
 		},
 	})
 }

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// seenDrafter keeps the sequence it is told (what every real drafter must do) and lets
+// propose choose its answer from it.
+type seenDrafter struct {
+	seq     []int32
+	calls   int
+	propose func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error)
+}
+
+func (d *seenDrafter) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	d.seq = append(d.seq, q.Appended...)
+	d.calls++
+	return d.propose(d.seq, q)
+}
+
+// oracle proposes the plain output's continuation of seq (all accepted).
+func oracle(prompt, out []int32) func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) {
+	full := append(slices.Clone(prompt), out...)
+	return func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		var res sdk.DraftResult
+		for i := len(seq); i < len(full) && len(res.Tokens) < q.MaxDepth; i++ {
+			res.Tokens, res.Conf = append(res.Tokens, full[i]), append(res.Conf, 1)
+		}
+		return res, nil
+	}
+}
+
+// randomDraft proposes a random number of random tokens with random confidences.
+func randomDraft(seed uint64) func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	return func(_ []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		var res sdk.DraftResult
+		for range r.IntN(q.MaxDepth + 1) {
+			res.Tokens, res.Conf = append(res.Tokens, int32(r.IntN(q.Vocab))), append(res.Conf, r.Float32())
+		}
+		return res, nil
+	}
+}
+
+// adversary proposes the true continuation with one token changed at a random
+// position, always with confidence 1: the drafts a verifier must not let through.
+func adversary(prompt, out []int32, seed uint64) func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) {
+	r := rand.New(rand.NewPCG(seed, 2))
+	honest := oracle(prompt, out)
+	return func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		res, _ := honest(seq, q)
+		if n := len(res.Tokens); n > 0 {
+			i := r.IntN(n)
+			res.Tokens[i] = (res.Tokens[i] + 1 + int32(r.IntN(q.Vocab-1))) % int32(q.Vocab)
+		}
+		return res, nil
+	}
+}
+
+// drafterCycle gives round i to drafter i mod n, at a depth that cycles too.
+type drafterCycle struct{ i int }
+
+func (p *drafterCycle) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	p.i++
+	return sdk.DepthDecision{Depth: 1 + p.i%7, Drafter: p.i % max(last.Drafters, 1)}, nil
+}
+
+// TestDrafterGreedyIdentity: whatever a drafter proposes — the right continuation, random
+// tokens, or the right one with a token changed — greedy output equals plain decoding,
+// without a draft model and beside one, at fixed depths and with a policy that moves
+// between drafters; every drafter is told exactly the sequence, once.
+func TestDrafterGreedyIdentity(t *testing.T) {
+	const v, n, np = 61, 1024, 50
+	prompt := []int32{4, 8, 15, 16, 23, 42}
+	plain := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np})
+	kinds := []struct {
+		name string
+		mk   func(seed uint64) *seenDrafter
+	}{
+		{"oracle", func(uint64) *seenDrafter { return &seenDrafter{propose: oracle(prompt, plain.Tokens)} }},
+		{"random", func(s uint64) *seenDrafter { return &seenDrafter{propose: randomDraft(s)} }},
+		{"adversary", func(s uint64) *seenDrafter { return &seenDrafter{propose: adversary(prompt, plain.Tokens, s)} }},
+	}
+	for _, k := range kinds {
+		for _, depth := range []int{1, 3, 8, 16} {
+			d := k.mk(uint64(depth))
+			got := generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np,
+				Policy: FixedDepth(depth), Drafters: []Drafter{{Name: k.name, Drafter: d}}})
+			if !slices.Equal(got.Tokens, plain.Tokens) {
+				t.Fatalf("%s depth %d: got %v, want %v", k.name, depth, got.Tokens, plain.Tokens)
+			}
+			if k.name == "oracle" {
+				checkFullAcceptance(t, got, depth, np)
+			}
+			if st := got.Spec.ByDrafter[k.name]; st.Rounds != d.calls || st.Drafted != got.Spec.Drafted {
+				t.Fatalf("%s depth %d: by drafter %+v, want %d rounds and %d drafted", k.name, depth, got.Spec.ByDrafter, d.calls, got.Spec.Drafted)
+			}
+			checkTold(t, d.seq, prompt, got.Tokens)
+		}
+	}
+	// the draft model and the three drafters, one round each in turn
+	ds := []Drafter{}
+	var seen []*seenDrafter
+	for i, k := range kinds {
+		d := k.mk(uint64(100 + i))
+		seen = append(seen, d)
+		ds = append(ds, Drafter{Name: k.name, Drafter: d})
+	}
+	got := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1, salt: 7}, fakeVocab{},
+		Request{Prompt: prompt, NPredict: np, Policy: &drafterCycle{}, Drafters: ds})
+	if !slices.Equal(got.Tokens, plain.Tokens) {
+		t.Fatalf("cycle: got %v, want %v", got.Tokens, plain.Tokens)
+	}
+	for _, name := range []string{ModelDrafter, "oracle", "random", "adversary"} {
+		if got.Spec.ByDrafter[name].Rounds == 0 {
+			t.Fatalf("cycle: drafter %s got no round (%+v)", name, got.Spec.ByDrafter)
+		}
+	}
+	for _, d := range seen {
+		checkTold(t, d.seq, prompt, got.Tokens)
+	}
+}
+
+// checkTold: what a drafter was told is a prefix of the sequence, at most the newest
+// token short of it (the tokens of the last round come after its last call).
+func checkTold(t *testing.T, told, prompt, out []int32) {
+	t.Helper()
+	full := append(slices.Clone(prompt), out...)
+	if len(told) < len(prompt) || len(told) > len(full) || !slices.Equal(told, full[:len(told)]) {
+		t.Fatalf("drafter was told %v, want a prefix of %v holding the prompt", told, full)
+	}
+}
+
+// recOutcomes records the outcomes a policy is told and answers a fixed decision.
+type recOutcomes struct {
+	dec  sdk.DepthDecision
+	seen []sdk.RoundOutcome
+}
+
+func (p *recOutcomes) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	p.seen = append(p.seen, last)
+	return p.dec, nil
+}
+
+// TestDrafterOutcome: the policy is told how many drafters there are and which drafted,
+// and the drafter's confidences; min_conf cuts a drafter's proposal as it cuts the
+// model's.
+func TestDrafterOutcome(t *testing.T) {
+	const v = 40
+	prompt := []int32{1, 2, 3}
+	d := &seenDrafter{propose: func(_ []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		n := min(q.MaxDepth, 4)
+		return sdk.DraftResult{Tokens: []int32{5, 6, 7, 8}[:n], Conf: []float32{0.9, 0.8, 0.2, 0.9}[:n]}, nil
+	}}
+	for _, tc := range []struct {
+		keep    bool
+		drafted int
+	}{{false, 2}, {true, 3}} {
+		pol := &recOutcomes{dec: sdk.DepthDecision{Depth: 4, MinConf: 0.5, KeepCut: tc.keep, Drafter: 1}}
+		generate(t, &fakeLM{v: v, n: 64}, &fakeLM{v: v, n: 64}, fakeVocab{}, Request{Prompt: prompt, NPredict: 6,
+			Policy: pol, Drafters: []Drafter{{Name: "x", Drafter: d}}})
+		first := pol.seen[0]
+		if first.Round != -1 || first.Drafters != 2 {
+			t.Fatalf("first outcome %+v, want round -1 and 2 drafters", first)
+		}
+		o := pol.seen[1]
+		if o.Drafter != 1 || o.Drafters != 2 || o.Drafted != tc.drafted || !slices.Equal(o.DraftConf, []float32{0.9, 0.8, 0.2}[:tc.drafted]) {
+			t.Fatalf("keep_cut %v: outcome %+v, want drafter 1 of 2, %d drafted", tc.keep, o, tc.drafted)
+		}
+	}
+}
+
+// TestDrafterErrors: a hostile drafter's answer, a failing drafter and a policy naming
+// a drafter that is not there end the request with an error naming the problem.
+func TestDrafterErrors(t *testing.T) {
+	const v = 30
+	nan := float32(math.NaN())
+	fixed := func(res sdk.DraftResult, err error) *seenDrafter {
+		return &seenDrafter{propose: func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) { return res, err }}
+	}
+	for _, tc := range []struct {
+		name   string
+		d      *seenDrafter
+		policy sdk.DepthPolicy
+		want   string
+	}{
+		{"too many", fixed(sdk.DraftResult{Tokens: []int32{1, 2, 3}, Conf: []float32{1, 1, 1}}, nil), FixedDepth(2), `drafter "evil": 3 draft tokens, at most 2`},
+		{"outside vocab", fixed(sdk.DraftResult{Tokens: []int32{v}, Conf: []float32{1}}, nil), FixedDepth(2), "outside the vocabulary"},
+		{"negative id", fixed(sdk.DraftResult{Tokens: []int32{-1}, Conf: []float32{1}}, nil), FixedDepth(2), "outside the vocabulary"},
+		{"nan conf", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{nan}}, nil), FixedDepth(2), "confidence NaN"},
+		{"conf above 1", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{1.5}}, nil), FixedDepth(2), "confidence 1.5"},
+		{"conf count", fixed(sdk.DraftResult{Tokens: []int32{1, 2}, Conf: []float32{1}}, nil), FixedDepth(2), "1 confidences for 2"},
+		{"error", fixed(sdk.DraftResult{}, errors.New("out of ideas")), FixedDepth(2), `drafter "evil": out of ideas`},
+		{"no such drafter", fixed(sdk.DraftResult{}, nil), &recOutcomes{dec: sdk.DepthDecision{Depth: 1, Drafter: 1}}, "drafter 1 chosen, the request has 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFakeSession(&fakeLM{v: v, n: 64}, nil, fakeVocab{}, 16)
+			_, err := s.Generate(bg, Request{Prompt: []int32{1, 2}, NPredict: 5, Sampler: greedy{}, Policy: tc.policy,
+				Drafters: []Drafter{{Name: "evil", Drafter: tc.d}}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
