@@ -55,6 +55,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&f.policy, "policy", "", "default depth-policy plugin")
 	fs.StringVar(&f.sampler, "sampler", "", "default sampler plugin")
 	fs.StringVar(&f.penalty, "penalty", "", "default penalty plugin")
+	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (e.g. ngram): speculate without a draft model, or beside it")
 	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth")
 	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
 	fs.StringVar(&addr, "addr", "", "listen address (default: [server] addr, 127.0.0.1:8080)")
