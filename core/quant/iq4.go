@@ -72,7 +72,8 @@ func dequantIQ4_XS(dst []float32, src []byte) {
 
 // dotIQ4_NL is ggml's AVX2 kernel: blocks alternate between two eight-lane accumulators
 // (even blocks, odd blocks), added lane-wise before the final sum; a last odd block is
-// added in a scalar sum (unfused, as ISO C compiles it).
+// added to the total as sumf += d·sumi, fused (GCC contracts it in ggml's build, as
+// it does RoPE's products: see core/backend/cpu/attention.go).
 func dotIQ4_NL(n int, w, x []byte) float32 {
 	var acc [2]lanes8
 	nb := n / qk
@@ -94,7 +95,7 @@ func dotIQ4_NL(n int, w, x []byte) float32 {
 		for j := 0; j < qk; j++ {
 			si += iq4Value(wb[2:], j) * int32(int8(xb[2+j]))
 		}
-		s += float32(f16At(xb)*f16At(wb)) * float32(si)
+		s = fma32(f16At(xb)*f16At(wb), float32(si), s)
 	}
 	return s
 }

@@ -2,7 +2,9 @@ package quant
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/minfer/minfer/internal/testpath"
@@ -294,4 +296,159 @@ func TestMXFP4(t *testing.T) {
 	if r := math.Sqrt(se / ss); r > 0.14 || r == 0 {
 		t.Errorf("relative RMSE %.4f, want (0, 0.14]", r)
 	}
+}
+
+// TestIQRandomBlocksDot: on random blocks of every IQ format (every codebook entry,
+// sign pattern and scale reachable) each dot kernel agrees with the float64 dot of the
+// dequantized rows to float32 rounding.
+func TestIQRandomBlocksDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, typ := range []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS, MXFP4} {
+		t.Run(typ.String(), func(t *testing.T) {
+			tr, _ := typ.Lookup()
+			for rep := 0; rep < 20; rep++ {
+				n := QK_K * (1 + rep%5)
+				w := randomRow(rng, typ, n)
+				x := randomRow(rng, tr.VecDotType, n)
+				wf, xf := make([]float32, n), make([]float32, n)
+				if err := Dequantize(typ, wf, w); err != nil {
+					t.Fatal(err)
+				}
+				if err := Dequantize(tr.VecDotType, xf, x); err != nil {
+					t.Fatal(err)
+				}
+				var want, mag float64
+				for j := range wf {
+					want += float64(wf[j]) * float64(xf[j])
+					mag += math.Abs(float64(wf[j]) * float64(xf[j]))
+				}
+				got, err := VecDot(typ, n, w, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := math.Abs(float64(got) - want); d > 1e-5*mag || mag == 0 {
+					t.Fatalf("n=%d: VecDot = %v, want %v (Σ|w·x| %v, error %.2g)", n, got, want, mag, d/mag)
+				}
+			}
+		})
+	}
+}
+
+// TestIQCodebookBlocks decodes hand-built blocks whose values follow from the format
+// description: with every index, sign and scale field zero, each value is the first
+// codebook entry's magnitude times d·(0.5+0)·f (IQ2: 8·d/8 = d; IQ3_XXS: 4·d/4 = d;
+// IQ3_S: d·1·1 = d; IQ1_S: d·1·(level+δ)); then one field at a time set.
+func TestIQCodebookBlocks(t *testing.T) {
+	dec := func(t *testing.T, typ Type, b []byte) []float32 {
+		t.Helper()
+		y := make([]float32, QK_K)
+		if err := Dequantize(typ, y, b); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	block := func(typ Type) []byte {
+		b := make([]byte, typ.BlockBytes())
+		copy(b, f16b(1))
+		return b
+	}
+	check := func(t *testing.T, y []float32, want func(j int) float32) {
+		t.Helper()
+		for j, v := range y {
+			if w := want(j); v != w {
+				t.Fatalf("value %d: got %v, want %v", j, v, w)
+			}
+		}
+	}
+	t.Run("IQ2_XXS", func(t *testing.T) {
+		b := block(IQ2_XXS)
+		// group 1: scale 3 ((0.5+3)/4 = 0.875 per unit), run 0 sign field 1 (value 32
+		// negative and, for the even count, value 39), run 1 index 1 (0x...082b: value 40
+		// is 43, 41 is 8).
+		b[2+8+1] = 1
+		binary.LittleEndian.PutUint32(b[2+8+4:], 3<<28|1)
+		check(t, dec(t, IQ2_XXS, b), func(j int) float32 {
+			switch {
+			case j < 32 || j >= 64:
+				return 1
+			case j == 32 || j == 39:
+				return -7
+			case j == 40:
+				return 0.875 * 43
+			}
+			return 7
+		})
+	})
+	t.Run("IQ2_S", func(t *testing.T) {
+		b := block(IQ2_S)
+		b[74] = 0x50       // group 0: first half scale 0, second 5 ((0.5+5)/4 per unit)
+		b[34+2] = 0x81     // run 2 (values 16-23): values 16 and 23 negative, no parity
+		b[66] = 1 << 4     // run 2 index bit 8: entry 256
+		e := iq2SGrid[256] // checked against its bytes below
+		if e&0xff == 0 || e>>56 == 0 {
+			t.Fatalf("entry 256 = %#x", e)
+		}
+		check(t, dec(t, IQ2_S, b), func(j int) float32 {
+			switch {
+			case j < 16 || j >= 32:
+				return 1
+			case j < 24:
+				v := 5.5 / 4 * float32(e>>(8*(j-16))&0xff)
+				if j == 16 || j == 23 {
+					v = -v
+				}
+				return v
+			}
+			return 5.5 / 4 * 8
+		})
+	})
+	t.Run("IQ3_XXS", func(t *testing.T) {
+		b := block(IQ3_XXS)
+		binary.LittleEndian.PutUint32(b[66+4*7:], 1<<28|3<<7) // group 7: scale 1, values 232, 233 negative
+		check(t, dec(t, IQ3_XXS, b), func(j int) float32 {
+			switch {
+			case j < 224:
+				return 1
+			case j == 232 || j == 233:
+				return -3
+			}
+			return 3 // 4·(0.5+1)/2
+		})
+	})
+	t.Run("IQ1_S", func(t *testing.T) {
+		b := block(IQ1_S)
+		binary.LittleEndian.PutUint16(b[34+2*2:], 0x8000|2<<12) // group 2: scale 5, δ negative
+		e := iq1SGrid[0]
+		check(t, dec(t, IQ1_S, b), func(j int) float32 {
+			lvl := float32(int8(e >> (8 * (j % 8))))
+			if j/32 == 2 {
+				return 5 * (lvl - 0.125)
+			}
+			return lvl + 0.125
+		})
+	})
+	t.Run("IQ1_M", func(t *testing.T) {
+		b := make([]byte, IQ1_M.BlockBytes())
+		h := F32ToF16(2)
+		for i := 0; i < 4; i++ {
+			b[49+2*i] = byte(h>>(4*i)&0xf) << 4
+		}
+		binary.LittleEndian.PutUint16(b[48+2*1:], binary.LittleEndian.Uint16(b[48+2*1:])|3<<6|1<<9) // group 3: scales 7, 3
+		b[32+2*3] = 0x80                                                                            // group 3, run 1: δ negative
+		e := iq1SGrid[0]
+		check(t, dec(t, IQ1_M, b), func(j int) float32 {
+			lvl := float32(int8(e >> (8 * (j % 8))))
+			if j/32 != 3 {
+				return 2 * (lvl + 0.125)
+			}
+			s := float32(7)
+			if j%32 >= 16 {
+				s = 3
+			}
+			if j%32/8 == 1 {
+				return 2 * s * (lvl - 0.125)
+			}
+			return 2 * s * (lvl + 0.125)
+		})
+	})
 }

@@ -106,7 +106,7 @@ func dotMXFP4(n int, w, x []byte) float32 {
 		for j := 0; j < qk; j++ {
 			si += fp4Value(wb[1:], j) * int32(int8(xb[2+j]))
 		}
-		s += float32(f16At(xb)*e8m0Half(wb[0])) * float32(si)
+		s = fma32(f16At(xb)*e8m0Half(wb[0]), float32(si), s)
 	}
 	return s
 }

@@ -50,6 +50,17 @@ func randomRow(rng *rand.Rand, t Type, n int) []byte {
 			f16(blk[2:])
 		case Q6_K:
 			f16(blk[208:])
+		case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ4_XS, IQ4_NL:
+			f16(blk)
+		case MXFP4:
+			blk[0] = byte(110 + rng.IntN(24)) // scales 2^-18..2^5
+		case IQ1_M: // d is the top nibbles of the four scale words
+			var h [2]byte
+			f16(h[:])
+			u := uint16(h[0]) | uint16(h[1])<<8
+			for i := 0; i < 4; i++ {
+				blk[49+2*i] = blk[49+2*i]&0x0f | byte(u>>(4*i)&0xf)<<4
+			}
 		case Q8_K:
 			d := float32(rng.NormFloat64())
 			copy(blk, []byte{0, 0, 0, 0})
