@@ -17,7 +17,6 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 )
@@ -331,7 +330,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		if res != nil && res.Text != "" {
 			fmt.Fprintln(r.m.Stdout)
 		}
-		if errors.Is(err, kv.ErrFull) {
+		if errors.Is(err, engine.ErrContextFull) {
 			return fail("%v (/reset starts over)", err)
 		}
 		if ctx.Err() != nil {

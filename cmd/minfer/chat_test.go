@@ -15,6 +15,7 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/testpath"
 )
@@ -171,7 +172,7 @@ func testStack(t *testing.T, b backend.Backend, cfg *config.Config) *stack {
 	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
 		t.Fatal(err)
 	}
-	if st.sess, err = engine.NewSession(engine.Config{Target: tm, Vocab: engine.TokenizerVocab(st.tok), Ctx: cfg.Model.Ctx}); err != nil {
+	if st.sess, err = engine.NewSession(engine.Config{Target: tm, Vocab: server.TokenizerVocab(st.tok), Ctx: cfg.Model.Ctx}); err != nil {
 		t.Fatal(err)
 	}
 	if st.plug, err = newPluginSet(context.Background(), cfg, io.Discard); err != nil {

@@ -375,7 +375,7 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 	if err != nil {
 		return fail(usagef("%v", err))
 	}
-	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: engine.TokenizerVocab(st.tok),
+	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: server.TokenizerVocab(st.tok),
 		Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax}
 	st.sess, err = engine.NewSession(st.sessCfg)
 	if err != nil {

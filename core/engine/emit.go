@@ -1,13 +1,10 @@
 package engine
 
-import (
-	"strings"
-
-	"github.com/minfer/minfer/core/tokenizer"
-)
+import "strings"
 
 // Vocab is what the engine needs of a tokenizer: end-of-generation ids and a streaming
-// detokenizer. TokenizerVocab adapts core/tokenizer to it.
+// detokenizer. server.TokenizerVocab adapts core/tokenizer to it (the engine stands left
+// of the tokenizer in DESIGN.md's data flow and does not import it).
 type Vocab interface {
 	IsEOG(id int32) bool
 	// NewStream returns a fresh streaming decoder for one reply.
@@ -21,21 +18,6 @@ type TextStream interface {
 	Next(id int32) string
 	Flush() string
 }
-
-// TokenizerVocab is the Vocab of a core/tokenizer Tokenizer: its end-of-generation set
-// and its streaming decoder.
-func TokenizerVocab(t *tokenizer.Tokenizer) Vocab { return tokVocab{t} }
-
-type tokVocab struct{ t *tokenizer.Tokenizer }
-
-func (v tokVocab) IsEOG(id int32) bool   { return v.t.IsEOG(id) }
-func (v tokVocab) NewStream() TextStream { return tokStream{v.t.NewDecoder()} }
-
-type tokStream struct{ d *tokenizer.StreamDecoder }
-
-// Next ignores the decoder's error: the engine only passes ids inside the vocabulary.
-func (s tokStream) Next(id int32) string { t, _ := s.d.Add(id); return t }
-func (s tokStream) Flush() string        { return s.d.Flush() }
 
 // emitter applies the stop rules to the generated tokens one at a time, exactly as
 // plain decoding would, and streams the text that can no longer be part of a stop

@@ -183,6 +183,12 @@ type Session struct {
 	warmed map[int]bool
 }
 
+// ErrContextFull is wrapped by every error of a request that does not fit its context
+// (a prompt too long, or a cache that filled up): callers tell it apart with
+// errors.Is. It is kv.ErrFull, named here so that callers of the engine need not
+// import core/kv.
+var ErrContextFull = kv.ErrFull
+
 // warmShapes are the forward sizes warm runs beyond 1…draftMax+1: longer draft
 // catch-ups (after plain rounds) are split into them.
 var warmShapes = []int{16, 32, 64}

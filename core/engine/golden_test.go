@@ -40,7 +40,7 @@ func TestGoldenGreedy(t *testing.T) {
 			if !slices.Equal(ids, c.PromptIDs) {
 				t.Fatalf("prompt ids: got %v, want %v", ids, c.PromptIDs)
 			}
-			s, err := NewSession(Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 512, Batch: 512})
+			s, err := NewSession(Config{Target: m, Vocab: testVocab(tok), Ctx: 512, Batch: 512})
 			if err != nil {
 				t.Fatal(err)
 			}

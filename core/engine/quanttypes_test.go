@@ -56,7 +56,7 @@ func TestQuantTypesGreedy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewSession(Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 512, Batch: 512})
+		s, err := NewSession(Config{Target: m, Vocab: testVocab(tok), Ctx: 512, Batch: 512})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/sdk"
 )
@@ -330,7 +329,7 @@ func (s *Server) genError(w http.ResponseWriter, j *job, err error) int {
 	if errors.As(err, &re) {
 		return writeError(w, re)
 	}
-	if errors.Is(err, kv.ErrFull) {
+	if errors.Is(err, engine.ErrContextFull) {
 		return writeError(w, &RequestError{Param: "messages", Code: "context_length_exceeded", Message: err.Error()})
 	}
 	s.logf("%s %s: %v", j.endpoint, j.id, err)

@@ -75,7 +75,7 @@ func serveStories(t *testing.T, b backend.Backend, opts Options) (*Server, *http
 	}
 	opts.Tokenizer = tok
 	opts.NewSession = func() (*engine.Session, error) {
-		return engine.NewSession(engine.Config{Target: m, Vocab: engine.TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
+		return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
 	}
 	srv, err := New(opts)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/engine"
 )
 
 // sse writes Server-Sent Events the way OpenAI's API does: each event is
@@ -97,7 +97,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 		}
 		// Headers are out: report the error as an event, as OpenAI does.
 		re := &RequestError{Status: http.StatusInternalServerError, Message: err.Error(), Code: "internal_error"}
-		if !errors.As(err, &re) && errors.Is(err, kv.ErrFull) {
+		if !errors.As(err, &re) && errors.Is(err, engine.ErrContextFull) {
 			re = &RequestError{Message: err.Error(), Code: "context_length_exceeded"}
 		}
 		_ = ev.send(map[string]any{"error": map[string]any{"message": re.Error(), "type": "server_error", "param": nil, "code": re.Code}})

@@ -18,6 +18,7 @@ import (
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/plugins"
@@ -128,7 +129,7 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 	if req.Prompt, err = tok.Encode(o.Prompt, true, true); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: engine.TokenizerVocab(tok), Ctx: 256, DraftMax: cfg.Spec.DraftMax})
+	sess, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: server.TokenizerVocab(tok), Ctx: 256, DraftMax: cfg.Spec.DraftMax})
 	if err != nil {
 		t.Fatal(err)
 	}
