@@ -1,7 +1,12 @@
 package layering
 
 import (
-	"os/exec"
+	"errors"
+	"fmt"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,20 +64,46 @@ func under(p, prefix string) bool {
 }
 
 // imports lists every package of the module (its path inside the module) with its
-// non-test imports (those of the module by their path inside it).
+// non-test imports (those of the module by their path inside it), as go list would
+// for this platform. It reads the sources itself (go/build), so go test's cache knows
+// the files the result depends on.
 func imports(t *testing.T) map[string][]string {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"...").Output()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatal(err)
 	}
 	m := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		p := strings.TrimPrefix(f[0], module)
-		m[p] = nil
-		for _, imp := range f[1:] {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		name := d.Name()
+		if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		if path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module (e.g. a scaffolded plugin)
+			}
+		}
+		pkg, err := build.Default.ImportDir(path, 0)
+		if err != nil {
+			var none *build.NoGoError
+			if errors.As(err, &none) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		rel, _ := filepath.Rel(root, path)
+		p := filepath.ToSlash(rel)
+		m[p] = []string{}
+		for _, imp := range pkg.Imports {
 			m[p] = append(m[p], strings.TrimPrefix(imp, module))
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return m
 }
