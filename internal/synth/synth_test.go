@@ -457,7 +457,6 @@ func TestSynthCancel(t *testing.T) {
 	}
 }
 
-
 // dequantAll decodes every value of tensor ti of f.
 func dequantAll(t *testing.T, f *gguf.File, ti *gguf.TensorInfo) []float32 {
 	t.Helper()
