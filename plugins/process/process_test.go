@@ -244,7 +244,14 @@ func TestHostileCalls(t *testing.T) {
 	} {
 		for _, role := range []sdk.Role{sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty} {
 			t.Run(tc.mode+"/"+string(role), func(t *testing.T) {
-				c := open(t, `{"mode": "`+tc.mode+`"}`, Options{Timeout: 200 * time.Millisecond})
+				// Only the hung plugin must meet the deadline, so only it gets a short one:
+				// the others answer at once, and 200 ms could pass before a gRPC round trip
+				// on a loaded 2-core machine, turning their error into a timeout.
+				timeout := 30 * time.Second
+				if tc.mode == "hang" {
+					timeout = 200 * time.Millisecond
+				}
+				c := open(t, `{"mode": "`+tc.mode+`"}`, Options{Timeout: timeout})
 				err := calls[role](c)
 				if err == nil {
 					t.Fatal("got no error")
