@@ -12,12 +12,14 @@ import (
 )
 
 // synthType is one --type: every 2-D tensor of base (like llama-quantize --pure), or
-// llama-quantize's Q4_K_M mixture when mix is set. ftype is general.file_type
+// llama-quantize's Q4_K_M mixture when mix is set; outQ6K gives the output (or the tied
+// embedding) Q6_K as llama-quantize does for the IQ4 types. ftype is general.file_type
 // (llama_ftype).
 type typeSpec struct {
-	base  quant.Type
-	mix   bool
-	ftype uint32
+	base   quant.Type
+	mix    bool
+	outQ6K bool
+	ftype  uint32
 }
 
 var typeTable = map[string]typeSpec{
@@ -29,6 +31,9 @@ var typeTable = map[string]typeSpec{
 	"q4_k":   {base: quant.Q4_K, ftype: 14}, // all Q4_K: llama.cpp's nearest label is Q4_K_S
 	"q6_k":   {base: quant.Q6_K, ftype: 18},
 	"q4_k_m": {base: quant.Q4_K, mix: true, ftype: 15},
+	"iq4_nl": {base: quant.IQ4_NL, outQ6K: true, ftype: 25},
+	"iq4_xs": {base: quant.IQ4_XS, outQ6K: true, ftype: 30},
+	"mxfp4":  {base: quant.MXFP4, ftype: 38}, // all MXFP4 (llama.cpp's MXFP4_MOE keeps it for experts)
 }
 
 func TypeNames() []string {
@@ -63,6 +68,9 @@ const (
 // have ne0 values, as llama-quantize does for this --type (llama_tensor_get_type).
 func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) quant.Type {
 	t := st.base
+	if st.outQ6K && (r == roleOutput || r == roleTokenEmbd && tied) {
+		t = quant.Q6_K
+	}
 	if st.mix {
 		switch {
 		case r == roleOutput || (r == roleTokenEmbd && tied):
@@ -81,8 +89,8 @@ func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) 
 }
 
 // typeFallback is llama-quantize's tensor_type_fallback: a row length that is not a
-// multiple of the block size moves Q4_K to Q5_0 and Q6_K to Q8_0, and anything still
-// incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
+// multiple of the block size moves Q4_K to Q5_0, Q6_K to Q8_0 and IQ4_XS to IQ4_NL, and
+// anything still incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
 func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 	if ne0%uint64(t.BlockSize()) == 0 {
 		return t
@@ -92,6 +100,8 @@ func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 		t = quant.Q5_0
 	case quant.Q6_K:
 		t = quant.Q8_0
+	case quant.IQ4_XS:
+		t = quant.IQ4_NL
 	}
 	if ne0%uint64(t.BlockSize()) != 0 {
 		t = quant.F16

@@ -217,14 +217,21 @@ var synthFamilies = map[string]map[string]string{
 // tensor names, shapes and types of the file llama-quantize made (the README's table).
 func TestPlanMatchesLlamaQuantize(t *testing.T) {
 	for fam, flags := range synthFamilies {
-		for _, typ := range []string{"f16", "q8_0", "q4_0", "q4_k_m", "q6_k"} {
+		for _, typ := range []string{"f16", "q8_0", "q4_0", "q4_k_m", "q6_k", "iq4_nl", "iq4_xs"} {
+			dir := "models/synthetic"
+			if strings.HasPrefix(typ, "iq") {
+				if fam == "qwen2" {
+					continue // quant-types has llama and qwen3 only
+				}
+				dir = "quant-types"
+			}
 			t.Run(fam+"-"+typ, func(t *testing.T) {
 				fl := map[string]string{"type": typ}
 				for k, v := range flags {
 					fl[k] = v
 				}
 				p := mustPlan(t, "", fl)
-				f, err := gguf.Open(testpath.Path(t, "models", "synthetic", "synth-"+fam+"-"+typ+".gguf"))
+				f, err := gguf.Open(testpath.Path(t, dir, "synth-"+fam+"-"+typ+".gguf"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -287,7 +294,8 @@ func famArgs(fam string) []string {
 // inspect on the same files), every dequantized
 // value to be finite, and a rewrite through gguf.Writer to give the same bytes.
 func TestSynthWritesLoadableModels(t *testing.T) {
-	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"}
+	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m",
+		"iq4_nl", "iq4_nl", "iq4_xs", "iq4_xs", "mxfp4", "mxfp4"} // each new type once plain, once --fast
 	for _, fam := range []string{"llama", "qwen2", "qwen3"} {
 		for i, typ := range types {
 			fast := i%2 == 1 // half the types through --fast, covering its block layouts

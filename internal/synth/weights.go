@@ -166,6 +166,12 @@ func (g *tensorGen) fastBlocks(r0 int, dst []byte) {
 			put(b[2:], 7.5*d) // E[d·sc·q] = E[dmin·m] when dmin = 7.5·d: mean ≈ 0
 		case quant.Q6_K: // ql[128], qh[64], scales[16] int8, d: d·sc·(q−32)
 			put(b[208:], amax/(128*32))
+		case quant.IQ4_NL: // d, qs[16]: d·level, levels -127..113
+			put(b, amax/127)
+		case quant.IQ4_XS: // d, scales_h, scales_l[4], qs[128]: d·(ls−32)·level
+			put(b, amax/(32*127))
+		case quant.MXFP4: // e, qs[16]: 2^(e−128)·level, levels up to ±12
+			b[0] = byte(128 + math.Round(math.Log2(amax/12)))
 		default:
 			panic("BUG: synth: --fast has no block layout for " + g.t.Type.String())
 		}
