@@ -40,7 +40,7 @@ func TestPluginCheckAndUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{"builtin module", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm"}, 0, "all 34 checks passed"},
+		{"builtin module", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm"}, 0, "all 38 checks passed"},
 		{"one plugin as json", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "static", "--json"}, 0, `"check": "simulator trace kink.jsonl"`},
 		{"failing checks", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "sampling", "--params", `{"top_p":7}`}, 1, "FAIL sampling (sampler) init"},
 		{"not wasm", []string{"plugin", "check", garbage}, 1, ""},

@@ -192,3 +192,52 @@ func TestRunRelativeModelPath(t *testing.T) {
 		t.Fatalf("-m %s: %v\n%s", rel, err, stderr)
 	}
 }
+
+// TestRunDraftersIdentity: on a prompt whose continuation copies it, every built-in
+// drafter (alone, together, at a fixed depth and under the adaptive policy, beside the
+// draft model) gives plain decoding's greedy tokens, and gets drafts accepted.
+func TestRunDraftersIdentity(t *testing.T) {
+	cfg := emptyConfig(t)
+	const story = "Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog."
+	prompt := story + " " + story + " " + story[:40]
+	run := func(args ...string) (tokens []int32, accepted int, byDrafter map[string]struct{ Rounds int }) {
+		t.Helper()
+		all := append([]string{"run", "--config", cfg, "-p", prompt, "-n", "40", "--temp", "0", "--json"}, args...)
+		out, stderr, err := runCLI(t, "", all...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		var got struct {
+			Tokens []int32 `json:"tokens"`
+			Spec   *struct {
+				Accepted  int                             `json:"accepted"`
+				ByDrafter map[string]struct{ Rounds int } `json:"by_drafter"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v in %q", err, out)
+		}
+		if got.Spec != nil {
+			accepted, byDrafter = got.Spec.Accepted, got.Spec.ByDrafter
+		}
+		return got.Tokens, accepted, byDrafter
+	}
+	plain, _, _ := run()
+	draft := testpath.Path(t, "models", "stories260K.gguf")
+	for _, args := range [][]string{
+		{"--drafter", "ngram", "--depth", "4"},
+		{"--drafter", "suffix", "--depth", "4"},
+		{"--drafter", "suffix,ngram"},
+		{"--drafter", "ngram", "--draft", draft, "--depth", "3"},
+		{"--drafter", "suffix", "--draft", draft},
+	} {
+		got, accepted, by := run(args...)
+		if !slices.Equal(got, plain) {
+			t.Fatalf("%v: got %v, want %v", args, got, plain)
+		}
+		if accepted == 0 {
+			t.Fatalf("%v: nothing accepted on a prompt that the output copies (by drafter %v)", args, by)
+		}
+		t.Logf("%v: %d accepted, by drafter %v", args, accepted, by)
+	}
+}

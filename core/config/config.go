@@ -269,6 +269,7 @@ var Builtins = map[string]sdk.Role{
 	"sampling": sdk.RoleSampler,
 	"penalty":  sdk.RolePenalty,
 	"ngram":    sdk.RoleDrafter,
+	"suffix":   sdk.RoleDrafter,
 }
 
 // BuiltinNames returns the names of Builtins, sorted.

@@ -62,6 +62,7 @@ var Plugins = []Plugin{
 	{Info: info("sampling", sdk.RoleSampler, 40), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewSampling(p) }},
 	{Info: info("penalty", sdk.RolePenalty, 0), NewPenalty: func(p []byte) (sdk.Penalty, error) { return NewPenalty(p) }},
 	{Info: info("ngram", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewNgram(p) }},
+	{Info: info("suffix", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewSuffix(p) }},
 }
 
 func info(name string, role sdk.Role, topK int) sdk.Info {

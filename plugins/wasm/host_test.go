@@ -361,17 +361,25 @@ func TestDrafterNeedsMinor2(t *testing.T) {
 	checkErr(t, err, "abi", "roles 0x8")
 }
 
-// TestNgramThroughWasm: the built-in ngram drafter answers the same through the module
-// as natively, round after round, fed a sequence in uneven chunks.
-func TestNgramThroughWasm(t *testing.T) {
+// TestDraftersThroughWasm: the built-in drafters answer the same through the module as
+// natively, round after round, fed a sequence in uneven chunks.
+func TestDraftersThroughWasm(t *testing.T) {
+	for _, name := range []string{"ngram", "suffix"} {
+		t.Run(name, func(t *testing.T) { drafterParity(t, name) })
+	}
+}
+
+func drafterParity(t *testing.T, name string) {
 	ctx := context.Background()
 	m := loadBuiltin(t)
-	w, err := m.Drafter(ctx, "ngram", []byte(`{"n_min":1,"n_max":3}`), CallOptions{})
+	params := map[string]string{"ngram": `{"n_min":1,"n_max":3}`, "suffix": `{"min_prob":0.3}`}[name]
+	w, err := m.Drafter(ctx, name, []byte(params), CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	n, err := builtin.NewNgram([]byte(`{"n_min":1,"n_max":3}`))
+	p, _ := builtin.Lookup(name)
+	n, err := p.NewDrafter([]byte(params))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,6 +398,6 @@ func TestNgramThroughWasm(t *testing.T) {
 		drafted += len(got.Tokens)
 	}
 	if drafted == 0 {
-		t.Fatal("ngram proposed nothing on a repetitive sequence")
+		t.Fatalf("%s proposed nothing on a repetitive sequence", name)
 	}
 }
