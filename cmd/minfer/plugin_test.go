@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/sdk"
 )
 
 func TestPluginList(t *testing.T) {
@@ -20,7 +22,7 @@ func TestPluginList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"adaptive", "ucb", "greedy", "sampling", "penalty", "fast      policy   1.0.0    builtin:static", "v1.1"} {
+	for _, want := range []string{"adaptive", "ucb", "greedy", "sampling", "penalty", "fast      policy   1.0.0    builtin:static", fmt.Sprintf("v%d.%d", sdk.ABIMajor, sdk.ABIMinor)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plugin list output lacks %q:\n%s", want, out)
 		}
