@@ -44,6 +44,7 @@ import (
 	"sync"
 
 	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/quant"
 	"github.com/minfer/minfer/cuda/driver"
 )
 
@@ -78,6 +79,7 @@ type Backend struct {
 	host   *driver.HostMem
 	closed bool
 
+	warned   map[quant.Type]bool        // types whose kernel-less fallback NewWeight reported
 	allocs   map[driver.DevicePtr]int64 // every live allocation, freed by Close
 	reserve  int64
 	uploaded int64

@@ -63,7 +63,8 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 			t.Errorf("%v: got layout %q err %v; want the bytes as stored", typ, layout, err)
 		}
 	}
-	// A type without kernels is dequantized to F32; so is every one-row weight.
+	// Every one-row weight is dequantized to F32; a matrix of a type without kernels
+	// becomes an F16 copy, never F32, unless a value is beyond F16's range.
 	src := []float32{1, -2, 3.5, 0.25}
 	f16 := make([]byte, 8)
 	quant.F32RowToF16(f16, src)
@@ -79,11 +80,28 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	if err := quant.Quantize(quant.Q4_1, q41, vals); err != nil {
 		t.Fatal(err)
 	}
-	if layout, p, err := pack(quant.Q4_1, 2, 32, q41); err != nil || layout != "f32" || len(p.q) != 256 {
-		t.Errorf("Q4_1: got layout %q, %d bytes, %v; want the 256-byte f32 fallback", layout, len(p.q), err)
+	layout, p, err = pack(quant.Q4_1, 2, 32, q41)
+	if err != nil || layout != "f16" || len(p.q) != 128 {
+		t.Fatalf("Q4_1: got layout %q, %d bytes, %v; want the 128-byte f16 copy", layout, len(p.q), err)
 	}
-	if _, _, err := pack(quant.IQ2_XXS, 1, 256, make([]byte, 66)); err == nil || !strings.Contains(err.Error(), "no CUDA kernel") {
-		t.Errorf("IQ2_XXS: got %v, want a no-kernel error", err)
+	want := make([]float32, 64)
+	quant.Dequantize(quant.Q4_1, want, q41)
+	got := make([]float32, 64)
+	quant.F16RowToF32(got, p.q)
+	for i := range want {
+		if r := quant.F16ToF32(quant.F32ToF16(want[i])); got[i] != r {
+			t.Fatalf("Q4_1 copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
+		}
+	}
+	big := make([]float32, 64)
+	big[5] = 1e6
+	bf := make([]byte, 128)
+	quant.Quantize(quant.BF16, bf, big)
+	if layout, p, err := pack(quant.BF16, 2, 32, bf); err != nil || layout != "f32" || len(p.q) != 256 {
+		t.Errorf("BF16 beyond F16's range: got layout %q, %d bytes, %v; want the exact 256-byte f32", layout, len(p.q), err)
+	}
+	if _, _, err := pack(quant.TQ2_0, 2, 256, make([]byte, 132)); err == nil || !strings.Contains(err.Error(), "no CUDA kernel") {
+		t.Errorf("TQ2_0: got %v, want a no-kernel error", err)
 	}
 }
 

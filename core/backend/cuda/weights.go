@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
@@ -36,15 +37,25 @@ func (w *Weight) Layout() string { return w.layout }
 // packed is a weight rearranged for the device.
 type packed struct{ q, d, e []byte }
 
-// pack splits GGUF blocks into the layout arrays as the weight-type table says. Types the kernels cannot read are
-// dequantized to F32 (exact, at 4 bytes per value); one-row weights (norms, biases)
-// always become F32 since the vector kernels read float32.
+// pack splits GGUF blocks into the layout arrays as the weight-type table says.
+// One-row weights (norms, biases) always become F32, since the vector kernels read
+// float32. A matrix of a type without CUDA kernels is never expanded to F32 (4 bytes a
+// value: a 3-bit 7B would take ~30 GB): it becomes an F16 copy, read by the F16
+// kernels (NewWeight warns once per type what that costs), unless a value is beyond
+// F16's range, which keeps the exact F32. A type the CPU cannot decode either fails
+// naming it.
 func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 	wt, native := wtypeOf(t)
 	if !native || rows == 1 && t != quant.F32 {
 		f := make([]float32, rows*cols)
 		if err := quant.Dequantize(t, f, data); err != nil {
 			return "", packed{}, fmt.Errorf("no CUDA kernel for %v and cannot dequantize it: %w", t, err)
+		}
+		if rows > 1 && fitsF16(f) {
+			out := make([]byte, 2*len(f))
+			quant.F32RowToF16(out, f)
+			f16, _ := wtypeOf(quant.F16)
+			return f16.layout, packed{q: out}, nil
 		}
 		out := make([]byte, 4*len(f))
 		for i, v := range f {
@@ -73,6 +84,16 @@ func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 	return wt.layout, p, nil
 }
 
+// fitsF16 reports whether every value is finite and within binary16's range.
+func fitsF16(f []float32) bool {
+	for _, v := range f {
+		if !(math.Abs(float64(v)) <= 65504) {
+			return false
+		}
+	}
+	return true
+}
+
 // NewWeight uploads a rows × cols weight of type t from its GGUF bytes (copied; data
 // need not outlive the call). It fails clearly when the type has no kernel and cannot
 // be dequantized, when the size is wrong, or when the weight does not fit in memory.
@@ -92,6 +113,14 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		return nil, fmt.Errorf("cuda: weight %q: %w", name, err)
 	}
 	defer b.enter()()
+	if _, native := wtypeOf(t); !native && rows > 1 && !b.warned[t] {
+		if b.warned == nil {
+			b.warned = map[quant.Type]bool{}
+		}
+		b.warned[t] = true
+		fmt.Fprintf(b.log, "cuda: %v has no CUDA kernel yet: its matrices are held as %s copies (%.1f× the file's bytes) and decode at that type's speed\n",
+			t, strings.ToUpper(layout), float64(len(p.q))/float64(len(data)))
+	}
 	w := &Weight{name: name, t: t, layout: layout, rows: rows, cols: cols}
 	what := fmt.Sprintf("weight %q (%v %d × %d)", name, t, rows, cols)
 	for _, part := range []struct {
