@@ -34,6 +34,9 @@ func setDot(t, vdt Type, dot func(int, []byte, []byte) float32, fromFloat func([
 	tr := table[t]
 	tr.VecDotType = vdt
 	tr.VecDot = dot
+	if k := simdDot(t); k != nil {
+		tr.VecDot = k
+	}
 	if fromFloat != nil {
 		tr.FromFloat = fromFloat
 	}

@@ -1,6 +1,10 @@
 package quant
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:generate sh -c "cd internal/asmgen && go run . -out ../../dot_amd64.s -stubs ../../dot_amd64_stubs.go -pkg quant"
 
@@ -8,26 +12,25 @@ import "golang.org/x/sys/cpu"
 // scales and F16 rows. Without them the pure-Go definitions run (same results).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
 
-func init() {
+// simdDot is the SIMD kernel of t on this CPU, or nil: setDot installs it in place of
+// the pure-Go definition, whichever file's init runs first.
+func simdDot(t Type) func(int, []byte, []byte) float32 {
 	if !hasAVX2 {
-		return
+		return nil
 	}
-	table[Q8_0].VecDot = dotQ8_0SIMD
-	table[Q4_0].VecDot = dotQ4_0SIMD
-	table[Q5_0].VecDot = dotQ5_0SIMD
-	table[F16].VecDot = dotF16SIMD
-	table[Q4_K].VecDot = dotQ4_KSIMD
-	table[Q6_K].VecDot = dotQ6_KSIMD
+	return simdKernels[t][0]
 }
 
 // simdKernels names the SIMD kernels and their pure-Go definitions, for the tests.
 var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
-	Q8_0: {dotQ8_0SIMD, dotQ8_0},
-	Q4_0: {dotQ4_0SIMD, dotQ4_0},
-	Q5_0: {dotQ5_0SIMD, dotQ5_0},
-	F16:  {dotF16SIMD, dotF16},
-	Q4_K: {dotQ4_KSIMD, dotQ4_K},
-	Q6_K: {dotQ6_KSIMD, dotQ6_K},
+	Q8_0:   {dotQ8_0SIMD, dotQ8_0},
+	Q4_0:   {dotQ4_0SIMD, dotQ4_0},
+	Q5_0:   {dotQ5_0SIMD, dotQ5_0},
+	F16:    {dotF16SIMD, dotF16},
+	Q4_K:   {dotQ4_KSIMD, dotQ4_K},
+	Q6_K:   {dotQ6_KSIMD, dotQ6_K},
+	IQ4_NL: {dotIQ4_NLSIMD, dotIQ4_NL},
+	IQ4_XS: {dotIQ4_XSSIMD, dotIQ4_XS},
 }
 
 // blocks32 checks w and x hold nb = n/32 blocks (w of wBytes each, x of Q8_0) and
@@ -94,6 +97,42 @@ func dotQ6_KSIMD(n int, w, x []byte) float32 {
 	_ = x[nb*q8_KBytes-1]
 	var acc lanes8
 	dotQ6_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
+
+// dotIQ4_NLSIMD runs the block pairs in SIMD and an odd last block as dotIQ4_NL does.
+func dotIQ4_NLSIMD(n int, w, x []byte) float32 {
+	nb := blocks32(n, w, x, iq4NLBytes)
+	var acc [2]lanes8
+	if nb >= 2 {
+		dotIQ4_NLAVX2(&w[0], &x[0], nb/2, (*[16]float32)(unsafe.Pointer(&acc)))
+	}
+	var sum lanes8
+	for k := range sum {
+		sum[k] = acc[0][k] + acc[1][k]
+	}
+	s := sum.sum()
+	if nb%2 == 1 {
+		b := nb - 1
+		wb, xb := w[b*iq4NLBytes:(b+1)*iq4NLBytes], x[b*q8_0Bytes:(b+1)*q8_0Bytes]
+		var si int32
+		for j := 0; j < qk; j++ {
+			si += iq4Value(wb[2:], j) * int32(int8(xb[2+j]))
+		}
+		s = fma32(f16At(xb)*f16At(wb), float32(si), s)
+	}
+	return s
+}
+
+func dotIQ4_XSSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*iq4XSBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	dotIQ4_XSAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
 	return acc.sum()
 }
 

@@ -1469,6 +1469,312 @@ q6k_done:
 	VZEROUPPER
 	RET
 
+DATA iq4Table<>+0(SB)/1, $0x81
+DATA iq4Table<>+1(SB)/1, $0x98
+DATA iq4Table<>+2(SB)/1, $0xad
+DATA iq4Table<>+3(SB)/1, $0xbf
+DATA iq4Table<>+4(SB)/1, $0xcf
+DATA iq4Table<>+5(SB)/1, $0xdd
+DATA iq4Table<>+6(SB)/1, $0xea
+DATA iq4Table<>+7(SB)/1, $0xf6
+DATA iq4Table<>+8(SB)/1, $0x01
+DATA iq4Table<>+9(SB)/1, $0x0d
+DATA iq4Table<>+10(SB)/1, $0x19
+DATA iq4Table<>+11(SB)/1, $0x26
+DATA iq4Table<>+12(SB)/1, $0x35
+DATA iq4Table<>+13(SB)/1, $0x45
+DATA iq4Table<>+14(SB)/1, $0x59
+DATA iq4Table<>+15(SB)/1, $0x71
+DATA iq4Table<>+16(SB)/1, $0x81
+DATA iq4Table<>+17(SB)/1, $0x98
+DATA iq4Table<>+18(SB)/1, $0xad
+DATA iq4Table<>+19(SB)/1, $0xbf
+DATA iq4Table<>+20(SB)/1, $0xcf
+DATA iq4Table<>+21(SB)/1, $0xdd
+DATA iq4Table<>+22(SB)/1, $0xea
+DATA iq4Table<>+23(SB)/1, $0xf6
+DATA iq4Table<>+24(SB)/1, $0x01
+DATA iq4Table<>+25(SB)/1, $0x0d
+DATA iq4Table<>+26(SB)/1, $0x19
+DATA iq4Table<>+27(SB)/1, $0x26
+DATA iq4Table<>+28(SB)/1, $0x35
+DATA iq4Table<>+29(SB)/1, $0x45
+DATA iq4Table<>+30(SB)/1, $0x59
+DATA iq4Table<>+31(SB)/1, $0x71
+GLOBL iq4Table<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ4_NLAVX2(w *byte, x *byte, np int, acc *[16]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    np+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVDQU iq4Table<>+0(SB), Y2
+
+iq4nl_loop:
+	TESTQ          DX, DX
+	JZ             iq4nl_done
+	PREFETCHT1     4096(AX)
+	VBROADCASTI128 2(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y2, Y3
+	VMOVDQU        2(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VPXOR          X4, X4, X4
+	VPINSRW        $0x00, (CX), X4, X4
+	VCVTPH2PS      X4, X4
+	VPXOR          X5, X5, X5
+	VPINSRW        $0x00, (AX), X5, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         X5, X4, X5
+	VBROADCASTSS   X5, Y4
+	VCVTDQ2PS      Y3, Y3
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 20(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y2, Y3
+	VMOVDQU        36(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VPXOR          X4, X4, X4
+	VPINSRW        $0x00, 34(CX), X4, X4
+	VCVTPH2PS      X4, X4
+	VPXOR          X5, X5, X5
+	VPINSRW        $0x00, 18(AX), X5, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         X5, X4, X5
+	VBROADCASTSS   X5, Y4
+	VCVTDQ2PS      Y3, Y3
+	VFMADD231PS    Y3, Y4, Y1
+	ADDQ           $0x00000024, AX
+	ADDQ           $0x00000044, CX
+	DECQ           DX
+	JMP            iq4nl_loop
+
+iq4nl_done:
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_XSAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ4_XSAVX2(SB), NOSPLIT, $0-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+	VMOVDQU iq4Table<>+0(SB), Y1
+
+iq4xs_loop:
+	TESTQ          DX, DX
+	JZ             iq4xs_done
+	PREFETCHT1     4096(AX)
+	PREFETCHT1     4160(AX)
+	PREFETCHT1     4224(AX)
+	MOVWLZX        2(AX), SI
+	VPXOR          Y2, Y2, Y2
+	VBROADCASTI128 8(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        4(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        4(AX), DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 24(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        36(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        4(AX), DI
+	SHRL           $0x04, DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x02, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 40(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        68(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        5(AX), DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x04, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 56(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        100(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        5(AX), DI
+	SHRL           $0x04, DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x06, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 72(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        132(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        6(AX), DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x08, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 88(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        164(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        6(AX), DI
+	SHRL           $0x04, DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x0a, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 104(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        196(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        7(AX), DI
+	ANDL           $0x0f, DI
+	MOVL           SI, R8
+	SHRL           $0x0c, R8
+	ANDL           $0x03, R8
+	SHLL           $0x04, R8
+	ORL            R8, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VBROADCASTI128 120(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VMOVDQU        228(CX), Y5
+	VPSIGNB        Y3, Y3, Y4
+	VPSIGNB        Y3, Y5, Y5
+	VPMADDUBSW     Y5, Y4, Y3
+	MOVBLZX        7(AX), DI
+	SHRL           $0x04, DI
+	ANDL           $0x0f, DI
+	SHRL           $0x0e, SI
+	ANDL           $0x03, SI
+	SHLL           $0x04, SI
+	ORL            SI, DI
+	SUBL           $0x20, DI
+	VMOVD          DI, X4
+	VPBROADCASTW   X4, Y4
+	VPMADDWD       Y4, Y3, Y3
+	VPADDD         Y3, Y2, Y2
+	VMOVSS         (CX), X3
+	VPXOR          X4, X4, X4
+	VPINSRW        $0x00, (AX), X4, X4
+	VCVTPH2PS      X4, X4
+	VMULSS         X4, X3, X4
+	VBROADCASTSS   X4, Y3
+	VCVTDQ2PS      Y2, Y2
+	VFMADD231PS    Y2, Y3, Y0
+	ADDQ           $0x00000088, AX
+	ADDQ           $0x00000124, CX
+	DECQ           DX
+	JMP            iq4xs_loop
+
+iq4xs_done:
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
 DATA absMask<>+0(SB)/4, $0x7fffffff
 DATA absMask<>+4(SB)/4, $0x7fffffff
 DATA absMask<>+8(SB)/4, $0x7fffffff

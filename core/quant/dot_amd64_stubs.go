@@ -34,6 +34,16 @@ func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 //go:noescape
 func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
+// dotIQ4_NLAVX2 runs ggml's IQ4_NL·Q8_0 loop over np pairs of blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotIQ4_NLAVX2(w *byte, x *byte, np int, acc *[16]float32)
+
+// dotIQ4_XSAVX2 runs ggml's IQ4_XS·Q8_K loop over nb super-blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotIQ4_XSAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+
 // fromFloatQ8_0AVX2 quantizes nb blocks of 32 floats to Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2, F16C).
 //
 //go:noescape

@@ -1,0 +1,137 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// iq4Table holds the sixteen IQ4 levels (core/quant's iq4Levels) in both 128-bit halves,
+// for VPSHUFB.
+var iq4Table Mem
+
+func iqConstants() {
+	levels := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	iq4Table = bytes32("iq4Table", func(i int) byte { return byte(levels[i%16]) })
+}
+
+// iq4Levels loads the 32 levels of a 16-byte nibble group at m (value j in byte j).
+func iq4Levels(m Mem, table reg.VecVirtual) reg.VecVirtual {
+	q := nibbles(m)
+	VPSHUFB(q, table, q)
+	return q
+}
+
+// signedDot is the int16 pair sums of Σ v·x for signed bytes v (|v| ≤ 127) and the 32
+// activation bytes at x: ggml's mul_add_epi8 (|v| times x with v's sign).
+func signedDot(v reg.VecVirtual, x Mem) reg.VecVirtual {
+	a, yx, p := YMM(), YMM(), YMM()
+	VMOVDQU(x, yx)
+	VPSIGNB(v, v, a)
+	VPSIGNB(v, yx, yx)
+	VPMADDUBSW(yx, a, p)
+	return p
+}
+
+// iq4NLDot emits func(w, x *byte, np int, acc *[16]float32): ggml's AVX2
+// ggml_vec_dot_iq4_nl_q8_0 loop over np pairs of blocks, the even blocks into acc[0:8],
+// the odd into acc[8:16]; the caller adds the halves and any last block.
+func iq4NLDot() {
+	TEXT("dotIQ4_NLAVX2", NOSPLIT, "func(w, x *byte, np int, acc *[16]float32)")
+	Pragma("noescape")
+	Doc("dotIQ4_NLAVX2 runs ggml's IQ4_NL·Q8_0 loop over np pairs of blocks into acc (AVX2, FMA, F16C).")
+	wp, xp, np, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("np"), GP64()), Load(Param("acc"), GP64())
+	acc := [2]reg.VecVirtual{YMM(), YMM()}
+	VMOVUPS(Mem{Base: accp}, acc[0])
+	VMOVUPS(Mem{Base: accp, Disp: 32}, acc[1])
+	table := YMM()
+	VMOVDQU(iq4Table, table)
+	Label("iq4nl_loop")
+	TESTQ(np, np)
+	JZ(LabelRef("iq4nl_done"))
+	prefetchW(wp, 2*18)
+	for b := 0; b < 2; b++ {
+		w, x := Mem{Base: wp, Disp: 18 * b}, Mem{Base: xp, Disp: q8_0Bytes * b}
+		p := signedDot(iq4Levels(w.Offset(2), table), x.Offset(2))
+		VPMADDWD(ones16, p, p)
+		// d = f16(x.d)·f16(w.d)
+		xd := XMM()
+		VPXOR(xd, xd, xd)
+		VPINSRW(Imm(0), x, xd, xd)
+		VCVTPH2PS(xd, xd)
+		d := f16Scalar(w, xd)
+		yd, f := YMM(), YMM()
+		VBROADCASTSS(d, yd)
+		VCVTDQ2PS(p, f)
+		VFMADD231PS(f, yd, acc[b])
+	}
+	ADDQ(U32(2*18), wp)
+	ADDQ(U32(2*q8_0Bytes), xp)
+	DECQ(np)
+	JMP(LabelRef("iq4nl_loop"))
+	Label("iq4nl_done")
+	VMOVUPS(acc[0], Mem{Base: accp})
+	VMOVUPS(acc[1], Mem{Base: accp, Disp: 32})
+	VZEROUPPER()
+	RET()
+}
+
+// iq4XSDot emits func(w, x *byte, nb int, acc *[8]float32): ggml's AVX2
+// ggml_vec_dot_iq4_xs_q8_K loop; the caller reduces acc.
+func iq4XSDot() {
+	const wBytes = 136
+	TEXT("dotIQ4_XSAVX2", NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32)")
+	Pragma("noescape")
+	Doc("dotIQ4_XSAVX2 runs ggml's IQ4_XS·Q8_K loop over nb super-blocks into acc (AVX2, FMA, F16C).")
+	wp, xp, nb, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("acc"), GP64())
+	acc := YMM()
+	VMOVUPS(Mem{Base: accp}, acc)
+	table := YMM()
+	VMOVDQU(iq4Table, table)
+	Label("iq4xs_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("iq4xs_done"))
+	prefetchW(wp, wBytes)
+	sh := GP32()
+	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	sumi := YMM()
+	VPXOR(sumi, sumi, sumi)
+	for g := 0; g < 8; g++ {
+		p := signedDot(iq4Levels(Mem{Base: wp, Disp: 8 + 16*g}, table), Mem{Base: xp, Disp: 4 + 32*g})
+		// ls = (scales_l nibble g%2 | (scales_h bits 2g..2g+1)<<4) − 32
+		ls, hi := GP32(), GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 4 + g/2}, ls)
+		if g%2 == 1 {
+			SHRL(Imm(4), ls)
+		}
+		ANDL(Imm(0xf), ls)
+		MOVL(sh, hi)
+		if g > 0 {
+			SHRL(Imm(uint64(2*g)), hi)
+		}
+		ANDL(Imm(3), hi)
+		SHLL(Imm(4), hi)
+		ORL(hi, ls)
+		SUBL(Imm(32), ls)
+		s, sx := YMM(), XMM()
+		VMOVD(ls, sx)
+		VPBROADCASTW(sx, s)
+		VPMADDWD(s, p, p)
+		VPADDD(p, sumi, sumi)
+	}
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	d := f16Scalar(Mem{Base: wp}, xd)
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(d, yd)
+	VCVTDQ2PS(sumi, f)
+	VFMADD231PS(f, yd, acc)
+	ADDQ(U32(wBytes), wp)
+	ADDQ(U32(292), xp)
+	DECQ(nb)
+	JMP(LabelRef("iq4xs_loop"))
+	Label("iq4xs_done")
+	VMOVUPS(acc, Mem{Base: accp})
+	VZEROUPPER()
+	RET()
+}
