@@ -85,7 +85,8 @@ func (g regime) bestStatic(p float64) (int, float64) {
 
 type simResult struct {
 	tokens, ns float64
-	depths     []int
+	depths     []int // the depth decided per round
+	steps      []int // draft steps run per round (fewer than the depth after an early exit)
 }
 
 func (s simResult) rate() float64 { return s.tokens / s.ns * 1e9 } // tokens per second
@@ -93,43 +94,57 @@ func (s simResult) rate() float64 { return s.tokens / s.ns * 1e9 } // tokens per
 // simulate runs policy p through regime g with the luck of seed.
 func simulate(t testing.TB, g regime, p sdk.DepthPolicy, seed uint64) simResult {
 	t.Helper()
+	return simulatePhases(t, p, seed, g)[0]
+}
+
+// simulatePhases runs policy p through each regime in turn (g.rounds rounds each, the
+// policy's state carried over: a regime change mid-request) with the luck of seed, and
+// returns each phase's result. Every phase needs the same maxDepth.
+func simulatePhases(t testing.TB, p sdk.DepthPolicy, seed uint64, phases ...regime) []simResult {
+	t.Helper()
 	luck := rand.New(rand.NewPCG(seed, 1))
 	noise := rand.New(rand.NewPCG(seed, 2))
-	var res simResult
-	last := sdk.RoundOutcome{Round: -1, MaxDepth: g.maxDepth}
-	u := make([]float64, g.maxDepth)
-	conf := make([]float32, g.maxDepth)
-	for r := 0; r < g.rounds; r++ {
-		// Position i's draft token is right (the target would accept it after a right
-		// prefix) when u[i] < accept; the draft's confidence in it is informative but
-		// noisy: 0.45-1 for a right token, 0-0.6 for a wrong one.
-		for i := range u {
-			u[i] = luck.Float64()
-			if w := float32(luck.Float64()); u[i] < g.accept(r) {
-				conf[i] = 0.45 + 0.55*w
-			} else {
-				conf[i] = 0.6 * w
+	out := make([]simResult, len(phases))
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: phases[0].maxDepth}
+	u := make([]float64, phases[0].maxDepth)
+	conf := make([]float32, phases[0].maxDepth)
+	round := 0
+	for ph, g := range phases {
+		res := &out[ph]
+		for r := 0; r < g.rounds; r++ {
+			// Position i's draft token is right (the target would accept it after a
+			// right prefix) when u[i] < accept; the draft's confidence in it is
+			// informative but noisy: 0.45-1 for a right token, 0-0.6 for a wrong one.
+			for i := range u {
+				u[i] = luck.Float64()
+				if w := float32(luck.Float64()); u[i] < g.accept(r) {
+					conf[i] = 0.45 + 0.55*w
+				} else {
+					conf[i] = 0.6 * w
+				}
 			}
+			dec, err := p.NextDepth(context.Background(), last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := min(max(dec.Depth, 0), g.maxDepth)
+			drafted, steps := earlyExit(dec, d, conf)
+			acc := 0
+			for acc < drafted && u[acc] < g.accept(r) {
+				acc++
+			}
+			cost := float64(steps)*g.step + g.verify(drafted+1)
+			res.tokens += float64(acc + 1)
+			res.ns += cost
+			res.depths = append(res.depths, d)
+			res.steps = append(res.steps, steps)
+			jitter := func(v float64) int64 { return int64(v * (1 + 0.2*noise.Float64())) } // measurements only err upwards
+			last = sdk.RoundOutcome{Round: round, Depth: d, Drafted: drafted, Accepted: acc, DraftNs: jitter(float64(steps) * g.step),
+				VerifyNs: jitter(g.verify(drafted + 1)), MaxDepth: g.maxDepth, DraftConf: append([]float32(nil), conf[:drafted]...)}
+			round++
 		}
-		dec, err := p.NextDepth(context.Background(), last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := min(max(dec.Depth, 0), g.maxDepth)
-		drafted, steps := earlyExit(dec, d, conf)
-		acc := 0
-		for acc < drafted && u[acc] < g.accept(r) {
-			acc++
-		}
-		cost := float64(steps)*g.step + g.verify(drafted+1)
-		res.tokens += float64(acc + 1)
-		res.ns += cost
-		res.depths = append(res.depths, d)
-		jitter := func(v float64) int64 { return int64(v * (1 + 0.2*noise.Float64())) } // measurements only err upwards
-		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftNs: jitter(float64(steps) * g.step),
-			VerifyNs: jitter(g.verify(drafted + 1)), MaxDepth: g.maxDepth, DraftConf: append([]float32(nil), conf[:drafted]...)}
 	}
-	return res
+	return out
 }
 
 // earlyExit is the engine's early exit for a round of depth d with draft confidences
