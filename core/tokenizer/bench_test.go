@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func BenchmarkEncodeQwen3NoCache(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := tok.encode(text, false, false, false); err != nil {
+		if _, err := tok.encode(context.Background(), text, false, false, false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"strings"
 )
@@ -15,10 +16,13 @@ type fragment struct {
 // partition splits text at every occurrence of the special tokens that apply (all of
 // them when parseSpecial, else only user-defined ones), longest token first, exactly as
 // llama.cpp's tokenizer_st_partition, including its lstrip/rstrip attributes.
-func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+func (t *Tokenizer) partition(ctx context.Context, text string, parseSpecial bool) ([]fragment, error) {
 	frags := []fragment{{text: text, tok: noToken}}
 	var next []fragment
 	for _, id := range t.special {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		tok := t.tokens[id]
 		if !parseSpecial && tok.attr&(attrControl|attrUnknown) != 0 {
 			continue
@@ -54,7 +58,7 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 		}
 		frags, next = next, frags
 	}
-	return frags
+	return frags, nil
 }
 
 // Encode tokenizes text as llama.cpp's llama_tokenize(text, addSpecial, parseSpecial):
@@ -66,15 +70,28 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 // The error is non-nil only when the vocabulary cannot represent the input (no BOS
 // token although it asks for one, or an SPM vocabulary without byte tokens).
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	return t.encode(text, addSpecial, parseSpecial, true)
+	return t.encode(context.Background(), text, addSpecial, parseSpecial, true)
 }
 
+// EncodeContext is Encode stopped when ctx ends (a server request that goes away);
+// it then returns ctx's error. A prompt of megabytes takes seconds to tokenize.
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return t.encode(ctx, text, addSpecial, parseSpecial, true)
+}
+
+// encodeCheckEvery is how many words (BPE) or merges (SPM) pass between looks at the
+// context.
+const encodeCheckEvery = 4096
+
 // encode is Encode; wordCache=false turns off the per-call word cache (benchmarks).
-func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool) ([]int32, error) {
+func (t *Tokenizer) encode(ctx context.Context, text string, addSpecial, parseSpecial, wordCache bool) ([]int32, error) {
 	out := make([]int32, 0, len(text)/3+2)
 	var frags []fragment
 	if text != "" {
-		frags = t.partition(text, parseSpecial)
+		var err error
+		if frags, err = t.partition(ctx, text, parseSpecial); err != nil {
+			return nil, err
+		}
 	}
 	if addSpecial && (t.addBOS || t.kind == kindWPM) { // llama.cpp: WPM always adds [CLS]
 		if t.bos == noToken {
@@ -96,7 +113,7 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 			if t.addSpacePrefix && prevSpecial {
 				s = " " + s
 			}
-			out, err = t.encodeSPM(strings.ReplaceAll(s, " ", "\u2581"), out)
+			out, err = t.encodeSPM(ctx, strings.ReplaceAll(s, " ", "\u2581"), out)
 			if err != nil {
 				return nil, err
 			}
@@ -106,6 +123,7 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 		var st bpeState
 		var ct cpText
 		var bufs [2][]span
+		words := 0
 		for _, f := range frags {
 			if f.tok != noToken {
 				out = append(out, f.tok)
@@ -113,7 +131,14 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 			}
 			s := sanitizeUTF8(f.text)
 			ct.reset(s)
+			var cerr error
 			err = t.pre.split(&ct, &bufs, func(lo, hi int) {
+				if words++; words%encodeCheckEvery == 0 && cerr == nil {
+					cerr = ctx.Err()
+				}
+				if cerr != nil {
+					return
+				}
 				if wordCache {
 					out = t.encodeWordCached(&st, s[lo:hi], out)
 				} else {
@@ -123,9 +148,15 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial, wordCache bool
 			if err != nil {
 				return nil, fmt.Errorf("tokenizer: pre-tokenizer: %w", err)
 			}
+			if cerr != nil {
+				return nil, cerr
+			}
 		}
 	case kindWPM:
 		for _, f := range frags {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			if f.tok != noToken {
 				out = append(out, f.tok)
 			} else {
@@ -181,7 +212,7 @@ func (q *spmQueue) Pop() any {
 	return x
 }
 
-func (t *Tokenizer) encodeSPM(text string, out []int32) ([]int32, error) {
+func (t *Tokenizer) encodeSPM(ctx context.Context, text string, out []int32) ([]int32, error) {
 	var syms []spmSym
 	for off := 0; off < len(text); {
 		n := min(utf8SeqLen(text[off]), len(text)-off)
@@ -207,7 +238,12 @@ func (t *Tokenizer) encodeSPM(text string, out []int32) ([]int32, error) {
 	for i := 1; i < len(syms); i++ {
 		tryAdd(int32(i-1), int32(i))
 	}
-	for q.Len() > 0 {
+	for n := 0; q.Len() > 0; n++ {
+		if n%encodeCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		b := heap.Pop(q).(spmBigram)
 		l, r := &syms[b.left], &syms[b.right]
 		if l.hi == l.lo || r.hi == r.lo || (l.hi-l.lo)+(r.hi-r.lo) != b.size {

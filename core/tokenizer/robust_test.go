@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"math/rand"
 	"strings"
 	"testing"
@@ -285,11 +286,11 @@ func FuzzEncodeDecode(f *testing.F) {
 func TestWordCacheSameIDs(t *testing.T) {
 	tok := loadHF(t, "qwen3")
 	text := mixedText(t, 200<<10)
-	a, err := tok.encode(text, false, false, true)
+	a, err := tok.encode(context.Background(), text, false, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tok.encode(text, false, false, false)
+	b, err := tok.encode(context.Background(), text, false, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

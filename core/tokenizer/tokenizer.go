@@ -139,6 +139,8 @@ type Tokenizer struct {
 	chatTpl string
 	// chatTplName says where chatTpl came from, for errors.
 	chatTplName string
+	// minTokDiv: n bytes of text make at least n/minTokDiv tokens (0: no bound).
+	minTokDiv int
 }
 
 var errNoVocab = errors.New("no vocabulary")
@@ -246,7 +248,37 @@ func newTokenizer(s *vocabSpec) (*Tokenizer, error) {
 	for i := range t.tokens {
 		t.pieces[i] = t.pieceUncached(int32(i))
 	}
+	t.setMinTokens()
 	return t, nil
+}
+
+// setMinTokens sets the divisor of MinTokens: twice the longest piece (a token
+// covers at most its piece's bytes of input; sanitising invalid UTF-8 shrinks the
+// input by at most a quarter). WordPiece drops characters and a special token with
+// lstrip/rstrip absorbs any run of whitespace, so those vocabularies get no bound.
+func (t *Tokenizer) setMinTokens() {
+	t.minTokDiv = 0
+	if t.kind == kindWPM {
+		return
+	}
+	longest := 1
+	for i, p := range t.pieces {
+		if t.tokens[i].attr&(attrLStrip|attrRStrip) != 0 {
+			return
+		}
+		longest = max(longest, len(p)+1) // +1: SPM's added space prefix
+	}
+	t.minTokDiv = 2 * longest
+}
+
+// MinTokens is a lower bound on the tokens Encode makes of n bytes of text, 0 when
+// the vocabulary allows none. A server refuses a prompt far over its context with it
+// before spending seconds and hundreds of MB tokenizing it.
+func (t *Tokenizer) MinTokens(n int) int {
+	if t.minTokDiv == 0 {
+		return 0
+	}
+	return n / t.minTokDiv
 }
 
 // setSpecialIDs applies the tokenizer.ggml.*_token_id keys, add_bos/add_eos, and
