@@ -286,10 +286,19 @@ func BuiltinNames() []string {
 type Server struct {
 	Addr         string        `toml:"addr"`          // listen address, host:port
 	Parallel     int           `toml:"parallel"`      // sequences decoded concurrently (slots)
-	Queue        int           `toml:"queue"`         // requests waiting for a slot; more get 503
+	Queue        int           `toml:"queue"`         // requests waiting for a slot; more get 503; 0 = none wait
 	ReadTimeout  time.Duration `toml:"read_timeout"`  // reading a request; 0 = none
 	WriteTimeout time.Duration `toml:"write_timeout"` // writing a whole response (streams too); 0 = none
 	IdleTimeout  time.Duration `toml:"idle_timeout"`  // keep-alive connections; 0 = none
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris); 0 = none.
+	ReadHeaderTimeout time.Duration `toml:"read_header_timeout"`
+	// SendTimeout bounds writing one whole response, or one event of a stream, to a
+	// client that reads slowly; 0 = none. A whole response is written after its slot
+	// is free; a stream whose event cannot be written in time ends its generation.
+	SendTimeout time.Duration `toml:"send_timeout"`
+	// MaxConns caps the open connections; at the cap a new one displaces the
+	// connection longest without a request in progress. 0 = no cap.
+	MaxConns int `toml:"max_conns"`
 	// APIKeyEnv names the environment variable holding the API key clients must send as
 	// "Authorization: Bearer KEY"; "" = no authentication.
 	APIKeyEnv string `toml:"api_key_env"`
@@ -345,6 +354,13 @@ func Default() *Config {
 			ReadTimeout:  600 * time.Second,
 			WriteTimeout: 600 * time.Second,
 			IdleTimeout:  60 * time.Second,
+			// Go's net/http has no header timeout by default; nginx's is 60 s,
+			// Apache's mod_reqtimeout 20 s. 10 s is ample for any real client.
+			ReadHeaderTimeout: 10 * time.Second,
+			SendTimeout:       30 * time.Second,
+			// Under a common open-file limit of 1024 with room for the model and
+			// plugins; raise it with `ulimit -n`.
+			MaxConns:     512,
 			AllowPlugins: []string{"*"},
 		},
 		Log: Log{Level: "info"},

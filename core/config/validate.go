@@ -78,6 +78,25 @@ func (v *checker) atLeast(key string, n, min int) {
 	}
 }
 
+func (v *checker) inRange(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.addf(key, n, "want an integer in [%d, %d]", lo, hi)
+	}
+}
+
+// Upper bounds of values that are accepted by type but break at run time: each slot
+// of parallel is a session with its own buffers (100000 ran out of memory); threads
+// beyond the cores only add scheduling (100000 made a run 60× slower); a batch or
+// context this large cannot be allocated.
+const (
+	maxParallel = 1024
+	maxQueue    = 1 << 20
+	maxConns    = 1 << 20
+	maxThreads  = 1024
+	maxBatch    = 1 << 16
+	maxCtx      = 1 << 24
+)
+
 func (v *checker) between(key string, x, lo, hi float64) {
 	if math.IsNaN(x) || x < lo || x > hi {
 		v.addf(key, x, "want a number in [%g, %g]", lo, hi)
@@ -97,9 +116,9 @@ func (c *Config) validate() []*Error {
 
 func (c *Config) validateModels(v *checker) {
 	v.oneOf("model.device", c.Model.Device, DeviceAuto, DeviceCPU, DeviceCUDA)
-	v.atLeast("model.ctx", c.Model.Ctx, 0)
-	v.atLeast("model.batch", c.Model.Batch, 1)
-	v.atLeast("model.threads", c.Model.Threads, 0)
+	v.inRange("model.ctx", c.Model.Ctx, 0, maxCtx)
+	v.inRange("model.batch", c.Model.Batch, 1, maxBatch)
+	v.inRange("model.threads", c.Model.Threads, 0, maxThreads)
 	v.oneOf("model.kv", c.Model.KV, KVF16, KVQ8_0)
 	if c.Draft.Device != "" {
 		v.oneOf("draft.device", c.Draft.Device, DeviceAuto, DeviceCPU, DeviceCUDA)
@@ -260,18 +279,23 @@ func (c *Config) validateServer(v *checker) {
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		v.addf("server.addr", s.Addr, "port %q: want 0..65535", port)
 	}
-	v.atLeast("server.parallel", s.Parallel, 1)
-	v.atLeast("server.queue", s.Queue, 0)
+	v.inRange("server.parallel", s.Parallel, 1, maxParallel)
+	v.inRange("server.queue", s.Queue, 0, maxQueue)
+	v.inRange("server.max_conns", s.MaxConns, 0, maxConns)
 	for _, d := range []struct {
 		key string
 		d   time.Duration
+		min time.Duration
 	}{
-		{"server.read_timeout", s.ReadTimeout},
-		{"server.write_timeout", s.WriteTimeout},
-		{"server.idle_timeout", s.IdleTimeout},
+		// A timeout below these drops every response or connection; 0 turns it off.
+		{"server.read_timeout", s.ReadTimeout, time.Second},
+		{"server.write_timeout", s.WriteTimeout, time.Second},
+		{"server.idle_timeout", s.IdleTimeout, time.Second},
+		{"server.read_header_timeout", s.ReadHeaderTimeout, 100 * time.Millisecond},
+		{"server.send_timeout", s.SendTimeout, time.Second},
 	} {
-		if d.d < 0 {
-			v.addf(d.key, d.d.String(), "want a duration ≥ 0 (0 = none)")
+		if d.d < 0 || (d.d > 0 && d.d < d.min) {
+			v.addf(d.key, d.d.String(), "want 0 (none) or a duration ≥ %v (a shorter one drops every response)", d.min)
 		}
 	}
 	if s.APIKeyEnv != "" && !envName.MatchString(s.APIKeyEnv) {

@@ -16,7 +16,17 @@ func TestInvalidValues(t *testing.T) {
 		{"device", "[model]\ndevice = \"gpu\"\n", 2, []string{`[model] device = "gpu": want "auto", "cpu" or "cuda"`}},
 		{"draft device", "[draft]\ndevice = \"tpu\"\n", 2, []string{`[draft] device = "tpu"`}},
 		{"draft kv", "[draft]\nkv = \"f32\"\n", 2, []string{`[draft] kv = "f32"`}},
-		{"batch", "[model]\nbatch = 0\n", 2, []string{"[model] batch = 0: want an integer ≥ 1"}},
+		{"batch", "[model]\nbatch = 0\n", 2, []string{"[model] batch = 0: want an integer in [1, 65536]"}},
+		// values the type accepts that broke at run time (issue 23 item 6)
+		{"huge batch", "[model]\nbatch = 100000000\n", 2, []string{"[model] batch = 100000000: want an integer in [1, 65536]"}},
+		{"huge ctx", "[model]\nctx = 1000000000\n", 2, []string{"[model] ctx = 1000000000"}},
+		{"huge threads", "[model]\nthreads = 100000\n", 2, []string{"[model] threads = 100000: want an integer in [0, 1024]"}},
+		{"huge parallel", "[server]\nparallel = 100000\n", 2, []string{"[server] parallel = 100000: want an integer in [1, 1024]"}},
+		{"tiny write_timeout", "[server]\nwrite_timeout = \"1ms\"\n", 2, []string{`[server] write_timeout = "1ms": want 0 (none) or a duration ≥ 1s`}},
+		{"tiny read_timeout", "[server]\nread_timeout = \"10ms\"\n", 2, []string{`[server] read_timeout = "10ms"`}},
+		{"tiny read_header_timeout", "[server]\nread_header_timeout = \"1ms\"\n", 2, []string{`[server] read_header_timeout = "1ms": want 0 (none) or a duration ≥ 100ms`}},
+		{"tiny send_timeout", "[server]\nsend_timeout = \"5ms\"\n", 2, []string{`[server] send_timeout = "5ms"`}},
+		{"max_conns", "[server]\nmax_conns = -1\n", 2, []string{"[server] max_conns = -1"}},
 		{"ctx", "[model]\nctx = -5\n", 2, []string{"[model] ctx = -5"}},
 		{"threads", "[model]\nthreads = -1\n", 2, []string{"[model] threads = -1"}},
 		{"draft_max", "[spec]\ndraft_max = 0\n", 2, []string{"[spec] draft_max = 0: want an integer in [1, 256]"}},
@@ -76,6 +86,7 @@ func TestValidConfigs(t *testing.T) {
 		{"own policy", "[plugins.step]\nsource = \"file:./step.wasm\"\nroles = [\"policy\"]\n[spec]\npolicy = \"step\"\nfallback = \"adaptive\"\n"},
 		{"process policy without roles", "[plugins.step]\nsource = \"process:./bin/step\"\n[spec]\npolicy = \"step\"\n"},
 		{"server", "[server]\naddr = \":9000\"\napi_key_env = \"MINFER_KEY\"\nallow_plugins = []\nread_timeout = \"0s\"\n"},
+		{"server hard edges", "[server]\nqueue = 0\nmax_conns = 0\nsend_timeout = \"0s\"\nread_header_timeout = \"2s\"\nwrite_timeout = \"1s\"\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Parse([]byte(tc.doc), "t.toml"); err != nil {
