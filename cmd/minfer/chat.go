@@ -304,7 +304,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	if err != nil {
 		return fail("chat template: %v", err)
 	}
-	ids, err := server.EncodePrompt(r.st.tok, prompt)
+	ids, err := server.EncodePrompt(ctx, r.st.tok, prompt)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -247,7 +247,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		if prompt, err = server.RenderChat(ctx, st.tok, "", []tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
 			return err
 		}
-		ids, err = server.EncodePrompt(st.tok, prompt)
+		ids, err = server.EncodePrompt(ctx, st.tok, prompt)
 	} else {
 		ids, err = st.tok.Encode(prompt, true, false)
 	}

@@ -106,6 +106,15 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 }
 
 // newServer loads the models and plugins of cfg and makes the API server with its slots.
+// queueSize maps [server] queue to server.Options.QueueSize: 0 in the config means
+// that no request waits (server.Options spells that as a negative size).
+func queueSize(q int) int {
+	if q == 0 {
+		return -1
+	}
+	return q
+}
+
 func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) (*server.Server, *stack, error) {
 	st, err := m.openStack(ctx, cfg, verbose)
 	if err != nil {
@@ -132,10 +141,11 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) 
 			}
 			return engine.NewSession(st.sessCfg)
 		},
-		Parallel: cfg.Server.Parallel, QueueSize: cfg.Server.Queue,
+		Parallel: cfg.Server.Parallel, QueueSize: queueSize(cfg.Server.Queue),
 		Resolver:  &serveResolver{st: st, cfg: cfg},
 		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw,
 		ReadTimeout: cfg.Server.ReadTimeout, WriteTimeout: cfg.Server.WriteTimeout, IdleTimeout: cfg.Server.IdleTimeout,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, SendTimeout: cfg.Server.SendTimeout, MaxConns: cfg.Server.MaxConns,
 	})
 	if err != nil {
 		st.close()

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ var idSeq atomic.Uint64
 
 // job is one validated request, ready to run.
 type job struct {
+	start      time.Time // when serving began (the write deadlines count from it)
 	chat       bool
 	prompt     []int32
 	maxTokens  int
@@ -69,7 +71,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			// refuses (a role it has no branch for, an order it rejects) is the request's.
 			return nil, badRequest("messages", "the chat template cannot render these messages: %v", err)
 		}
-		return s.newJob(true, text, &req.commonRequest)
+		return s.newJob(r.Context(), true, text, &req.commonRequest)
 	})
 	s.serveJob(w, r, j, err)
 }
@@ -92,7 +94,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		if text == "" {
 			return nil, badRequest("prompt", "empty prompt")
 		}
-		return s.newJob(false, text, &req.commonRequest)
+		return s.newJob(r.Context(), false, text, &req.commonRequest)
 	})
 	s.serveJob(w, r, j, err)
 }
@@ -145,25 +147,78 @@ func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, ms
 // EncodePrompt tokenizes a prompt the way the server, `minfer run` and the REPL all do:
 // special tokens are parsed, and BOS is added when the vocabulary asks for it unless
 // the text already starts with it (chat templates often write it).
-func EncodePrompt(t *tokenizer.Tokenizer, text string) ([]int32, error) {
+// Tokenizing stops when ctx ends.
+func EncodePrompt(ctx context.Context, t *tokenizer.Tokenizer, text string) ([]int32, error) {
 	addSpecial := true
 	if id := t.BOS(); id >= 0 && t.AddBOS() && strings.HasPrefix(text, t.TokenText(id)) {
 		addSpecial = false
 	}
-	return t.Encode(text, addSpecial, true)
+	return t.EncodeContext(ctx, text, addSpecial, true)
 }
 
-func (s *Server) newJob(chat bool, text string, c *commonRequest) (*job, error) {
-	ids, err := EncodePrompt(s.opts.Tokenizer, text)
+// bigPrompt is the size from which prompts are tokenized one at a time: a prompt of
+// megabytes takes seconds of CPU and ~45 bytes of memory per byte of text to tokenize
+// (7.5 MB: 8.5 s, 340 MB), so eight at once reached 2.8 GB. Smaller ones (up to
+// ~15K tokens) tokenize in milliseconds and go straight through.
+const bigPrompt = 64 << 10
+
+// tokenize encodes a request's prompt. A cheap bound comes first: text whose token
+// count is surely over the context is refused untokenized. A big prompt waits for
+// the one big tokenization at a time, holding a place in the queue meanwhile (a full
+// queue answers 503); the wait and the tokenizing end with the request.
+func (s *Server) tokenize(ctx context.Context, text string) ([]int32, error) {
+	if n := s.all[0].sess.Ctx(); s.opts.Tokenizer.MinTokens(len(text)) >= n {
+		return nil, &RequestError{Param: "prompt", Code: "context_length_exceeded",
+			Message: fmt.Sprintf("the prompt has %d bytes, at least %d tokens; the context holds %d", len(text), s.opts.Tokenizer.MinTokens(len(text)), n)}
+	}
+	if len(text) >= bigPrompt {
+		select {
+		case s.bigTok <- struct{}{}:
+		default:
+			select {
+			case s.waiting <- struct{}{}:
+			default:
+				return nil, &RequestError{Status: http.StatusServiceUnavailable, Message: "server busy: request queue is full", Code: "server_busy"}
+			}
+			s.metrics.queue.Inc()
+			select {
+			case s.bigTok <- struct{}{}:
+			case <-ctx.Done():
+			}
+			<-s.waiting
+			s.metrics.queue.Dec()
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		defer func() { <-s.bigTok }()
+	}
+	ids, err := EncodePrompt(ctx, s.opts.Tokenizer, text)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, badRequest("prompt", "cannot tokenize: %v", err)
 	}
-	if len(ids) == 0 {
-		return nil, badRequest("prompt", "the prompt has no tokens")
-	}
+	return ids, nil
+}
+
+func (s *Server) newJob(ctx context.Context, chat bool, text string, c *commonRequest) (*job, error) {
+	// the cheap checks first: a request refused for its parameters costs no tokenizing
 	maxTokens, lp, p, err := c.validate(s.opts.MaxTokens)
 	if err != nil {
 		return nil, err
+	}
+	if n := s.opts.Tokenizer.NVocab(); p.TopK != nil && *p.TopK > n {
+		// a sampler asked for more candidates than the vocabulary has fails (500)
+		return nil, badRequest("top_k", "must be at most the vocabulary's %d tokens (0 = off), got %d", n, *p.TopK)
+	}
+	ids, err := s.tokenize(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("prompt", "the prompt has no tokens")
 	}
 	j := &job{
 		chat: chat, prompt: ids, maxTokens: maxTokens, logprobs: lp, stop: c.Stop, params: p,
@@ -197,12 +252,27 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		return
 	}
 	ctx := r.Context()
+	j.start = time.Now()
 	sl, err := s.acquire(ctx, j.prompt)
 	if err != nil {
 		status = writeError(w, err)
 		return
 	}
-	defer s.release(sl)
+	// free gives the slot (and the plugins, once resolved) back; a whole response
+	// calls it before writing, so a client that reads slowly holds no slot.
+	var pl *Plugins
+	freed := false
+	free := func() {
+		if freed {
+			return
+		}
+		freed = true
+		if pl != nil && pl.Release != nil {
+			pl.Release()
+		}
+		s.release(sl)
+	}
+	defer free()
 	j.cached = sl.cached(j.prompt, s.opts.Tokenizer.IsEOG)
 	promptField := "prompt"
 	if j.chat {
@@ -218,25 +288,48 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 			Message: fmt.Sprintf("%d prompt tokens + %s %d exceed the context of %d tokens", len(j.prompt), j.maxField, j.maxTokens, n)})
 		return
 	}
-	pl, err := s.opts.Resolver.Resolve(ctx, j.params, sl.sess.HasDraft())
+	pl, err = s.opts.Resolver.Resolve(ctx, j.params, sl.sess.HasDraft())
 	if err != nil {
+		pl = nil
 		status = writeError(w, err)
 		return
-	}
-	if pl.Release != nil {
-		defer pl.Release()
 	}
 	if j.assertID && !pl.Greedy {
 		status = writeError(w, badRequest("minfer.assert_identity", "needs the greedy sampler (temperature 0 or sampler \"greedy\")"))
 		return
 	}
 	s.metrics.inflight.Inc()
-	defer s.metrics.inflight.Dec()
 	if j.stream {
-		status = s.stream(w, ctx, sl, j, pl)
+		status = s.stream(w, ctx, sl, j, pl, sync.OnceFunc(func() { s.metrics.inflight.Dec(); free() }))
 		return
 	}
-	status = s.whole(w, ctx, sl, j, pl)
+	var body []byte
+	status, body = s.whole(w, ctx, sl, j, pl)
+	s.metrics.inflight.Dec()
+	free()
+	if body != nil {
+		s.sendDeadline(w, j)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(body); err != nil {
+			s.logf("%s %s: writing the response: %v", j.endpoint, j.id, err)
+		}
+	}
+}
+
+// sendDeadline bounds the next write to j's client by SendTimeout, never past the
+// request's WriteTimeout.
+func (s *Server) sendDeadline(w http.ResponseWriter, j *job) {
+	if s.opts.SendTimeout <= 0 {
+		return
+	}
+	d := time.Now().Add(s.opts.SendTimeout)
+	if s.opts.WriteTimeout > 0 {
+		if end := j.start.Add(s.opts.WriteTimeout); end.Before(d) {
+			d = end
+		}
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(d)
 }
 
 // request builds the engine request; lp collects logprobs when asked.
@@ -254,17 +347,19 @@ func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *
 	return req, lp
 }
 
-func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins) int {
+// whole generates j's reply and returns it encoded (status 200), or writes an error
+// and returns its status and no body. The caller frees the slot, then writes the body.
+func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins) (int, []byte) {
 	req, lp := j.request(pl, nil)
 	res, err := s.generate(ctx, sl, j, req)
 	if err != nil {
-		return s.genError(w, j, err)
+		return s.genError(w, j, err), nil
 	}
 	s.metrics.observe(res)
 	ext := s.extension(pl, res)
 	if j.assertID {
 		if err := s.checkIdentity(ctx, sl, j, pl, res); err != nil {
-			return writeError(w, &RequestError{Status: http.StatusInternalServerError, Param: "minfer.assert_identity", Message: err.Error()})
+			return writeError(w, &RequestError{Status: http.StatusInternalServerError, Param: "minfer.assert_identity", Message: err.Error()}), nil
 		}
 		ext["identity"] = "ok"
 	}
@@ -293,8 +388,11 @@ func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *
 		}
 	}
 	s.logf("%s %s prompt=%d gen=%d stop=%s %.1f t/s", j.endpoint, j.id, res.PromptTokens, len(res.Tokens), res.Stop, res.Timings.GenTPS)
-	writeJSON(w, http.StatusOK, body)
-	return http.StatusOK
+	b, err := json.Marshal(body)
+	if err != nil {
+		return writeError(w, err), nil
+	}
+	return http.StatusOK, append(b, '\n')
 }
 
 // checkIdentity re-runs the request as plain greedy decoding and compares tokens.
@@ -525,6 +623,10 @@ func writeError(w http.ResponseWriter, err error) int {
 	}
 	if re.Code != "" {
 		code = re.Code
+	}
+	if status == http.StatusServiceUnavailable {
+		// a full queue drains within a request or two: ask the client to come back
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": re.Error(), "type": typ, "param": param, "code": code}})
 	return status

@@ -15,11 +15,13 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,8 +66,10 @@ type Options struct {
 	// NewSession makes one slot's session; it is called Parallel times at New.
 	NewSession func() (*engine.Session, error)
 	Parallel   int // slots (default 4)
-	QueueSize  int // requests waiting for a slot beyond which 503 is returned (default 64)
-	Resolver   Resolver
+	// QueueSize is how many requests may wait for a slot; more get 503. 0 = the
+	// default 64; negative = none wait (503 whenever every slot is busy).
+	QueueSize int
+	Resolver  Resolver
 	// MaxTokens caps max_tokens (0: up to the context).
 	MaxTokens int
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY".
@@ -74,6 +78,18 @@ type Options struct {
 	Log io.Writer
 	// Timeouts for the http.Server (0: none).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers (0: none): a client that
+	// trickles them (slowloris) is dropped.
+	ReadHeaderTimeout time.Duration
+	// SendTimeout bounds writing one whole response, or one event of a stream, to a
+	// client (0: none). A client that reads slower is dropped; its slot is not held
+	// meanwhile for a whole response (generation ends, then the reply is written), and
+	// for a stream for at most SendTimeout per event.
+	SendTimeout time.Duration
+	// MaxConns caps the open connections (0: no cap). At the cap a new connection
+	// displaces the one longest without a request in progress; when every connection
+	// has one, the new connection is closed.
+	MaxConns int
 }
 
 // Server serves the API. Create it with New.
@@ -82,6 +98,7 @@ type Server struct {
 	slots   chan *slot
 	all     []*slot
 	waiting chan struct{} // queue tokens
+	bigTok  chan struct{} // the one tokenization of a big prompt at a time
 	metrics *metrics
 	mux     *http.ServeMux
 	logMu   sync.Mutex
@@ -139,8 +156,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	if opts.QueueSize <= 0 {
+	switch {
+	case opts.QueueSize == 0:
 		opts.QueueSize = 64
+	case opts.QueueSize < 0:
+		opts.QueueSize = 0
 	}
 	if opts.ModelID == "" {
 		opts.ModelID = "minfer"
@@ -152,6 +172,7 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		slots:   make(chan *slot, opts.Parallel),
 		waiting: make(chan struct{}, opts.QueueSize),
+		bigTok:  make(chan struct{}, 1),
 		metrics: newMetrics(),
 		created: time.Now().Unix(),
 	}
@@ -211,10 +232,16 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		return fmt.Errorf("server: %w", err)
 	}
 	hs := &http.Server{
-		Handler:      s.mux,
-		ReadTimeout:  s.opts.ReadTimeout,
-		WriteTimeout: s.opts.WriteTimeout,
-		IdleTimeout:  s.opts.IdleTimeout,
+		Handler:           s.mux,
+		ReadTimeout:       s.opts.ReadTimeout,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+	}
+	if s.opts.MaxConns > 0 {
+		cl := newConnLimiter(s.opts.MaxConns)
+		ln = limitListener{Listener: ln, l: cl}
+		hs.Handler, hs.ConnState, hs.ConnContext = cl.busy(s.mux), cl.state, cl.withConn
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -248,12 +275,23 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+		if !bearerOK(r.Header.Get("Authorization"), s.opts.APIKey) {
 			writeError(w, &RequestError{Status: http.StatusUnauthorized, Message: "missing or wrong API key (Authorization: Bearer …)", Code: "invalid_api_key"})
 			return
 		}
 		h(w, r)
 	}
+}
+
+// bearerOK reports whether header is "Bearer KEY" with key: the scheme in any case
+// (RFC 7235: auth schemes are case-insensitive), the key compared in constant time
+// (crypto/subtle) so its bytes cannot be found by timing.
+func bearerOK(header, key string) bool {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), []byte(key)) == 1
 }
 
 // acquire waits for a free slot, or fails when the queue is full or ctx ends. Among

@@ -61,6 +61,28 @@ func newTestServer(t *testing.T, parallel int) (*Server, *httptest.Server) {
 // the test ends, b included.
 func serveStories(t *testing.T, b backend.Backend, opts Options) (*Server, *httptest.Server) {
 	t.Helper()
+	srv, err := New(storiesOn(t, b, opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	return srv, hs
+}
+
+// storiesOptions is opts with stories260K loaded on a one-thread CPU backend.
+func storiesOptions(t *testing.T, opts Options) Options {
+	return storiesOn(t, cpu.New(cpu.Options{Threads: 1}), opts)
+}
+
+// storiesOn is opts with stories260K loaded on b (Tokenizer and NewSession filled
+// in: sessions of 256 positions, f16 KV); the model and b are closed when the test
+// ends, after whatever the caller registers to close later.
+func storiesOn(t *testing.T, b backend.Backend, opts Options) Options {
+	t.Helper()
 	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,22 +95,15 @@ func serveStories(t *testing.T, b backend.Backend, opts Options) (*Server, *http
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		m.Close()
+		b.Close()
+	})
 	opts.Tokenizer = tok
 	opts.NewSession = func() (*engine.Session, error) {
 		return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16})
 	}
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Close()
-		m.Close()
-		b.Close()
-	})
-	return srv, hs
+	return opts
 }
 
 func post(t *testing.T, url, body string) (int, map[string]any) {

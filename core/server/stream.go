@@ -15,6 +15,22 @@ type sse struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	err     error
+	// deadline, when set, bounds each event's write (a client that stops reading
+	// ends its stream, and its generation, instead of holding the slot).
+	deadline func()
+}
+
+func (e *sse) write(b []byte) error {
+	if e.deadline != nil {
+		e.deadline()
+	}
+	if _, err := e.w.Write(b); err != nil {
+		return err
+	}
+	if e.flusher != nil {
+		e.flusher.Flush()
+	}
+	return nil
 }
 
 func (e *sse) send(v any) error {
@@ -30,22 +46,16 @@ func (e *sse) send(v any) error {
 	buf = append(buf, "data: "...)
 	buf = append(buf, b...)
 	buf = append(buf, "\n\n"...)
-	if _, err := e.w.Write(buf); err != nil {
+	if err := e.write(buf); err != nil {
 		e.err = err
 		return err
-	}
-	if e.flusher != nil {
-		e.flusher.Flush()
 	}
 	return nil
 }
 
 func (e *sse) done() {
 	if e.err == nil {
-		_, e.err = e.w.Write([]byte("data: [DONE]\n\n"))
-		if e.flusher != nil {
-			e.flusher.Flush()
-		}
+		e.err = e.write([]byte("data: [DONE]\n\n"))
 	}
 }
 
@@ -62,14 +72,19 @@ func (s *Server) chunk(j *job, choice map[string]any, usage bool) map[string]any
 	return c
 }
 
-func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins) int {
+// stream generates j's reply as Server-Sent Events. free gives the slot back; it is
+// called once generation ends, before the final events (the logprobs of the whole
+// reply can be megabytes) are written.
+func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j *job, pl *Plugins, free func()) int {
+	defer free()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
+	s.sendDeadline(w, j)
 	w.WriteHeader(http.StatusOK)
-	ev := &sse{w: w}
+	ev := &sse{w: w, deadline: func() { s.sendDeadline(w, j) }}
 	ev.flusher, _ = w.(http.Flusher)
 	textChoice := func(text string) map[string]any {
 		if j.chat {
@@ -90,6 +105,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 		return ev.send(s.chunk(j, textChoice(text), j.usage))
 	})
 	res, err := s.generate(ctx, sl, j, req)
+	free()
 	if err != nil {
 		if ev.err != nil || errors.Is(err, context.Canceled) {
 			s.logf("%s %s: client went away", j.endpoint, j.id)
