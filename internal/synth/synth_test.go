@@ -369,7 +369,9 @@ func checkSynthFile(t *testing.T, path string) {
 
 // TestSynthSameSeedSameFloats: the F32 file of a seed holds the float weights; the F16
 // file of that seed must hold exactly their f16 roundings, the Q8_0 file their Q8_0
-// quantization (bit-exact, through quant.Quantize), and another seed other weights.
+// quantization (bit-exact, through quant.Quantize), and another seed other weights: the
+// types share one set of floats. That synth's quantized bytes are llama-quantize's is
+// TestSynthWeightsMatchLlamaQuantize's to check.
 func TestSynthSameSeedSameFloats(t *testing.T) {
 	args := append(famArgs("qwen3"), "--n-vocab", "300", "--seed", "9")
 	f32, f16, q8 := openSynth(t, args, "f32"), openSynth(t, args, "f16"), openSynth(t, args, "q8_0")
@@ -473,4 +475,73 @@ func dequantAll(t *testing.T, f *gguf.File, ti *gguf.TensorInfo) []float32 {
 		t.Fatalf("%s: %v", ti.Name, err)
 	}
 	return out
+}
+
+// TestSynthWeightsMatchLlamaQuantize: synth's weight writer (the plan's types, the
+// row-by-row encoding of writeTo, its chunks and workers) given the float weights of
+// the synthetic F16 models writes, tensor by tensor, the bytes llama-quantize wrote
+// from them (no importance matrix): an independent reference for every type synth
+// plans there, where TestSynthSameSeedSameFloats can only compare synth with
+// quant.Quantize, the function it calls.
+func TestSynthWeightsMatchLlamaQuantize(t *testing.T) {
+	seen := map[quant.Type]int{}
+	for _, fam := range []string{"llama", "qwen2", "qwen3"} {
+		src, err := gguf.Open(testpath.Path(t, "models", "synthetic", "synth-"+fam+"-f16.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		for _, typ := range []string{"q8_0", "q4_0", "q4_k_m", "q6_k", "iq4_nl", "iq4_xs"} {
+			dir := "models/synthetic"
+			if strings.HasPrefix(typ, "iq") {
+				if fam != "llama" {
+					continue // the IQ4 quantizers are slow; quant's own test covers qwen3's
+				}
+				dir = "quant-types"
+			}
+			t.Run(fam+"-"+typ, func(t *testing.T) {
+				ref, err := gguf.Open(testpath.Path(t, dir, "synth-"+fam+"-"+typ+".gguf"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ref.Close()
+				fl := map[string]string{"type": typ}
+				for k, v := range synthFamilies[fam] {
+					fl[k] = v
+				}
+				p := mustPlan(t, "", fl)
+				for _, pt := range p.Tensors {
+					st, ok := src.Tensor(pt.Name)
+					rt, ok2 := ref.Tensor(pt.Name)
+					if !ok || !ok2 {
+						t.Fatalf("%s: not in the reference files", pt.Name)
+					}
+					vals := dequantAll(t, src, st)
+					row := int(pt.Dims[0])
+					pt.Mean, pt.Std = 0, 0
+					pt.Shape = func(r int, out []float32) { copy(out, vals[r*row:(r+1)*row]) }
+					var got bytes.Buffer
+					if err := newTensorGen(p.Opts.Seed, pt, false).writeTo(context.Background(), &got); err != nil {
+						t.Fatalf("%s: %v", pt.Name, err)
+					}
+					if want := ref.TensorData(rt); !bytes.Equal(got.Bytes(), want) {
+						diff := 0
+						for i := range min(got.Len(), len(want)) {
+							if got.Bytes()[i] != want[i] {
+								diff++
+							}
+						}
+						t.Errorf("%s (%s): %d bytes, %d of them differ from llama-quantize's %d", pt.Name, pt.Type, got.Len(), diff, len(want))
+					}
+					seen[pt.Type]++
+				}
+			})
+		}
+	}
+	t.Logf("tensors compared per type: %v", seen)
+	for _, typ := range []quant.Type{quant.F32, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
+		if seen[typ] == 0 {
+			t.Errorf("no %s tensor compared", typ)
+		}
+	}
 }
