@@ -29,6 +29,11 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	F16:    {dotF16SIMD, dotF16},
 	Q4_K:   {dotQ4_KSIMD, dotQ4_K},
 	Q6_K:   {dotQ6_KSIMD, dotQ6_K},
+	Q2_K:   {dotQ2_KSIMD, dotQ2_K},
+	Q3_K:   {dotQ3_KSIMD, dotQ3_K},
+	Q5_K:   {dotQ5_KSIMD, dotQ5_K},
+	Q4_1:   {dotQ4_1SIMD, dotQ4_1},
+	Q5_1:   {dotQ5_1SIMD, dotQ5_1},
 	IQ4_NL: {dotIQ4_NLSIMD, dotIQ4_NL},
 	IQ4_XS: {dotIQ4_XSSIMD, dotIQ4_XS},
 }
@@ -88,6 +93,56 @@ func dotQ4_KSIMD(n int, w, x []byte) float32 {
 	return acc.sum() + ((accM[0] + accM[2]) + (accM[1] + accM[3]))
 }
 
+func dotQ2_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q2_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	dotQ2_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
+
+// dotQ3_KSIMD unpacks the 6-bit scales here, q3KChunk super-blocks at a time, for the
+// SIMD loop.
+func dotQ3_KSIMD(n int, w, x []byte) float32 {
+	const q3KChunk = 16
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q3_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	var sc [q3KChunk][16]int16
+	for b0 := 0; b0 < nb; b0 += q3KChunk {
+		m := min(q3KChunk, nb-b0)
+		for b := 0; b < m; b++ {
+			s := q3Scales(w[(b0+b)*q3_KBytes+96:])
+			for g, v := range s {
+				sc[b][g] = int16(v) - 32
+			}
+		}
+		dotQ3_KAVX2(&w[b0*q3_KBytes], &x[b0*q8_KBytes], m, &sc[0][0], (*[8]float32)(&acc))
+	}
+	return acc.sum()
+}
+
+func dotQ5_KSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q5_KBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	var summs float32
+	dotQ5_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc), &summs)
+	return acc.sum() + summs
+}
+
 func dotQ6_KSIMD(n int, w, x []byte) float32 {
 	nb := n / QK_K
 	if nb == 0 {
@@ -98,6 +153,41 @@ func dotQ6_KSIMD(n int, w, x []byte) float32 {
 	var acc lanes8
 	dotQ6_KAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
 	return acc.sum()
+}
+
+// dotQ4_1SIMD and dotQ5_1SIMD run the lanes in SIMD and ggml's scalar Σ m·s here, in
+// block order.
+func dotQ4_1SIMD(n int, w, x []byte) float32 {
+	nb := n / qk
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q4_1Bytes-1]
+	_ = x[nb*q8_1Bytes-1]
+	var acc lanes8
+	dotQ4_1AVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum() + minSums(nb, w, x, q4_1Bytes)
+}
+
+func dotQ5_1SIMD(n int, w, x []byte) float32 {
+	nb := n / qk
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*q5_1Bytes-1]
+	_ = x[nb*q8_1Bytes-1]
+	var acc lanes8
+	dotQ5_1AVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum() + minSums(nb, w, x, q5_1Bytes)
+}
+
+// minSums is Σ f16(w.m)·f16(x.s) over nb blocks (Q4_1/Q5_1 against Q8_1), in order.
+func minSums(nb int, w, x []byte, wBytes int) float32 {
+	var summs float32
+	for b := 0; b < nb; b++ {
+		summs += float32(f16At(w[b*wBytes+2:]) * f16At(x[b*q8_1Bytes+2:]))
+	}
+	return summs
 }
 
 // dotIQ4_NLSIMD runs the block pairs in SIMD and an odd last block as dotIQ4_NL does.

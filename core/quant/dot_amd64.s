@@ -1188,6 +1188,408 @@ dotQ5_0AVX2_done:
 	VZEROUPPER
 	RET
 
+// func dotQ4_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $32-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+
+dotQ4_1AVX2_group:
+	CMPQ           DX, $0x08
+	JL             dotQ4_1AVX2_tail
+	PREFETCHT1     4096(AX)
+	PREFETCHT1     4160(AX)
+	PREFETCHT1     4224(AX)
+	VPINSRW        $0x00, (AX), X1, X1
+	VPINSRW        $0x00, (CX), X2, X2
+	VPINSRW        $0x01, 20(AX), X1, X1
+	VPINSRW        $0x01, 36(CX), X2, X2
+	VPINSRW        $0x02, 40(AX), X1, X1
+	VPINSRW        $0x02, 72(CX), X2, X2
+	VPINSRW        $0x03, 60(AX), X1, X1
+	VPINSRW        $0x03, 108(CX), X2, X2
+	VPINSRW        $0x04, 80(AX), X1, X1
+	VPINSRW        $0x04, 144(CX), X2, X2
+	VPINSRW        $0x05, 100(AX), X1, X1
+	VPINSRW        $0x05, 180(CX), X2, X2
+	VPINSRW        $0x06, 120(AX), X1, X1
+	VPINSRW        $0x06, 216(CX), X2, X2
+	VPINSRW        $0x07, 140(AX), X1, X1
+	VPINSRW        $0x07, 252(CX), X2, X2
+	VCVTPH2PS      X1, Y3
+	VCVTPH2PS      X2, Y4
+	VMULPS         Y4, Y3, Y3
+	VMOVUPS        Y3, (SP)
+	VBROADCASTI128 4(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 24(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     40(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   4(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 44(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     76(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   8(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 64(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     112(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   12(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 84(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     148(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   16(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 104(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     184(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   20(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 124(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     220(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   24(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 144(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPMADDUBSW     256(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   28(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	ADDQ           $0x000000a0, AX
+	ADDQ           $0x00000120, CX
+	SUBQ           $0x08, DX
+	JMP            dotQ4_1AVX2_group
+
+dotQ4_1AVX2_tail:
+	TESTQ   DX, DX
+	JZ      dotQ4_1AVX2_done
+	VPXOR   X1, X1, X1
+	VPXOR   X2, X2, X2
+	CMPQ    DX, $0x01
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x00, (AX), X1, X1
+	VPINSRW $0x00, (CX), X2, X2
+	CMPQ    DX, $0x02
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x01, 20(AX), X1, X1
+	VPINSRW $0x01, 36(CX), X2, X2
+	CMPQ    DX, $0x03
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x02, 40(AX), X1, X1
+	VPINSRW $0x02, 72(CX), X2, X2
+	CMPQ    DX, $0x04
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x03, 60(AX), X1, X1
+	VPINSRW $0x03, 108(CX), X2, X2
+	CMPQ    DX, $0x05
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x04, 80(AX), X1, X1
+	VPINSRW $0x04, 144(CX), X2, X2
+	CMPQ    DX, $0x06
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x05, 100(AX), X1, X1
+	VPINSRW $0x05, 180(CX), X2, X2
+	CMPQ    DX, $0x07
+	JL      dotQ4_1AVX2_tailscales
+	VPINSRW $0x06, 120(AX), X1, X1
+	VPINSRW $0x06, 216(CX), X2, X2
+
+dotQ4_1AVX2_tailscales:
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS X2, Y2
+	VMULPS    Y2, Y1, Y1
+	VMOVUPS   Y1, (SP)
+	XORQ      SI, SI
+
+dotQ4_1AVX2_tailblock:
+	VBROADCASTI128 4(AX), Y1
+	VPSRLW         $0x04, Y1, Y2
+	VPBLENDD       $0xf0, Y2, Y1, Y1
+	VPAND          mask0F<>+0(SB), Y1, Y1
+	VPMADDUBSW     4(CX), Y1, Y1
+	VPMADDWD       ones16<>+0(SB), Y1, Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   (SP)(SI*4), Y2
+	VFMADD231PS    Y1, Y2, Y0
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x24, CX
+	INCQ           SI
+	CMPQ           SI, DX
+	JL             dotQ4_1AVX2_tailblock
+
+dotQ4_1AVX2_done:
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $32-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+
+dotQ5_1AVX2_group:
+	CMPQ           DX, $0x08
+	JL             dotQ5_1AVX2_tail
+	PREFETCHT1     4096(AX)
+	PREFETCHT1     4160(AX)
+	PREFETCHT1     4224(AX)
+	VPINSRW        $0x00, (AX), X1, X1
+	VPINSRW        $0x00, (CX), X2, X2
+	VPINSRW        $0x01, 24(AX), X1, X1
+	VPINSRW        $0x01, 36(CX), X2, X2
+	VPINSRW        $0x02, 48(AX), X1, X1
+	VPINSRW        $0x02, 72(CX), X2, X2
+	VPINSRW        $0x03, 72(AX), X1, X1
+	VPINSRW        $0x03, 108(CX), X2, X2
+	VPINSRW        $0x04, 96(AX), X1, X1
+	VPINSRW        $0x04, 144(CX), X2, X2
+	VPINSRW        $0x05, 120(AX), X1, X1
+	VPINSRW        $0x05, 180(CX), X2, X2
+	VPINSRW        $0x06, 144(AX), X1, X1
+	VPINSRW        $0x06, 216(CX), X2, X2
+	VPINSRW        $0x07, 168(AX), X1, X1
+	VPINSRW        $0x07, 252(CX), X2, X2
+	VCVTPH2PS      X1, Y3
+	VCVTPH2PS      X2, Y4
+	VMULPS         Y4, Y3, Y3
+	VMOVUPS        Y3, (SP)
+	VBROADCASTI128 8(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   4(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     4(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   (SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 32(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   28(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     40(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   4(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 56(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   52(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     76(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   8(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 80(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   76(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     112(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   12(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 104(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   100(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     148(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   16(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 128(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   124(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     184(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   20(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 152(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   148(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     220(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   24(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	VBROADCASTI128 176(AX), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          mask0F<>+0(SB), Y3, Y3
+	VPBROADCASTD   172(AX), Y4
+	VPSHUFB        bitsShuf<>+0(SB), Y4, Y4
+	VPOR           bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB       allOnes<>+0(SB), Y4, Y4
+	VPAND          sixteen<>+0(SB), Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPMADDUBSW     256(CX), Y3, Y3
+	VPMADDWD       ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   28(SP), Y4
+	VFMADD231PS    Y3, Y4, Y0
+	ADDQ           $0x000000c0, AX
+	ADDQ           $0x00000120, CX
+	SUBQ           $0x08, DX
+	JMP            dotQ5_1AVX2_group
+
+dotQ5_1AVX2_tail:
+	TESTQ   DX, DX
+	JZ      dotQ5_1AVX2_done
+	VPXOR   X1, X1, X1
+	VPXOR   X2, X2, X2
+	CMPQ    DX, $0x01
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x00, (AX), X1, X1
+	VPINSRW $0x00, (CX), X2, X2
+	CMPQ    DX, $0x02
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x01, 24(AX), X1, X1
+	VPINSRW $0x01, 36(CX), X2, X2
+	CMPQ    DX, $0x03
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x02, 48(AX), X1, X1
+	VPINSRW $0x02, 72(CX), X2, X2
+	CMPQ    DX, $0x04
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x03, 72(AX), X1, X1
+	VPINSRW $0x03, 108(CX), X2, X2
+	CMPQ    DX, $0x05
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x04, 96(AX), X1, X1
+	VPINSRW $0x04, 144(CX), X2, X2
+	CMPQ    DX, $0x06
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x05, 120(AX), X1, X1
+	VPINSRW $0x05, 180(CX), X2, X2
+	CMPQ    DX, $0x07
+	JL      dotQ5_1AVX2_tailscales
+	VPINSRW $0x06, 144(AX), X1, X1
+	VPINSRW $0x06, 216(CX), X2, X2
+
+dotQ5_1AVX2_tailscales:
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS X2, Y2
+	VMULPS    Y2, Y1, Y1
+	VMOVUPS   Y1, (SP)
+	XORQ      SI, SI
+
+dotQ5_1AVX2_tailblock:
+	VBROADCASTI128 8(AX), Y1
+	VPSRLW         $0x04, Y1, Y2
+	VPBLENDD       $0xf0, Y2, Y1, Y1
+	VPAND          mask0F<>+0(SB), Y1, Y1
+	VPBROADCASTD   4(AX), Y2
+	VPSHUFB        bitsShuf<>+0(SB), Y2, Y2
+	VPOR           bitsMask<>+0(SB), Y2, Y2
+	VPCMPEQB       allOnes<>+0(SB), Y2, Y2
+	VPAND          sixteen<>+0(SB), Y2, Y2
+	VPOR           Y2, Y1, Y1
+	VPMADDUBSW     4(CX), Y1, Y1
+	VPMADDWD       ones16<>+0(SB), Y1, Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   (SP)(SI*4), Y2
+	VFMADD231PS    Y1, Y2, Y0
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x24, CX
+	INCQ           SI
+	CMPQ           SI, DX
+	JL             dotQ5_1AVX2_tailblock
+
+dotQ5_1AVX2_done:
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 // Requires: AVX, F16C
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32
@@ -1466,6 +1868,440 @@ q6k_loop:
 
 q6k_done:
 	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
+DATA mask01<>+0(SB)/1, $0x01
+DATA mask01<>+1(SB)/1, $0x01
+DATA mask01<>+2(SB)/1, $0x01
+DATA mask01<>+3(SB)/1, $0x01
+DATA mask01<>+4(SB)/1, $0x01
+DATA mask01<>+5(SB)/1, $0x01
+DATA mask01<>+6(SB)/1, $0x01
+DATA mask01<>+7(SB)/1, $0x01
+DATA mask01<>+8(SB)/1, $0x01
+DATA mask01<>+9(SB)/1, $0x01
+DATA mask01<>+10(SB)/1, $0x01
+DATA mask01<>+11(SB)/1, $0x01
+DATA mask01<>+12(SB)/1, $0x01
+DATA mask01<>+13(SB)/1, $0x01
+DATA mask01<>+14(SB)/1, $0x01
+DATA mask01<>+15(SB)/1, $0x01
+DATA mask01<>+16(SB)/1, $0x01
+DATA mask01<>+17(SB)/1, $0x01
+DATA mask01<>+18(SB)/1, $0x01
+DATA mask01<>+19(SB)/1, $0x01
+DATA mask01<>+20(SB)/1, $0x01
+DATA mask01<>+21(SB)/1, $0x01
+DATA mask01<>+22(SB)/1, $0x01
+DATA mask01<>+23(SB)/1, $0x01
+DATA mask01<>+24(SB)/1, $0x01
+DATA mask01<>+25(SB)/1, $0x01
+DATA mask01<>+26(SB)/1, $0x01
+DATA mask01<>+27(SB)/1, $0x01
+DATA mask01<>+28(SB)/1, $0x01
+DATA mask01<>+29(SB)/1, $0x01
+DATA mask01<>+30(SB)/1, $0x01
+DATA mask01<>+31(SB)/1, $0x01
+GLOBL mask01<>(SB), RODATA|NOPTR, $32
+
+// func dotQ5_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, summs *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $32-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	MOVQ    summs+32(FP), SI
+	VMOVUPS (BX), Y0
+	VMOVSS  (SI), X1
+
+q5k_loop:
+	TESTQ        DX, DX
+	JZ           q5k_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	PREFETCHT1   4224(AX)
+	VMOVDQU      4(AX), X2
+	VPSHUFD      $0xaa, X2, X3
+	VPSRLVD      shift04<>+0(SB), X3, X3
+	VPAND        mask0F<>+0(SB), X3, X3
+	VPSRLD       $0x06, X2, X4
+	VPAND        mask03<>+0(SB), X4, X4
+	VPSLLD       $0x04, X4, X4
+	VPOR         X4, X3, X3
+	VPAND        mask3F<>+0(SB), X2, X2
+	VPUNPCKLDQ   X3, X2, X2
+	VPMOVZXBW    X2, Y2
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      260(CX), X3
+	VPHADDW      276(CX), X3, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VPMADDWD     X3, X2, X2
+	VPHADDD      X2, X2, X2
+	VPHADDD      X2, X2, X2
+	VCVTDQ2PS    X2, X2
+	VMOVSS       (CX), X3
+	VPXOR        X4, X4, X4
+	VPINSRW      $0x00, 2(AX), X4, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       X4, X3, X4
+	VXORPS       signBit<>+0(SB), X4, X4
+	VMULSS       X2, X4, X2
+	VADDSS       X2, X1, X1
+	VMOVDQU      16(AX), Y2
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPAND        mask0F<>+0(SB), Y6, Y6
+	VPAND        mask01<>+0(SB), Y2, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPBROADCASTW (SP), Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x01, Y2, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPMADDUBSW   36(CX), Y6, Y5
+	VPBROADCASTW 2(SP), Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPAND        mask0F<>+0(SB), Y6, Y6
+	VPSRLW       $0x02, Y2, Y7
+	VPAND        mask01<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPMADDUBSW   68(CX), Y5, Y5
+	VPBROADCASTW 4(SP), Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x03, Y2, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPMADDUBSW   100(CX), Y6, Y5
+	VPBROADCASTW 6(SP), Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPAND        mask0F<>+0(SB), Y6, Y6
+	VPSRLW       $0x04, Y2, Y7
+	VPAND        mask01<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPBROADCASTW 8(SP), Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x05, Y2, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPMADDUBSW   164(CX), Y6, Y5
+	VPBROADCASTW 10(SP), Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      144(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        mask0F<>+0(SB), Y5, Y5
+	VPAND        mask0F<>+0(SB), Y6, Y6
+	VPSRLW       $0x06, Y2, Y7
+	VPAND        mask01<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPBROADCASTW 12(SP), Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSRLW       $0x07, Y2, Y2
+	VPAND        mask01<>+0(SB), Y2, Y2
+	VPSLLW       $0x04, Y2, Y2
+	VPOR         Y2, Y6, Y6
+	VPMADDUBSW   228(CX), Y6, Y2
+	VPBROADCASTW 14(SP), Y5
+	VPMADDWD     Y5, Y2, Y2
+	VPADDD       Y2, Y4, Y4
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       X2, X3, X2
+	VBROADCASTSS X2, Y2
+	VCVTDQ2PS    Y4, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          q5k_loop
+
+q5k_done:
+	VMOVUPS Y0, (BX)
+	VMOVSS  X1, (SI)
+	VZEROUPPER
+	RET
+
+// func dotQ2_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ2_KAVX2(SB), NOSPLIT, $32-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+
+q2k_loop:
+	TESTQ        DX, DX
+	JZ           q2k_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPMOVZXBW    (AX), Y1
+	VPSRLW       $0x04, Y1, Y2
+	VPAND        mask0F<>+0(SB), Y1, Y1
+	VMOVDQU      Y1, (SP)
+	VMOVSS       (CX), X1
+	VPMADDWD     260(CX), Y2, Y2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 82(AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X1, X3
+	VXORPS       signBit<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      16(AX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y4
+	VPMADDUBSW   4(CX), Y4, Y4
+	VPBROADCASTW (SP), Y5
+	VPBROADCASTW 2(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x02, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPMADDUBSW   36(CX), Y4, Y4
+	VPBROADCASTW 4(SP), Y5
+	VPBROADCASTW 6(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPMADDUBSW   68(CX), Y4, Y4
+	VPBROADCASTW 8(SP), Y5
+	VPBROADCASTW 10(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPMADDUBSW   100(CX), Y3, Y3
+	VPBROADCASTW 12(SP), Y4
+	VPBROADCASTW 14(SP), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVDQU      48(AX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y4
+	VPMADDUBSW   132(CX), Y4, Y4
+	VPBROADCASTW 16(SP), Y5
+	VPBROADCASTW 18(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x02, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPMADDUBSW   164(CX), Y4, Y4
+	VPBROADCASTW 20(SP), Y5
+	VPBROADCASTW 22(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPMADDUBSW   196(CX), Y4, Y4
+	VPBROADCASTW 24(SP), Y5
+	VPBROADCASTW 26(SP), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPMADDUBSW   228(CX), Y3, Y3
+	VPBROADCASTW 28(SP), Y4
+	VPBROADCASTW 30(SP), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 80(AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X1, X3
+	VBROADCASTSS X3, Y1
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          q2k_loop
+
+q2k_done:
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
+// func dotQ3_KAVX2(w *byte, x *byte, nb int, scales *int16, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    scales+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+q3k_loop:
+	TESTQ        DX, DX
+	JZ           q3k_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VMOVDQU      (AX), Y1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      32(AX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y4
+	VPAND        mask01<>+0(SB), Y1, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   4(CX), Y4, Y4
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW (BX), Y5
+	VPBROADCASTW 2(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x02, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x01, Y1, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   36(CX), Y4, Y4
+	VPMADDUBSW   36(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW 4(BX), Y5
+	VPBROADCASTW 6(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x02, Y1, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   68(CX), Y4, Y4
+	VPMADDUBSW   68(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW 8(BX), Y5
+	VPBROADCASTW 10(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x03, Y1, Y4
+	VPAND        mask01<>+0(SB), Y4, Y4
+	VPXOR        mask01<>+0(SB), Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPMADDUBSW   100(CX), Y3, Y3
+	VPMADDUBSW   100(CX), Y4, Y4
+	VPSUBW       Y4, Y3, Y3
+	VPBROADCASTW 12(BX), Y4
+	VPBROADCASTW 14(BX), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVDQU      64(AX), Y3
+	VPAND        mask03<>+0(SB), Y3, Y4
+	VPSRLW       $0x04, Y1, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   132(CX), Y4, Y4
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW 16(BX), Y5
+	VPBROADCASTW 18(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x02, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x05, Y1, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   164(CX), Y4, Y4
+	VPMADDUBSW   164(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW 20(BX), Y5
+	VPBROADCASTW 22(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        mask03<>+0(SB), Y4, Y4
+	VPSRLW       $0x06, Y1, Y5
+	VPAND        mask01<>+0(SB), Y5, Y5
+	VPXOR        mask01<>+0(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPMADDUBSW   196(CX), Y4, Y4
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPBROADCASTW 24(BX), Y5
+	VPBROADCASTW 26(BX), X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x06, Y3, Y3
+	VPAND        mask03<>+0(SB), Y3, Y3
+	VPSRLW       $0x07, Y1, Y1
+	VPAND        mask01<>+0(SB), Y1, Y1
+	VPXOR        mask01<>+0(SB), Y1, Y1
+	VPSLLW       $0x02, Y1, Y1
+	VPMADDUBSW   228(CX), Y3, Y3
+	VPMADDUBSW   228(CX), Y1, Y1
+	VPSUBW       Y1, Y3, Y3
+	VPBROADCASTW 28(BX), Y1
+	VPBROADCASTW 30(BX), X4
+	VINSERTI128  $0x01, X4, Y1, Y1
+	VPMADDWD     Y1, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVSS       (CX), X1
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 108(AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X1, X3
+	VBROADCASTSS X3, Y1
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000020, BX
+	DECQ         DX
+	JMP          q3k_loop
+
+q3k_done:
+	VMOVUPS Y0, (SI)
 	VZEROUPPER
 	RET
 

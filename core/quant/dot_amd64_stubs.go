@@ -19,6 +19,16 @@ func dotQ4_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 //go:noescape
 func dotQ5_0AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
+// dotQ4_1AVX2 runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotQ4_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
+
+// dotQ5_1AVX2 runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotQ5_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
+
 // dotF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n binary16 values; n%32 == 0 (AVX, F16C).
 //
 //go:noescape
@@ -33,6 +43,21 @@ func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 //
 //go:noescape
 func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+
+// dotQ5_KAVX2 runs ggml's Q5_K·Q8_K block loop over nb super-blocks into acc and summs (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotQ5_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, summs *float32)
+
+// dotQ2_KAVX2 runs ggml's Q2_K·Q8_K block loop over nb super-blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotQ2_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
+
+// dotQ3_KAVX2 runs ggml's Q3_K·Q8_K block loop over nb super-blocks with unpacked scales into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotQ3_KAVX2(w *byte, x *byte, nb int, scales *int16, acc *[8]float32)
 
 // dotIQ4_NLAVX2 runs ggml's IQ4_NL·Q8_0 loop over np pairs of blocks into acc (AVX2, FMA, F16C).
 //

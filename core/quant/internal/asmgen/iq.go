@@ -135,3 +135,27 @@ func iq4XSDot() {
 	VZEROUPPER()
 	RET()
 }
+
+// unsignedDot is Σ q·x as int32 lanes for unsigned levels q (Q4_1/Q5_1: no bias).
+func unsignedDot(q reg.VecVirtual, x Mem) reg.VecVirtual {
+	p := YMM()
+	VPMADDUBSW(x, q, p)
+	VPMADDWD(ones16, p, p)
+	return p
+}
+
+func bodyQ4_1(w, x Mem, _ reg.VecVirtual) reg.VecVirtual {
+	return unsignedDot(nibbles(w.Offset(4)), x.Offset(4))
+}
+
+func bodyQ5_1(w, x Mem, _ reg.VecVirtual) reg.VecVirtual {
+	q := nibbles(w.Offset(8))
+	b := YMM()
+	VPBROADCASTD(w.Offset(4), b)
+	VPSHUFB(bitsShuf, b, b)
+	VPOR(bitsMask, b, b)
+	VPCMPEQB(allOnes, b, b)
+	VPAND(sixteen, b, b)
+	VPOR(b, q, q)
+	return unsignedDot(q, x.Offset(4))
+}

@@ -36,9 +36,15 @@ func main() {
 	blockDot("dotQ8_0AVX2", 34, bodyQ8_0, Mem{})
 	blockDot("dotQ4_0AVX2", 18, bodyQ4_0, eights)
 	blockDot("dotQ5_0AVX2", 22, bodyQ5_0, sixteens)
+	blockDotX("dotQ4_1AVX2", 20, 36, bodyQ4_1, Mem{})
+	blockDotX("dotQ5_1AVX2", 24, 36, bodyQ5_1, Mem{})
 	dotF16()
 	q4KDot()
 	q6KDot()
+	kConstants()
+	q5KDot()
+	q2KDot()
+	q3KDot()
 	iqConstants()
 	iq4NLDot()
 	iq4XSDot()
@@ -179,6 +185,11 @@ func fmaBlock(acc, lanes reg.VecVirtual, scale Mem) {
 // block in turn, acc = fma(f16(w.d)·f16(x.d), float32(lane sums), acc), where lane k sums
 // the products of bytes 4k..4k+3.
 func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
+	blockDotX(name, wBytes, q8_0Bytes, body, corrConst)
+}
+
+// blockDotX is blockDot against activation blocks of xBytes (Q8_0 or Q8_1: d first).
+func blockDotX(name string, wBytes, xBytes int, body blockBody, corrConst Mem) {
 	TEXT(name, NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32)")
 	Pragma("noescape")
 	Doc(name + " runs ggml's block loop over nb blocks into acc (AVX2, FMA, F16C).")
@@ -199,15 +210,15 @@ func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 	dw, dx := XMM(), XMM()
 	for k := 0; k < 8; k++ {
 		VPINSRW(Imm(uint64(k)), Mem{Base: wp, Disp: k * wBytes}, dw, dw)
-		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * q8_0Bytes}, dx, dx)
+		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * xBytes}, dx, dx)
 	}
 	blockScales(dw, dx, scales)
 	for k := 0; k < 8; k++ {
-		p := body(Mem{Base: wp, Disp: k * wBytes}, Mem{Base: xp, Disp: k * q8_0Bytes}, corr)
+		p := body(Mem{Base: wp, Disp: k * wBytes}, Mem{Base: xp, Disp: k * xBytes}, corr)
 		fmaBlock(acc, p, scales.Offset(4*k))
 	}
 	ADDQ(U32(8*wBytes), wp)
-	ADDQ(U32(8*q8_0Bytes), xp)
+	ADDQ(U32(8*xBytes), xp)
 	SUBQ(Imm(8), nb)
 	JMP(LabelRef(name + "_group"))
 
@@ -222,7 +233,7 @@ func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 		CMPQ(nb, Imm(uint64(k+1)))
 		JL(LabelRef(name + "_tailscales"))
 		VPINSRW(Imm(uint64(k)), Mem{Base: wp, Disp: k * wBytes}, tw, tw)
-		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * q8_0Bytes}, tx, tx)
+		VPINSRW(Imm(uint64(k)), Mem{Base: xp, Disp: k * xBytes}, tx, tx)
 	}
 	Label(name + "_tailscales")
 	blockScales(tw, tx, scales)
@@ -236,7 +247,7 @@ func blockDot(name string, wBytes int, body blockBody, corrConst Mem) {
 		fmaBlock(acc, p, s)
 	}
 	ADDQ(U32(wBytes), wp)
-	ADDQ(Imm(q8_0Bytes), xp)
+	ADDQ(Imm(uint64(xBytes)), xp)
 	INCQ(i)
 	CMPQ(i, nb)
 	JL(LabelRef(name + "_tailblock"))
@@ -307,21 +318,7 @@ func q4KDot() {
 	TESTQ(nb, nb)
 	JZ(LabelRef("q4k_done"))
 	prefetchW(wp, 144)
-	// Scales and mins (ggml's kmask unpacking on dword lanes [u0 u1 u2 ·]).
-	u, t, h := XMM(), XMM(), XMM()
-	VMOVDQU(Mem{Base: wp, Disp: 4}, u)
-	VPSHUFD(Imm(0xaa), u, t) // [u2 u2 u2 u2]
-	VPSRLVD(shift04, t, t)   // [u2, u2>>4, …]
-	VPAND(mask0F, t, t)
-	VPSRLD(Imm(6), u, h) // [u0>>6, u1>>6, …]
-	VPAND(mask03, h, h)
-	VPSLLD(Imm(4), h, h)
-	VPOR(h, t, t)       // [scales 4-7, mins 4-7]
-	VPAND(mask3F, u, u) // [scales 0-3, mins 0-3]
-	VPUNPCKLDQ(t, u, u) // [scales 0-7, mins 0-7] as bytes
-	smw := YMM()
-	VPMOVZXBW(u, smw)
-	VMOVDQU(smw, sm)
+	smw := k4ScaleMins(wp, sm)
 	// acc_m = fma(dmin, float32(mins · bsum pairs), acc_m)
 	bs, q8s, mins := XMM(), XMM(), XMM()
 	VMOVDQU(Mem{Base: xp, Disp: 4 + 256}, bs)
@@ -366,6 +363,27 @@ func q4KDot() {
 	VMOVUPS(accm, Mem{Base: accmp})
 	VZEROUPPER()
 	RET()
+}
+
+// k4ScaleMins unpacks the eight 6-bit scales and mins of the Q4_K/Q5_K block at wp
+// (ggml's kmask unpacking on dword lanes [u0 u1 u2 ·]) as int16 [scales 0-7, mins 0-7],
+// stored at sm and returned.
+func k4ScaleMins(wp reg.Register, sm Mem) reg.VecVirtual {
+	u, t, h := XMM(), XMM(), XMM()
+	VMOVDQU(Mem{Base: wp, Disp: 4}, u)
+	VPSHUFD(Imm(0xaa), u, t) // [u2 u2 u2 u2]
+	VPSRLVD(shift04, t, t)   // [u2, u2>>4, …]
+	VPAND(mask0F, t, t)
+	VPSRLD(Imm(6), u, h) // [u0>>6, u1>>6, …]
+	VPAND(mask03, h, h)
+	VPSLLD(Imm(4), h, h)
+	VPOR(h, t, t)       // [scales 4-7, mins 4-7]
+	VPAND(mask3F, u, u) // [scales 0-3, mins 0-3]
+	VPUNPCKLDQ(t, u, u) // [scales 0-7, mins 0-7] as bytes
+	smw := YMM()
+	VPMOVZXBW(u, smw)
+	VMOVDQU(smw, sm)
+	return smw
 }
 
 // q6KDot emits func(w, x *byte, nb int, acc *[8]float32): ggml's AVX2
