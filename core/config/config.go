@@ -133,6 +133,9 @@ type Spec struct {
 	Depth    Depth   `toml:"depth"`     // DepthAuto, or a static depth that overrides Policy
 	DraftMax int     `toml:"draft_max"` // largest depth ever used (llama.cpp --draft-max)
 	MinConf  float64 `toml:"min_conf"`  // stop drafting below this draft probability (--draft-p-min); 0 = off
+	// DraftMin is the least depth of a round that drafts (llama.cpp's --draft-min): the
+	// host raises a policy's depth d in 1..DraftMin-1 to DraftMin; 0 = off.
+	DraftMin int `toml:"draft_min"`
 	// KeepCut keeps the token under min_conf as the round's last draft instead of
 	// dropping it (pays on a GPU, where a verify row is nearly free).
 	KeepCut bool `toml:"keep_cut"`

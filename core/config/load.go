@@ -505,3 +505,7 @@ func keyLine(doc string, k []string) int {
 	}
 	return 0
 }
+
+// Nearest returns the name of known closest to name when name is a likely misspelling
+// of it, else "" (the rule the config's "did you mean" uses; the CLI's flags use it too).
+func Nearest(name string, known []string) string { return nearest(name, known) }

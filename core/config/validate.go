@@ -143,6 +143,9 @@ func (c *Config) validateSpec(v *checker) {
 	}
 	c.checkRef(v, "spec.policy", s.Policy, s.Policy, sdk.RolePolicy)
 	v.between("spec.min_conf", s.MinConf, 0, 1)
+	if s.DraftMin < 0 || s.DraftMin > s.DraftMax {
+		v.addf("spec.draft_min", s.DraftMin, "want an integer in [0, draft_max = %d]", s.DraftMax)
+	}
 	for i, name := range s.DrafterNames() {
 		c.checkRef(v, "spec.drafter", s.Drafter, name, sdk.RoleDrafter)
 		if slices.Contains(s.DrafterNames()[:i], name) {
