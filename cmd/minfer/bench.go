@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
@@ -20,12 +23,14 @@ func init() {
 }
 
 const benchUsage = `
-Usage: minfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]
+Usage: minfer bench [-m MODEL] [-p 512[,N...]] [-n 128[,N...]] [-r 5] [-t THREADS] [--json]
 
 Measures what llama-bench measures: ppN processes N random tokens as one prompt
 (forwards of --batch tokens) and tgN generates N tokens one at a time, each repetition
 from a fresh KV cache, after one warm-up run. Prints mean ± standard deviation of
-tokens per second over the repetitions, as a table or JSON. -p 0 or -n 0 skips a test.
+tokens per second over the repetitions, as a table or JSON. -p and -n take a
+comma-separated list (or repeat), one test per value, as llama-bench's do; -p 0 or
+-n 0 skips that test.
 
 --device picks the backend (auto: CUDA when a usable GPU is present, else the CPU).
 --ledger (CUDA) runs the forwards in profiling mode — graphs off, CUDA events around
@@ -35,6 +40,7 @@ forward, so a shape's cost can be attributed to kernels.
 Examples:
   minfer bench -m qwen2.5-0.5b-q8_0.gguf
   minfer bench -m model.gguf -p 64 -n 16 -t 2 -r 3 --json
+  minfer bench -m model.gguf -p 64,128,512 -n 0
   minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 512 -n 128 -r 5
   minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 8 -n 0 -r 3 --ledger
 `
@@ -59,15 +65,18 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("bench", benchUsage+cudaSwitchHelp())
 	var (
 		configPath, modelPath, kvName, device string
-		np, ng, reps, threads, batch          int
+		reps, threads, batch, ngl             int
 		jsonOut, ledger                       bool
+		nps, ngs                              = intList{vals: []int{512}}, intList{vals: []int{128}}
 	)
 	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device)")
 	fs.BoolVar(&ledger, "ledger", false, "CUDA profiling mode: print a per-kernel time ledger")
 	fs.StringVar(&configPath, "config", "", "minfer.toml to read")
 	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
-	fs.IntVar(&np, "p", 512, "prompt tokens of the pp test (0: skip)")
-	fs.IntVar(&ng, "n", 128, "generated tokens of the tg test (0: skip)")
+	fs.Var(&nps, "p", "prompt tokens of the pp tests, comma-separated `N,...` (0: skip)")
+	fs.Var(&ngs, "n", "generated tokens of the tg tests, comma-separated `N,...` (0: skip)")
+	fs.IntVar(&ngl, "ngl", -1, "llama-bench's GPU layers: 0 means --device cpu, other values are ignored (every layer runs on one device)")
+	fs.IntVar(&ngl, "n-gpu-layers", -1, "alias of -ngl")
 	fs.IntVar(&reps, "r", 5, "repetitions")
 	fs.IntVar(&threads, "threads", 0, "CPU threads (0: physical cores)")
 	fs.IntVar(&threads, "t", 0, "alias of --threads")
@@ -82,8 +91,8 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	switch {
 	case len(rest) > 0:
 		return usagef("bench: unexpected argument %q", rest[0])
-	case np < 0 || ng < 0 || np+ng == 0:
-		return usagef("bench: -p %d -n %d: want counts ≥ 0, not both 0", np, ng)
+	case slices.Min(nps.vals) < 0 || slices.Min(ngs.vals) < 0 || slices.Max(nps.vals)+slices.Max(ngs.vals) == 0:
+		return usagef("bench: -p %s -n %s: want counts ≥ 0, not all 0", &nps, &ngs)
 	case reps < 1 || batch < 1:
 		return usagef("bench: -r and --batch must be ≥ 1")
 	case threads < 0:
@@ -101,6 +110,9 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		cfg.Model.Path = absPath(modelPath)
 	}
 	cfg.Model.Threads = threads
+	if ngl == 0 && device == "" {
+		device = config.DeviceCPU
+	}
 	if err := setDevice(cfg, device); err != nil {
 		return err
 	}
@@ -122,7 +134,10 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	defer md.Close()
-	cache, err := md.NewKV(np+ng, kt)
+	if ngl > 0 || ngl == 0 && b.Name() != config.DeviceCPU {
+		fmt.Fprintf(m.Stderr, "warning: -ngl %d is ignored: every layer runs on the %s backend\n", ngl, b.Name())
+	}
+	cache, err := md.NewKV(max(slices.Max(nps.vals), slices.Max(ngs.vals)), kt)
 	if err != nil {
 		return err
 	}
@@ -139,13 +154,22 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		base.Threads = cpuThreads(b)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var results []benchResult
-	for _, test := range []struct {
+	type benchTest struct {
 		name   string
 		n      int
 		chunk  int
 		pp, tg int
-	}{{"pp", np, batch, np, 0}, {"tg", ng, 1, 0, ng}} {
+	}
+	var tests []benchTest
+	for _, np := range nps.vals {
+		tests = append(tests, benchTest{"pp", np, batch, np, 0})
+	}
+	for _, ng := range ngs.vals {
+		tests = append(tests, benchTest{"tg", ng, 1, 0, ng})
+	}
+	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, b.Name(), reps)
+	var results []benchResult
+	for _, test := range tests {
 		if test.n == 0 {
 			continue
 		}
@@ -178,6 +202,35 @@ func dashes(n int) string {
 		b[i] = '-'
 	}
 	return string(b)
+}
+
+// intList is a flag of comma-separated integers, as llama-bench takes -p and -n;
+// repeating the flag adds to the list, and the first value given replaces the default.
+type intList struct {
+	vals []int
+	set  bool
+}
+
+func (l *intList) String() string {
+	s := make([]string, len(l.vals))
+	for i, v := range l.vals {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	if !l.set {
+		l.vals, l.set = nil, true
+	}
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", f)
+		}
+		l.vals = append(l.vals, n)
+	}
+	return nil
 }
 
 // paramCount is the number of weights of the model (its tensors' elements).

@@ -70,11 +70,9 @@ type lineReader interface {
 	close()
 }
 
-var errInterrupted = errors.New("interrupted")
-
 // chatLoop runs the REPL until /exit, end of input or Ctrl-C at an empty prompt.
 func (m *Main) chatLoop(ctx context.Context, st *stack, cfg *config.Config, f runFlags) error {
-	r := &repl{m: m, st: st, cfg: cfg, f: f}
+	r := &repl{m: m, st: st, cfg: cfg, f: f, system: f.system}
 	if in, ok := m.Stdin.(*os.File); ok && readline.IsTerminal(int(in.Fd())) {
 		return r.interactive(ctx, in)
 	}
@@ -300,7 +298,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		fmt.Fprintf(r.m.Stderr, "error: "+format+"\n", args...)
 		return nil
 	}
-	prompt, err := server.RenderChat(ctx, r.st.tok, "", r.conversation())
+	prompt, err := server.RenderChat(ctx, r.st.tok, r.st.chatTemplate, r.conversation())
 	if err != nil {
 		return fail("chat template: %v", err)
 	}

@@ -30,7 +30,7 @@ func TestChatHelperProcess(t *testing.T) {
 	// as main() does
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal(os.Stdout)}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: isTerminal(os.Stderr)}
 	err := m.Run(ctx, args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "minfer: %v\n", err)

@@ -57,7 +57,7 @@ func startLoadServer(t *testing.T, parallel int) *loadServer {
 	}
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, st, err := m.newServer(ctx, cfg, false)
+	srv, st, err := m.newServer(ctx, cfg, serveOptions{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

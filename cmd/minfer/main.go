@@ -42,8 +42,10 @@ type Main struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// IsTerminal reports whether Stdout is a terminal (progress bars, colours).
-	IsTerminal bool
+	// StderrTerminal reports whether Stderr is a terminal: progress lines that redraw
+	// themselves with \r go there only then (stdout may be piped to a file or tee while
+	// stderr shows progress, and a log file must not collect redraws).
+	StderrTerminal bool
 }
 
 // usageError marks a mistake in the command line (exit code 2).
@@ -56,6 +58,21 @@ func (e usageError) Unwrap() error { return e.err }
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
+
+// errInterrupted ends a command the user interrupted (Ctrl-C, SIGTERM): exit code 130,
+// as shells report a command ended by SIGINT.
+var errInterrupted = errors.New("interrupted")
+
+// interrupted is errInterrupted caused by ctx's end: it reads "interrupted" and
+// matches both errInterrupted and the context's error.
+func interrupted(ctx context.Context) error {
+	return interruptError{context.Cause(ctx)}
+}
+
+type interruptError struct{ cause error }
+
+func (interruptError) Error() string     { return errInterrupted.Error() }
+func (e interruptError) Unwrap() []error { return []error{errInterrupted, e.cause} }
 
 // errHelp is returned after printing help that the user asked for (exit code 0).
 var errHelp = errors.New("help requested")
@@ -71,29 +88,6 @@ func (m *Main) newFlagSet(name, usage string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
-}
-
-// parseFlags parses args with fs, turning -h/--help into errHelp and any other flag
-// error into a usageError. Flags may follow positional arguments (llama.cpp style).
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, usageError{err}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 const mainUsage = `minfer — LLM inference with pluggable speculative decoding
@@ -155,6 +149,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &ue):
 		return 2
+	case errors.Is(err, errInterrupted):
+		return 130
 	default:
 		return 1
 	}
@@ -163,7 +159,7 @@ func exitCode(err error) int {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal(os.Stdout)}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: isTerminal(os.Stderr)}
 	stopProfile, err := startProfile(os.Getenv("MINFER_CPUPROFILE"))
 	if err == nil {
 		err = m.Run(ctx, os.Args[1:])

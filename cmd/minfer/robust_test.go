@@ -248,14 +248,14 @@ func TestRobustness(t *testing.T) {
 		{name: "missing draft", args: run("--draft", missing, "-p", "hi"), code: 1, want: "no such file"},
 		{name: "vocab-only draft", args: run("--draft", vocabOnly, "-p", "hi"), code: 1, want: "no tensors"},
 		// flags
-		{name: "negative -n", args: run("-p", "hi", "-n", "-5"), code: 2, want: "n_predict = -5"},
+		{name: "negative -n", args: run("-p", "hi", "-n", "-5"), code: 2, want: "run: -n -5: want an integer ≥ -1"},
 		{name: "ctx 1", args: run("-p", "hi", "--ctx", "1"), code: 1, want: "does not fit the context of 1"},
-		{name: "negative ctx", args: run("-p", "hi", "--ctx", "-5"), code: 2, want: "ctx = -5"},
-		{name: "kv q3", args: run("-p", "hi", "--kv", "q3"), code: 2, want: `--kv: kv: unknown cache type "q3"`},
+		{name: "negative ctx", args: run("-p", "hi", "--ctx", "-5"), code: 2, want: "run: --ctx -5: want an integer ≥ 0"},
+		{name: "kv q3", args: run("-p", "hi", "--kv", "q3"), code: 2, want: `run: --kv q3: unknown cache type "q3"`},
 		{name: "kv q8_0 on head size 8", args: run("-p", "hi", "--kv", "q8_0"), code: 1, want: "multiple of 32, have 8"},
 		{name: "depth x", args: run("-p", "hi", "--depth", "x"), code: 2, want: `depth "x"`},
-		{name: "threads -1", args: run("-p", "hi", "--threads", "-1"), code: 2, want: "threads = -1"},
-		{name: "temp -1", args: run("-p", "hi", "--temp", "-1"), code: 2, want: "temperature = -1"},
+		{name: "threads -1", args: run("-p", "hi", "--threads", "-1"), code: 2, want: "run: --threads -1: want an integer ≥ 0"},
+		{name: "temp -1", args: run("-p", "hi", "--temp", "-1"), code: 2, want: "run: --temp -1: want a number ≥ 0"},
 		{name: "top-logits -1", args: run("-p", "hi", "--top-logits", "-1", "--json"), code: 2, want: "--top-logits -1"},
 		{name: "unknown flag", args: run("-p", "hi", "--frobnicate"), code: 2, want: "-frobnicate"},
 		{name: "empty prompt", args: run("-p", ""), code: 2, want: "no prompt"},
@@ -385,6 +385,13 @@ func TestRunInterrupted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("got %v, want the context's cancellation error and no plugin timeout", err)
 	}
+	// the user's interruption: exit 130, the text so far kept, the stop reason said
+	if got := exitCode(err); got != 130 || err.Error() != "interrupted" {
+		t.Errorf("got exit %d, %q; want 130, \"interrupted\"", got, err)
+	}
+	if !strings.HasPrefix(out.String(), "Once") || !strings.HasSuffix(out.String(), "\n") || !strings.Contains(errb.String(), "stop: interrupted") {
+		t.Errorf("want the text so far ended by a newline on stdout and \"stop: interrupted\" on stderr; got stdout %.80q, stderr %q", out.String(), errb.String())
+	}
 }
 
 // cancelOnWrite is a stdout that cancels a context at its first write.
@@ -392,6 +399,12 @@ type cancelOnWrite struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
 	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 func (w *cancelOnWrite) Write(b []byte) (int, error) {

@@ -40,7 +40,10 @@ verifies them in one forward (greedy output is identical to plain decoding). --d
 does the same without a draft model: ngram (built in) proposes tokens copied from the
 prompt.
 Sampling and penalties run through the plugins named in minfer.toml (or --sampler,
---penalty, --policy); --temp 0 is greedy.
+--penalty, --policy); --temp 0 is greedy. llama.cpp's spellings work too: --model,
+-md/--model-draft, -ngl (0 = --device cpu; other values are ignored: every layer runs
+on one device), --draft-min, --draft-p-min, -sys, -e, --ignore-eos, -c/--ctx-size.
+Ctrl-C ends the generation, keeps what was printed and exits with status 130.
 
 Examples:
   minfer run -p "Once upon a time"
@@ -49,18 +52,24 @@ Examples:
   minfer run -m target.gguf --drafter ngram -f edit.txt --temp 0   # no draft model
   minfer run -m model.gguf -f prompt.txt --json --top-logits 5 -n 0
   minfer run -m chat.gguf --chat            # a conversation on stdin
+  minfer run -m chat.gguf -sys "Answer briefly." -p "Why is the sky blue?"
+  minfer run -m base.gguf --chat --chat-template chatml
+  echo "Once upon a time" | minfer run -f - -n 32
 `
 
-// runFlags are minfer run's flags. Flags left unset keep minfer.toml's values.
+// runFlags are the flags of the generating commands (run; serve and specbench take
+// the model and spec groups). Flags left unset keep minfer.toml's values. llama.cpp's
+// spellings are accepted beside minfer's (-ngl, -md, --draft-p-min, -sys, …).
 type runFlags struct {
 	configPath, modelPath, draftPath, prompt, file string
 	n, ctx, batch, threads, topK, repeatLastN      int
 	temp, topP, minP, repeatPenalty                float64
+	presencePenalty, frequencyPenalty, draftPMin   float64
 	seed                                           int64
 	kvType, depth, policy, sampler, penalty        string
-	device, trace                                  string
-	draftMax, topLogits                            int
-	chat, jsonOut, verbose                         bool
+	device, trace, system, chatTemplate            string
+	draftMax, draftMin, topLogits, ngl, ngld       int
+	chat, jsonOut, verbose, escape, ignoreEOS      bool
 	stops                                          stringList
 	drafter                                        string
 }
@@ -70,19 +79,40 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func (f *runFlags) define(fs *flag.FlagSet) {
+// defineModel defines the flags that choose the models and where they run.
+func (f *runFlags) defineModel(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read (default: ./minfer.toml or the user config)")
 	fs.StringVar(&f.modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded stories260K)")
+	fs.StringVar(&f.modelPath, "model", "", "alias of -m")
 	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF for speculative decoding")
-	fs.StringVar(&f.prompt, "p", "", "prompt text")
-	fs.StringVar(&f.file, "f", "", "read the prompt from `FILE`")
-	fs.IntVar(&f.n, "n", 0, "tokens to generate (-1: until end of text or a full context)")
-	fs.IntVar(&f.ctx, "ctx", 0, "context length (0: the model's)")
+	fs.StringVar(&f.draftPath, "md", "", "alias of --draft (llama.cpp's -md/--model-draft)")
+	fs.StringVar(&f.draftPath, "model-draft", "", "alias of --draft")
+	fs.IntVar(&f.ctx, "ctx", 0, "context length per sequence (0: the model's, at most 4096)")
 	fs.IntVar(&f.ctx, "c", 0, "alias of --ctx")
-	fs.IntVar(&f.batch, "batch", 0, "prompt tokens per forward")
-	fs.IntVar(&f.batch, "b", 0, "alias of --batch")
+	fs.IntVar(&f.ctx, "ctx-size", 0, "alias of --ctx")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
 	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
+	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
+	fs.IntVar(&f.ngl, "ngl", -1, "llama.cpp's GPU layers: minfer runs every layer on one device; 0 means --device cpu, other values are ignored")
+	fs.IntVar(&f.ngl, "n-gpu-layers", -1, "alias of -ngl")
+	fs.IntVar(&f.ngld, "ngld", -1, "llama.cpp's draft GPU layers (-ngl for the draft): ignored, the draft runs where the target does")
+	fs.IntVar(&f.ngld, "n-gpu-layers-draft", -1, "alias of -ngld")
+	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
+}
+
+// defineSpec defines the speculative-decoding flags (all but --depth).
+func (f *runFlags) defineSpec(fs *flag.FlagSet) {
+	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth ([spec] draft_max)")
+	fs.IntVar(&f.draftMax, "draft-n", 0, "alias of --draft-max")
+	fs.IntVar(&f.draftMin, "draft-min", 0, "least depth of a round that drafts ([spec] draft_min; 0: off)")
+	fs.Float64Var(&f.draftPMin, "draft-p-min", 0, "stop drafting below this draft probability ([spec] min_conf, a floor under every policy's cut-off)")
+	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
+	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (ngram, suffix, a name or file:x.wasm): speculate without a draft model, or beside it")
+}
+
+// defineSampling defines the sampling and penalty flags.
+func (f *runFlags) defineSampling(fs *flag.FlagSet) {
 	fs.Float64Var(&f.temp, "temp", 0, "temperature (0: greedy)")
 	fs.Int64Var(&f.seed, "seed", 0, "sampling seed (-1: random)")
 	fs.Int64Var(&f.seed, "s", 0, "alias of --seed")
@@ -91,43 +121,80 @@ func (f *runFlags) define(fs *flag.FlagSet) {
 	fs.Float64Var(&f.minP, "min-p", 0, "min-p sampling (0: off)")
 	fs.Float64Var(&f.repeatPenalty, "repeat-penalty", 0, "repetition penalty (1: off)")
 	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
-	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
-	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
-	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
+	fs.Float64Var(&f.presencePenalty, "presence-penalty", 0, "presence penalty (0: off)")
+	fs.Float64Var(&f.frequencyPenalty, "frequency-penalty", 0, "frequency penalty (0: off)")
+	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
+	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
+}
+
+func (f *runFlags) define(fs *flag.FlagSet) {
+	f.defineModel(fs)
+	f.defineSpec(fs)
+	f.defineSampling(fs)
+	fs.StringVar(&f.prompt, "p", "", "prompt text")
+	fs.StringVar(&f.prompt, "prompt", "", "alias of -p")
+	fs.StringVar(&f.file, "f", "", "read the prompt from `FILE` (- for stdin)")
+	fs.StringVar(&f.file, "file", "", "alias of -f")
+	fs.BoolVar(&f.escape, "e", false, "process escapes in the prompt (\\n, \\t, \\\\, \\xHH, …) as llama.cpp's -e does")
+	fs.BoolVar(&f.escape, "escape", false, "alias of -e")
+	fs.IntVar(&f.n, "n", 0, "tokens to generate (-1: until end of text or a full context)")
+	fs.IntVar(&f.n, "predict", 0, "alias of -n")
+	fs.IntVar(&f.n, "n-predict", 0, "alias of -n")
+	fs.IntVar(&f.batch, "batch", 0, "prompt tokens per forward")
+	fs.IntVar(&f.batch, "b", 0, "alias of --batch")
+	fs.IntVar(&f.batch, "batch-size", 0, "alias of --batch")
+	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-generation tokens (they are generated as any other token)")
 	fs.BoolVar(&f.chat, "chat", false, "apply the model's chat template; without -p/-f, chat on stdin")
 	fs.BoolVar(&f.chat, "cnv", false, "alias of --chat")
+	fs.StringVar(&f.system, "sys", "", "system prompt (implies --chat)")
+	fs.StringVar(&f.system, "system-prompt", "", "alias of -sys")
+	fs.StringVar(&f.chatTemplate, "chat-template", "", "chat template (implies --chat): a built-in `NAME` ("+strings.Join(tokenizer.BuiltinTemplateNames(), ", ")+") or a Jinja template FILE (default: the model's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of streaming text")
 	fs.IntVar(&f.topLogits, "top-logits", 0, "with --json: the K best logits of the last prompt position")
 	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
-	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth")
-	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
-	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
-	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
-	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (ngram, suffix, a name or file:x.wasm): speculate without a draft model, or beside it")
 	fs.BoolVar(&f.verbose, "verbose", false, "print speculative statistics (rounds, acceptance by depth, time split) to stderr")
 	fs.Var(&f.stops, "stop", "stop string (repeatable)")
 }
 
-// apply overrides cfg with the flags the user set.
+// flagAliases maps every alias to the flag it spells.
+var flagAliases = map[string]string{
+	"model": "m", "md": "draft", "model-draft": "draft", "c": "ctx", "ctx-size": "ctx",
+	"t": "threads", "n-gpu-layers": "ngl", "n-gpu-layers-draft": "ngld", "draft-n": "draft-max",
+	"s": "seed", "prompt": "p", "file": "f", "escape": "e", "predict": "n", "n-predict": "n",
+	"b": "batch", "batch-size": "batch", "cnv": "chat", "system-prompt": "sys", "np": "parallel",
+}
+
+// canonical is the name of the flag that name spells.
+func canonical(name string) string {
+	if c, ok := flagAliases[name]; ok {
+		return c
+	}
+	return name
+}
+
+// apply overrides cfg with the flags the user set and validates the result; a value
+// the config refuses is reported under the flag that set it.
 func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 	var err error
+	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
+		set[canonical(fl.Name)] = true
+		switch canonical(fl.Name) {
 		case "m": // command-line paths are relative to the working directory, not the config
 			cfg.Model.Path = absPath(f.modelPath)
 		case "draft":
 			cfg.Draft.Path = absPath(f.draftPath)
 		case "n":
 			cfg.Sampling.NPredict = f.n
-		case "ctx", "c":
+		case "ctx":
 			cfg.Model.Ctx = f.ctx
-		case "batch", "b":
+		case "batch":
 			cfg.Model.Batch = f.batch
-		case "threads", "t":
+		case "threads":
 			cfg.Model.Threads = f.threads
 		case "temp":
 			cfg.Sampling.Temperature = f.temp
-		case "seed", "s":
+		case "seed":
 			cfg.Sampling.Seed = f.seed
 		case "top-k":
 			cfg.Sampling.TopK = f.topK
@@ -135,8 +202,15 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Sampling.TopP = f.topP
 		case "min-p":
 			cfg.Sampling.MinP = f.minP
-		case "repeat-penalty":
-			cfg.Sampling.RepeatPenalty = f.repeatPenalty
+		case "repeat-penalty", "presence-penalty", "frequency-penalty":
+			switch canonical(fl.Name) {
+			case "repeat-penalty":
+				cfg.Sampling.RepeatPenalty = f.repeatPenalty
+			case "presence-penalty":
+				cfg.Sampling.PresencePenalty = f.presencePenalty
+			default:
+				cfg.Sampling.FrequencyPenalty = f.frequencyPenalty
+			}
 			if cfg.Sampling.Penalty == "" {
 				cfg.Sampling.Penalty = "penalty"
 			}
@@ -144,7 +218,7 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Sampling.RepeatLastN = f.repeatLastN
 		case "kv":
 			if _, e := kv.ParseType(f.kvType); e != nil { // one message, not one per [model] and [draft]
-				err = usagef("--kv: %v", e)
+				err = usagef("%s: --kv %s: %s", fs.Name(), f.kvType, strings.TrimPrefix(e.Error(), "kv: "))
 			}
 			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
 		case "device":
@@ -154,11 +228,15 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 		case "depth":
 			var d config.Depth
 			if e := d.UnmarshalText([]byte(f.depth)); e != nil {
-				err = usagef("--depth: %v", e)
+				err = usagef("%s: --depth %s: %v", fs.Name(), f.depth, e)
 			}
 			cfg.Spec.Depth = d
 		case "draft-max":
 			cfg.Spec.DraftMax = f.draftMax
+		case "draft-min":
+			cfg.Spec.DraftMin = f.draftMin
+		case "draft-p-min":
+			cfg.Spec.MinConf = f.draftPMin
 		case "policy":
 			cfg.Spec.Policy = f.policy
 		case "sampler":
@@ -174,10 +252,32 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if set["ngl"] && f.ngl == 0 && !set["device"] { // llama.cpp's -ngl 0: no layer on the GPU
+		cfg.Model.Device = config.DeviceCPU
+	}
 	if e := cfg.Validate(); e != nil {
-		return usagef("%v", e)
+		return usageError{flagErrors(fs, e)}
 	}
 	return nil
+}
+
+// warnings prints on stderr what the flags asked for that this run ignores: the
+// speculative flags with neither a draft model nor a drafter, and -ngl where it cannot
+// apply.
+func (f *runFlags) warnings(m *Main, fs *flag.FlagSet, cfg *config.Config, backendName string) {
+	fs.Visit(func(fl *flag.Flag) {
+		name := canonical(fl.Name)
+		switch {
+		case cfg.Draft.Path == "" && len(cfg.Spec.DrafterNames()) == 0 && (name == "depth" || name == "draft-max" || name == "draft-min" || name == "draft-p-min" || name == "policy"):
+			fmt.Fprintf(m.Stderr, "warning: --%s %s is ignored without a draft model or a drafter (give --draft DRAFT.gguf or --drafter ngram)\n", fl.Name, fl.Value)
+		case name == "ngl" && f.ngl != 0 && backendName == config.DeviceCPU:
+			fmt.Fprintf(m.Stderr, "warning: -%s %d is ignored: this run uses the CPU backend\n", fl.Name, f.ngl)
+		case name == "ngl" && f.ngl > 0 && backendName != config.DeviceCPU:
+			fmt.Fprintf(m.Stderr, "warning: -%s %d is ignored: minfer runs every layer on the GPU (-ngl 0 or --device cpu runs none there)\n", fl.Name, f.ngl)
+		case name == "ngld":
+			fmt.Fprintf(m.Stderr, "warning: -%s %d is ignored: the draft runs on the target's device\n", fl.Name, f.ngld)
+		}
+	})
 }
 
 // absPath makes a command-line path absolute (config.ResolvePath would otherwise
@@ -212,6 +312,9 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if f.topLogits > 0 && !f.jsonOut {
 		return usagef("run: --top-logits needs --json (the logits are a field of its output)")
 	}
+	if f.system != "" || f.chatTemplate != "" {
+		f.chat = true // as llama.cpp's -sys and --chat-template: they belong to a conversation
+	}
 	cfg, _, err := config.LoadOrDefault(f.configPath)
 	if err != nil {
 		return err
@@ -221,30 +324,44 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	prompt := f.prompt
 	if f.file != "" {
-		b, err := os.ReadFile(f.file)
+		b, err := m.readInput(f.file)
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
 		prompt = string(b)
 		if prompt == "" && !f.chat {
-			return fmt.Errorf("run: %s is empty (no prompt)", f.file)
+			return fmt.Errorf("run: %s is empty (no prompt)", inputName(f.file))
 		}
+	}
+	if f.escape {
+		prompt = unescape(prompt)
 	}
 	if prompt == "" && !f.chat {
 		return usagef("run: no prompt (give -p TEXT, -f FILE or --chat)")
 	}
-	st, err := m.openStack(ctx, cfg, true) // model and KV memory always go to stderr
+	st, err := m.openStack(ctx, cfg, stackOptions{verbose: true, ignoreEOS: f.ignoreEOS}) // model and KV memory always go to stderr
 	if err != nil {
 		return err
 	}
 	defer st.close()
+	f.warnings(m, fs, cfg, st.b.Name())
+	if f.chat {
+		if err := st.useChatTemplate(m, f.chatTemplate); err != nil {
+			return err
+		}
+	}
 	if f.chat && prompt == "" {
 		return m.chatLoop(ctx, st, cfg, f)
 	}
 	var ids []int32
 	if f.chat {
 		// the server's rendering and tokenization, so run, the REPL and the server agree
-		if prompt, err = server.RenderChat(ctx, st.tok, "", []tokenizer.Message{{Role: "user", Content: prompt}}); err != nil {
+		var msgs []tokenizer.Message
+		if f.system != "" {
+			msgs = append(msgs, tokenizer.Message{Role: "system", Content: f.system})
+		}
+		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
+		if prompt, err = server.RenderChat(ctx, st.tok, st.chatTemplate, msgs); err != nil {
 			return err
 		}
 		ids, err = server.EncodePrompt(ctx, st.tok, prompt)
@@ -268,6 +385,12 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
 	}
 	res, err := st.sess.Generate(ctx, req)
+	if err != nil && ctx.Err() != nil { // Ctrl-C: the user's interruption, not a failure
+		err = interrupted(ctx)
+		if res != nil {
+			res.Stop = stopInterrupted
+		}
+	}
 	if err != nil && res == nil {
 		if echoed {
 			fmt.Fprintln(m.Stdout) // end the echoed prompt, so the error starts its own line
@@ -283,6 +406,17 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	}
 	m.printTimings(res, f.verbose && st.speculates(cfg))
 	return err
+}
+
+// stopInterrupted is the stop reason run reports after Ctrl-C.
+const stopInterrupted engine.StopReason = "interrupted"
+
+// inputName names a file argument in messages ("-" is stdin).
+func inputName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
 }
 
 // runJSON is run --json's output.
@@ -340,11 +474,38 @@ type stack struct {
 	closeRequest func()
 	// sessCfg makes a session on the stack's models (the server makes one per slot).
 	sessCfg engine.Config
+	// chatTemplate is the template text --chat-template chose ("" = the model's, else
+	// chatml; see useChatTemplate).
+	chatTemplate string
+}
+
+// stackOptions are openStack's options.
+type stackOptions struct {
+	verbose   bool // print the models, the context and the KV memory on stderr
+	ignoreEOS bool // end-of-generation tokens do not end a generation (--ignore-eos)
+}
+
+// defaultCtx caps the context when [model] ctx is 0: the model's training context
+// (32K and more for current models) would take 1.8 GiB of f16 KV per sequence for a
+// 7B, times serve's --parallel; llama.cpp's server took 4096 by default for years.
+const defaultCtx = 4096
+
+// sessionCtx is the context of a session: [model] ctx, else the model's training
+// context capped at defaultCtx, with a note for the KV line when it was capped.
+func sessionCtx(ctx, train int) (int, string) {
+	if ctx > 0 {
+		return ctx, ""
+	}
+	if train > defaultCtx {
+		return defaultCtx, fmt.Sprintf(" (the model's %d capped at %d; --ctx sets it)", train, defaultCtx)
+	}
+	return train, ""
 }
 
 // openStack loads the models named by cfg (the embedded model when none) and opens a
 // session.
-func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) (*stack, error) {
+func (m *Main) openStack(ctx context.Context, cfg *config.Config, o stackOptions) (*stack, error) {
+	verbose := o.verbose
 	b, err := newBackend(cfg)
 	if err != nil {
 		return nil, err
@@ -375,8 +536,13 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 	if err != nil {
 		return fail(usagef("%v", err))
 	}
-	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: server.TokenizerVocab(st.tok),
-		Ctx: cfg.Model.Ctx, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax}
+	ctxN, ctxNote := sessionCtx(cfg.Model.Ctx, st.target.Params.CtxTrain)
+	var vocab engine.Vocab = server.TokenizerVocab(st.tok)
+	if o.ignoreEOS {
+		vocab = noEOG{vocab}
+	}
+	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: vocab,
+		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax}
 	st.sess, err = engine.NewSession(st.sessCfg)
 	if err != nil {
 		return fail(err)
@@ -387,12 +553,43 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, verbose bool) 
 		if st.draft != nil {
 			kvb += kv.SpecBytes(st.draft.KVSpec(ctxN, dkt))
 		}
-		fmt.Fprintf(m.Stderr, "kv cache: %d positions, %s, %.1f MiB\n", ctxN, kt, float64(kvb)/(1<<20))
+		fmt.Fprintf(m.Stderr, "kv cache: %d positions%s, %s, %.1f MiB\n", ctxN, ctxNote, kt, float64(kvb)/(1<<20))
 	}
 	if st.plug, err = newPluginSet(ctx, cfg, m.Stderr); err != nil {
 		return fail(err)
 	}
 	return st, nil
+}
+
+// noEOG is a vocabulary without end-of-generation tokens (--ignore-eos): they are
+// generated, and shown, like any other token.
+type noEOG struct{ engine.Vocab }
+
+func (noEOG) IsEOG(int32) bool { return false }
+
+// useChatTemplate sets the template the stack's chat prompts are rendered with:
+// name is a built-in template's name or a Jinja template file ("" = the model's). With
+// neither, chatml is used, and stderr says so.
+func (st *stack) useChatTemplate(m *Main, name string) error {
+	switch {
+	case name != "":
+		if src, ok := tokenizer.BuiltinTemplate(name); ok {
+			st.chatTemplate = src
+			fmt.Fprintf(m.Stderr, "chat template: built-in %s (--chat-template)\n", name)
+			return nil
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return usagef("--chat-template %s: not a built-in template (%s) and not a readable file: %v",
+				name, strings.Join(tokenizer.BuiltinTemplateNames(), ", "), err)
+		}
+		st.chatTemplate = string(b)
+		fmt.Fprintf(m.Stderr, "chat template: %s (--chat-template)\n", name)
+	case st.tok.ChatTemplate() == "":
+		st.chatTemplate, _ = tokenizer.BuiltinTemplate("chatml")
+		fmt.Fprintln(m.Stderr, "chat template: the model has none; using the built-in chatml (--chat-template NAME|FILE picks another)")
+	}
+	return nil
 }
 
 func (st *stack) close() {
@@ -474,7 +671,10 @@ func (m *Main) loadModel(b backend.Backend, path, ns string, verbose bool) (*mod
 		return nil, nil, err
 	}
 	opt := model.Options{Name: ns}
-	if m.IsTerminal && f.Size() > 256<<20 {
+	if !m.StderrTerminal && f.Size() > 256<<20 { // a start line where no bar can be drawn
+		fmt.Fprintf(m.Stderr, "loading %s: %s, %.0f MiB\n", ns, name, float64(f.Size())/(1<<20))
+	}
+	if m.StderrTerminal && f.Size() > 256<<20 {
 		opt.Progress = func(done, total int64) {
 			const w = 40
 			k := int(float64(w) * float64(done) / float64(max(total, 1)))

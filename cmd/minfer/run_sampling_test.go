@@ -20,7 +20,7 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 	cfg.Draft.Path = testpath.Path(t, "models", "stories260K.gguf") // draft = target: q is one-hot at its argmax
 	cfg.Sampling.Temperature, cfg.Sampling.TopK, cfg.Sampling.TopP, cfg.Sampling.MinP = 1, 8, 1, 0
 	m := &Main{Stdout: nil, Stderr: new(nopWriter)}
-	st, err := m.openStack(ctx, cfg, false)
+	st, err := m.openStack(ctx, cfg, stackOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

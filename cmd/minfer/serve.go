@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/server"
+	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -37,28 +41,20 @@ Examples:
 
 func runServe(ctx context.Context, m *Main, args []string) error {
 	var f runFlags
-	var addr, apiKeyEnv string
-	var parallel, maxTokens int
+	var addr, host, apiKeyEnv, alias string
+	var parallel, maxTokens, port int
 	var grace time.Duration
 	fs := m.newFlagSet("serve", serveUsage)
-	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read (default: ./minfer.toml or the user config)")
-	fs.StringVar(&f.modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded stories260K)")
-	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF for speculative decoding")
-	fs.IntVar(&f.ctx, "ctx", 0, "context length per sequence (0: the model's)")
-	fs.IntVar(&f.ctx, "c", 0, "alias of --ctx")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
-	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
-	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
-	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
-	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
-	fs.Float64Var(&f.temp, "temp", 0, "default temperature when a request gives none (0: greedy)")
-	fs.StringVar(&f.policy, "policy", "", "default depth-policy plugin")
-	fs.StringVar(&f.sampler, "sampler", "", "default sampler plugin")
-	fs.StringVar(&f.penalty, "penalty", "", "default penalty plugin")
-	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (e.g. ngram): speculate without a draft model, or beside it")
-	fs.IntVar(&f.draftMax, "draft-max", 0, "largest draft depth")
+	f.defineModel(fs)
+	f.defineSpec(fs)
+	f.defineSampling(fs)
 	fs.StringVar(&f.depth, "depth", "", "draft depth per round: N or auto (the policy plugin)")
+	fs.StringVar(&f.chatTemplate, "chat-template", "", "chat template: a built-in `NAME` ("+strings.Join(tokenizer.BuiltinTemplateNames(), ", ")+") or a Jinja template FILE (default: the model's)")
 	fs.StringVar(&addr, "addr", "", "listen address (default: [server] addr, 127.0.0.1:8080)")
+	fs.StringVar(&host, "host", "", "listen host (llama.cpp's --host; with --port, instead of --addr)")
+	fs.IntVar(&port, "port", 0, "listen port (llama.cpp's --port)")
+	fs.StringVar(&alias, "alias", "", "the model id /v1/models and responses report (default: the model file's name)")
+	fs.StringVar(&alias, "a", "", "alias of --alias")
 	fs.IntVar(&parallel, "parallel", 0, "sequences served at once (default: [server] parallel, 4)")
 	fs.IntVar(&parallel, "np", 0, "alias of --parallel")
 	fs.IntVar(&maxTokens, "max-tokens", 0, "cap on a request's max_tokens (default: [server] max_tokens)")
@@ -79,10 +75,11 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := serveAddr(fs, cfg, addr, host, port); err != nil {
+		return err
+	}
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "addr":
-			cfg.Server.Addr = addr
 		case "parallel", "np":
 			cfg.Server.Parallel = parallel
 		case "max-tokens":
@@ -94,18 +91,54 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	if err := f.apply(fs, cfg); err != nil {
 		return err
 	}
-	srv, st, err := m.newServer(ctx, cfg, f.verbose)
+	srv, st, err := m.newServer(ctx, cfg, serveOptions{verbose: f.verbose, alias: alias, chatTemplate: f.chatTemplate})
 	if err != nil {
 		return err
 	}
 	defer st.close()
 	defer srv.Close()
+	f.warnings(m, fs, cfg, st.b.Name())
 	return srv.ListenAndServe(ctx, cfg.Server.Addr, grace, func(a net.Addr) {
-		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", modelName(cfg), a, cfg.Server.Parallel)
+		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", serveModelID(cfg, alias), a, cfg.Server.Parallel)
 	})
 }
 
-// newServer loads the models and plugins of cfg and makes the API server with its slots.
+// serveAddr sets [server] addr from --addr, or from llama.cpp's --host and --port
+// (either may be given alone: the other keeps the configured address's part).
+func serveAddr(fs *flag.FlagSet, cfg *config.Config, addr, host string, port int) error {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch {
+	case set["addr"] && (set["host"] || set["port"]):
+		return usagef("serve: --addr and --host/--port both given (--addr is HOST:PORT)")
+	case set["addr"]:
+		cfg.Server.Addr = addr
+	case set["host"] || set["port"]:
+		h, p, err := net.SplitHostPort(cfg.Server.Addr)
+		if err != nil {
+			return fmt.Errorf("serve: [server] addr %q: %w", cfg.Server.Addr, err)
+		}
+		if set["host"] {
+			h = host
+		}
+		if set["port"] {
+			if port < 0 || port > 65535 {
+				return usagef("serve: --port %d: want 0..65535", port)
+			}
+			p = strconv.Itoa(port)
+		}
+		cfg.Server.Addr = net.JoinHostPort(h, p)
+	}
+	return nil
+}
+
+// serveOptions are newServer's options.
+type serveOptions struct {
+	verbose      bool   // log every request
+	alias        string // the model id reported ("" = the model file's name)
+	chatTemplate string // --chat-template ("" = the model's, else chatml)
+}
+
 // queueSize maps [server] queue to server.Options.QueueSize: 0 in the config means
 // that no request waits (server.Options spells that as a negative size).
 func queueSize(q int) int {
@@ -115,9 +148,15 @@ func queueSize(q int) int {
 	return q
 }
 
-func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) (*server.Server, *stack, error) {
-	st, err := m.openStack(ctx, cfg, verbose)
+// newServer loads the models and plugins of cfg and makes the API server with its slots.
+func (m *Main) newServer(ctx context.Context, cfg *config.Config, o serveOptions) (*server.Server, *stack, error) {
+	verbose := o.verbose
+	st, err := m.openStack(ctx, cfg, stackOptions{verbose: true}) // the model and the KV memory, at start
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.useChatTemplate(m, o.chatTemplate); err != nil {
+		st.close()
 		return nil, nil, err
 	}
 	apiKey := ""
@@ -132,8 +171,8 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, verbose bool) 
 		logw = nil
 	}
 	srv, err := server.New(server.Options{
-		ModelID:   modelName(cfg),
-		Tokenizer: st.tok,
+		ModelID:   serveModelID(cfg, o.alias),
+		Tokenizer: st.tok, ChatTemplate: st.chatTemplate,
 		NewSession: func() (*engine.Session, error) {
 			if s := st.sess; s != nil { // the stack's own session becomes the first slot
 				st.sess = nil
@@ -226,10 +265,14 @@ func (r *serveResolver) Resolve(ctx context.Context, p server.Params, hasDraft b
 	return pl, nil
 }
 
-// modelName is the name the server reports for cfg's model.
-func modelName(cfg *config.Config) string {
+// serveModelID is the model id the server reports: --alias, else the model file's
+// name without its directory (as llama.cpp reports it).
+func serveModelID(cfg *config.Config, alias string) string {
+	if alias != "" {
+		return alias
+	}
 	if cfg.Model.Path == "" {
 		return embeddedName
 	}
-	return cfg.Model.Path
+	return filepath.Base(cfg.Model.Path)
 }

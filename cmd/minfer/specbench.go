@@ -86,9 +86,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		curve              bool
 		policyList         string
 	)
-	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read")
-	fs.StringVar(&f.modelPath, "m", "", "target model GGUF")
-	fs.StringVar(&f.draftPath, "draft", "", "draft model GGUF")
+	f.defineModel(fs)
+	f.defineSpec(fs)
 	fs.StringVar(&depthList, "depths", "0,1,2,3,4,8,auto", "comma-separated depths (auto = the depth policy)")
 	fs.Var(&prompts, "prompts", "text `FILE` to draw prompts from (repeatable)")
 	fs.IntVar(&count, "prompt-count", 8, "prompts drawn from each --prompts file")
@@ -96,14 +95,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&f.n, "n", 128, "tokens generated per prompt")
 	fs.IntVar(&reps, "r", 3, "repetitions")
 	fs.Float64Var(&warmup, "warmup", 1, "warm-up time in seconds")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
-	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
-	fs.IntVar(&f.draftMax, "draft-max", 0, "largest depth the policy may choose")
-	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin for auto")
 	fs.StringVar(&policyList, "policies", "", "comma-separated depth policies to compare, each a row auto:NAME (declared names or sources)")
-	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
-	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
-	fs.StringVar(&f.trace, "trace", "", "record every speculative round as JSON lines in `FILE` (for minfer policy replay)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fs.BoolVar(&curve, "curve", true, "measure the verify-cost curve (--curve=false skips it)")
 	rest, err := parseFlags(fs, args)
@@ -135,18 +127,19 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	cfg.Sampling.Temperature, cfg.Sampling.Sampler, cfg.Sampling.Penalty = 0, "", "" // greedy: speculation is exact
-	st, err := m.openStack(ctx, cfg, false)
+	st, err := m.openStack(ctx, cfg, stackOptions{})
 	if err != nil {
 		return err
 	}
 	defer st.close()
+	f.warnings(m, fs, cfg, st.b.Name())
 	ids, err := specPrompts(st, prompts, count, ptoks)
 	if err != nil {
 		return err
 	}
 	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
 	progress := func(rep int, row bench.Row) {
-		if !f.jsonOut && m.IsTerminal {
+		if !f.jsonOut && m.StderrTerminal {
 			fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.Label)
 		}
 	}
@@ -162,7 +155,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	}
 	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.sess, Rows: rows, Prompts: ids, Reps: reps,
 		Warmup: time.Duration(warmup * float64(time.Second)), Request: request, Progress: progress})
-	if !f.jsonOut && m.IsTerminal {
+	if !f.jsonOut && m.StderrTerminal {
 		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
 	}
 	if err != nil {
