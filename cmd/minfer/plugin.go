@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,17 +34,20 @@ self-test round, edge-case inputs, the simulator traces (policies, with the coun
 tokens/s) and, for samplers, determinism and the greedy identity check. It exits 1 if
 any check fails.
 
-new writes a plugin skeleton of the given role (main.go, README.md, and go.mod unless DIR
-lies inside the minfer module) that builds with
-  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o NAME.wasm .
---minfer points its go.mod at a minfer checkout (replace directive).
+new writes a plugin skeleton of the given role (main.go, README.md, .gitignore, and go.mod
+unless DIR lies inside the minfer module) that builds as it is, with no go mod tidy:
+  cd DIR && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o NAME.wasm .
+Outside the checkout its go.mod points github.com/minfer/minfer (not published) at a
+minfer checkout with a replace directive: --minfer DIR, else the checkout the working
+directory is in, else the one this binary was built from.
 
 Examples:
   minfer plugin list
   minfer plugin list --config minfer.toml --json
   minfer plugin check ./mypolicy.wasm
   minfer plugin check ./sampler.wasm --params '{"temperature":0.7}'
-  minfer plugin new policy ./mypolicy --minfer ~/src/minfer
+  minfer plugin new policy ./mypolicy
+  minfer plugin new policy ~/plugins/mypolicy --minfer ~/src/minfer
   cd mypolicy && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o mypolicy.wasm .
 `
 
@@ -253,25 +257,64 @@ func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 	default:
 		return usagef("plugin new: unknown role %q (want policy, sampler or penalty)", role)
 	}
+	checkout := f.minfer
+	if checkout == "" {
+		checkout = knownCheckout()
+	}
 	files, err := scaffold.Scaffold(scaffold.ScaffoldOptions{Role: sdk.Role(role), Dir: dir, Name: f.name,
-		Module: f.module, MinferDir: f.minfer})
+		Module: f.module, MinferDir: checkout})
 	if err != nil {
 		return err
 	}
+	name := f.name
 	for _, p := range files {
 		fmt.Fprintf(m.Stdout, "wrote %s\n", p)
-	}
-	build := "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm ."
-	for _, p := range files { // the scaffold's README names the .wasm after the plugin
-		if b, err := os.ReadFile(p); err == nil && filepath.Base(p) == "README.md" {
-			for line := range strings.Lines(string(b)) {
-				if strings.Contains(line, "go build -buildmode=c-shared -o ") {
-					build = strings.TrimSpace(line)
-					break
-				}
+		if filepath.Base(p) == "go.mod" && f.minfer == "" {
+			fmt.Fprintf(m.Stdout, "  (its replace directive points at the minfer checkout %s; --minfer DIR picks another)\n", checkout)
+		}
+		if filepath.Base(p) == ".gitignore" && name == "" { // the scaffold names the .wasm after the plugin
+			if b, err := os.ReadFile(p); err == nil {
+				name = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(b)), "/"), ".wasm")
 			}
 		}
 	}
-	fmt.Fprintf(m.Stdout, "next: cd %s && %s (README.md has the details)\n", dir, build)
+	fmt.Fprintf(m.Stdout, "next, build it and check it (README.md has the details):\n  cd %s\n  %s\n  minfer plugin check %s.wasm\n",
+		shellQuote(dir), scaffoldBuild(name), name)
 	return nil
+}
+
+// scaffoldBuild is the command that builds a scaffolded plugin in its directory.
+func scaffoldBuild(name string) string {
+	return "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o " + name + ".wasm ."
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./~+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// knownCheckout is the minfer checkout a scaffold outside it points at: the one the
+// working directory lies in, else the one this binary was built from (its source
+// path, known unless it was built with -trimpath); "" when neither is known.
+func knownCheckout() string {
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := scaffold.MinferCheckout(d); err == nil {
+				return d
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		d := filepath.Dir(filepath.Dir(filepath.Dir(file))) // cmd/minfer/plugin.go
+		if _, err := scaffold.MinferCheckout(d); err == nil {
+			return d
+		}
+	}
+	return ""
 }

@@ -67,33 +67,70 @@ func TestPluginCheckAndUsage(t *testing.T) {
 	}
 }
 
-// TestPluginNewBuilds scaffolds each role outside the minfer module, builds it with
-// GOOS=wasip1 and runs the conformance kit on the result.
+// TestPluginNewBuilds scaffolds each role outside the minfer module (the go.mod points
+// at the checkout this test binary was built from, with no --minfer), runs the build
+// command plugin new prints exactly as printed, offline and with no go mod tidy, and
+// the conformance kit on the result; and once inside the checkout, where no go.mod is
+// written.
 func TestPluginNewBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds WebAssembly modules")
 	}
 	root, _ := filepath.Abs("../..")
-	for _, role := range []string{"policy", "sampler", "penalty"} {
-		t.Run(role, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "my-"+role)
-			if _, _, err := runCLI(t, "", "plugin", "new", role, dir, "--minfer", root); err != nil {
+	inside, err := os.MkdirTemp(filepath.Join(root, ".dev"), "scaffold-")
+	if err != nil {
+		if err = os.MkdirAll(filepath.Join(root, ".dev"), 0o755); err == nil {
+			inside, err = os.MkdirTemp(filepath.Join(root, ".dev"), "scaffold-")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(inside) })
+	for _, tc := range []struct{ role, dir string }{
+		{"policy", filepath.Join(t.TempDir(), "my-policy")},
+		{"sampler", filepath.Join(t.TempDir(), "my-sampler")},
+		{"penalty", filepath.Join(t.TempDir(), "my penalty")},
+		{"policy", filepath.Join(inside, "my-inside")},
+	} {
+		t.Run(filepath.Base(tc.dir), func(t *testing.T) {
+			out, _, err := runCLI(t, "", "plugin", "new", tc.role, tc.dir)
+			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", "p.wasm", ".")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod", "GOPROXY=off")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build: %v\n%s", err, out)
+			_, hasMod := os.Stat(filepath.Join(tc.dir, "go.mod"))
+			if (hasMod == nil) == strings.HasPrefix(tc.dir, root) {
+				t.Fatalf("go.mod written: %v, want it only outside the checkout", hasMod == nil)
 			}
-			out, _, err := runCLI(t, "", "plugin", "check", "--timeout", "5s", filepath.Join(dir, "p.wasm"))
-			if err != nil || !strings.Contains(out, "plugin my-"+role+" 0.1.0: ["+role+"]") {
+			// the printed lines: cd DIR, the build command, the check
+			_, next, ok := strings.Cut(out, "next, build it and check it (README.md has the details):\n")
+			lines := strings.Split(strings.TrimSpace(next), "\n")
+			if !ok || len(lines) != 3 || !strings.HasPrefix(lines[2], "  minfer plugin check ") {
+				t.Fatalf("plugin new printed no cd/build/check lines:\n%s", out)
+			}
+			cmd := exec.Command("sh", "-c", strings.TrimSpace(lines[0])+" && "+strings.TrimSpace(lines[1]))
+			cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s && %s: %v\n%s", lines[0], lines[1], err, b)
+			}
+			wasm := filepath.Join(tc.dir, strings.TrimPrefix(lines[2], "  minfer plugin check "))
+			name := strings.TrimSuffix(filepath.Base(wasm), ".wasm")
+			out, _, err = runCLI(t, "", "plugin", "check", "--timeout", "5s", wasm)
+			if err != nil || !strings.Contains(out, "plugin "+name+" 0.1.0: ["+tc.role+"]") {
 				t.Fatalf("plugin check: %v\n%s", err, out)
+			}
+			if b, err := os.ReadFile(filepath.Join(tc.dir, ".gitignore")); err != nil || string(b) != "/"+name+".wasm\n" {
+				t.Errorf(".gitignore: got %q %v, want the .wasm output ignored", b, err)
 			}
 		})
 	}
 	if _, _, err := runCLI(t, "", "plugin", "new", "policy", t.TempDir()+"/Bad Name!"); err != nil {
 		t.Fatalf("a directory name is cleaned into a plugin name: %v", err)
+	}
+	// a --minfer that is not a checkout is refused by name
+	_, _, err = runCLI(t, "", "plugin", "new", "policy", filepath.Join(t.TempDir(), "p"), "--minfer", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "not a minfer checkout") {
+		t.Errorf("--minfer of a non-checkout: got %v", err)
 	}
 }
 

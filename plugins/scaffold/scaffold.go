@@ -22,14 +22,18 @@ type ScaffoldOptions struct {
 	// Module is the Go module path of the new plugin ("" = example.com/NAME). When Dir
 	// lies inside a checkout of minfer itself no go.mod is written.
 	Module string
-	// MinferDir, when set, is a minfer checkout the go.mod points to with a replace
-	// directive (needed until github.com/minfer/minfer is fetchable).
+	// MinferDir is the minfer checkout the go.mod of a plugin outside the checkout
+	// points to with a replace directive: github.com/minfer/minfer is not published on
+	// the module proxy, so outside the checkout it is required.
 	MinferDir string
 }
 
 // Scaffold writes a minimal plugin of the given role that builds with
-// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared: main.go, README.md and (outside
-// the minfer module) go.mod. It returns the files written.
+// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o NAME.wasm . as it is, with no
+// go mod tidy and no network: main.go, README.md, .gitignore (the .wasm output) and,
+// outside the minfer module, a go.mod in the form go mod tidy writes (sdk and
+// sdk/guest import only the standard library, so no go.sum is needed). It returns the
+// files written.
 func Scaffold(o ScaffoldOptions) ([]string, error) {
 	tmpl, ok := scaffolds[o.Role]
 	if !ok {
@@ -44,27 +48,32 @@ func Scaffold(o ScaffoldOptions) ([]string, error) {
 	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("scaffold: %s exists and is not empty", o.Dir)
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("scaffold: %w", err)
-	}
 	if o.Module == "" {
 		o.Module = "example.com/" + o.Name
 	}
 	data := map[string]string{"Name": o.Name, "Role": string(o.Role), "Module": o.Module,
 		"Ident": ident(o.Name), "ABI": sdk.ExportABI}
-	files := map[string]string{"main.go": tmpl, "README.md": scaffoldReadme}
-	if o.MinferDir != "" {
+	files := map[string]string{"main.go": tmpl, "README.md": scaffoldReadme, ".gitignore": "/{{.Name}}.wasm\n"}
+	if !insideMinfer(o.Dir) {
+		if o.MinferDir == "" {
+			return nil, fmt.Errorf("scaffold: %s is outside a minfer checkout and no checkout is known: give --minfer PATH (github.com/minfer/minfer is not published, so the go.mod points at a local checkout)", o.Dir)
+		}
 		abs, err := filepath.Abs(o.MinferDir)
 		if err != nil {
 			return nil, fmt.Errorf("scaffold: %w", err)
 		}
-		data["Replace"] = abs
-	}
-	if !insideMinfer(o.Dir) {
+		goVersion, err := MinferCheckout(abs)
+		if err != nil {
+			return nil, fmt.Errorf("scaffold: --minfer %s: %w", o.MinferDir, err)
+		}
+		data["Replace"], data["Go"] = abs, goVersion
 		files["go.mod"] = scaffoldGoMod
 	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("scaffold: %w", err)
+	}
 	var written []string
-	for _, name := range []string{"go.mod", "main.go", "README.md"} {
+	for _, name := range []string{"go.mod", "main.go", "README.md", ".gitignore"} {
 		src, ok := files[name]
 		if !ok {
 			continue
@@ -80,6 +89,24 @@ func Scaffold(o ScaffoldOptions) ([]string, error) {
 		written = append(written, p)
 	}
 	return written, nil
+}
+
+// MinferCheckout reports whether dir is the root of a minfer checkout (a go.mod of
+// module github.com/minfer/minfer) and returns its go directive's version.
+func MinferCheckout(dir string) (goVersion string, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("not a minfer checkout: %w", err)
+	}
+	if !bytes.HasPrefix(b, []byte("module github.com/minfer/minfer\n")) {
+		return "", fmt.Errorf("not a minfer checkout: %s is not the go.mod of github.com/minfer/minfer", filepath.Join(dir, "go.mod"))
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no go directive", filepath.Join(dir, "go.mod"))
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9._-]+`)
@@ -137,14 +164,16 @@ var scaffolds = map[sdk.Role]string{
 	sdk.RoleSampler: scaffoldSampler,
 }
 
+// scaffoldGoMod is written as go mod tidy would write it, so that go build accepts it
+// as it is (v0.0.0 is never fetched: the replace directive points at the checkout).
 const scaffoldGoMod = `module {{.Module}}
 
-go 1.26
+go {{.Go}}
 
 require github.com/minfer/minfer v0.0.0
-{{if .Replace}}
+
 replace github.com/minfer/minfer => {{.Replace}}
-{{end}}`
+`
 
 const scaffoldHeader = `// Command {{.Name}} is a minfer {{.Role}} plugin (ABI v1, see sdk/ABI.md in minfer).
 //
@@ -277,12 +306,16 @@ func main() {}
 
 const scaffoldReadme = `# {{.Name}}
 
-A minfer {{.Role}} plugin (ABI v1). Edit main.go, then:
+A minfer {{.Role}} plugin (ABI v1). Edit main.go, then, in this directory:
 
     GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o {{.Name}}.wasm .
     minfer plugin check {{.Name}}.wasm
 
-and declare it in minfer.toml:
+(` + "`go run ./cmd/minfer`" + ` in the minfer checkout stands for ` + "`minfer`" + ` where it is not installed.)
+{{if .Replace}}go.mod points github.com/minfer/minfer at the checkout {{.Replace}} (the module
+is not published); where the checkout moves, change that replace line.
+{{end}}
+Then declare it in minfer.toml:
 
     [plugins.{{.Name}}]
     source = "file:./{{.Name}}.wasm"
