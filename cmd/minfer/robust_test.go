@@ -250,11 +250,11 @@ func TestRobustness(t *testing.T) {
 		// flags
 		{name: "negative -n", args: run("-p", "hi", "-n", "-5"), code: 2, want: "run: -n -5: want an integer ≥ -1"},
 		{name: "ctx 1", args: run("-p", "hi", "--ctx", "1"), code: 1, want: "does not fit the context of 1"},
-		{name: "negative ctx", args: run("-p", "hi", "--ctx", "-5"), code: 2, want: "run: --ctx -5: want an integer ≥ 0"},
+		{name: "negative ctx", args: run("-p", "hi", "--ctx", "-5"), code: 2, want: "run: --ctx -5: want an integer in [0, "},
 		{name: "kv q3", args: run("-p", "hi", "--kv", "q3"), code: 2, want: `run: --kv q3: unknown cache type "q3"`},
 		{name: "kv q8_0 on head size 8", args: run("-p", "hi", "--kv", "q8_0"), code: 1, want: "multiple of 32, have 8"},
 		{name: "depth x", args: run("-p", "hi", "--depth", "x"), code: 2, want: `depth "x"`},
-		{name: "threads -1", args: run("-p", "hi", "--threads", "-1"), code: 2, want: "run: --threads -1: want an integer ≥ 0"},
+		{name: "threads -1", args: run("-p", "hi", "--threads", "-1"), code: 2, want: "run: --threads -1: want an integer in [0, "},
 		{name: "temp -1", args: run("-p", "hi", "--temp", "-1"), code: 2, want: "run: --temp -1: want a number ≥ 0"},
 		{name: "top-logits -1", args: run("-p", "hi", "--top-logits", "-1", "--json"), code: 2, want: "--top-logits -1"},
 		{name: "unknown flag", args: run("-p", "hi", "--frobnicate"), code: 2, want: "-frobnicate"},
