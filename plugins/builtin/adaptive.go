@@ -74,6 +74,13 @@ import (
 // the draft steps the cut-off let through and those it stopped at, so a depth's
 // expected tokens and cost account for the rounds the cut-off ends early.
 //
+// Where the sequence offers several drafters (a draft model and drafter plugins) the
+// policy keeps all of the above per drafter, but the verify costs, and gives each round
+// to the drafter whose own choice scores best (adaptive_drafters.go). A drafter that
+// ran out of tokens before the depth (a drafter plugin with nothing to copy) is told
+// apart from the cut-off where it can be, and counts as the chance, per position, that
+// the drafter has a token there.
+//
 // A host may keep one instance across the requests of a session (minfer starts one per
 // request; `minfer policy replay --session` replays a trace that way): at each new
 // request (Round -1) the costs stay, the acceptance evidence is weighted by `carry`, and
@@ -99,7 +106,24 @@ import (
 // earlier default, docs/perf-plugins.md compares them).
 type Adaptive struct {
 	p adaptiveParams
+	// drafterState is the state of the drafter whose round is being observed or
+	// decided; states holds every drafter's when the sequence offers several, and
+	// active says which one drafterState is (see adaptive_drafters.go).
+	drafterState
+	states []drafterState
+	active int
+	ds     []drafterProbe // by drafter, with several (see probeDrafter)
+	// verify cost is the target's: one estimate for every drafter
+	verify   []ring    // by nt
+	est      []float64 // verify cost by nt (see verifyEstimates)
+	estFresh bool      // est is up to date with verify (len(est) says for which bound)
+	mean     []float64 // scratch: expected tokens per ns by depth (see score)
+	opt      []float64
+}
 
+// drafterState is what the adaptive policy learns of one drafter: its acceptance,
+// where drafting stops, its draft cost, its calibration, and its depth.
+type drafterState struct {
 	cur     int     // depth chosen last
 	started bool    // a round has been observed
 	parked  int     // rounds at depth 0 since the last probe
@@ -116,12 +140,12 @@ type Adaptive struct {
 	// pass[j], stop[j] count, the same way, the draft steps at position j that the
 	// cut-off let through and those it stopped the round at.
 	pass, stop []float64
-	scale      float64
-	steps      ring      // draft ns per token
-	verify     []ring    // by nt
-	est        []float64 // verify cost by nt (see verifyEstimates)
-	estFresh   bool      // est is up to date with verify (len(est) says for which bound)
-	mean, opt  []float64 // scratch: expected tokens per ns by depth (see score)
+	// have[j], out[j] count, the same way, the rounds whose drafter had a token for
+	// position j and those it had none for (it ran out before the depth and the
+	// cut-off).
+	have, out []float64
+	scale     float64
+	steps     ring // draft ns per token
 
 	// The draft's calibration: judged counts, by confidence bucket (calEdges), the drafted
 	// tokens the target judged (up to the first rejection) and hit those it accepted;
@@ -228,7 +252,11 @@ func NewAdaptive(params []byte) (*Adaptive, error) {
 			return nil, err
 		}
 	}
-	return &Adaptive{p: p, steps: newRing(p.Window), scale: 1, gap: p.Probe}, nil
+	return &Adaptive{p: p, drafterState: newDrafterState(p)}, nil
+}
+
+func newDrafterState(p adaptiveParams) drafterState {
+	return drafterState{steps: newRing(p.Window), scale: 1, gap: p.Probe}
 }
 
 // NextDepth records the finished round and returns the depth for the next one.
@@ -236,6 +264,9 @@ func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dept
 	bound := a.p.DraftMax
 	if last.Round >= 0 || last.MaxDepth > 0 {
 		bound = min(bound, max(last.MaxDepth, 0))
+	}
+	if last.Drafters > 1 || len(a.states) > 0 {
+		return a.nextDrafter(&last, bound), nil
 	}
 	if a.probed {
 		if last.Round >= 0 && last.Accepted > 0 {
@@ -379,6 +410,8 @@ func (a *Adaptive) newRequest() {
 		a.fail[j] *= a.p.Carry
 		a.pass[j] *= a.p.Carry
 		a.stop[j] *= a.p.Carry
+		a.have[j] *= a.p.Carry
+		a.out[j] *= a.p.Carry
 	}
 	for b := range a.judged {
 		a.judged[b] *= a.p.Carry
@@ -413,23 +446,32 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 	a.started = true
 	a.scale *= a.p.Relax
 	if a.scale < 1e-100 { // fold the scale back into the counts before it underflows
-		for j := range a.succ {
-			a.succ[j] *= a.scale
-			a.fail[j] *= a.scale
-			a.pass[j] *= a.scale
-			a.stop[j] *= a.scale
-		}
-		a.scale = 1
+		a.fold()
 	}
 	// The cut-off stopped the round at position `at` when it drafted fewer than its
 	// depth: at the last drafted position when that token was kept, else at the next
 	// one, whose draft step ran and whose token was dropped.
-	steps, at := drafted, 0
-	if a.cut > 0 && drafted < o.Depth {
-		at = drafted
-		if !a.keepCut {
+	// A round can also end short because the drafter had no more to propose (a drafter
+	// plugin that finds nothing to copy, a draft model that cannot follow the sequence):
+	// where the cut-off would have kept its token, a last token not under the cut-off
+	// (or none) says so, and without a cut-off nothing else can have ended it. That is
+	// counted apart (have, out). Where the cut-off drops its token the two cannot be
+	// told apart, and both leave the next token undrafted: a stop there.
+	steps, at, ranOut := drafted, 0, false
+	if drafted < o.Depth {
+		switch {
+		case a.cut > 0 && a.keepCut:
+			// (confidences missing, from a malformed outcome: taken for the cut-off's)
+			if drafted > len(o.DraftConf) || drafted > 0 && o.DraftConf[drafted-1] < a.cut {
+				at = drafted
+			} else {
+				ranOut = true
+			}
+		case a.cut > 0:
 			steps++
-			at++
+			at = drafted + 1
+		default:
+			ranOut = true
 		}
 	}
 	a.grow(steps + 2)
@@ -460,6 +502,15 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		a.stop[at] = a.stop[at]*forget + one
 		a.pass[at] *= forget
 	}
+	if ranOut {
+		have := a.have[:drafted+1]
+		for j := 1; j < len(have); j++ {
+			have[j] = have[j]*forget + one
+			a.out[j] *= forget
+		}
+		a.out[drafted+1] = a.out[drafted+1]*forget + one
+		a.have[drafted+1] *= forget
+	}
 	if a.p.Calibrate > 0 { // the calibration (see calibratedCut)
 		conf := o.DraftConf[:min(len(o.DraftConf), drafted, accepted+1)]
 		for k, c := range conf {
@@ -484,12 +535,27 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 	}
 }
 
+// fold multiplies the scale into the counts.
+func (s *drafterState) fold() {
+	for j := range s.succ {
+		s.succ[j] *= s.scale
+		s.fail[j] *= s.scale
+		s.pass[j] *= s.scale
+		s.stop[j] *= s.scale
+		s.have[j] *= s.scale
+		s.out[j] *= s.scale
+	}
+	s.scale = 1
+}
+
 func (a *Adaptive) grow(n int) {
 	for len(a.succ) < n {
 		a.succ = append(a.succ, 0)
 		a.fail = append(a.fail, 0)
 		a.pass = append(a.pass, 0)
 		a.stop = append(a.stop, 0)
+		a.have = append(a.have, 0)
+		a.out = append(a.out, 0)
 	}
 	for len(a.verify) < n {
 		a.verify = append(a.verify, newRing(a.p.Window))
@@ -524,6 +590,7 @@ func (a *Adaptive) score(bound int) {
 	est1 := a.est[1 : len(mean)+1] // est1[d] = est[d+1]
 	succ, fail := a.succ[:len(mean)], a.fail[:len(mean)]
 	pass, stop := a.pass[:len(mean)], a.stop[:len(mean)]
+	have, out := a.have[:len(mean)], a.out[:len(mean)]
 	k, scale, optimism, keep := a.p.PriorStrength, a.scale, a.p.Optimism, a.keepCut
 
 	prior := a.p.PriorMean // chained: position j's prior is centred on position j-1's mean
@@ -550,6 +617,10 @@ func (a *Adaptive) score(bound int) {
 		ps, st := pass[d]*scale, stop[d]*scale
 		g := (k*gPrior + ps) / (k + ps + st)
 		gPrior = g
+		// the chance that the drafter has a token at d (1, bit for bit, for a draft
+		// model, which never runs out)
+		hv := have[d] * scale
+		run *= (k + hv) / (k + hv + out[d]*scale)
 		prev := kept
 		steps += run
 		if keep {

@@ -2,6 +2,7 @@ package builtin_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -44,13 +45,17 @@ func TestPolicyParity(t *testing.T) {
 	ctx := context.Background()
 	m := loadWasm(t)
 	rounds := readTrace(t)
-	for _, tc := range []struct{ name, params string }{
-		{"adaptive", `{"draft_max":12}`},
-		{"adaptive", `{"draft_max":8,"hysteresis":0,"optimism":2,"min_conf":0.2}`},
-		{"ucb", `{"draft_max":12}`},
-		{"static", `{"depth":5}`},
+	for _, tc := range []struct {
+		name, params string
+		drafters     int // the trace's rounds told as of a sequence with this many drafters
+	}{
+		{"adaptive", `{"draft_max":12}`, 0},
+		{"adaptive", `{"draft_max":8,"hysteresis":0,"optimism":2,"min_conf":0.2}`, 0},
+		{"adaptive", `{"draft_max":12}`, 3},
+		{"ucb", `{"draft_max":12}`, 0},
+		{"static", `{"depth":5}`, 0},
 	} {
-		t.Run(tc.name+tc.params, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s%s/%d drafters", tc.name, tc.params, tc.drafters), func(t *testing.T) {
 			p, _ := builtin.Lookup(tc.name)
 			native, err := p.NewPolicy([]byte(tc.params))
 			if err != nil {
@@ -61,7 +66,7 @@ func TestPolicyParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			last := sdk.RoundOutcome{Round: -1, MaxDepth: 12}
+			last := sdk.RoundOutcome{Round: -1, MaxDepth: 12, Drafters: tc.drafters}
 			for i, r := range rounds {
 				a, err1 := native.NextDepth(ctx, last)
 				b, err2 := w.NextDepth(ctx, last)
@@ -69,6 +74,9 @@ func TestPolicyParity(t *testing.T) {
 					t.Fatalf("round %d: native %+v %v, wasm %+v %v", i, a, err1, b, err2)
 				}
 				last = r.Outcome()
+				if tc.drafters > 0 {
+					last.Drafter, last.Drafters = a.Drafter, tc.drafters
+				}
 			}
 		})
 	}

@@ -1,0 +1,166 @@
+package builtin
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// simDrafter is one simulated drafter: the chance that each token it proposes is
+// accepted and how many tokens it has to propose (a drafter plugin finds nothing to
+// copy in new text), both at a position of the text, its cost per token and the
+// confidence it reports.
+type simDrafter struct {
+	accept func(pos int) float64
+	supply func(pos int) int
+	step   float64
+	conf   float32
+}
+
+// simulateDrafters generates a text of n tokens with a decoder offering drafters ds
+// under policy p, with luck drawn per round and draft position, and returns tokens per
+// second and the rounds each drafter got.
+func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify func(int) float64, n int, seed uint64) (float64, []int) {
+	t.Helper()
+	g := rand.New(rand.NewPCG(seed, 9))
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 16, Drafters: len(ds)}
+	tokens, ns := 0.0, 0.0
+	got := make([]int, len(ds))
+	u := make([]float64, 17)
+	for r := 0; tokens < float64(n); r++ {
+		pos := int(tokens)
+		dec, err := p.NextDepth(context.Background(), last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range u {
+			u[i] = g.Float64()
+		}
+		d := min(dec.Depth, 16)
+		if d > 0 && (dec.Drafter < 0 || dec.Drafter >= len(ds)) {
+			t.Fatalf("round %d: drafter %d of %d", r, dec.Drafter, len(ds))
+		}
+		k := dec.Drafter
+		dr := ds[k]
+		drafted, steps := 0, 0
+		var conf []float32
+		if d > 0 {
+			have := min(d, dr.supply(pos))
+			for drafted < have {
+				steps++
+				if dec.MinConf > 0 && dr.conf < dec.MinConf {
+					if dec.KeepCut {
+						drafted++
+						conf = append(conf, dr.conf)
+					}
+					break
+				}
+				drafted++
+				conf = append(conf, dr.conf)
+			}
+			if have < d {
+				steps++ // the call that found no more
+			}
+			got[k]++
+		}
+		acc := 0
+		for acc < drafted && u[acc] < dr.accept(pos+acc) {
+			acc++
+		}
+		draftNs := float64(steps) * dr.step
+		verifyNs := verify(drafted + 1)
+		tokens += float64(acc + 1)
+		ns += draftNs + verifyNs
+		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
+			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: 16, Drafter: k, Drafters: len(ds)}
+	}
+	return tokens / ns * 1e9, got
+}
+
+// TestAdaptiveDrafters: with a draft model and a drafter plugin, the adaptive policy
+// gives the rounds to the one that pays — a useless plugin does not cost the model's
+// gain, a cheap copying plugin wins over a slow model — and on text that alternates
+// between copied and new passages the pair beats the better of the two alone.
+func TestAdaptiveDrafters(t *testing.T) {
+	const tokens = 12000
+	gpu := flat(1e6, 10e3)  // a verify row is nearly free
+	cpu := flat(1e6, 250e3) // a verify row costs a quarter of a token
+	model := simDrafter{accept: constant(0.75), supply: func(int) int { return 16 }, step: 80e3, conf: 0.8}
+	// copying: a passage of 1000 tokens copied, then 1000 of new text, and so on
+	copied := func(pos int) bool { return pos/1000%2 == 0 }
+	copier := simDrafter{
+		accept: func(pos int) float64 {
+			if copied(pos) {
+				return 0.95
+			}
+			return 0.05
+		},
+		supply: func(pos int) int {
+			if copied(pos) {
+				return 16
+			}
+			return 0
+		},
+		step: 2e3, conf: 0.9}
+	useless := simDrafter{accept: constant(0), supply: func(int) int { return 0 }, step: 1e3, conf: 0.5}
+	for _, tc := range []struct {
+		name   string
+		verify func(int) float64
+		ds     []simDrafter
+		// the hybrid must reach at least this share of the better drafter alone
+		share float64
+	}{
+		{"gpu, model and a useless plugin", gpu, []simDrafter{model, useless}, 0.97},
+		{"gpu, model and a copier", gpu, []simDrafter{model, copier}, 1.0},
+		{"cpu, model and a copier", cpu, []simDrafter{model, copier}, 1.0},
+		{"gpu, two plugins", gpu, []simDrafter{useless, copier}, 0.97},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alone := make([]float64, len(tc.ds))
+			bestAlone := 0.0
+			for i, d := range tc.ds {
+				alone[i], _ = simulateDrafters(t, mustPolicy(t, "adaptive", "{}"), []simDrafter{d}, tc.verify, tokens, 1)
+				bestAlone = max(bestAlone, alone[i])
+			}
+			plain, _ := simulateDrafters(t, mustPolicy(t, "static", `{"depth":0}`), tc.ds[:1], tc.verify, tokens, 1)
+			got, by := simulateDrafters(t, mustPolicy(t, "adaptive", "{}"), tc.ds, tc.verify, tokens, 1)
+			t.Logf("hybrid %.0f tok/s (rounds by drafter %v), alone %.0f, plain %.0f", got, by, alone, plain)
+			if got < tc.share*bestAlone {
+				t.Fatalf("hybrid %.0f tok/s, want ≥ %.2f × the better alone (%.0f)", got, tc.share, bestAlone)
+			}
+		})
+	}
+}
+
+// TestAdaptiveOneDrafterUnchanged: told of one drafter (Drafters 1, as a sequence with
+// only a draft model or only a plugin is), the policy decides as it does when told of
+// none (a host before drafters).
+func TestAdaptiveOneDrafterUnchanged(t *testing.T) {
+	for _, g := range regimes[:4] {
+		a, b := mustPolicy(t, "adaptive", "{}"), mustPolicy(t, "adaptive", "{}")
+		rng := rand.New(rand.NewPCG(3, 4))
+		last := sdk.RoundOutcome{Round: -1, MaxDepth: 16}
+		for r := range 500 {
+			o := last
+			o.Drafters = 1
+			da, _ := a.NextDepth(context.Background(), last)
+			db, _ := b.NextDepth(context.Background(), o)
+			if da != db {
+				t.Fatalf("%s round %d: %+v told of one drafter, %+v told of none", g.name, r, db, da)
+			}
+			d := da.Depth
+			acc := 0
+			for acc < d && rng.Float64() < g.accept(r) {
+				acc++
+			}
+			conf := make([]float32, d)
+			for i := range conf {
+				conf[i] = 0.7
+			}
+			last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: d, Accepted: acc, DraftConf: conf,
+				DraftNs: int64(float64(d) * g.step), VerifyNs: int64(g.verify(d + 1)), MaxDepth: 16}
+		}
+	}
+}
