@@ -82,7 +82,7 @@ func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer i
 		}
 	}
 	half := r.Dims / 2
-	vec := useAVX512 && r.Mode == backend.RoPENeoX && half%8 == 0
+	vec := (useAVX512 || useAVX2) && r.Mode == backend.RoPENeoX && half%8 == 0
 	b.pool.chunksWork(nt*(a.Heads+2*a.KVHeads)*hd*8, nt, 1, func(w, lo, hi int) {
 		sc := &b.workers[w]
 		if cap(sc.cache) < 2*r.Dims {
@@ -91,9 +91,12 @@ func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer i
 		cache := sc.cache[:r.Dims]
 		cs, sn := sc.cache[r.Dims:r.Dims+half], sc.cache[r.Dims+half:2*r.Dims]
 		rope := func(x []float32) {
-			if vec {
+			switch {
+			case vec && useAVX512:
 				ropeNeoXAVX512(&x[0], &cs[0], &sn[0], half)
-			} else {
+			case vec:
+				ropeNeoXAVX2(&x[0], &cs[0], &sn[0], half)
+			default:
 				ropeHead(x, cache, r.Mode, r.Dims)
 			}
 		}
@@ -221,7 +224,7 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 	acc := sc.acc[:hd]
 	clear(acc)
 	base := kv.vec(layer, head, 0)
-	if useAVX512 && hd%64 == 0 {
+	if (useAVX512 || useAVX2) && hd%64 == 0 {
 		kv.attendF16Z(out, q, acc, sc, base, p, scale)
 		return
 	}
@@ -268,10 +271,15 @@ func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale 
 	sc.growKeys(n)
 	msv, vsv := sc.ms[:n], sc.vs[:n]
 	S := kv.softmaxF16(q, sc, base, n, scale, msv, vsv, 1)
-	if hd == 64 {
+	switch {
+	case hd == 64 && useAVX512:
 		accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
-	} else {
+	case useAVX512:
 		accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
+	case hd == 64:
+		accumVF16x64AVX2(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
+	default:
+		accumVF16AVX2(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
 	}
 	finishAttn(out, acc, S)
 }
@@ -322,8 +330,13 @@ func (kv *KV) softmaxF16(q []float32, sc *scratch, base, n int, scale float32, m
 	hd := kv.spec.HeadDim
 	scores, e, rise := sc.s[:n], sc.e[:n], sc.rise[:n]
 	q32 := sc.v[:hd] // the query rounded to F16, as float32
-	roundF16AVX512(&q32[0], &q[0], hd)
-	scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
+	if useAVX512 {
+		roundF16AVX512(&q32[0], &q[0], hd)
+		scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
+	} else {
+		roundF16AVX2(&q32[0], &q[0], hd)
+		scoresF16AVX2(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
+	}
 	M := float32(math.Inf(-1))
 	for ic, s := range scores {
 		if s > M { // the maximum rises: ms = expf(Mold - M), vs = 1

@@ -225,6 +225,12 @@ func TestAVX512MatchesGo(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
+	floatKernelsMatchGo(t, "AVX-512")
+}
+
+// floatKernelsMatchGo: the float dispatchers, on the SIMD path this CPU (or the test)
+// selected, give the Go definitions' bits.
+func floatKernelsMatchGo(t *testing.T, path string) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{16, 64, 80, 128, 176, 896} {
 		for trial := range 20 {
@@ -242,7 +248,7 @@ func TestAVX512MatchesGo(t *testing.T) {
 			}
 			eq := func(name string, got, want float32) {
 				if math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("n=%d trial %d %s: AVX-512 %g, Go %g", n, trial, name, got, want)
+					t.Fatalf("n=%d trial %d %s: %s %g, Go %g", n, trial, name, path, got, want)
 				}
 			}
 			eq("lanes16F32", dotLanes16F32(w[:n], x), dotLanes16F32Go(w[:n], x))

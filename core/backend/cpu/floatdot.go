@@ -126,25 +126,34 @@ func dotVecF32Go(x, y []float32) float32 {
 	return sum
 }
 
-// The dispatchers: AVX-512 where available (same bits), else the Go definitions.
+// The dispatchers: AVX-512 where available, else AVX2+FMA+F16C (same bits), else the Go
+// definitions.
 
 func dotLanes16F32(w, x []float32) float32 {
-	if !useAVX512 || len(w) == 0 {
+	if !useAVX512 && !useAVX2 || len(w) == 0 {
 		return dotLanes16F32Go(w, x)
 	}
 	var acc [16]float32
 	x = x[:len(w)]
-	lanes16F32AVX512(&w[0], &x[0], len(w), &acc)
+	if useAVX512 {
+		lanes16F32AVX512(&w[0], &x[0], len(w), &acc)
+	} else {
+		lanes16F32AVX2(&w[0], &x[0], len(w), &acc)
+	}
 	return reduce16(&acc)
 }
 
 func dotLanes16F16(w, x []uint16) float32 {
-	if !useAVX512 || len(w) == 0 {
+	if !useAVX512 && !useAVX2 || len(w) == 0 {
 		return dotLanes16F16Go(w, x)
 	}
 	var acc [16]float32
 	x = x[:len(w)]
-	lanes16F16AVX512(&w[0], &x[0], len(w), &acc)
+	if useAVX512 {
+		lanes16F16AVX512(&w[0], &x[0], len(w), &acc)
+	} else {
+		lanes16F16AVX2(&w[0], &x[0], len(w), &acc)
+	}
 	return reduce16(&acc)
 }
 
@@ -153,14 +162,18 @@ func dotLanes16F16(w, x []uint16) float32 {
 func dotLanes16F16x4(out []float32, w, x []uint16) {
 	n := len(x)
 	w = w[:4*n]
-	if !useAVX512 || n == 0 {
+	if !useAVX512 && !useAVX2 || n == 0 {
 		for i := range 4 {
 			out[i] = dotLanes16F16Go(w[i*n:(i+1)*n], x)
 		}
 		return
 	}
 	var acc [4][16]float32
-	lanes16F16x4AVX512(&w[0], n, &x[0], n, &acc)
+	if useAVX512 {
+		lanes16F16x4AVX512(&w[0], n, &x[0], n, &acc)
+	} else {
+		lanes16F16x4AVX2(&w[0], n, &x[0], n, &acc)
+	}
 	for i := range 4 {
 		out[i] = reduce16(&acc[i])
 	}
@@ -169,12 +182,16 @@ func dotLanes16F16x4(out []float32, w, x []uint16) {
 func dotVecF16(x, y []uint16) float32 {
 	n := len(x)
 	np := n &^ 63
-	if !useAVX512 || np == 0 {
+	if !useAVX512 && !useAVX2 || np == 0 {
 		return dotVecF16Go(x, y)
 	}
 	y = y[:n]
 	var acc [4][16]float32
-	vecF16AVX512(&x[0], &y[0], np, &acc)
+	if useAVX512 {
+		vecF16AVX512(&x[0], &y[0], np, &acc)
+	} else {
+		vecF16AVX2(&x[0], &y[0], np, &acc)
+	}
 	sum := float64(vecReduce(&acc))
 	for i := np; i < n; i++ {
 		sum += float64(quant.F16ToF32(x[i]) * quant.F16ToF32(y[i]))
@@ -185,12 +202,16 @@ func dotVecF16(x, y []uint16) float32 {
 func dotVecF32(x, y []float32) float32 {
 	n := len(x)
 	np := n &^ 63
-	if !useAVX512 || np == 0 {
+	if !useAVX512 && !useAVX2 || np == 0 {
 		return dotVecF32Go(x, y)
 	}
 	y = y[:n]
 	var acc [4][16]float32
-	vecF32AVX512(&x[0], &y[0], np, &acc)
+	if useAVX512 {
+		vecF32AVX512(&x[0], &y[0], np, &acc)
+	} else {
+		vecF32AVX2(&x[0], &y[0], np, &acc)
+	}
 	sum := vecReduce(&acc)
 	for i := np; i < n; i++ {
 		sum = fma32(x[i], y[i], sum)
@@ -209,6 +230,11 @@ func madF16(acc []float32, v []uint16, s float32) {
 		if m > 0 {
 			madF16AVX512(&acc[0], &v[0], m, s)
 		}
+	} else if useAVX2 {
+		m = n &^ 7
+		if m > 0 {
+			madF16AVX2(&acc[0], &v[0], m, s)
+		}
 	}
 	for i := m; i < n; i++ {
 		acc[i] = f16Round(fma32(quant.F16ToF32(v[i]), s, acc[i]))
@@ -223,6 +249,11 @@ func scaleF16(acc []float32, s float32) {
 		m = n &^ 15
 		if m > 0 {
 			scaleF16AVX512(&acc[0], m, s)
+		}
+	} else if useAVX2 {
+		m = n &^ 7
+		if m > 0 {
+			scaleF16AVX2(&acc[0], m, s)
 		}
 	}
 	for i := m; i < n; i++ {

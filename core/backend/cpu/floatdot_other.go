@@ -3,6 +3,28 @@
 package cpu
 
 const useAVX512 = false
+const useAVX2 = false
+
+func lanes16F16AVX2(w, x *uint16, n int, acc *[16]float32) { panic("BUG: cpu: no AVX2") }
+func lanes16F16x4AVX2(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32) {
+	panic("BUG: cpu: no AVX2")
+}
+func lanes16F32AVX2(w, x *float32, n int, acc *[16]float32) { panic("BUG: cpu: no AVX2") }
+func vecF16AVX2(x, y *uint16, np int, acc *[4][16]float32)  { panic("BUG: cpu: no AVX2") }
+func vecF32AVX2(x, y *float32, np int, acc *[4][16]float32) { panic("BUG: cpu: no AVX2") }
+func madF16AVX2(acc *float32, v *uint16, n int, s float32)  { panic("BUG: cpu: no AVX2") }
+func scaleF16AVX2(acc *float32, n int, s float32)           { panic("BUG: cpu: no AVX2") }
+func roundF16AVX2(dst, src *float32, n int)                 { panic("BUG: cpu: no AVX2") }
+func scoresF16AVX2(k *uint16, q *float32, hd, n int, scale float32, out *float32) {
+	panic("BUG: cpu: no AVX2")
+}
+func accumVF16AVX2(acc *float32, v *uint16, hd, n int, ms, vs *float32) {
+	panic("BUG: cpu: no AVX2")
+}
+func accumVF16x64AVX2(acc *float32, v *uint16, n int, ms, vs *float32) {
+	panic("BUG: cpu: no AVX2")
+}
+func ropeNeoXAVX2(v, c, s *float32, half int) { panic("BUG: cpu: no AVX2") }
 
 func lanes16F16AVX512(w, x *uint16, n int, acc *[16]float32) { panic("BUG: cpu: no AVX-512") }
 func lanes16F16x4AVX512(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32) {
