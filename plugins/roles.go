@@ -2,8 +2,6 @@ package plugins
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/sdk"
@@ -45,23 +43,13 @@ type RolesOptions struct {
 
 // Roles starts the plugin instances of one request the way run, serve and specbench
 // all use them: the sampler cfg names, the penalty (when one is configured) and, with
-// o.Spec, the depth policy and the drafters, each with the parameters cfg gives it ([plugins.NAME]
-// params merged with the request-level settings, config.Config.PluginParams); the
+// o.Spec, the depth policy and the drafters, each with the parameters cfg gives it
+// (Params: its [plugins.NAME] params over the settings of its roles it reads); the
 // policy is wrapped in the [spec] fallback when one is configured, then in o.Tracer.
 // An error names the plugin; instances started before it are released.
 func (r *Registry) Roles(ctx context.Context, cfg *config.Config, o RolesOptions) (*Roles, error) {
 	rs := &Roles{}
-	params := func(name string) (map[string]any, error) {
-		b, err := cfg.PluginParams(name)
-		if err != nil {
-			return nil, err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("plugin %s params: %w", name, err)
-		}
-		return m, nil
-	}
+	params := func(name string) (map[string]any, error) { return Params(cfg, name) }
 	fail := func(err error) (*Roles, error) { rs.Close(); return nil, err }
 	name := cfg.Sampling.SamplerName()
 	ov, err := params(name)

@@ -148,6 +148,19 @@ type Spec struct {
 	Drafter string `toml:"drafter"`
 }
 
+// PolicySettings are the [spec] values the depth policy receives as params defaults
+// (keys as in TOML); values left unset (keep_cut false, depth "auto") are left out.
+func (s Spec) PolicySettings() map[string]any {
+	m := map[string]any{"draft_max": s.DraftMax, "min_conf": s.MinConf}
+	if s.KeepCut {
+		m["keep_cut"] = true
+	}
+	if s.Depth != DepthAuto {
+		m["depth"] = int(s.Depth)
+	}
+	return m
+}
+
 // DrafterNames splits Drafter into its names ("" gives none).
 func (s Spec) DrafterNames() []string {
 	var names []string
@@ -226,8 +239,8 @@ type Plugin struct {
 	// "process:PATH". Relative paths are relative to the config file (ResolvePath).
 	// May be omitted for a built-in name (it then defaults to "builtin:NAME").
 	Source string `toml:"source"`
-	// Params is the plugin's own table, free-form, handed to it as JSON at init (see
-	// Config.PluginParams). Values are TOML's: string, int64, float64, bool, time.Time,
+	// Params is the plugin's own table, free-form, handed to it as JSON at init over
+	// the settings of its roles (Config.RoleSettings, plugins.Params). Values are TOML's: string, int64, float64, bool, time.Time,
 	// []any and map[string]any.
 	Params map[string]any `toml:"params"`
 	// Timeout is the per-call deadline; 0 = the default for the source kind

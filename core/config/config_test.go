@@ -162,7 +162,8 @@ Weird-Key = "yes"
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.PluginParams("mine")
+	// (plugins' TestParams wants the JSON the plugin gets from them)
+	got, err := json.Marshal(c.Plugins["mine"].Params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,9 @@ func TestDepth(t *testing.T) {
 	}
 }
 
-func TestPluginParamsMergeRoleDefaults(t *testing.T) {
+// TestRoleSettings: the settings each role's plugin is offered (plugins' TestParams
+// merges them with the plugin's own table and its declaration).
+func TestRoleSettings(t *testing.T) {
 	doc := `
 [spec]
 depth = 3
@@ -289,18 +292,14 @@ params = { top_k = 5, extra = "x" }
 		name string
 		want map[string]any
 	}{
-		{"sampling", map[string]any{"temperature": 0.5, "top_k": 5.0, "top_p": 0.95, "min_p": 0.05, "extra": "x"}},
-		{"penalty", map[string]any{"repeat_penalty": 1.0, "repeat_last_n": 32.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}},
-		{"static", map[string]any{"draft_max": 16.0, "min_conf": 0.0, "depth": 3.0}},
+		{"sampling", map[string]any{"temperature": 0.5, "top_k": 40, "top_p": 0.95, "min_p": 0.05}},
+		{"penalty", map[string]any{"repeat_penalty": 1.0, "repeat_last_n": 32, "presence_penalty": 0.0, "frequency_penalty": 0.0}},
+		{"static", map[string]any{"draft_max": 16, "min_conf": 0.0, "depth": 3}},
 		{"ucb", map[string]any{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := c.PluginParams(tc.name)
+			got, err := c.RoleSettings(tc.name)
 			if err != nil {
-				t.Fatal(err)
-			}
-			var got map[string]any
-			if err := json.Unmarshal(b, &got); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
@@ -308,18 +307,17 @@ params = { top_k = 5, extra = "x" }
 			}
 		})
 	}
-	// keep_cut reaches the policy only when set, so policies that do not know it are
-	// not handed an unknown key
+	// keep_cut is offered only when set, depth only when [spec] forces one
 	c, err = Parse([]byte("[spec]\nmin_conf = 0.7\nkeep_cut = true\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.PluginParams("adaptive")
-	if err != nil || string(b) != `{"draft_max":16,"keep_cut":true,"min_conf":0.7}` {
-		t.Fatalf("keep_cut: got %s, %v", b, err)
+	got, err := c.RoleSettings("adaptive")
+	if want := map[string]any{"draft_max": 16, "min_conf": 0.7, "keep_cut": true}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("keep_cut: got %v, %v, want %v", got, err, want)
 	}
-	if _, err := c.PluginParams("nope"); err == nil {
-		t.Fatal("PluginParams of an undeclared plugin: got no error")
+	if _, err := c.RoleSettings("nope"); err == nil {
+		t.Fatal("RoleSettings of an undeclared plugin: got no error")
 	}
 }
 

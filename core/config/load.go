@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -194,17 +193,13 @@ func (s Spec) PolicyName() string {
 	return s.Policy
 }
 
-// PluginParams returns the JSON object handed to plugin name at init: the values the
-// config gives the role it plays, overridden by its own [plugins.NAME] params table.
-//
-//   - the sampler (Sampling.SamplerName): temperature, top_k, top_p, min_p
-//   - the penalty (Sampling.Penalty): repeat_penalty, repeat_last_n, presence_penalty,
-//     frequency_penalty
-//   - the policy (Spec.PolicyName): draft_max, min_conf, keep_cut when set, and depth when [spec] depth
-//     forces one
-func (c *Config) PluginParams(name string) ([]byte, error) {
-	p, ok := c.Plugins[name]
-	if !ok {
+// RoleSettings returns the settings the config gives plugin name for the roles it
+// plays here (keys as in TOML): the sampler's (Sampling.SamplerParams), the penalty's
+// (Sampling.PenaltyParams), the depth policy's (Spec.PolicySettings). Which of them
+// reach the plugin, merged under its own [plugins.NAME] params table, is the plugin
+// side's business (plugins.Params): a plugin declares what it reads.
+func (c *Config) RoleSettings(name string) (map[string]any, error) {
+	if _, ok := c.Plugins[name]; !ok {
 		return nil, fmt.Errorf("config: no plugin %q declared", name)
 	}
 	m := map[string]any{}
@@ -215,21 +210,9 @@ func (c *Config) PluginParams(name string) ([]byte, error) {
 		maps.Copy(m, c.Sampling.PenaltyParams())
 	}
 	if name == c.Spec.PolicyName() {
-		m["draft_max"] = c.Spec.DraftMax
-		m["min_conf"] = c.Spec.MinConf
-		if c.Spec.KeepCut {
-			m["keep_cut"] = true
-		}
-		if c.Spec.Depth != DepthAuto {
-			m["depth"] = int(c.Spec.Depth)
-		}
+		maps.Copy(m, c.Spec.PolicySettings())
 	}
-	maps.Copy(m, p.Params)
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("config: [plugins.%s] params: %w", name, err)
-	}
-	return b, nil
+	return m, nil
 }
 
 // decodeError turns an error of the TOML decoder into an *Error.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/plugins/process"
 	"github.com/minfer/minfer/sdk"
 )
@@ -100,7 +101,11 @@ fallback = "adaptive"
 	if err != nil || kind != config.SourceProcess {
 		t.Fatalf("source %q: kind %q, %v", pc.Source, kind, err)
 	}
-	params, err := cfg.PluginParams(name)
+	m, err := plugins.Params(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +121,7 @@ fallback = "adaptive"
 	if err != nil {
 		t.Fatal(err)
 	}
-	// draft_max = 6 comes from [spec] through PluginParams.
+	// draft_max = 6 comes from [spec] through plugins.Params.
 	depths := drive(t, p, 10, clampAccept(all))
 	if depths[0] != 2 || depths[len(depths)-1] != 6 {
 		t.Fatalf("depths %v: want 2 first and 6 (draft_max) last", depths)

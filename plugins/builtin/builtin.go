@@ -8,9 +8,9 @@
 // "builtin:NAME" sources. `go generate ./plugins/builtin` rebuilds it and
 // scripts/check-generated.sh checks it is current.
 //
-// Params arrive as a JSON object (the plugin's [plugins.NAME] params table merged with
-// the values the config hands the role, see config.PluginParams). Unknown keys are
-// errors that name the key.
+// Params arrive as a JSON object (the plugin's [plugins.NAME] params table merged over
+// the settings of its role that it declares it reads, Plugin.Reads; see plugins.Params).
+// Unknown keys are errors that name the key.
 package builtin
 
 //go:generate sh -c "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-buildid= -o builtin.wasm ./wasm && sha256sum builtin.wasm > builtin.wasm.sha256"
@@ -46,7 +46,10 @@ const Version = "1.0.0"
 // Plugin is one built-in: its info and the constructor for its role (exactly one of
 // the New functions is set). Each call of a constructor returns a fresh instance.
 type Plugin struct {
-	Info       sdk.Info
+	Info sdk.Info
+	// Reads are the settings of its role (config.Config.RoleSettings keys, e.g. [spec]
+	// draft_max) that it reads; the host hands it no other (plugins.Params).
+	Reads      []string
 	NewPolicy  func(params []byte) (sdk.DepthPolicy, error)
 	NewPenalty func(params []byte) (sdk.Penalty, error)
 	NewSampler func(params []byte) (sdk.Sampler, error)
@@ -55,12 +58,17 @@ type Plugin struct {
 
 // Plugins lists the built-ins in a fixed order.
 var Plugins = []Plugin{
-	{Info: info("adaptive", sdk.RolePolicy, 0), NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewAdaptive(p) }},
-	{Info: info("ucb", sdk.RolePolicy, 0), NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewUCB(p) }},
-	{Info: info("static", sdk.RolePolicy, 0), NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewStatic(p) }},
+	{Info: info("adaptive", sdk.RolePolicy, 0), Reads: []string{"draft_max", "min_conf", "keep_cut"},
+		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewAdaptive(p) }},
+	{Info: info("ucb", sdk.RolePolicy, 0), Reads: []string{"draft_max", "min_conf"},
+		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewUCB(p) }},
+	{Info: info("static", sdk.RolePolicy, 0), Reads: []string{"depth", "draft_max", "min_conf", "keep_cut"},
+		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewStatic(p) }},
 	{Info: info("greedy", sdk.RoleSampler, 1), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewGreedy(p) }},
-	{Info: info("sampling", sdk.RoleSampler, 40), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewSampling(p) }},
-	{Info: info("penalty", sdk.RolePenalty, 0), NewPenalty: func(p []byte) (sdk.Penalty, error) { return NewPenalty(p) }},
+	{Info: info("sampling", sdk.RoleSampler, 40), Reads: []string{"temperature", "top_k", "top_p", "min_p"},
+		NewSampler: func(p []byte) (sdk.Sampler, error) { return NewSampling(p) }},
+	{Info: info("penalty", sdk.RolePenalty, 0), Reads: []string{"repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"},
+		NewPenalty: func(p []byte) (sdk.Penalty, error) { return NewPenalty(p) }},
 	{Info: info("ngram", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewNgram(p) }},
 	{Info: info("suffix", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewSuffix(p) }},
 }

@@ -45,7 +45,7 @@ const (
 
 // Options configure Open. The zero value is usable.
 type Options struct {
-	// Params is the plugin's params table as a JSON object (config.PluginParams), handed
+	// Params is the plugin's params as a JSON object (plugins.Params, encoded), handed
 	// to every instance the Client creates; nil = "{}".
 	Params []byte
 	// Timeout is the deadline of one call; a caller's earlier deadline wins. 0 =

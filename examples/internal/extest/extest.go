@@ -5,8 +5,6 @@ package extest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,16 +139,12 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 	return res
 }
 
-// Params is the JSON params object cfg hands plugin name, decoded.
+// Params is the params object cfg hands plugin name (plugins.Params).
 func Params(t *testing.T, cfg *config.Config, name string) map[string]any {
 	t.Helper()
-	b, err := cfg.PluginParams(name)
+	m, err := plugins.Params(cfg, name)
 	if err != nil {
 		t.Fatal(err)
-	}
-	m := map[string]any{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(fmt.Errorf("params of %s: %w", name, err))
 	}
 	return m
 }
