@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -20,8 +21,9 @@ func init() {
 }
 
 const specbenchUsage = `
-Usage: minfer specbench -m TARGET --draft DRAFT [--depths 0,1,2,3,4,8,auto]
-                        [--policies NAME,...] [--prompts FILE]... [--prompt-count N]
+Usage: minfer specbench -m TARGET [--draft DRAFT] [--depths 0,1,2,3,4,8,auto]
+                        [--policies NAME,...] [--drafter NAME,...] [--drafters model,NAME,...,auto]
+                        [--prompts FILE]... [--prompt-count N]
                         [--prompt-tokens T] [-n 128] [-r 3] [--warmup SECONDS] [--json]
 
 For each depth (0 = plain decoding through the same round loop, auto = the configured
@@ -44,6 +46,12 @@ train-report.json draws them); without --prompts a few built-in prompts are used
 It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16
 rows (after a 64-token prefix), and the draft's cost per one-token step.
 
+Drafters: --drafter NAME,... (or [spec] drafter) gives every row drafter plugins beside
+(or, without --draft, instead of) the draft model. --drafters adds a row per drafter at
+depth auto, labelled drafter:NAME: "model" (the draft model alone), a drafter plugin
+(declared, or a source; alone, without the draft model) and "auto" (the draft model and
+every drafter plugin listed, the depth policy choosing each round's drafter).
+
 Policies compared in one run share its interleaving, so the machine's drift spreads over
 them as over the depths: to compare a policy with another setting of itself, declare
 both in the config, e.g. [plugins.raw] source = "builtin:adaptive", params =
@@ -55,11 +63,15 @@ Examples:
       --prompts eval-code.txt --prompt-count 8 --depths 0,1,2,4,auto -n 64 -r 2 --json
   minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf --depths 0,1 \
       --policies adaptive,builtin:ucb,file:./my-policy.wasm
+  minfer specbench -m target-q8_0.gguf --draft draft-q8_0.gguf --prompts copy.txt \
+      --depths 0 --drafters model,ngram,suffix,auto
+  minfer specbench -m target-q8_0.gguf --drafter ngram --depths 0,2,4,auto
 `
 
 type specbenchResult struct {
 	Target      string            `json:"target"`
 	Draft       string            `json:"draft"`
+	Drafter     string            `json:"drafter,omitempty"` // the [spec] drafter plugins of every row but drafter:NAME
 	Prompts     int               `json:"prompts"`
 	NPredict    int               `json:"n_predict"`
 	Reps        int               `json:"repetitions"`
@@ -85,6 +97,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		warmup             float64
 		curve              bool
 		policyList         string
+		drafterList        string
 	)
 	f.defineModel(fs)
 	f.defineSpec(fs)
@@ -96,6 +109,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&reps, "r", 3, "repetitions")
 	fs.Float64Var(&warmup, "warmup", 1, "warm-up time in seconds")
 	fs.StringVar(&policyList, "policies", "", "comma-separated depth policies to compare, each a row auto:NAME (declared names or sources)")
+	fs.StringVar(&drafterList, "drafters", "", "comma-separated drafters to compare, each a row drafter:NAME: model, drafter plugins (alone), auto (all of them)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fs.BoolVar(&curve, "curve", true, "measure the verify-cost curve (--curve=false skips it)")
 	rest, err := parseFlags(fs, args)
@@ -108,8 +122,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	case len(rest) > 0:
 		return usagef("specbench: unexpected argument %q", rest[0])
-	case f.draftPath == "":
-		return usagef("specbench: no draft model (give --draft DRAFT)")
+	case f.draftPath == "" && f.drafter == "" && drafterList == "":
+		return usagef("specbench: no draft model and no drafter (give --draft DRAFT, --drafter NAME or --drafters)")
 	case warmup < 0:
 		return usagef("specbench: --warmup %g: want ≥ 0 seconds", warmup)
 	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1:
@@ -126,6 +140,12 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
+	if rows, err = drafterRows(cfg, rows, drafterList); err != nil {
+		return err
+	}
+	if cfg.Draft.Path == "" && cfg.Spec.Drafter == "" && !slices.ContainsFunc(rows, func(r bench.Row) bool { return r.Drafter != "" && r.Drafter != "-" }) {
+		return usagef("specbench: no draft model and no drafter (give --draft DRAFT, --drafter NAME or --drafters)")
+	}
 	cfg.Sampling.Temperature, cfg.Sampling.Sampler, cfg.Sampling.Penalty = 0, "", "" // greedy: speculation is exact
 	st, err := m.openStack(ctx, cfg, stackOptions{})
 	if err != nil {
@@ -137,7 +157,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Prompts: len(ids), NPredict: f.n, Reps: reps}
+	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Drafter: cfg.Spec.Drafter, Prompts: len(ids), NPredict: f.n, Reps: reps}
 	progress := func(rep int, row bench.Row) {
 		if !f.jsonOut && m.StderrTerminal {
 			fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.Label)
@@ -149,8 +169,15 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		if row.Policy != "" {
 			c.Spec.Policy = row.Policy
 		}
+		switch row.Drafter {
+		case "":
+		case "-":
+			c.Spec.Drafter = ""
+		default:
+			c.Spec.Drafter = row.Drafter
+		}
 		req, err := st.request(ctx, &c, prompt, runFlags{})
-		req.NPredict = f.n
+		req.NPredict, req.NoDraftModel = f.n, row.NoDraftModel
 		return req, st.closeRequest, err
 	}
 	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.sess, Rows: rows, Prompts: ids, Reps: reps,
@@ -174,7 +201,14 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 }
 
 func printSpecbench(m *Main, r *specbenchResult) {
-	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, r.Draft, r.Prompts, r.NPredict, r.Reps)
+	draft := r.Draft
+	if draft == "" {
+		draft = "none"
+	}
+	if r.Drafter != "" {
+		draft += ", drafter " + r.Drafter
+	}
+	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, draft, r.Prompts, r.NPredict, r.Reps)
 	w := len("depth")
 	for _, d := range r.Depths {
 		w = max(w, len([]rune(d.Depth)))
@@ -191,6 +225,15 @@ func printSpecbench(m *Main, r *specbenchResult) {
 		fmt.Fprintf(m.Stdout, "| %*s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", w, d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
 			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins)
 	}
+	for _, d := range r.Depths {
+		if len(d.RoundsByDrafter) > 1 {
+			var parts []string
+			for _, name := range slices.Sorted(maps.Keys(d.RoundsByDrafter)) {
+				parts = append(parts, fmt.Sprintf("%s %d", name, d.RoundsByDrafter[name]))
+			}
+			fmt.Fprintf(m.Stdout, "%s: drafting rounds by drafter: %s\n", d.Depth, strings.Join(parts, ", "))
+		}
+	}
 	if len(r.VerifyMs) == 0 {
 		return
 	}
@@ -198,7 +241,9 @@ func printSpecbench(m *Main, r *specbenchResult) {
 	for i, ms := range r.VerifyMs {
 		fmt.Fprintf(m.Stdout, "  nt %2d: %7.3f ms (%.2f× nt=1)\n", i+1, ms, ms/r.VerifyMs[0])
 	}
-	fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
+	if r.Draft != "" {
+		fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
+	}
 }
 
 // specRows makes the table's rows: one per depth, then one per depth policy of
@@ -223,6 +268,50 @@ func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]b
 			return nil, usagef("specbench: --policies: %v", err)
 		}
 		rows = append(rows, bench.Row{Label: "auto:" + arg, Depth: config.DepthAuto, Policy: cfg.Spec.Policy})
+	}
+	return rows, nil
+}
+
+// drafterRows appends the rows of drafterList (see the usage): drafter:model, one per
+// drafter plugin (declared in cfg, or a source, which it declares as --drafter does),
+// and drafter:auto (the draft model and every plugin listed, or cfg's [spec] drafter
+// when the list names none). cfg's own [spec] drafter is left as it was.
+func drafterRows(cfg *config.Config, rows []bench.Row, drafterList string) ([]bench.Row, error) {
+	if drafterList == "" {
+		return rows, nil
+	}
+	configured := cfg.Spec.Drafter
+	defer func() { cfg.Spec.Drafter = configured }()
+	var plugins []string
+	auto := false
+	for _, arg := range strings.Split(drafterList, ",") {
+		switch arg = strings.TrimSpace(arg); arg {
+		case "":
+			return nil, usagef("specbench: --drafters %q: an empty name", drafterList)
+		case "model":
+			if cfg.Draft.Path == "" {
+				return nil, usagef("specbench: --drafters model: no draft model (give --draft DRAFT)")
+			}
+			rows = append(rows, bench.Row{Label: "drafter:model", Depth: config.DepthAuto, Drafter: "-"})
+		case "auto":
+			auto = true
+		default:
+			if err := cfg.UseDrafters(arg); err != nil {
+				return nil, usagef("specbench: --drafters: %v", err)
+			}
+			plugins = append(plugins, cfg.Spec.Drafter)
+			rows = append(rows, bench.Row{Label: "drafter:" + arg, Depth: config.DepthAuto, Drafter: cfg.Spec.Drafter, NoDraftModel: true})
+		}
+	}
+	if auto {
+		all := strings.Join(plugins, ",")
+		if all == "" {
+			all = configured
+		}
+		if all == "" {
+			all = "-"
+		}
+		rows = append(rows, bench.Row{Label: "drafter:auto", Depth: config.DepthAuto, Drafter: all})
 	}
 	return rows, nil
 }

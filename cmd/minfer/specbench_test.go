@@ -100,10 +100,58 @@ func TestSpecbenchErrors(t *testing.T) {
 		{[]string{"--draft", "x.gguf", "--policies", "nosuch"}, `no plugin "nosuch" declared`},
 		{[]string{"--draft", "x.gguf", "--policies", "penalty"}, "not a policy plugin"},
 		{[]string{"--draft", "x.gguf", "--policies", "adaptive,"}, "an empty name"},
+		{[]string{"--drafters", "model"}, "--drafters model: no draft model"},
+		{[]string{"--drafters", "greedy"}, "not a drafter plugin"},
+		{[]string{"--drafters", "ngram,,auto"}, "an empty name"},
 	} {
 		_, _, err := runCLI(t, "", append([]string{"specbench", "--config", emptyConfig(t)}, tc.args...)...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want a usage error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestSpecbenchDrafters: without a draft model, --drafter gives the depth rows a
+// drafter plugin, and --drafters adds a row per drafter plugin and one for all of them
+// (the policy choosing); every row keeps the greedy identity, and with a draft model
+// the drafter:model row drafts with it alone.
+func TestSpecbenchDrafters(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	run := func(args ...string) specbenchResult {
+		t.Helper()
+		all := append([]string{"specbench", "--config", emptyConfig(t), "-m", model, "-n", "12", "-r", "1", "--warmup", "0", "-t", "1", "--curve=false", "--json"}, args...)
+		out, stderr, err := runCLI(t, "", all...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var got specbenchResult
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v in %q", err, out)
+		}
+		return got
+	}
+	got := run("--drafter", "ngram", "--depths", "0,4", "--drafters", "suffix,auto")
+	var labels []string
+	for _, d := range got.Depths {
+		labels = append(labels, d.Depth)
+		if !d.Identical {
+			t.Errorf("%s: output differs from depth 0", d.Depth)
+		}
+	}
+	if want := []string{"0", "4", "drafter:suffix", "drafter:auto"}; !slices.Equal(labels, want) || got.Drafter != "ngram" {
+		t.Fatalf("rows %v, drafter %q; want %v with ngram", labels, got.Drafter, want)
+	}
+	if by := got.Depths[2].RoundsByDrafter; by["ngram"] != 0 || by["suffix"] == 0 {
+		t.Errorf("drafter:suffix drafted with %v, want suffix alone", by)
+	}
+	if by := got.Depths[1].RoundsByDrafter; by["ngram"] == 0 || by["suffix"] != 0 {
+		t.Errorf("depth 4 drafted with %v, want the configured ngram", by)
+	}
+	got = run("--draft", model, "--depths", "0", "--drafters", "model,ngram")
+	if by := got.Depths[1].RoundsByDrafter; got.Depths[1].Depth != "drafter:model" || by["model"] == 0 || len(by) != 1 {
+		t.Errorf("drafter:model: %s drafted with %v, want the model alone", got.Depths[1].Depth, by)
+	}
+	if by := got.Depths[2].RoundsByDrafter; by["model"] != 0 || by["ngram"] == 0 {
+		t.Errorf("drafter:ngram drafted with %v, want ngram alone", by)
 	}
 }

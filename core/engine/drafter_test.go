@@ -211,3 +211,20 @@ func TestDrafterErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNoDraftModel: a request that keeps the draft model out drafts with its plugins
+// only (drafter 0 is the first plugin) and never runs the draft model.
+func TestNoDraftModel(t *testing.T) {
+	const v = 40
+	prompt := []int32{1, 2, 3}
+	plain := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 12})
+	d := &seenDrafter{propose: oracle(prompt, plain.Tokens)}
+	dm := &fakeLM{v: v, n: 64}
+	pol := &recOutcomes{dec: sdk.DepthDecision{Depth: 3}}
+	got := generate(t, &fakeLM{v: v, n: 64}, dm, fakeVocab{}, Request{Prompt: prompt, NPredict: 12, Policy: pol,
+		Drafters: []Drafter{{Name: "x", Drafter: d}}, NoDraftModel: true})
+	if !slices.Equal(got.Tokens, plain.Tokens) || dm.calls != 0 || pol.seen[0].Drafters != 1 || got.Spec.ByDrafter["x"].Rounds == 0 {
+		t.Fatalf("tokens %v (want %v), draft model forwards %d, drafters %d, by drafter %v; want the plugin alone",
+			got.Tokens, plain.Tokens, dm.calls, pol.seen[0].Drafters, got.Spec.ByDrafter)
+	}
+}

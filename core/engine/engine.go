@@ -62,7 +62,10 @@ type Request struct {
 	// the draft model is drafter 0 when the session has one, then Drafters in order.
 	// With Drafters a request runs speculative rounds without a draft model.
 	Drafters []Drafter
-	Seed     uint64
+	// NoDraftModel keeps the session's draft model out of this request's drafters
+	// (specbench's rows of one drafter plugin on a session that has a draft model).
+	NoDraftModel bool
+	Seed         uint64
 	// TopLogits > 0 reports the K best raw logits of the last prompt position.
 	TopLogits int
 	// OnText receives the text as it becomes final; an error from it ends the request.
@@ -288,13 +291,13 @@ func (s *Session) Ctx() int { return s.target.ctx() }
 // can draft without one).
 func (s *Session) HasDraft() bool { return s.draft != nil }
 
-// drafterNames are the names of the drafters a request on s offers, in index order.
-func (s *Session) drafterNames(ds []Drafter) []string {
+// drafterNames are the names of the drafters req offers on s, in index order.
+func (s *Session) drafterNames(req *Request) []string {
 	var names []string
-	if s.draft != nil {
+	if s.draft != nil && !req.NoDraftModel {
 		names = append(names, ModelDrafter)
 	}
-	for _, d := range ds {
+	for _, d := range req.Drafters {
 		names = append(names, d.Name)
 	}
 	return names
@@ -347,7 +350,7 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	// Likewise a policy that wants the drafters' names (index order) implements
 	// SetDrafters: the tracer records each round's drafter by name.
 	if sd, ok := req.Policy.(interface{ SetDrafters([]string) }); ok {
-		sd.SetDrafters(s.drafterNames(req.Drafters))
+		sd.SetDrafters(s.drafterNames(&req))
 	}
 	for i, d := range req.Drafters {
 		if d.Drafter == nil {

@@ -39,11 +39,11 @@ type gen struct {
 // run prefills the prompt, then runs rounds until a stop rule fires.
 func (g *gen) run(ctx context.Context) error {
 	s := g.s
-	g.names = s.drafterNames(g.req.Drafters)
+	g.names = s.drafterNames(&g.req)
 	g.fed = make([]int, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
-	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil); err != nil {
+	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel); err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
 	}
 	if g.req.NPredict == 0 {
@@ -249,7 +249,7 @@ func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) error 
 	if d == 0 {
 		return nil
 	}
-	if g.s.draft != nil {
+	if g.s.draft != nil && !g.req.NoDraftModel {
 		if k == 0 {
 			return g.draftTokens(d, dec.MinConf, dec.KeepCut)
 		}

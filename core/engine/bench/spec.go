@@ -15,10 +15,15 @@ type Row struct {
 	Label  string
 	Depth  config.Depth
 	Policy string // the declared plugin the row's requests use; "" = the configured one
+	// Drafter, when set, is the row's [spec] drafter list (drafter plugins, comma-
+	// separated; "-" = none), and NoDraftModel keeps the draft model out of its rounds
+	// (a row of drafter plugins alone, engine.Request.NoDraftModel).
+	Drafter      string
+	NoDraftModel bool
 }
 
 // Plain reports whether r is depth 0 (plain decoding through the round loop).
-func (r Row) Plain() bool { return r.Policy == "" && r.Depth == 0 }
+func (r Row) Plain() bool { return r.Policy == "" && r.Drafter == "" && r.Depth == 0 }
 
 // SpecOptions describe a speculative benchmark.
 type SpecOptions struct {
@@ -51,6 +56,9 @@ type RowResult struct {
 	// Identical: every prompt's tokens equal depth 0's (greedy identity); false also
 	// when depth 0 was not run.
 	Identical bool `json:"identical_to_depth0"`
+	// RoundsByDrafter counts the rounds that drafted, by drafter name ("model" for the
+	// draft model); absent when none did.
+	RoundsByDrafter map[string]int `json:"rounds_by_drafter,omitempty"`
 
 	samples    []float64 // one generation rate per (repetition, prompt)
 	drafted    int
@@ -111,6 +119,12 @@ func Spec(ctx context.Context, o SpecOptions) ([]RowResult, error) {
 		r.ms.Draft += out.Spec.Ms.Draft
 		r.ms.Verify += out.Spec.Ms.Verify
 		r.ms.Plugins += out.Spec.Ms.Plugins
+		for name, b := range out.Spec.ByDrafter {
+			if r.RoundsByDrafter == nil {
+				r.RoundsByDrafter = map[string]int{}
+			}
+			r.RoundsByDrafter[name] += b.Rounds
+		}
 		r.ppDrafted[pi] += out.Spec.Drafted
 		r.ppAccepted[pi] += out.Spec.Accepted
 		return nil
