@@ -2,7 +2,6 @@ package model_test
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"testing"
 
@@ -40,13 +39,10 @@ func (b *rowStatser) RowStats(logits backend.Buffer, nt, n, k int, pick []int32,
 	return nil
 }
 
+// hostMaxLSE is the host's max and log-sum-exp of a row (backend.MaxLSE).
 func hostMaxLSE(row []float32) (float32, float32) {
-	m := slices.Max(row)
-	var s float64
-	for _, x := range row {
-		s += math.Exp(float64(x - m))
-	}
-	return m, m + float32(math.Log(s))
+	m, lse := backend.MaxLSE(row)
+	return m, float32(lse)
 }
 
 // noRowStats is a backend without row statistics: the CPU backend with its RowStats
