@@ -171,9 +171,10 @@ type Backend interface {
 	SwiGLU(dst, gate, up Buffer, nt, n int)
 	// Add: dst[j] += x[j] for j < n (the residual add).
 	Add(dst, x Buffer, n int)
-	// CopyRows: dst[0:n*cols] = src[row*cols : (row+n)*cols] (selecting e.g. the last row
-	// of a prefill before the classifier).
-	CopyRows(dst, src Buffer, row, n, cols int)
+	// CopyRows: dst[dstRow*cols : (dstRow+n)*cols] = src[srcRow*cols : (srcRow+n)*cols]
+	// (selecting e.g. the last row of a prefill before the classifier, or gathering and
+	// scattering one sequence's rows of a batch). dst must not be src.
+	CopyRows(dst Buffer, dstRow int, src Buffer, srcRow, n, cols int)
 	// TopK writes, for each of nt rows of logits[nt][n], the k largest values and their
 	// column ids in descending order (ties: lower id first) into ids[r*k+j] and vals[r*k+j],
 	// on the host. k == 1 is argmax. It waits for the work before it and returns the first

@@ -31,11 +31,9 @@ func forwardLlama(b backend.Backend, p *Params, w *Weights, s *pass) {
 		addBias(b, s.q, L.Bq, nt)                 // optional biases (required for qwen2)
 		addBias(b, s.k, L.Bk, nt)
 		addBias(b, s.v, L.Bv, nt)
-		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, nt, p.Rope, p.Attn) // cache (layer, pos, kv_dim) ← k, v
-		r = s.narrow(b, p, l, r)                                         // n = nt, or 1 in the last layer of a last-row forward
-		b.Attention(s.att, r.q, s.kv, l, r.pos, r.n, p.Attn)             // att (n, heads*head_dim)
-		b.MatMul(s.xb, L.Wo, s.att, r.n)                                 // xb (n, embd)
-		b.Add(r.x, s.xb, r.n*p.Embd)                                     // x += attention
+		r = s.attend(b, p, l, r)         // cache ← k, v; att (n, heads*head_dim), n = nt or 1 (the last row)
+		b.MatMul(s.xb, L.Wo, s.att, r.n) // xb (n, embd)
+		b.Add(r.x, s.xb, r.n*p.Embd)     // x += attention
 		// feed-forward
 		b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, eps) // xb (n, embd)
 		b.MatMul(s.gate, L.Gate, s.xb, r.n)       // gate (n, ff)

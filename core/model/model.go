@@ -61,6 +61,8 @@ type Model struct {
 	f       *gguf.File
 	arch    *arch
 	scratch map[int]*pass // by capacity (a power of two ≥ nt)
+	seqs    []*seqRows    // ForwardBatch's per-sequence attention scratch, by slot
+	last    *batchOut     // ForwardBatch's last rows and their logits
 	graphs  backend.Graphs
 }
 
@@ -359,6 +361,18 @@ func (m *Model) free() {
 		s.free(m.b)
 	}
 	m.scratch = map[int]*pass{}
+	for _, r := range m.seqs {
+		for _, b := range r.bufs {
+			m.b.Free(b)
+		}
+	}
+	m.seqs = nil
+	if m.last != nil {
+		for _, b := range m.last.bufsOut {
+			m.b.Free(b)
+		}
+		m.last = nil
+	}
 }
 
 // pass is the scratch state of a forward over up to cap rows. Shapes are given per
@@ -384,6 +398,10 @@ type pass struct {
 
 	hostPos []int32
 	bufs    []backend.Buffer
+	// seqs, set by ForwardBatch, places each sequence's rows in the batch (nil: one
+	// sequence, kv); last then receives each sequence's last row and its logits.
+	seqs []*seqRows
+	last *batchOut
 }
 
 func (s *pass) logits(all bool) backend.Buffer {
@@ -413,21 +431,30 @@ func (s *pass) narrow(b backend.Backend, p *Params, l int, r rows) rows {
 	if s.all || s.nt == 1 || l != p.Layers-1 {
 		return r
 	}
-	b.CopyRows(s.xl, s.x, s.nt-1, 1, p.Embd)   // xl (1, embd)
-	b.CopyRows(s.ql, s.q, s.nt-1, 1, p.QDim()) // ql (1, qdim)
+	b.CopyRows(s.xl, 0, s.x, s.nt-1, 1, p.Embd)   // xl (1, embd)
+	b.CopyRows(s.ql, 0, s.q, s.nt-1, 1, p.QDim()) // ql (1, qdim)
 	return rows{n: 1, x: s.xl, q: s.ql, pos: s.posl, narrow: true}
 }
 
 // classify applies the output norm and the classifier to the rows asked for: every
 // row into outAll, or the last row into out1.
 func (s *pass) classify(b backend.Backend, p *Params, w *Weights, r rows) {
+	if s.last != nil { // a batch of sequences: each one's last row
+		for j, q := range s.seqs {
+			b.CopyRows(s.last.x, j, r.x, q.off+q.n-1, 1, p.Embd) // x (seqs, embd)
+		}
+		n := len(s.seqs)
+		b.RMSNorm(s.last.x, s.last.x, w.OutNorm, n, p.RMSEps) // x (seqs, embd)
+		b.MatMul(s.last.logits, w.Output, s.last.x, n)        // logits (seqs, vocab)
+		return
+	}
 	if s.all {
 		b.RMSNorm(s.xb, r.x, w.OutNorm, r.n, p.RMSEps) // xb (nt, embd)
 		b.MatMul(s.outAll, w.Output, s.xb, r.n)        // logits (nt, vocab)
 		return
 	}
 	if !r.narrow { // a one-row forward: the last row is the only one
-		b.CopyRows(s.xl, r.x, r.n-1, 1, p.Embd) // xl (1, embd)
+		b.CopyRows(s.xl, 0, r.x, r.n-1, 1, p.Embd) // xl (1, embd)
 	}
 	b.RMSNorm(s.xl, s.xl, w.OutNorm, 1, p.RMSEps) // xl (1, embd)
 	b.MatMul(s.out1, w.Output, s.xl, 1)           // logits (1, vocab)

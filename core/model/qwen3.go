@@ -21,17 +21,15 @@ func forwardQwen3(b backend.Backend, p *Params, w *Weights, s *pass) {
 	for l := range w.Layers {
 		L := &w.Layers[l]
 		// attention
-		b.RMSNorm(s.xb, s.x, L.AttnNorm, nt, eps)                        // xb (nt, embd)
-		b.MatMul(s.q, L.Wq, s.xb, nt)                                    // q (nt, heads*head_dim)
-		b.MatMul(s.k, L.Wk, s.xb, nt)                                    // k (nt, kv_heads*head_dim)
-		b.MatMul(s.v, L.Wv, s.xb, nt)                                    // v (nt, kv_heads*head_dim)
-		b.HeadNorm(s.q, L.QNorm, nt, p.Heads, eps)                       // q per head /= rms, *= q_norm
-		b.HeadNorm(s.k, L.KNorm, nt, p.KVHeads, eps)                     // k per head /= rms, *= k_norm
-		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, nt, p.Rope, p.Attn) // cache ← k, v
-		r = s.narrow(b, p, l, r)                                         // n = nt, or 1 in the last layer of a last-row forward
-		b.Attention(s.att, r.q, s.kv, l, r.pos, r.n, p.Attn)             // att (n, heads*head_dim)
-		b.MatMul(s.xb, L.Wo, s.att, r.n)                                 // xb (n, embd)
-		b.Add(r.x, s.xb, r.n*p.Embd)                                     // x += attention
+		b.RMSNorm(s.xb, s.x, L.AttnNorm, nt, eps)    // xb (nt, embd)
+		b.MatMul(s.q, L.Wq, s.xb, nt)                // q (nt, heads*head_dim)
+		b.MatMul(s.k, L.Wk, s.xb, nt)                // k (nt, kv_heads*head_dim)
+		b.MatMul(s.v, L.Wv, s.xb, nt)                // v (nt, kv_heads*head_dim)
+		b.HeadNorm(s.q, L.QNorm, nt, p.Heads, eps)   // q per head /= rms, *= q_norm
+		b.HeadNorm(s.k, L.KNorm, nt, p.KVHeads, eps) // k per head /= rms, *= k_norm
+		r = s.attend(b, p, l, r)                     // cache ← k, v; att (n, heads*head_dim), n = nt or 1 (the last row)
+		b.MatMul(s.xb, L.Wo, s.att, r.n)             // xb (n, embd)
+		b.Add(r.x, s.xb, r.n*p.Embd)                 // x += attention
 		// feed-forward
 		b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, eps) // xb (n, embd)
 		b.MatMul(s.gate, L.Gate, s.xb, r.n)       // gate (n, ff)

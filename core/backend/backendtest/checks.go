@@ -179,9 +179,17 @@ func testElementwise(t *testing.T, newBackend func() backend.Backend, opts Optio
 	t.Run("CopyRows", func(t *testing.T) {
 		x := e.normals(nt*n, 1)
 		dst := e.zeros(2 * n)
-		e.b.CopyRows(dst, e.f32(x), 3, 2, n)
+		e.b.CopyRows(dst, 0, e.f32(x), 3, 2, n)
 		if got := e.read(dst, 2*n); !slices.Equal(got, x[3*n:5*n]) {
 			t.Errorf("CopyRows(row 3, 2 rows): got a different slice")
+		}
+		// Into rows 1..2 of a 4-row destination: rows 0 and 3 stay as they were.
+		pre := e.normals(4*n, 2)
+		dst4 := e.f32(pre)
+		e.b.CopyRows(dst4, 1, e.f32(x), 2, 2, n)
+		want := slices.Concat(pre[:n], x[2*n:4*n], pre[3*n:])
+		if got := e.read(dst4, 4*n); !slices.Equal(got, want) {
+			t.Errorf("CopyRows(into row 1, from row 2, 2 rows): got a different matrix")
 		}
 	})
 }

@@ -140,7 +140,7 @@ func runLayer(t *testing.T, newBackend func() backend.Backend, seed uint64, typ 
 		e.b.Add(x, o, m*dim)
 		read("residual 2", x, m*dim)
 		last := e.zeros(dim)
-		e.b.CopyRows(last, x, m-1, 1, dim)
+		e.b.CopyRows(last, 0, x, m-1, 1, dim)
 		e.b.RMSNorm(last, last, n1, 1, 1e-6)
 		e.b.MatMul(logits, embd, last, 1)
 		read("logits", logits, vocab)

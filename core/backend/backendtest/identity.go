@@ -46,7 +46,7 @@ func RowIdentity(t *testing.T, newBackend func() backend.Backend, opts Options) 
 		const heads, hd = 3, 32
 		w := e.vector("knorm", e.normals(hd, 1))
 		identity(e, maxNT, heads*hd, heads*hd, func(dst, x backend.Buffer, nt int) {
-			e.b.CopyRows(dst, x, 0, nt, heads*hd)
+			e.b.CopyRows(dst, 0, x, 0, nt, heads*hd)
 			e.b.HeadNorm(dst, w, nt, heads, 1e-6)
 		})
 	})
@@ -56,7 +56,7 @@ func RowIdentity(t *testing.T, newBackend func() backend.Backend, opts Options) 
 		bias := e.vector("bias", e.normals(n, 1))
 		up := e.normals(n, 1)
 		identity(e, maxNT, n, n, func(dst, x backend.Buffer, nt int) {
-			e.b.CopyRows(dst, x, 0, nt, n)
+			e.b.CopyRows(dst, 0, x, 0, nt, n)
 			e.b.AddBias(dst, bias, nt)
 			e.b.SwiGLU(dst, dst, e.f32(repeat(up, nt)), nt, n)
 		})

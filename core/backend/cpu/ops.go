@@ -196,14 +196,17 @@ func (b *Backend) Add(dst, x backend.Buffer, n int) {
 	}
 }
 
-// CopyRows: dst[0:n·cols] = src[row·cols : (row+n)·cols].
-func (b *Backend) CopyRows(dst, src backend.Buffer, row, n, cols int) {
-	if row < 0 || n < 0 || cols < 0 {
-		panic(fmt.Sprintf("BUG: cpu: CopyRows(row=%d, n=%d, cols=%d): negative argument", row, n, cols))
+// CopyRows: dst[dstRow·cols : (dstRow+n)·cols] = src[srcRow·cols : (srcRow+n)·cols].
+func (b *Backend) CopyRows(dst backend.Buffer, dstRow int, src backend.Buffer, srcRow, n, cols int) {
+	if dstRow < 0 || srcRow < 0 || n < 0 || cols < 0 {
+		panic(fmt.Sprintf("BUG: cpu: CopyRows(dst row %d, src row %d, n %d, cols %d): negative argument", dstRow, srcRow, n, cols))
 	}
-	s := f32(src, (row+n)*cols, "CopyRows src")
-	d := f32(dst, n*cols, "CopyRows dst")
-	copy(d, s[row*cols:])
+	if dst == src {
+		panic("BUG: cpu: CopyRows: dst is src")
+	}
+	s := f32(src, (srcRow+n)*cols, "CopyRows src")
+	d := f32(dst, (dstRow+n)*cols, "CopyRows dst")
+	copy(d[dstRow*cols:(dstRow+n)*cols], s[srcRow*cols:])
 }
 
 // TopK writes the k largest values of each of nt rows of logits[nt][n] and their ids,

@@ -351,15 +351,18 @@ func (b *Backend) launchAdd(a pendingAdd) {
 	b.launch("add", g, bl, 0, driver.P(a.dst.p), driver.P(a.x.p), driver.I(a.n))
 }
 
-// CopyRows: dst[0:n*cols] = src[row*cols:(row+n)*cols].
-func (b *Backend) CopyRows(dst, src backend.Buffer, row, n, cols int) {
-	if row < 0 || n < 0 || cols < 0 {
-		panic(fmt.Sprintf("BUG: cuda: CopyRows(row %d, n %d, cols %d)", row, n, cols))
+// CopyRows: dst[dstRow*cols:(dstRow+n)*cols] = src[srcRow*cols:(srcRow+n)*cols].
+func (b *Backend) CopyRows(dst backend.Buffer, dstRow int, src backend.Buffer, srcRow, n, cols int) {
+	if dstRow < 0 || srcRow < 0 || n < 0 || cols < 0 {
+		panic(fmt.Sprintf("BUG: cuda: CopyRows(dst row %d, src row %d, n %d, cols %d)", dstRow, srcRow, n, cols))
 	}
-	s, d := f32(src, (row+n)*cols, "CopyRows src"), f32(dst, n*cols, "CopyRows dst")
+	if dst == src {
+		panic("BUG: cuda: CopyRows: dst is src")
+	}
+	s, d := f32(src, (srcRow+n)*cols, "CopyRows src"), f32(dst, (dstRow+n)*cols, "CopyRows dst")
 	defer b.enter()()
 	d.wrote()
-	b.fail(b.stream.CopyDtoD(d.p, s.at(row*cols), 4*n*cols))
+	b.fail(b.stream.CopyDtoD(d.at(dstRow*cols), s.at(srcRow*cols), 4*n*cols))
 }
 
 // MatMul: dst[nt][w.Rows] = x[nt][w.Cols] · wᵀ with the mat-vec kernels (see package doc).
