@@ -153,7 +153,8 @@ type Needs struct {
 }
 
 // SampleRow is one verify row's candidates after penalties, best first (ties: lower id
-// first). With Needs.TopK == 0 IDs is every token id in order and Logits the full row.
+// first; NaN after every number: RanksBefore). With Needs.TopK == 0 IDs is every token
+// id in order and Logits the full row.
 type SampleRow struct {
 	IDs    []int32
 	Logits []float32

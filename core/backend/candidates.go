@@ -3,33 +3,16 @@ package backend
 import (
 	"math"
 	"slices"
+
+	"github.com/minfer/minfer/sdk"
 )
 
-// The candidate order and the normaliser of a logits row, written once for every host
-// side use: the CPU backend's TopK and RowStats, the CUDA backend's host fallbacks, the
-// engine's judge, and the conformance tests that hold both backends to them. The CUDA
-// kernels' ranks_before (cuda/kernels/common.cuh) is the device's copy, tested against
-// RanksBefore by core/backend/cuda's TestCandidateOrder.
-//
-// The order: the larger value first, the lower column id on equal values (+0 and −0
-// are equal), and every number, −Inf included, ahead of NaN; NaNs among themselves by
-// id. It is a strict total order on (value, id) pairs with distinct ids.
-
-// RanksBefore reports whether value v at column i comes before value w at column j in
-// the candidate order.
-func RanksBefore(v float32, i int32, w float32, j int32) bool {
-	if vn, wn := v != v, w != w; vn || wn {
-		if vn != wn {
-			return wn
-		}
-		return i < j
-	}
-	return v > w || (v == w && i < j)
-}
-
-// valueAbove reports whether v ranks above w whatever their ids (a number above NaN,
-// the larger number above the smaller); equal values, and two NaNs, are decided by id.
-func valueAbove(v, w float32) bool { return v > w || (w != w && v == v) }
+// The candidate order (sdk.RanksBefore, the order of the sampler's candidates) and the
+// normaliser of a logits row, written once for every host side use: the CPU backend's
+// TopK and RowStats, the CUDA backend's host fallbacks, the engine's judge, and the
+// conformance tests that hold both backends to them. The CUDA kernels' ranks_before
+// (cuda/kernels/common.cuh) is the device's copy, tested against TopKRow by
+// core/backend/cuda's TestCandidateOrder.
 
 // TopKRow fills ids and vals (len k, 1 ≤ k ≤ len(row)) with the k first columns of row
 // in the candidate order and their values.
@@ -43,11 +26,11 @@ func TopKRow(row []float32, ids []int32, vals []float32) {
 		}
 		return
 	}
-	// Insertion into a sorted list of the best k so far; scanning ids in increasing
-	// order means an equal value never displaces an earlier (lower) id.
+	// Insertion into a sorted list of the best k so far, scanning ids in increasing
+	// order.
 	m := 0
 	for i, v := range row {
-		if m == k && !valueAbove(v, vals[k-1]) {
+		if m == k && !sdk.RanksBefore(v, int32(i), vals[k-1], ids[k-1]) {
 			continue
 		}
 		j := m
@@ -56,7 +39,7 @@ func TopKRow(row []float32, ids []int32, vals []float32) {
 		} else {
 			j = k - 1
 		}
-		for j > 0 && valueAbove(v, vals[j-1]) {
+		for j > 0 && sdk.RanksBefore(v, int32(i), vals[j-1], ids[j-1]) {
 			ids[j], vals[j] = ids[j-1], vals[j-1]
 			j--
 		}
@@ -72,9 +55,9 @@ func SortCandidates(row []float32, idx []int32) {
 	}
 	slices.SortFunc(idx, func(x, y int32) int {
 		switch {
-		case RanksBefore(row[x], x, row[y], y):
+		case sdk.RanksBefore(row[x], x, row[y], y):
 			return -1
-		case RanksBefore(row[y], y, row[x], x):
+		case sdk.RanksBefore(row[y], y, row[x], x):
 			return 1
 		}
 		return 0
@@ -86,7 +69,7 @@ func SortCandidates(row []float32, idx []int32) {
 func Argmax(row []float32) int {
 	best := 0
 	for i, v := range row {
-		if valueAbove(v, row[best]) {
+		if sdk.RanksBefore(v, int32(i), row[best], int32(best)) {
 			best = i
 		}
 	}

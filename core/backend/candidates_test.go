@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/minfer/minfer/sdk"
 )
 
 var (
@@ -55,7 +57,7 @@ func TestCandidateOrder(t *testing.T) {
 			}
 			for x := range n {
 				for y := range n {
-					bx, by := RanksBefore(tc.row[x], int32(x), tc.row[y], int32(y)), RanksBefore(tc.row[y], int32(y), tc.row[x], int32(x))
+					bx, by := sdk.RanksBefore(tc.row[x], int32(x), tc.row[y], int32(y)), sdk.RanksBefore(tc.row[y], int32(y), tc.row[x], int32(x))
 					if x == y && bx || x != y && bx == by {
 						t.Errorf("RanksBefore of columns %d and %d: %v and %v, want exactly one true", x, y, bx, by)
 					}

@@ -8,7 +8,7 @@ import (
 )
 
 // TestJudgeCandidateOrder: the engine's host-side candidates, argmax and log-sum-exp
-// follow the backend contract (backend.RanksBefore, backend.SpecialLSE) on the rows
+// follow the backend contract (sdk.RanksBefore, backend.SpecialLSE) on the rows
 // where a copy of the rule drifted: NaN ranks below every number ([NaN, 1, 2] gives
 // ids [2, 1], where the engine's own top-k once gave [0, 2]), and rows of ±Inf or with
 // a part of only −Inf have the contract's normaliser, not NaN.

@@ -47,16 +47,15 @@ func (*Greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, 
 	panic("BUG: unreachable")
 }
 
-// argmax returns the best candidate of a row (ties: the lower id), whether or not the
-// row is sorted.
+// argmax returns the first candidate of a row in the candidates' order
+// (sdk.RanksBefore), whether or not the row is sorted.
 func argmax(row *sdk.SampleRow) (int32, bool) {
 	if len(row.IDs) == 0 || len(row.Logits) != len(row.IDs) {
 		return 0, false
 	}
 	best := 0
 	for i := 1; i < len(row.IDs); i++ {
-		l, b := row.Logits[i], row.Logits[best]
-		if l > b || l == b && row.IDs[i] < row.IDs[best] {
+		if sdk.RanksBefore(row.Logits[i], row.IDs[i], row.Logits[best], row.IDs[best]) {
 			best = i
 		}
 	}

@@ -216,11 +216,10 @@ func (s *Sampling) sortIdx(row *sdk.SampleRow) {
 	})
 }
 
-// better reports whether candidate a of row ranks before candidate b: a higher logit,
-// or an equal logit and a lower id.
+// better reports whether candidate a of row ranks before candidate b in the
+// candidates' order (sdk.RanksBefore).
 func better(row *sdk.SampleRow, a, b int) bool {
-	la, lb := row.Logits[a], row.Logits[b]
-	return la > lb || la == lb && row.IDs[a] < row.IDs[b]
+	return sdk.RanksBefore(row.Logits[a], row.IDs[a], row.Logits[b], row.IDs[b])
 }
 
 // draw picks a kept candidate with probability ∝ s.probs, excluding token `without`

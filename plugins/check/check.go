@@ -256,7 +256,7 @@ func sampleRound(g *rand.Rand, k, nt int, gap float32, mismatchAt int) *sdk.Samp
 	return r
 }
 
-// sortCandidates puts a row's candidates in the engine's order (backend.RanksBefore).
+// sortCandidates puts a row's candidates in the engine's order (sdk.RanksBefore).
 func sortCandidates(row *sdk.SampleRow) {
 	idx := make([]int, len(row.IDs))
 	for i := range idx {
@@ -264,7 +264,7 @@ func sortCandidates(row *sdk.SampleRow) {
 	}
 	sort.Slice(idx, func(a, b int) bool {
 		x, y := idx[a], idx[b]
-		return backend.RanksBefore(row.Logits[x], row.IDs[x], row.Logits[y], row.IDs[y])
+		return sdk.RanksBefore(row.Logits[x], row.IDs[x], row.Logits[y], row.IDs[y])
 	})
 	ids, ls := make([]int32, len(idx)), make([]float32, len(idx))
 	for i, j := range idx {
@@ -278,7 +278,7 @@ func sortCandidates(row *sdk.SampleRow) {
 func argmaxOf(row *sdk.SampleRow) int32 {
 	best := 0
 	for j := range row.IDs {
-		if backend.RanksBefore(row.Logits[j], row.IDs[j], row.Logits[best], row.IDs[best]) {
+		if sdk.RanksBefore(row.Logits[j], row.IDs[j], row.Logits[best], row.IDs[best]) {
 			best = j
 		}
 	}
