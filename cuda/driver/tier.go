@@ -24,7 +24,17 @@ type Tier struct {
 	// cost grows by one chunk per 8 rows; on the H200 (14336 × 4096 weight) they meet near
 	// nt = 32 (Q8_0: 170 µs mat-vec vs 191 µs GEMM at 64; Q4_K: 288 vs 279), so 40.
 	// Tiers without their own measurement keep the same value.
+	//
+	// On tiers with MMQMinRows, the small-nt tensor-core kernel serves nt up to
+	// GEMMMinRows - 1 with the rows' single-row bits, so there GEMMMinRows is the row
+	// identity bound plus one: 65, for IdentityRows 64 (issue 18's goal).
 	GEMMMinRows int
+	// MMQMinRows is the nt from which MatMul on a quantized weight uses the int8
+	// tensor-core kernel (mmq.cu: every weight unit unpacked once for all rows, the
+	// integer dots on mma.sync) instead of mat-vec launches; 0 turns it off (Turing has no
+	// m16n8k32 int8 mma). The mat-vec keeps nt = 1, where one row leaves the mma tile 7/8
+	// empty; from 2 rows the mat-vec unpacks each block once per row.
+	MMQMinRows int
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
@@ -101,21 +111,21 @@ var hopperPairs = RowPairs{
 
 // tiers is ordered by compute capability.
 var tiers = []Tier{
-	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMQMinRows: 0, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
-	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
-	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
-	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
-	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
-	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
-	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
 }
 

@@ -185,6 +185,86 @@ static __device__ __forceinline__ void q8_store(float v, i8 *q, float *qd, i64 i
     if ((threadIdx.x % WARP) == 0) qd[idx / 32] = dd;
 }
 
+// Row identity across kernels: the mat-vec kernels (mmvq.cu, which serve nt = 1) and the
+// small-nt tensor-core kernels (mmq.cu) turn a weight unit's exact integer dots into the
+// row's float sum with these functions, in the same order. They are written as PTX with
+// explicit rounding (.rn), which the compiler neither contracts nor reorders, so a
+// product and a sum round the same way in either kernel.
+static __device__ __forceinline__ float fmul_rn(float a, float b) {
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float fadd_rn(float a, float b) {
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float ffma_rn(float a, float b, float c) {
+    float r;
+    asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
+    return r;
+}
+static __device__ __forceinline__ float i2f_rn(int v) {
+    float r;
+    asm("cvt.rn.f32.s32 %0, %1;" : "=f"(r) : "r"(v));
+    return r;
+}
+
+// fold1 adds a one-scale unit (Q4_0, Q5_0, Q8_0, Q6_K) to acc: its integer dot s (the
+// weights' offset already taken out) times the weight scale dw and activation scale dx.
+static __device__ __forceinline__ float fold1(float acc, float dw, float dx, int s) {
+    return ffma_rn(fmul_rn(dw, dx), i2f_rn(s), acc);
+}
+
+// KScale holds a K-quant unit's two parts' d·scale (a1, a2) and dmin·min (b1, b2).
+struct KScale { float a1, a2, b1, b2; };
+static __device__ __forceinline__ KScale kscale(float d, float dmin, int sca, int ma, int scb, int mb) {
+    KScale k;
+    k.a1 = fmul_rn(d, i2f_rn(sca));
+    k.a2 = fmul_rn(d, i2f_rn(scb));
+    k.b1 = fmul_rn(dmin, i2f_rn(ma));
+    k.b2 = fmul_rn(dmin, i2f_rn(mb));
+    return k;
+}
+
+// foldk adds a K-quant unit (Q4_K, Q5_K) to acc: parts a and b with integer dots sa, sb,
+// activation sums suma, sumb and activation scales da, db.
+static __device__ __forceinline__ float foldk(float acc, const KScale &k, int sa, int sb, int suma, int sumb, float da, float db) {
+    const float ta = ffma_rn(k.a1, i2f_rn(sa), -fmul_rn(k.b1, i2f_rn(suma)));
+    const float tb = ffma_rn(k.a2, i2f_rn(sb), -fmul_rn(k.b2, i2f_rn(sumb)));
+    return ffma_rn(da, ta, ffma_rn(db, tb, acc));
+}
+
+// k_scale_min is scale_min_k4 (below) of sub-block k, on a K-quant block's 12 bytes of
+// scales held as three words (the block head's words 1-3).
+static __device__ __forceinline__ void k_scale_min(int k, u32 w1, u32 w2, u32 w3, int &sc, int &m) {
+    const int b = 8 * (k & 3);
+    const u32 s1 = (w1 >> b) & 0xFF, s2 = (w2 >> b) & 0xFF, s3 = (w3 >> b) & 0xFF;
+    if (k < 4) {
+        sc = (int)(s1 & 63);
+        m = (int)(s2 & 63);
+    } else {
+        sc = (int)((s3 & 0xF) | ((s1 >> 6) << 4));
+        m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
+    }
+}
+
+// khead is the KScale of sub-blocks 2j and 2j+1 of the K-quant block at blk, from its
+// 16-byte head (d, dmin, the 12 bytes of scales) read in one load.
+static __device__ __forceinline__ KScale khead(const u8 *blk, int j) {
+    const int4 h = *(const int4 *)blk;
+    int sca, ma, scb, mb;
+    k_scale_min(2 * j, h.y, h.z, h.w, sca, ma);
+    k_scale_min(2 * j + 1, h.y, h.z, h.w, scb, mb);
+    return kscale(h2f((u16)(h.x & 0xFFFF)), h2f((u16)((u32)h.x >> 16)), sca, ma, scb, mb);
+}
+
+// spread5 moves bits 0-3 of h to bit 4 of bytes 0-3 (Q5_0's fifth bits of 4 values).
+static __device__ __forceinline__ int spread5(u32 h) {
+    return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
+}
+
 // K-quant 6-bit scale and min j (0..7) of a 12-byte scales field (ggml get_scale_min_k4).
 static __device__ __forceinline__ void scale_min_k4(int j, const u8 *q, int &sc, int &m) {
     if (j < 4) {

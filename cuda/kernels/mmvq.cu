@@ -7,7 +7,8 @@
 // 1-row call. A non-null bias is added to each output (the fused AddBias of the backend).
 //
 // Each type T has R and load (a weight unit), X and loadx (the activations of a unit)
-// and dotx (their dot product).
+// and fold (acc plus their dot product; common.cuh's fold1/foldk for the quantized
+// types, which mmq.cu uses too, so a row has the same bits there).
 //
 // Quantized types dot int8 weights against activations quantized by quantize.cu
 // (int8 + one float scale per 32 values) with dp4a; F16/F32 weights use f32 activations.
@@ -59,11 +60,11 @@ struct TQ4_0 {
     }
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int s = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x.x[k], s); s = dp4a(nib_hi(r.q[k]), x.x[k + 4], s); }
-        return r.d * x.d * (float)(s - 8 * x.sum);
+        return fold1(acc, r.d, x.d, s - 8 * x.sum);
     }
 };
 
@@ -79,19 +80,16 @@ struct TQ5_0 {
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
-    static __device__ __forceinline__ int spread(u32 h) {  // 4 bits → bit 4 of each byte
-        return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
-    }
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int s = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            s = dp4a(nib_lo(r.q[k]) | spread(r.h >> (4 * k)), x.x[k], s);
-            s = dp4a(nib_hi(r.q[k]) | spread(r.h >> (16 + 4 * k)), x.x[k + 4], s);
+            s = dp4a(nib_lo(r.q[k]) | spread5(r.h >> (4 * k)), x.x[k], s);
+            s = dp4a(nib_hi(r.q[k]) | spread5(r.h >> (16 + 4 * k)), x.x[k + 4], s);
         }
-        return r.d * x.d * (float)(s - 16 * x.sum);
+        return fold1(acc, r.d, x.d, s - 16 * x.sum);
     }
 };
 
@@ -108,47 +106,13 @@ struct TQ8_0 {
     }
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int s = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) s = dp4a(r.q[k], x.x[k], s);
-        return r.d * x.d * (float)s;
+        return fold1(acc, r.d, x.d, s);
     }
 };
-
-// k_scale_min is common.cuh's scale_min_k4 of sub-block k, on a K-quant block's 12 bytes
-// of scales held as three words (the block head's words 1-3).
-static __device__ __forceinline__ void k_scale_min(int k, u32 w1, u32 w2, u32 w3, int &sc, int &m) {
-    const int b = 8 * (k & 3);
-    const u32 s1 = (w1 >> b) & 0xFF, s2 = (w2 >> b) & 0xFF, s3 = (w3 >> b) & 0xFF;
-    if (k < 4) {
-        sc = (int)(s1 & 63);
-        m = (int)(s2 & 63);
-    } else {
-        sc = (int)((s3 & 0xF) | ((s1 >> 6) << 4));
-        m = (int)((s3 >> 4) | ((s2 >> 6) << 4));
-    }
-}
-
-// KHead is a K-quant block's d, dmin and the scale/min pairs of sub-blocks 2j and 2j+1,
-// from its 16-byte head (d, dmin, the 12 bytes of scales) read in one load.
-struct KHead { float d, dmin; int sca, ma, scb, mb; };
-static __device__ __forceinline__ KHead khead(const u8 *blk, int j) {
-    const int4 h = *(const int4 *)blk;
-    KHead k;
-    k.d = h2f((u16)(h.x & 0xFFFF));
-    k.dmin = h2f((u16)((u32)h.x >> 16));
-    k_scale_min(2 * j, h.y, h.z, h.w, k.sca, k.ma);
-    k_scale_min(2 * j + 1, h.y, h.z, h.w, k.scb, k.mb);
-    return k;
-}
-
-// kdot is a K-quant unit's value: sub-blocks 2j (dot sa, activation sum suma, scale da)
-// and 2j+1 (sb, sumb, db) of the block whose head is k.
-static __device__ __forceinline__ float kdot(const KHead &k, int sa, int sb, float da, float db, int suma, int sumb) {
-    return k.d * ((float)k.sca * da * (float)sa + (float)k.scb * db * (float)sb) -
-           k.dmin * ((float)k.ma * da * (float)suma + (float)k.mb * db * (float)sumb);
-}
 
 // KX is a K-quant unit's activations: N words (4N values) of each of its two sub-blocks
 // (the second 32 values after the first), their scales and their sums.
@@ -178,7 +142,7 @@ static __device__ __forceinline__ KX<N> kx(const int *xp, const float *xd) {
 // slice, each lane read 32 bytes of qs and 64 of x at a stride: the L1 was the busiest
 // unit at 79% and the kernel streamed 2.8 TB/s.)
 struct TQ4_K {
-    struct R { int q[4]; KHead k; };
+    struct R { int q[4]; KScale k; };
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const int j = (u / 2) % 4, h = u % 2;
@@ -196,14 +160,14 @@ struct TQ4_K {
         return kx<4>(a.xq + ((i64)jrow * a.cols + b * 256 + j * 64 + h * 16) / 4,
                      a.xd + (i64)jrow * (a.cols / 32) + b * 8 + j * 2);
     }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int sa = 0, sb = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             sa = dp4a(nib_lo(r.q[k]), x.xa[k], sa);
             sb = dp4a(nib_hi(r.q[k]), x.xb[k], sb);
         }
-        return kdot(r.k, sa, sb, x.da, x.db, x.suma, x.sumb);
+        return foldk(acc, r.k, sa, sb, x.suma, x.sumb, x.da, x.db);
     }
 };
 
@@ -211,7 +175,7 @@ struct TQ4_K {
 // bytes of fifth bits). Two lanes per slice as in Q4_K measured 6% slower at nt = 1
 // (the fifth bits' 32 bytes are read by every lane of the block either way).
 struct TQ5_K {
-    struct R { int q[8]; int h[8]; KHead k; int j; };
+    struct R { int q[8]; int h[8]; KScale k; int j; };
     static __device__ int units(int cols) { return cols / 64; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const int j = u % 4;
@@ -229,7 +193,7 @@ struct TQ5_K {
     static __device__ X loadx(const Args &a, int jrow, int u) {
         return kx<8>(a.xq + ((i64)jrow * a.cols + u * 64) / 4, a.xd + (i64)jrow * (a.cols / 32) + u * 2);
     }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int sa = 0, sb = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -238,7 +202,7 @@ struct TQ5_K {
             sa = dp4a(lo, x.xa[k], sa);
             sb = dp4a(hi, x.xb[k], sb);
         }
-        return kdot(r.k, sa, sb, x.da, x.db, x.suma, x.sumb);
+        return foldk(acc, r.k, sa, sb, x.suma, x.sumb, x.da, x.db);
     }
 };
 
@@ -271,7 +235,7 @@ struct TQ6_K {
         x.x1 = sum8(x.x + 4, 4);
         return x;
     }
-    static __device__ float dotx(const R &r, const X &x) {
+    static __device__ float fold(float acc, const R &r, const X &x) {
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -279,7 +243,7 @@ struct TQ6_K {
             if (k < 4) s0 = dp4a(v, x.x[k], s0);
             else s1 = dp4a(v, x.x[k], s1);
         }
-        return r.d * x.d * (float)(r.sc0 * (s0 - 32 * x.x0) + r.sc1 * (s1 - 32 * x.x1));
+        return fold1(acc, r.d, x.d, r.sc0 * (s0 - 32 * x.x0) + r.sc1 * (s1 - 32 * x.x1));
     }
 };
 
@@ -316,11 +280,11 @@ struct TF16 {
         }
         return xv;
     }
-    static __device__ float dotx(const R &r, const X &xv) {
+    static __device__ float fold(float acc, const R &r, const X &xv) {
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < N; k++) s += r.w[k] * xv.v[k];
-        return s;
+        return acc + s;
     }
 };
 
@@ -348,11 +312,11 @@ struct TF32 {
         }
         return xv;
     }
-    static __device__ float dotx(const R &r, const X &xv) {
+    static __device__ float fold(float acc, const R &r, const X &xv) {
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < N; k++) s += r.w[k] * xv.v[k];
-        return s;
+        return acc + s;
     }
 };
 
@@ -390,7 +354,7 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
         for (int j = 0; j < NT; j++) {
             const typename T::X xv = T::loadx(a, j, u);
 #pragma unroll
-            for (int i = 0; i < RW; i++) acc[i][j] += T::dotx(r[i], xv);
+            for (int i = 0; i < RW; i++) acc[i][j] = T::fold(acc[i][j], r[i], xv);
         }
     }
 #pragma unroll
@@ -399,7 +363,7 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             const float s = warp_sum(acc[i][j]);
-            if (lane == 0) dst[(i64)j * rows + row0 + i] = bias ? s + bias[row0 + i] : s;
+            if (lane == 0) dst[(i64)j * rows + row0 + i] = bias ? fadd_rn(s, bias[row0 + i]) : s;
         }
     }
 }

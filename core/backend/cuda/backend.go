@@ -6,16 +6,19 @@
 //
 // # Numerics
 //
-// MatMul for nt below the tier's GEMMMinRows (40) uses mat-vec kernels: activations are
+// MatMul picks one of three paths per call (planMatMul, from the tier's thresholds). At
+// nt = 1 (and for F16/F32 weights up to GEMMMinRows) mat-vec kernels: activations are
 // quantized to int8 blocks of 32 with a float scale on the GPU (once per producer:
 // RMSNorm, SwiGLU and attention write this 8-bit form beside their output) and dotted
 // with dp4a against the quantized weights (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K); F16 and
-// F32 weights take float dots with float32 activations. From GEMMMinRows on, weights are
-// dequantized to an f16 copy and multiplied on the tensor cores (mma.sync, f32
-// accumulation; activations rounded to f16, so |x| must stay below 65504). Other weight
-// types are dequantized to F32 at upload. Results track the CPU backend within the
-// bounds stated in the tests, not bit for bit (the CPU uses Q8_K activations for
-// K-quants and ggml's summation orders).
+// F32 weights take float dots with float32 activations. From the tier's MMQMinRows (2) to
+// GEMMMinRows - 1 (64) on sm_80+, quantized weights go to the int8 tensor-core kernel
+// (mmq.cu) with the same 8-bit activations. From GEMMMinRows on, weights are dequantized
+// to an f16 copy and multiplied on the tensor cores (mma.sync, f32 accumulation;
+// activations rounded to f16, so |x| must stay below 65504). Other weight types are
+// dequantized to F32 at upload. Results track the CPU backend within the bounds stated
+// in the tests, not bit for bit (the CPU uses Q8_K activations for K-quants and ggml's
+// summation orders).
 //
 // Some ops are held back and fused with the next one: a MatMul's launch waits for an
 // AddBias of its output (the bias joins its epilogue), a residual Add waits for the
@@ -24,12 +27,15 @@
 //
 // # Row identity
 //
-// Every kernel computes a row with the same operations whatever nt is: mat-vec kernels
-// serve nt ≤ 8 in one launch and larger nt in chunks of 8 with the same per-row code,
-// attention splits the cache in chunks fixed by the cache size, and norms pick their
-// block size from the row length. So rows are bitwise for every nt below GEMMMinRows;
-// the GEMM is not. Caps().IdentityRows declares 8, the bound the design guarantees on
-// every tier.
+// Every kernel computes a row with the same operations whatever nt is: the mat-vec
+// kernels serve nt ≤ 8 in one launch and larger nt in chunks of 8 with the same per-row
+// code; the tensor-core kernel for a few rows (mmq.cu) sums every output in the mat-vec
+// kernels' order with their rounding (common.cuh fold1/foldk), so its rows have the bits
+// of a 1-row mat-vec call; attention splits the cache in chunks fixed by the cache size,
+// and norms pick their block size from the row length. So rows are bitwise for every nt
+// below GEMMMinRows; the GEMM is not. Caps().IdentityRows declares GEMMMinRows - 1 of the
+// tier (64 on sm_80+, 39 on Turing), which TestMatMulRowIdentity and the conformance
+// kit check up to that bound.
 //
 // # Threads
 //
@@ -214,8 +220,9 @@ func (b *Backend) init(opts Options) error {
 // Name is "cuda".
 func (b *Backend) Name() string { return "cuda" }
 
-// Caps declares row identity up to 8 rows (see the package comment).
-func (b *Backend) Caps() backend.Caps { return backend.Caps{IdentityRows: 8} }
+// Caps declares row identity up to the tier's GEMMMinRows - 1 rows (see the package
+// comment).
+func (b *Backend) Caps() backend.Caps { return backend.Caps{IdentityRows: b.tier.GEMMMinRows - 1} }
 
 // Props are the device's properties; Tier the kernel choices in use.
 func (b *Backend) Props() driver.Props { return b.ctx.Props }

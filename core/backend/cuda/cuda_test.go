@@ -6,6 +6,7 @@
 package cuda_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -68,7 +69,7 @@ func TestSmoke(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) {
-	backendtest.RunOptions(t, func() backend.Backend { return open(t) }, backendtest.Options{MaxIdentityNT: 16})
+	backendtest.RunOptions(t, func() backend.Backend { return open(t) }, backendtest.Options{}) // identity up to Caps().IdentityRows
 }
 
 func mustF32(t testing.TB, b backend.Backend, v []float32) backend.Buffer {
@@ -197,12 +198,15 @@ func TestMatMulVsCPU(t *testing.T) {
 }
 
 // TestMatMulRowIdentity: each row of an nt-row MatMul equals the 1-row MatMul of that
-// row bit for bit, nt = 1…17 (past the 8-row kernel bound into chunked launches).
+// row bit for bit, nt = 1 … Caps().IdentityRows (64 on sm_80+: the mat-vec chunks, the
+// small-nt tensor-core kernel from 2 rows, its several activation groups past 32).
 func TestMatMulRowIdentity(t *testing.T) {
 	g := open(t)
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
-	const rows, cols, maxNT = 200, 512, 17
+	const rows, cols = 200, 512
+	maxNT := g.Caps().IdentityRows
+	t.Logf("identity bound %d (tier %s)", maxNT, g.Tier().Name)
 	for _, typ := range matmulTypes {
 		data := quantized(t, typ, rows, cols, rng)
 		w, err := g.NewWeight("w", typ, rows, cols, data)
@@ -231,6 +235,110 @@ func TestMatMulRowIdentity(t *testing.T) {
 		}
 		g.Free(w)
 	}
+}
+
+// TestMatMulSmallNTVsCPU: every nt from 1 to 64 (odd ones too) against the CPU
+// backend for every type, on a weight with an odd number of rows (a partial 16-row tile
+// of the tensor-core kernel).
+func TestMatMulSmallNTVsCPU(t *testing.T) {
+	g := open(t)
+	defer g.Close()
+	c := cpu.New(cpu.Options{})
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows, cols = 77, 512
+	for _, typ := range matmulTypes {
+		data := quantized(t, typ, rows, cols, rng)
+		wg, err := g.NewWeight("w", typ, rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc, err := c.NewWeight("w", typ, rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for nt := 1; nt <= 64; nt++ {
+			xv := normals(rng, nt*cols, 1)
+			dg, dc := poisoned(t, g, nt*rows), poisoned(t, c, nt*rows)
+			g.MatMul(dg, wg, mustF32(t, g, xv), nt)
+			c.MatMul(dc, wc, mustF32(t, c, xv), nt)
+			if e := relErr(read(t, g, dg, nt*rows), read(t, c, dc, nt*rows)); e > matmulBound(typ, nt) {
+				t.Errorf("%v nt=%d: relative error %.3g > %.3g", typ, nt, e, matmulBound(typ, nt))
+			}
+			g.Free(dg)
+		}
+		g.Free(wg)
+	}
+}
+
+// TestMatMulMMQSameBits: the small-nt tensor-core kernel (mmq.cu) gives every output
+// the bits of the mat-vec kernels (MINFER_NO_MMQ=1), at every nt from 2 to 64, on
+// weights whose rows leave a partial 16-row tile, with several weights merged into one
+// launch (q, k, v) and with a bias folded in.
+func TestMatMulMMQSameBits(t *testing.T) {
+	t.Setenv("MINFER_NO_MMQ", "1")
+	mv := open(t)
+	defer mv.Close()
+	t.Setenv("MINFER_NO_MMQ", "")
+	mq := open(t)
+	defer mq.Close()
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range cudabe.NativeTypes() {
+		if typ == quant.F32 || typ == quant.F16 {
+			continue
+		}
+		for _, sh := range [][2]int{{33, 256}, {301, 2048}, {96, 768}} {
+			rows, cols := sh[0], sh[1]
+			data := [2][]byte{quantized(t, typ, rows, cols, rng), quantized(t, typ, rows+5, cols, rng)}
+			bias := normals(rng, rows, 1)
+			xv := normals(rng, 64*cols, 1)
+			var got [2][]float32
+			for i, g := range []*cudabe.Backend{mv, mq} {
+				w0, err := g.NewWeight("w0", typ, rows, cols, data[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				w1, err := g.NewWeight("w1", typ, rows+5, cols, data[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				bw, err := g.NewWeight("b", quant.F32, 1, rows, f32Bytes(bias))
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := mustF32(t, g, xv)
+				for nt := 2; nt <= 64; nt++ {
+					d0, d1 := poisoned(t, g, nt*rows), poisoned(t, g, nt*(rows+5))
+					g.MatMul(d0, w0, x, nt) // merged with the next into one launch
+					g.MatMul(d1, w1, x, nt)
+					g.AddBias(d0, bw, nt) // folded into the launch's epilogue
+					got[i] = append(got[i], read(t, g, d0, nt*rows)...)
+					got[i] = append(got[i], read(t, g, d1, nt*(rows+5))...)
+					g.Free(d0)
+					g.Free(d1)
+				}
+				g.Free(x)
+				g.Free(w0)
+				g.Free(w1)
+				g.Free(bw)
+			}
+			for i := range got[0] {
+				if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
+					t.Errorf("%v %dx%d: output %d: mmq %v, mat-vec %v", typ, rows, cols, i, got[1][i], got[0][i])
+					break
+				}
+			}
+		}
+	}
+}
+
+// f32Bytes is v as little-endian float32 bytes (a F32 weight's data).
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
 }
 
 // TestMatMulPairRowsSameBits: the mat-vec kernels that take two weight rows per warp

@@ -22,6 +22,7 @@ func kernelNames() map[string][]string {
 		"gemm.cu":        {"gemm_f16w"},
 		"embed.cu":       nil,
 		"mmvq.cu":        nil,
+		"mmq.cu":         nil,
 	}
 	for src := range m {
 		m[src] = append(m[src], typeKernels(src)...)

@@ -16,7 +16,7 @@ import (
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
 // mmvq_q4_kw_1 … mmvq_q4_kw_8).
 func TestKernelNamesExist(t *testing.T) {
-	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQW?|EMBED|DEQUANT)\((\w+),`)
+	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQW?|MMQ|EMBED|DEQUANT)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		s, err := kernelSource(f)
@@ -30,6 +30,10 @@ func TestKernelNamesExist(t *testing.T) {
 			case "MMVQ", "MMVQW":
 				for nt := 1; nt <= 8; nt++ {
 					made[fmt.Sprintf("mmvq_%s%s_%d", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")), nt)] = true
+				}
+			case "MMQ":
+				for g := 1; g <= mmqMaxG; g++ {
+					made[fmt.Sprintf("mmq_%s_%d", m[2], g)] = true
 				}
 			case "EMBED":
 				made["embed_"+m[2]] = true
@@ -60,6 +64,7 @@ func TestKernelNamesExist(t *testing.T) {
 // and every tier's PairRows names only kernels with a two-row form.
 func TestTypeTable(t *testing.T) {
 	mm, _ := kernelSource("mmvq.cu")
+	mq, _ := kernelSource("mmq.cu")
 	_, hdrs, _ := kernels.Source("mmvq.cu")
 	common := string(hdrs["common.cuh"])
 	for _, w := range wtypes {
@@ -74,6 +79,9 @@ func TestTypeTable(t *testing.T) {
 			if !strings.Contains(string(mm.Code), "struct "+base+" {") {
 				t.Errorf("%s: mat-vec traits %s not defined in mmvq.cu", k.name, k.traits)
 			}
+		}
+		if w.mmq != "" && !strings.Contains(string(mq.Code), "struct "+w.mmq+" ") {
+			t.Errorf("%s: mmq traits %s not defined in mmq.cu", w.layout, w.mmq)
 		}
 		if got, ok := wtypeOf(w.t); !ok || got.layout != w.layout {
 			t.Errorf("wtypeOf(%v) = %v, %v", w.t, got, ok)

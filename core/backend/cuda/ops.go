@@ -13,7 +13,8 @@ import (
 type switches struct {
 	noMultiRow bool   // matmul: one mat-vec launch per row
 	noGraphs   bool   // Run: enqueue ops, never capture
-	noGEMM     bool   // matmul: chunked mat-vec for every nt
+	noGEMM     bool   // matmul: chunked mat-vec (or mmq) for every nt
+	noMMQ      bool   // matmul: mat-vec launches instead of the small-nt tensor-core kernel
 	noFuse     bool   // residual add + RMSNorm as two kernels
 	noPDL      bool   // launches: no programmatic dependent launch
 	noMerge    bool   // matmul: one mat-vec launch per weight
@@ -22,7 +23,7 @@ type switches struct {
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS")}
 }
 
@@ -31,7 +32,8 @@ func Switches() map[string]string {
 	return map[string]string{
 		"MINFER_NO_MMVQ_MULTIROW": "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
-		"MINFER_NO_GEMM":          "matmul: use chunked mat-vec launches for every nt instead of the tensor-core GEMM",
+		"MINFER_NO_GEMM":          "matmul: no tensor-core GEMM for prefill (the small-nt kernel or chunked mat-vec launches for every nt)",
+		"MINFER_NO_MMQ":           "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel for 2 to 64 rows (mmq.cu)",
 		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
@@ -64,6 +66,10 @@ type mvSpec struct {
 	kernel       string // mmvq_KERNEL_nt
 	nt           int
 	pair         bool // the tier lets this kernel and nt take two rows per warp (pairUp)
+	// mmq: an mmq.cu launch (nt activation rows in groups activation groups per block of
+	// rowsPerBlock weight rows) instead of a mat-vec one.
+	mmq    bool
+	groups int
 }
 
 type mvSet struct {
@@ -76,6 +82,9 @@ const mvMaxSets = 3
 
 func (m *mvSpec) args() []driver.Arg {
 	a := []driver.Arg{driver.P(m.xq), driver.P(m.xd), driver.P(m.xf), driver.I(m.cols)}
+	if m.mmq {
+		a = []driver.Arg{driver.P(m.xq), driver.P(m.xd), driver.I(m.cols), driver.I(m.nt), driver.I(m.groups)}
+	}
 	for i := range mvMaxSets {
 		var st mvSet
 		if i < len(m.sets) {
@@ -130,14 +139,14 @@ func mergeMV(ls []launchSpec) []launchSpec {
 			for i := range out {
 				o := &out[i]
 				if o.mv != nil && o.name == l.name && o.mv.xq == l.mv.xq && o.mv.xd == l.mv.xd && o.mv.xf == l.mv.xf &&
-					o.mv.cols == l.mv.cols && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
+					o.mv.cols == l.mv.cols && o.mv.nt == l.mv.nt && o.mv.groups == l.mv.groups && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
 					sets := append(append([]mvSet(nil), o.mv.sets...), l.mv.sets...)
 					m := *o.mv
 					m.sets = sets
 					o.mv = &m
 					o.grid.X = 0
 					for _, st := range sets {
-						o.grid.X += ceilDiv(st.rows, o.mv.rowsPerBlock)
+						o.grid.X += ceilDiv(st.rows, o.mv.rowsPerBlock) * max(o.mv.groups, 1)
 					}
 					merged = true
 					break
@@ -386,11 +395,11 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		}
 	}
 	ds.wrote()
-	if nt >= b.tier.GEMMMinRows && !b.sw.noGEMM && W.cols%32 == 0 {
-		b.gemm(W, xs, ds, nt)
+	p := b.planMatMul(W.layout, W.rows, W.cols, nt)
+	if p.path == pathGEMM {
+		b.gemm(W, xs, ds, nt, p)
 		return
 	}
-	kernel := wtypeByLayout(W.layout).mvFor(W.cols).name
 	var xq, xd driver.DevicePtr
 	if W.layout != "f16" && W.layout != "f32" {
 		// x's 8-bit form: from its shadow if a producer (or an earlier matmul) wrote it,
@@ -405,38 +414,103 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 			b.setShadow(xs, nt*W.cols)
 		}
 	}
-	warps := b.tier.MMVQWarps
-	step := b.tier.MMVQMaxRows
-	if b.sw.noMultiRow {
-		step = 1
-	}
 	mm := pendingMM{dst: ds, nt: nt, rows: W.rows}
-	for r0 := 0; r0 < nt; r0 += step {
-		n := min(step, nt-r0)
+	set := mvSet{q: W.q, d: W.d, e: W.e, dst: ds.p, rows: W.rows}
+	if p.path == pathMMQ {
+		mm.launches = append(mm.launches, launchSpec{name: p.kernel, bias: true,
+			grid: driver.Dim3{X: ceilDiv(W.rows, mmqRows) * p.groups}, block: driver.Dim3{X: 32 * mmqWarps},
+			mv: &mvSpec{xq: xq, xd: xd, cols: W.cols, rowsPerBlock: mmqRows, groups: p.groups, kernel: p.kernel, nt: nt, mmq: true,
+				sets: []mvSet{set}}})
+		b.pend = append(b.pend, mm)
+		return
+	}
+	warps := b.tier.MMVQWarps
+	for r0 := 0; r0 < nt; r0 += p.step {
+		n := min(p.step, nt-r0)
 		var q, d driver.DevicePtr
 		if xq != 0 {
 			q, d = xq+driver.DevicePtr(r0*W.cols), xd+driver.DevicePtr(4*r0*W.cols/32)
 		}
-		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", kernel, n), bias: true,
+		set.dst = ds.at(r0 * W.rows)
+		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", p.kernel, n), bias: true,
 			grid: driver.Dim3{X: ceilDiv(W.rows, warps)}, block: driver.Dim3{X: 32 * warps},
-			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps,
-				kernel: kernel, nt: n, pair: b.pairRows(kernel).Has(n),
-				sets: []mvSet{{q: W.q, d: W.d, e: W.e, dst: ds.at(r0 * W.rows), rows: W.rows}}}})
+			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps, groups: 1,
+				kernel: p.kernel, nt: n, pair: b.pairRows(p.kernel).Has(n), sets: []mvSet{set}}})
 	}
 	b.pend = append(b.pend, mm)
 }
 
+// mmPath is one of MatMul's three ways.
+type mmPath int
+
+const (
+	pathMV   mmPath = iota // mat-vec launches of up to MMVQMaxRows rows each (mmvq.cu)
+	pathMMQ                // the int8 tensor-core kernel for a few rows (mmq.cu)
+	pathGEMM               // an f16 copy of the weight, the tiled f16 GEMM (gemm.cu)
+)
+
+func (p mmPath) String() string { return [...]string{"mat-vec", "mmq", "gemm"}[p] }
+
+// mmPlan is how MatMul computes one call.
+type mmPlan struct {
+	path   mmPath
+	kernel string // pathMV: the mat-vec kernel (mmvq_KERNEL_n); pathMMQ: the kernel; pathGEMM: the dequant kernel, "" for F16
+	step   int    // pathMV: activation rows per launch
+	groups int    // pathMMQ: activation groups (of G tiles of 8 rows) per weight tile
+	// scratch is the device scratch the path needs, in bytes (the GEMM's f16 copy).
+	scratch int64
+}
+
+// mmq.cu's block: 8 warps over 16 weight rows.
+const (
+	mmqWarps = 8
+	mmqRows  = 16
+)
+
+// planMatMul is MatMul's one chooser (ggml-cuda's habit: the function that picks a path
+// also answers whether a path exists and how much scratch it takes): from the weight's
+// layout and shape, nt, the device tier and the MINFER_NO_* switches it picks
+//   - the GEMM from the tier's GEMMMinRows rows (weights of cols % 32 == 0);
+//   - else the int8 tensor-core kernel (mmq.cu) from the tier's MMQMinRows rows, for the
+//     types of the table that have one, on sm_80+;
+//   - else mat-vec launches of up to MMVQMaxRows rows (one with MINFER_NO_MMVQ_MULTIROW).
+//
+// The thresholds and their measurements live in the tier table (driver.Tier).
+func (b *Backend) planMatMul(layout string, rows, cols, nt int) mmPlan {
+	return planMatMul(b.tier, b.ctx.Props.Major*10+b.ctx.Props.Minor, b.sw, layout, rows, cols, nt)
+}
+
+func planMatMul(tier driver.Tier, cc int, sw switches, layout string, rows, cols, nt int) mmPlan {
+	w := wtypeByLayout(layout)
+	if nt >= tier.GEMMMinRows && !sw.noGEMM && cols%32 == 0 {
+		p := mmPlan{path: pathGEMM}
+		if layout != "f16" {
+			p.kernel, p.scratch = "dequant_f16_"+layout, 2*int64(rows)*int64(cols)
+		}
+		return p
+	}
+	if w.mmq != "" && tier.MMQMinRows > 0 && nt >= tier.MMQMinRows && cc >= 80 && !sw.noMMQ {
+		tiles := ceilDiv(nt, 8)
+		g := min(tiles, mmqMaxG)
+		return mmPlan{path: pathMMQ, kernel: fmt.Sprintf("mmq_%s_%d", layout, g), groups: ceilDiv(tiles, g)}
+	}
+	step := tier.MMVQMaxRows
+	if sw.noMultiRow {
+		step = 1
+	}
+	return mmPlan{path: pathMV, kernel: w.mvFor(cols).name, step: step}
+}
+
 // gemm queues the tensor-core path: dequantize w to an f16 copy (F16 weights are used
 // as they are), then the tiled f16 GEMM (gemm.cu).
-func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int) {
+func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int, p mmPlan) {
 	mm := pendingMM{dst: ds, nt: nt, rows: W.rows}
 	wf := W.q
-	if W.layout != "f16" {
-		n := W.rows * W.cols
-		if wf = b.scratchFor("wf16", 2*int64(n)); wf == 0 {
+	if p.kernel != "" {
+		if wf = b.scratchFor("wf16", p.scratch); wf == 0 {
 			return
 		}
-		mm.launches = append(mm.launches, launchSpec{name: "dequant_f16_" + W.layout,
+		mm.launches = append(mm.launches, launchSpec{name: p.kernel,
 			grid: driver.Dim3{X: W.rows, Y: ceilDiv(W.cols, 2048)}, block: driver.Dim3{X: 256},
 			args: []driver.Arg{driver.P(W.q), driver.P(W.d), driver.P(W.e), driver.P(wf), driver.I(W.rows), driver.I(W.cols)}})
 	}

@@ -23,6 +23,10 @@ type wtype struct {
 	// mv are the mat-vec kernels (mmvq_NAME_nt), the first whose cols divisor divides the
 	// weight's columns serves it.
 	mv []mvKernel
+	// mmq is the C++ traits struct of the small-nt tensor-core kernel (mmq.cu,
+	// mmq_LAYOUT_G), "" when the type has none (F32, F16: their mat-vec takes f32
+	// activations, which an f16 mma could not match bit for bit).
+	mmq string
 }
 
 // blockSplit: a block of the type's GGUF size holds its f16 scale at dOff, qLen bytes of
@@ -41,16 +45,19 @@ type mvKernel struct {
 var wtypes = []wtype{
 	{t: quant.F32, layout: "f32", mv: []mvKernel{{"f32v", "TF32<true>", 4, false}, {"f32s", "TF32<false>", 1, false}}},
 	{t: quant.F16, layout: "f16", mv: []mvKernel{{"f16v", "TF16<true>", 8, true}, {"f16s", "TF16<false>", 1, false}}},
-	{t: quant.Q4_0, layout: "q4_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"q4_0", "TQ4_0", 32, true}}},
-	{t: quant.Q5_0, layout: "q5_0", split: &blockSplit{dOff: 0, qOff: 6, qLen: 16, eOff: 2, eLen: 4}, mv: []mvKernel{{"q5_0", "TQ5_0", 32, true}}},
-	{t: quant.Q8_0, layout: "q8_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 32}, mv: []mvKernel{{"q8_0", "TQ8_0", 32, true}}},
-	{t: quant.Q4_K, layout: "q4_k", mv: []mvKernel{{"q4_k", "TQ4_K", 256, true}}},
-	{t: quant.Q5_K, layout: "q5_k", mv: []mvKernel{{"q5_k", "TQ5_K", 256, true}}},
-	{t: quant.Q6_K, layout: "q6_k", split: &blockSplit{dOff: 208, qOff: 0, qLen: 208}, mv: []mvKernel{{"q6_k", "TQ6_K", 256, true}}},
+	{t: quant.Q4_0, layout: "q4_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"q4_0", "TQ4_0", 32, true}}, mmq: "MQ4_0"},
+	{t: quant.Q5_0, layout: "q5_0", split: &blockSplit{dOff: 0, qOff: 6, qLen: 16, eOff: 2, eLen: 4}, mv: []mvKernel{{"q5_0", "TQ5_0", 32, true}}, mmq: "MQ5_0"},
+	{t: quant.Q8_0, layout: "q8_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 32}, mv: []mvKernel{{"q8_0", "TQ8_0", 32, true}}, mmq: "MQ8_0"},
+	{t: quant.Q4_K, layout: "q4_k", mv: []mvKernel{{"q4_k", "TQ4_K", 256, true}}, mmq: "MQ4_K"},
+	{t: quant.Q5_K, layout: "q5_k", mv: []mvKernel{{"q5_k", "TQ5_K", 256, true}}, mmq: "MQ5_K"},
+	{t: quant.Q6_K, layout: "q6_k", split: &blockSplit{dOff: 208, qOff: 0, qLen: 208}, mv: []mvKernel{{"q6_k", "TQ6_K", 256, true}}, mmq: "MQ6_K"},
 }
 
 // mvMaxNT is the largest nt a mat-vec kernel is instantiated for (mmvq_NAME_1 … _8).
 const mvMaxNT = 8
+
+// mmqMaxG is the most activation tiles of 8 rows one mmq block takes (mmq_LAYOUT_1 … _4).
+const mmqMaxG = 4
 
 // wtypeOf finds a type the kernels read natively.
 func wtypeOf(t quant.Type) (*wtype, bool) {
@@ -109,6 +116,10 @@ func instances(src string) string {
 			if w.t != quant.F16 {
 				fmt.Fprintf(&b, "DEQUANT(%s, %s)\n", w.layout, w.cw())
 			}
+		case "mmq.cu":
+			if w.mmq != "" {
+				fmt.Fprintf(&b, "MMQ(%s, %s)\n", w.layout, w.mmq)
+			}
 		case "mmvq.cu":
 			for _, k := range w.mv {
 				fmt.Fprintf(&b, "MMVQ(%s, %s)\n", k.name, k.traits)
@@ -131,6 +142,10 @@ func typeKernels(src string) []string {
 		case "gemm.cu":
 			if w.t != quant.F16 {
 				n = append(n, "dequant_f16_"+w.layout)
+			}
+		case "mmq.cu":
+			for g := 1; g <= mmqMaxG && w.mmq != ""; g++ {
+				n = append(n, fmt.Sprintf("mmq_%s_%d", w.layout, g))
 			}
 		case "mmvq.cu":
 			for _, k := range w.mv {

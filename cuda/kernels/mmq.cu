@@ -1,0 +1,326 @@
+// mmq.cu: dst[j][row] = w[row] · x[j] for a few activation rows (nt = 2 … the tier's
+// GEMMMinRows - 1) on the int8 tensor cores, for the quantized weight types. The weight
+// rows are the M dimension of mma.sync (16 per block), the activation rows (8-bit blocks
+// from quantize.cu, as the mat-vec kernels read them) the N dimension in tiles of 8,
+// padded with zeros; each weight unit is unpacked into registers once and used for
+// every activation tile of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the
+// backend's chooser (planMatMul) never picks it below.
+//
+// Row identity with the mat-vec kernels (which serve nt = 1): integer dots are exact, and
+// every output is summed exactly as mmvq_rows sums it. There lane l of a warp adds the
+// units l, l+32, l+64, … of its row in that order (common.cuh's fold1/foldk), then the
+// warp adds the 32 lane sums with the xor tree 16, 8, 4, 2, 1. Here the 8 warps of a
+// block share the units: warp w's slot s takes the units of lane l = w + 8s, in the same
+// order, with the same fold; slots (xor 16, xor 8 of l) are added in registers and the
+// warps (xor 4, 2, 1) through shared memory, in the tree's order. Nothing depends on nt,
+// on the tile an activation row lands in, or on the other rows.
+//
+// Each type T has units (mmvq.cu's count), W and load (a unit of weight rows g and g+8,
+// g = lane / 4, as mma A fragments and per-row factors) and tile (one activation tile:
+// B fragments, the mma, the fold into the lane's four outputs).
+#include "common.cuh"
+
+struct QArgs {
+    const void *q, *d, *e;  // weight arrays (layout per type: common.cuh)
+    const int *xq;          // quantized activations, as ints (4 values each)
+    const float *xd;        // their scales, one per 32 values
+    int cols, nt;
+};
+
+// c += a · b: a 16 × 32 int8 tile (row major: rows g, g+8 × k 4t…4t+3, 16+4t…), b 32 × 8
+// (k 4t…, 16+4t… × column g), c 16 × 8 int32 (rows g, g+8 × columns 2t, 2t+1).
+static __device__ __forceinline__ void mma_k32(int *c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    asm volatile("trap;");
+#endif
+}
+
+// c += a · b for k = 16 (a: rows g, g+8 × k 4t…4t+3; b: k 4t… × column g).
+static __device__ __forceinline__ void mma_k16(int *c, u32 a0, u32 a1, u32 b0) {
+#if __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+#else
+    asm volatile("trap;");
+#endif
+}
+
+#define ONES 0x01010101u
+
+// sub4: each byte of v (each below 128) minus the byte of o4, as a signed byte.
+static __device__ __forceinline__ u32 sub4(u32 v, u32 o4) { return ((v | 0x80808080u) - o4) ^ 0x80808080u; }
+
+// xword is word k of unit u's 32-value block of activation row j (0 past nt).
+static __device__ __forceinline__ u32 xword(const QArgs &a, int j, int blk32, int k) {
+    return j < a.nt ? (u32)a.xq[(i64)j * (a.cols / 4) + blk32 * 8 + k] : 0u;
+}
+// xscale is the scale of 32-value block blk32 of activation row j (0 past nt).
+static __device__ __forceinline__ float xscale(const QArgs &a, int j, int blk32) {
+    return j < a.nt ? a.xd[(i64)j * (a.cols / 32) + blk32] : 0.0f;
+}
+
+// Q4_0: unit = one block; a = nibbles - 8 (mmvq's s - 8·sum).
+struct MQ4_0 {
+    static __device__ int units(int cols) { return cols / 32; }
+    struct W { u32 a[4]; float d[2]; };
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 32;
+        const u32 *q = (const u32 *)a.q;
+        const u32 va = q[(ra * nb + u) * 4 + t], vb = q[(rb * nb + u) * 4 + t];
+        W w;
+        w.a[0] = sub4(va & 0x0F0F0F0F, 0x08080808);
+        w.a[1] = sub4(vb & 0x0F0F0F0F, 0x08080808);
+        w.a[2] = sub4((va >> 4) & 0x0F0F0F0F, 0x08080808);
+        w.a[3] = sub4((vb >> 4) & 0x0F0F0F0F, 0x08080808);
+        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
+        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        return w;
+    }
+    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+        int c[4] = {0, 0, 0, 0};
+        mma_k32(c, w.a[0], w.a[1], w.a[2], w.a[3], xword(a, j0 + g, u, t), xword(a, j0 + g, u, 4 + t));
+        const float dx0 = xscale(a, j0 + 2 * t, u), dx1 = xscale(a, j0 + 2 * t + 1, u);
+        acc[0] = fold1(acc[0], w.d[0], dx0, c[0]);
+        acc[1] = fold1(acc[1], w.d[0], dx1, c[1]);
+        acc[2] = fold1(acc[2], w.d[1], dx0, c[2]);
+        acc[3] = fold1(acc[3], w.d[1], dx1, c[3]);
+    }
+};
+
+// Q5_0: unit = one block; a = (nibble | fifth bit) - 16 (mmvq's s - 16·sum).
+struct MQ5_0 : MQ4_0 {
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 32;
+        const u32 *q = (const u32 *)a.q, *e = (const u32 *)a.e;
+        const u32 va = q[(ra * nb + u) * 4 + t], vb = q[(rb * nb + u) * 4 + t];
+        const u32 ha = e[ra * nb + u], hb = e[rb * nb + u];
+        W w;
+        w.a[0] = sub4((va & 0x0F0F0F0F) | spread5(ha >> (4 * t)), 0x10101010);
+        w.a[1] = sub4((vb & 0x0F0F0F0F) | spread5(hb >> (4 * t)), 0x10101010);
+        w.a[2] = sub4(((va >> 4) & 0x0F0F0F0F) | spread5(ha >> (16 + 4 * t)), 0x10101010);
+        w.a[3] = sub4(((vb >> 4) & 0x0F0F0F0F) | spread5(hb >> (16 + 4 * t)), 0x10101010);
+        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
+        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        return w;
+    }
+};
+
+// Q8_0: unit = one block of int8 values.
+struct MQ8_0 : MQ4_0 {
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 32;
+        const u32 *q = (const u32 *)a.q;
+        W w;
+        w.a[0] = q[(ra * nb + u) * 8 + t];
+        w.a[1] = q[(rb * nb + u) * 8 + t];
+        w.a[2] = q[(ra * nb + u) * 8 + 4 + t];
+        w.a[3] = q[(rb * nb + u) * 8 + 4 + t];
+        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
+        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        return w;
+    }
+};
+
+// Q6_K: unit = 32 values (mmvq.cu TQ6_K): two halves of 16 with their own scale, each a
+// k = 16 mma of (ql | qh << 4) - 32; the unit's integer is sc0·s0 + sc1·s1.
+struct MQ6_K {
+    static __device__ int units(int cols) { return cols / 32; }
+    struct W { u32 lo[2], hi[2]; int sc[2][2]; float d[2]; };
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 256;
+        const int b = u / 8, n = (u % 8) / 4, part = u % 4, shift = part >= 2 ? 4 : 0, hshift = 2 * part;
+        W w;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const i64 blk = (i ? rb : ra) * nb + b;
+            const u8 *body = (const u8 *)a.q + blk * 208;
+            const u32 *ql = (const u32 *)(body + n * 64 + (part & 1) * 32), *qh = (const u32 *)(body + 128 + n * 32);
+            w.lo[i] = sub4(((ql[t] >> shift) & 0x0F0F0F0F) | (((qh[t] >> hshift) & 0x03030303) << 4), 0x20202020);
+            w.hi[i] = sub4(((ql[4 + t] >> shift) & 0x0F0F0F0F) | (((qh[4 + t] >> hshift) & 0x03030303) << 4), 0x20202020);
+            const u16 sc = *(const u16 *)(body + 192 + n * 8 + part * 2);
+            w.sc[i][0] = (i8)(sc & 0xFF);
+            w.sc[i][1] = (i8)(sc >> 8);
+            w.d[i] = h2f(((const u16 *)a.d)[blk]);
+        }
+        return w;
+    }
+    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+        int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+        mma_k16(c0, w.lo[0], w.lo[1], xword(a, j0 + g, u, t));
+        mma_k16(c1, w.hi[0], w.hi[1], xword(a, j0 + g, u, 4 + t));
+        const float dx[2] = {xscale(a, j0 + 2 * t, u), xscale(a, j0 + 2 * t + 1, u)};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = e >> 1;
+            acc[e] = fold1(acc[e], w.d[i], dx[e & 1], w.sc[i][0] * c0[e] + w.sc[i][1] * c1[e]);
+        }
+    }
+};
+
+// Q4_K: unit = 32 values (mmvq.cu TQ4_K): 16 of sub-block 2j (low nibbles of half h of
+// slice j) and 16 of 2j+1 (high nibbles), each a k = 16 mma, with the activation sums
+// (an mma against ones) for the mins.
+struct MQ4_K {
+    static __device__ int units(int cols) { return cols / 32; }
+    struct W { u32 lo[2], hi[2]; KScale k[2]; };
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 256;
+        const int b = u / 8, j = (u / 2) % 4, h = u % 2;
+        W w;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const u8 *blk = (const u8 *)a.q + ((i ? rb : ra) * nb + b) * 144;
+            const u32 v = *(const u32 *)(blk + 16 + j * 32 + h * 16 + 4 * t);
+            w.lo[i] = v & 0x0F0F0F0F;
+            w.hi[i] = (v >> 4) & 0x0F0F0F0F;
+            w.k[i] = khead(blk, j);
+        }
+        return w;
+    }
+    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+        const int b = u / 8, j = (u / 2) % 4, h = u % 2;
+        const int jb = j0 + g;
+        // activation word t of the unit's 16 values of sub-block 2j, and of 2j+1 (32 values on)
+        u32 xa = 0, xb = 0;
+        if (jb < a.nt) {
+            const int *xp = a.xq + (i64)jb * (a.cols / 4) + (b * 256 + j * 64 + h * 16) / 4;
+            xa = (u32)xp[t];
+            xb = (u32)xp[8 + t];
+        }
+        int sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, ma[4] = {0, 0, 0, 0}, mb[4] = {0, 0, 0, 0};
+        mma_k16(sa, w.lo[0], w.lo[1], xa);
+        mma_k16(sb, w.hi[0], w.hi[1], xb);
+        mma_k16(ma, ONES, ONES, xa);
+        mma_k16(mb, ONES, ONES, xb);
+        const int s32 = b * 8 + j * 2;
+        const float da[2] = {xscale(a, j0 + 2 * t, s32), xscale(a, j0 + 2 * t + 1, s32)};
+        const float db[2] = {xscale(a, j0 + 2 * t, s32 + 1), xscale(a, j0 + 2 * t + 1, s32 + 1)};
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e], mb[e], da[e & 1], db[e & 1]);
+    }
+};
+
+// Q5_K: unit = 64 values (mmvq.cu TQ5_K): sub-blocks 2j and 2j+1 of one block, 32 values
+// each, (nibble | fifth bit) as k = 32 mmas, with the activation sums for the mins.
+struct MQ5_K {
+    static __device__ int units(int cols) { return cols / 64; }
+    struct W { u32 lo[4], hi[4]; KScale k[2]; };  // [row g, row g+8, row g k+16, row g+8 k+16]
+    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
+        const i64 nb = a.cols / 256;
+        const int b = u / 4, j = u % 4;
+        W w;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const u8 *blk = (const u8 *)a.q + ((i ? rb : ra) * nb + b) * 176;
+            const u32 *qs = (const u32 *)(blk + 48 + j * 32), *qh = (const u32 *)(blk + 16);
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const u32 q = qs[4 * half + t], hb = qh[4 * half + t];
+                w.lo[2 * half + i] = (q & 0x0F0F0F0F) | (((hb >> (2 * j)) & 0x01010101) << 4);
+                w.hi[2 * half + i] = ((q >> 4) & 0x0F0F0F0F) | (((hb >> (2 * j + 1)) & 0x01010101) << 4);
+            }
+            w.k[i] = khead(blk, j);
+        }
+        return w;
+    }
+    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+        const int jb = j0 + g;
+        int sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, ma[4] = {0, 0, 0, 0}, mb[4] = {0, 0, 0, 0};
+        const u32 xa0 = xword(a, jb, 2 * u, t), xa1 = xword(a, jb, 2 * u, 4 + t);
+        const u32 xb0 = xword(a, jb, 2 * u + 1, t), xb1 = xword(a, jb, 2 * u + 1, 4 + t);
+        mma_k32(sa, w.lo[0], w.lo[1], w.lo[2], w.lo[3], xa0, xa1);
+        mma_k32(sb, w.hi[0], w.hi[1], w.hi[2], w.hi[3], xb0, xb1);
+        mma_k32(ma, ONES, ONES, ONES, ONES, xa0, xa1);
+        mma_k32(mb, ONES, ONES, ONES, ONES, xb0, xb1);
+        const float da[2] = {xscale(a, j0 + 2 * t, 2 * u), xscale(a, j0 + 2 * t + 1, 2 * u)};
+        const float db[2] = {xscale(a, j0 + 2 * t, 2 * u + 1), xscale(a, j0 + 2 * t + 1, 2 * u + 1)};
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e], mb[e], da[e & 1], db[e & 1]);
+    }
+};
+
+#define MMQ_WARPS 8
+#define MMQ_SLOTS (WARP / MMQ_WARPS)
+
+// mmq_rows: weight rows 16·tile … 16·tile+15 times activation tiles G·group … G·group+G-1
+// (8 rows each). See the file comment for the order of the sums.
+template <class T, int G>
+static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int rows, const float *bias, int tile, int group) {
+    __shared__ float red[MMQ_WARPS][G * 4][WARP];
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
+    const int row0 = tile * 16, j00 = group * G * 8;
+    const i64 ra = min(row0 + g, rows - 1), rb = min(row0 + g + 8, rows - 1);  // loads stay in the weight
+    const int U = T::units(a.cols);
+    float acc[G][MMQ_SLOTS][4];
+#pragma unroll
+    for (int n = 0; n < G; n++)
+#pragma unroll
+        for (int s = 0; s < MMQ_SLOTS; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[n][s][e] = 0.0f;
+    grid_dep_sync();
+    for (int r0 = 0; r0 < U; r0 += WARP) {
+#pragma unroll
+        for (int s = 0; s < MMQ_SLOTS; s++) {
+            const int u = r0 + warp + MMQ_WARPS * s;  // the unit of mmvq's lane warp + 8s
+            if (u < U) {                               // warp-uniform
+                const typename T::W w = T::load(a, ra, rb, u, t);
+#pragma unroll
+                for (int n = 0; n < G; n++)
+                    if (j00 + 8 * n < a.nt) T::tile(a, w, u, j00 + 8 * n, g, t, acc[n][s]);
+            }
+        }
+    }
+    // xor 16 and xor 8 of the lane index are slots s ^ 2 and s ^ 1.
+#pragma unroll
+    for (int n = 0; n < G; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            red[warp][n * 4 + e][lane] = fadd_rn(fadd_rn(acc[n][0][e], acc[n][2][e]), fadd_rn(acc[n][1][e], acc[n][3][e]));
+    __syncthreads();
+    // xor 4, 2, 1 are warps w ^ 4, w ^ 2, w ^ 1.
+    for (int i = warp; i < G * 4; i += MMQ_WARPS) {
+        float v[MMQ_WARPS];
+#pragma unroll
+        for (int w = 0; w < MMQ_WARPS; w++) v[w] = red[w][i][lane];
+        const float c0 = fadd_rn(v[0], v[4]), c1 = fadd_rn(v[1], v[5]), c2 = fadd_rn(v[2], v[6]), c3 = fadd_rn(v[3], v[7]);
+        const float s = fadd_rn(fadd_rn(c0, c2), fadd_rn(c1, c3));
+        const int n = i / 4, e = i % 4;
+        const int row = row0 + g + (e >= 2 ? 8 : 0), j = j00 + 8 * n + 2 * t + (e & 1);
+        if (row < rows && j < a.nt) dst[(i64)j * rows + row] = bias ? fadd_rn(s, bias[row]) : s;
+    }
+}
+
+// Each kernel multiplies one x by up to three weights of the same type (as mmvq.cu's):
+// blocks [0, tiles(rows0)·groups) take set 0, then set 1, then set 2; block b of a set
+// takes weight tile b / groups and activation group b % groups.
+#define MMQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
+#define MMQ1(name, T, G)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(MMQ_WARPS * WARP) mmq_##name##_##G(                           \
+        const int *xq, const float *xd, int cols, int nt, int groups, MMQ_SET(0), MMQ_SET(1), MMQ_SET(2)) {     \
+        const int nb0 = (rows0 + 15) / 16 * groups, nb1 = (rows1 + 15) / 16 * groups;                           \
+        int blk = blockIdx.x;                                                                                   \
+        QArgs a = {q0, d0, e0, xq, xd, cols, nt};                                                               \
+        float *dst = dst0;                                                                                      \
+        int rows = rows0;                                                                                       \
+        const float *bias = bias0;                                                                              \
+        if (blk >= nb0) {                                                                                       \
+            blk -= nb0;                                                                                         \
+            if (blk < nb1) {                                                                                    \
+                a.q = q1; a.d = d1; a.e = e1; dst = dst1; rows = rows1; bias = bias1;                           \
+            } else {                                                                                            \
+                blk -= nb1;                                                                                     \
+                a.q = q2; a.d = d2; a.e = e2; dst = dst2; rows = rows2; bias = bias2;                           \
+            }                                                                                                   \
+        }                                                                                                       \
+        mmq_rows<T, G>(a, dst, rows, bias, blk / groups, blk % groups);                                         \
+    }
+// MMQ(name, T): activation tiles per block G = 1 … 4 (nt up to 32 in one group).
+#define MMQ(name, T) MMQ1(name, T, 1) MMQ1(name, T, 2) MMQ1(name, T, 3) MMQ1(name, T, 4)
+// The per-type instantiations (MMQ lines) are appended at compile time from the
+// weight-type table, core/backend/cuda/types.go.
