@@ -43,7 +43,7 @@ Prompts: each --prompts FILE is tokenized and --prompt-count prompts of --prompt
 tokens are taken at offsets i·(tokens − prompt-tokens)/count (as the trained pair's
 train-report.json draws them); without --prompts a few built-in prompts are used.
 
-It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16
+It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16 (--curve-rows)
 rows (after a 64-token prefix), and the draft's cost per one-token step.
 
 Drafters: --drafter NAME,... (or [spec] drafter) gives every row drafter plugins beside
@@ -96,6 +96,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		count, ptoks, reps int
 		warmup             float64
 		curve              bool
+		curveRows          int
 		policyList         string
 		drafterList        string
 	)
@@ -112,6 +113,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&drafterList, "drafters", "", "comma-separated drafters to compare, each a row drafter:NAME: model, drafter plugins (alone), auto (all of them)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fs.BoolVar(&curve, "curve", true, "measure the verify-cost curve (--curve=false skips it)")
+	fs.IntVar(&curveRows, "curve-rows", 16, "largest nt of the verify-cost curve")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -126,8 +128,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return usagef("specbench: no draft model and no drafter (give --draft DRAFT, --drafter NAME or --drafters)")
 	case warmup < 0:
 		return usagef("specbench: --warmup %g: want ≥ 0 seconds", warmup)
-	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1:
-		return usagef("specbench: -n, -r, --prompt-count and --prompt-tokens must be ≥ 1")
+	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1 || curveRows < 1:
+		return usagef("specbench: -n, -r, --prompt-count, --prompt-tokens and --curve-rows must be ≥ 1")
 	}
 	cfg, _, err := config.LoadOrDefault(f.configPath)
 	if err != nil {
@@ -189,7 +191,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if curve {
-		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.target, st.draft, 16); err != nil {
+		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.target, st.draft, curveRows); err != nil {
 			return err
 		}
 	}

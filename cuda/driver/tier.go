@@ -25,16 +25,19 @@ type Tier struct {
 	// nt = 32 (Q8_0: 170 µs mat-vec vs 191 µs GEMM at 64; Q4_K: 288 vs 279), so 40.
 	// Tiers without their own measurement keep the same value.
 	//
-	// On tiers with MMQMinRows, the small-nt tensor-core kernel serves nt up to
-	// GEMMMinRows - 1 with the rows' single-row bits, so there GEMMMinRows is the row
-	// identity bound plus one: 65, for IdentityRows 64 (issue 18's goal).
+	// On sm_80+ tiers every nt below GEMMMinRows keeps the rows' single-row bits (the
+	// mat-vec chunks, or the tensor-core kernel of MMQRows, which has their bits), so
+	// there GEMMMinRows is the row identity bound plus one: 65, for IdentityRows 64 (issue
+	// 18's goal); the GEMM's f16 rounding loses identity. Tiers other than Hopper were
+	// not measured and take Hopper's MMQRows.
 	GEMMMinRows int
-	// MMQMinRows is the nt from which MatMul on a quantized weight uses the int8
-	// tensor-core kernel (mmq.cu: every weight unit unpacked once for all rows, the
-	// integer dots on mma.sync) instead of mat-vec launches; 0 turns it off (Turing has no
-	// m16n8k32 int8 mma). The mat-vec keeps nt = 1, where one row leaves the mma tile 7/8
-	// empty; from 2 rows the mat-vec unpacks each block once per row.
-	MMQMinRows int
+	// MMQRows is, per quantized weight layout ("q4_k"), the nt from which MatMul uses the
+	// int8 tensor-core kernel (mmq.cu: each weight unit unpacked once for all the rows,
+	// the integer dots on mma.sync) instead of mat-vec launches of up to 8 rows; a layout
+	// it leaves out, and every layout on a tier without it, keeps the mat-vec (Turing has
+	// no m16n8k32 int8 mma). Both give every row the same bits, so this is a speed choice
+	// only (see hopperMMQ for the measurement).
+	MMQRows map[string]int
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
@@ -103,6 +106,17 @@ func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
 // time), so Q4_K pairs only at nt 8.
 type RowPairs map[string]NTSet
 
+// hopperMMQ is the Hopper tier's MMQRows: where the tensor-core kernel beat the mat-vec
+// chunks in BenchmarkMatMul (14336 × 4096, H200, ns per 32 matmuls, mmq / mat-vec):
+// Q4_0 1.12 at nt 24, 0.96 at 32, 0.94 at 64; Q8_0 1.00 at 12, 0.87 at 16, 0.78 at 64;
+// Q4_K 1.14 at 8, 0.91 at 12, 0.77 at 16, 0.72 at 64; Q5_K 1.12 at 4, 0.95 at 6, 0.78
+// at 8, 0.51 at 64; Q6_K 1.02-2.7 at every nt, so it keeps the mat-vec. At 2-4 rows the
+// kernel is 2-4× slower than the mat-vec: with 16 weight rows a block and a few words a
+// lane per unit it has too few bytes in flight to stream the weights (1.2-1.5 TB/s
+// against the mat-vec's 3.7). Q5_0 was not measured; it takes Q4_0's threshold (the same
+// kernel with the fifth bits added). docs/perf-cuda.md, v7.
+var hopperMMQ = map[string]int{"q4_0": 32, "q5_0": 32, "q8_0": 16, "q4_k": 12, "q5_k": 6}
+
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{
 	"q4_0": NTs(1, 8), "q5_0": NTs(1, 8), "q8_0": NTs(1, 1) | NTs(4, 8), "q4_k": NTs(8, 8),
@@ -111,21 +125,21 @@ var hopperPairs = RowPairs{
 
 // tiers is ordered by compute capability.
 var tiers = []Tier{
-	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMQMinRows: 0, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
-	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
-	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
-	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
-	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
-	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
-	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 65, MMQMinRows: 2, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
 }
 

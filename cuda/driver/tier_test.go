@@ -47,8 +47,10 @@ func TestTierTableSane(t *testing.T) {
 		if tr.GEMMMinRows <= tr.MMVQMaxRows {
 			t.Errorf("tier %s: GEMMMinRows %d must exceed MMVQMaxRows %d (row identity)", tr.Name, tr.GEMMMinRows, tr.MMVQMaxRows)
 		}
-		if tr.MMQMinRows != 0 && (tr.MMQMinRows < 2 || tr.Major < 8) {
-			t.Errorf("tier %s: MMQMinRows %d (the int8 mma needs sm_80 and nt 1 stays on the mat-vec)", tr.Name, tr.MMQMinRows)
+		for k, nt := range tr.MMQRows {
+			if nt < 2 || tr.Major < 8 {
+				t.Errorf("tier %s: MMQRows[%s] = %d (the int8 mma needs sm_80 and nt 1 stays on the mat-vec)", tr.Name, k, nt)
+			}
 		}
 		if tr.MMVQWarps < 1 || tr.MMVQWarps > 32 || tr.AttnChunk < 32 || tr.AttnChunk%32 != 0 || tr.AttnMaxSplits < 1 || tr.TopKMaxK < 1 {
 			t.Errorf("tier %s: bad thresholds %+v", tr.Name, tr)

@@ -27,7 +27,7 @@ func BenchmarkMatMul(b *testing.B) {
 	const rows, cols = 14336, 4096
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16} {
 		ws := benchWeights(b, g, rng, typ, rows, cols, 4)
-		for _, nt := range []int{1, 2, 4, 8, 16, 32, 64, 512} {
+		for _, nt := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 512} {
 			b.Run(fmt.Sprintf("%v/nt%d", typ, nt), func(b *testing.B) {
 				perMM := timeMatMuls(b, g, rng, ws, nt)
 				b.ReportMetric(2*float64(rows)*cols*float64(nt)/perMM/1e12, "TFLOP/s")

@@ -239,8 +239,10 @@ func TestMatMulRowIdentity(t *testing.T) {
 
 // TestMatMulSmallNTVsCPU: every nt from 1 to 64 (odd ones too) against the CPU
 // backend for every type, on a weight with an odd number of rows (a partial 16-row tile
-// of the tensor-core kernel).
+// of the tensor-core kernel), with the tensor-core kernel from 2 rows for every type
+// (MINFER_MMQ=all; TestMatMulVsCPU covers the mat-vec).
 func TestMatMulSmallNTVsCPU(t *testing.T) {
+	t.Setenv("MINFER_MMQ", "all")
 	g := open(t)
 	defer g.Close()
 	c := cpu.New(cpu.Options{})
@@ -272,7 +274,8 @@ func TestMatMulSmallNTVsCPU(t *testing.T) {
 }
 
 // TestMatMulMMQSameBits: the small-nt tensor-core kernel (mmq.cu) gives every output
-// the bits of the mat-vec kernels (MINFER_NO_MMQ=1), at every nt from 2 to 64, on
+// the bits of the mat-vec kernels (MINFER_NO_MMQ=1), at every nt from 2 to 64 for every
+// type that has it (MINFER_MMQ=all), on
 // weights whose rows leave a partial 16-row tile, with several weights merged into one
 // launch (q, k, v) and with a bias folded in.
 func TestMatMulMMQSameBits(t *testing.T) {
@@ -280,6 +283,7 @@ func TestMatMulMMQSameBits(t *testing.T) {
 	mv := open(t)
 	defer mv.Close()
 	t.Setenv("MINFER_NO_MMQ", "")
+	t.Setenv("MINFER_MMQ", "all") // from 2 rows for every type, whatever the tier's thresholds
 	mq := open(t)
 	defer mq.Close()
 	rng := rand.New(rand.NewPCG(13, 14))

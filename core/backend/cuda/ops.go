@@ -15,6 +15,8 @@ type switches struct {
 	noGraphs   bool   // Run: enqueue ops, never capture
 	noGEMM     bool   // matmul: chunked mat-vec (or mmq) for every nt
 	noMMQ      bool   // matmul: mat-vec launches instead of the small-nt tensor-core kernel
+	mmqAll     bool   // matmul: the small-nt tensor-core kernel from 2 rows for every type that has one
+	mmqG       int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1 or 2; 0: the chooser's)
 	noFuse     bool   // residual add + RMSNorm as two kernels
 	noPDL      bool   // launches: no programmatic dependent launch
 	noMerge    bool   // matmul: one mat-vec launch per weight
@@ -23,8 +25,19 @@ type switches struct {
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS")}
+}
+
+// mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not 1 or 2).
+func mmqGEnv() int {
+	switch os.Getenv("MINFER_MMQ_G") {
+	case "1":
+		return 1
+	case "2":
+		return 2
+	}
+	return 0
 }
 
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
@@ -33,11 +46,13 @@ func Switches() map[string]string {
 		"MINFER_NO_MMVQ_MULTIROW": "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
 		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
 		"MINFER_NO_GEMM":          "matmul: no tensor-core GEMM for prefill (the small-nt kernel or chunked mat-vec launches for every nt)",
-		"MINFER_NO_MMQ":           "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel for 2 to 64 rows (mmq.cu)",
+		"MINFER_NO_MMQ":           "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel (mmq.cu) where the tier uses it (driver.Tier.MMQRows)",
+		"MINFER_MMQ":              "=all: the int8 tensor-core kernel from 2 rows for every type that has one (for testing and measuring)",
 		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
+		"MINFER_MMQ_G":            "=1 or =2: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
 		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 	}
 }
@@ -471,8 +486,9 @@ const (
 // also answers whether a path exists and how much scratch it takes): from the weight's
 // layout and shape, nt, the device tier and the MINFER_NO_* switches it picks
 //   - the GEMM from the tier's GEMMMinRows rows (weights of cols % 32 == 0);
-//   - else the int8 tensor-core kernel (mmq.cu) from the tier's MMQMinRows rows, for the
-//     types of the table that have one, on sm_80+;
+//   - else the int8 tensor-core kernel (mmq.cu) from the tier's MMQRows rows of the
+//     layout, for the types of the table that have one, on sm_80+ (MINFER_MMQ=all: from
+//     2 rows for every such type);
 //   - else mat-vec launches of up to MMVQMaxRows rows (one with MINFER_NO_MMVQ_MULTIROW).
 //
 // The thresholds and their measurements live in the tier table (driver.Tier).
@@ -489,9 +505,16 @@ func planMatMul(tier driver.Tier, cc int, sw switches, layout string, rows, cols
 		}
 		return p
 	}
-	if w.mmq != "" && tier.MMQMinRows > 0 && nt >= tier.MMQMinRows && cc >= 80 && !sw.noMMQ {
+	from, ok := tier.MMQRows[layout]
+	if sw.mmqAll && cc >= 80 {
+		from, ok = 2, true
+	}
+	if ok && w.mmq != "" && nt >= from && cc >= 80 && !sw.noMMQ {
 		tiles := ceilDiv(nt, 8)
 		g := min(tiles, mmqMaxG)
+		if sw.mmqG > 0 {
+			g = min(sw.mmqG, mmqMaxG)
+		}
 		return mmPlan{path: pathMMQ, kernel: fmt.Sprintf("mmq_%s_%d", layout, g), groups: ceilDiv(tiles, g)}
 	}
 	step := tier.MMVQMaxRows

@@ -21,7 +21,18 @@ import (
 // draft (every draft accepted, so every verify call has depth + 1 rows) and with the
 // target in another quantization as the draft, on the synthetic models of every
 // architecture (Q4_K_M files: Q4_K and Q6_K weights on the small-nt tensor-core kernel).
+// It runs with the tier's kernel choices and with the tensor-core kernel for every
+// verify call (MINFER_MMQ=all).
 func TestSpeculativeGreedyIdentityGPU(t *testing.T) {
+	for _, mode := range []string{"", "all"} {
+		t.Run("MINFER_MMQ="+mode, func(t *testing.T) {
+			t.Setenv("MINFER_MMQ", mode)
+			specIdentity(t)
+		})
+	}
+}
+
+func specIdentity(t *testing.T) {
 	g := open(t)
 	defer g.Close()
 	bound := g.Caps().IdentityRows - 1

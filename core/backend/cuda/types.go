@@ -56,8 +56,8 @@ var wtypes = []wtype{
 // mvMaxNT is the largest nt a mat-vec kernel is instantiated for (mmvq_NAME_1 … _8).
 const mvMaxNT = 8
 
-// mmqMaxG is the most activation tiles of 8 rows one mmq block takes (mmq_LAYOUT_1 … _4).
-const mmqMaxG = 4
+// mmqMaxG is the most activation tiles of 8 rows one mmq block takes (mmq_LAYOUT_1, _2).
+const mmqMaxG = 2
 
 // wtypeOf finds a type the kernels read natively.
 func wtypeOf(t quant.Type) (*wtype, bool) {
