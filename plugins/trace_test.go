@@ -92,7 +92,7 @@ func TestTracerHostTime(t *testing.T) {
 	if err != nil || len(rounds) != 2 {
 		t.Fatalf("%v, %d rounds", err, len(rounds))
 	}
-	if h, min := time.Duration(rounds[0].HostNs), gap-draft-verify; h < min || h > time.Second {
+	if h, min := time.Duration(rounds[0].HostNs), gap-draft-verify; h < min || h > time.Minute { // the bound above: a stalled, loaded machine, not a wrong sum
 		t.Errorf("round 0: host_ns %v, want at least %v", h, min)
 	}
 	if rounds[1].HostNs != 0 {
