@@ -61,6 +61,7 @@ type TracedPolicy struct {
 	seq     int
 	name    string
 	prompt  string
+	drafter []string // the sequence's drafters by index (SetDrafters)
 	pending bool
 	dec     sdk.DepthDecision
 	// asked is when the wrapped policy was asked for the pending round's depth: the
@@ -71,6 +72,10 @@ type TracedPolicy struct {
 
 // SetPrompt records the request's prompt tokens (as PromptKey) on each round.
 func (tp *TracedPolicy) SetPrompt(ids []int32) { tp.prompt = PromptKey(ids) }
+
+// SetDrafters records the names of the sequence's drafters (the engine calls it before
+// the first round), so that each round names its drafter.
+func (tp *TracedPolicy) SetDrafters(names []string) { tp.drafter = append([]string(nil), names...) }
 
 // PromptKey is a short hash of prompt tokens, the trace's Prompt field.
 func PromptKey(ids []int32) string {
@@ -108,6 +113,12 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
 	r.Prompt = tp.prompt
 	r.HostNs = max(wall-last.DraftNs-last.VerifyNs, 0)
+	if last.Drafters <= 1 {
+		r.Drafters = 0 // one drafter: the trace reads as before drafters
+	}
+	if last.Depth > 0 && last.Drafter >= 0 && last.Drafter < len(tp.drafter) {
+		r.Drafter = tp.drafter[last.Drafter]
+	}
 	tp.t.write(&r)
 }
 

@@ -99,3 +99,59 @@ func TestTracerHostTime(t *testing.T) {
 		t.Errorf("round 1: host_ns %v, want 0 (clamped)", rounds[1].HostNs)
 	}
 }
+
+// TestTracerDrafters: a sequence offering two drafters is recorded with each round's
+// drafter (index and name); replaying the recorded policy makes the same choices
+// between them and reproduces the recorded throughput exactly.
+func TestTracerDrafters(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	tr := plugins.NewTracer(&buf)
+	inner, _ := builtin.NewAdaptive([]byte(`{"draft_max":6}`))
+	p := tr.Wrap(inner, "adaptive")
+	p.SetDrafters([]string{"model", "ngram"})
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 6, Drafters: 2}
+	for r := range 80 {
+		d, err := p.NextDepth(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := d.Drafter
+		drafted, acc, ns := d.Depth, min(d.Depth, r%3), int64(d.Depth)*50000 // the model: slow, agrees a little
+		if k == 1 && d.Depth > 0 {                                           // ngram: copies in the first half only
+			drafted, ns = 0, 2000
+			if r < 40 {
+				drafted = d.Depth
+			}
+			acc = drafted
+		}
+		conf := make([]float32, drafted)
+		for i := range conf {
+			conf[i] = 0.9
+		}
+		last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: drafted, Accepted: acc, DraftConf: conf,
+			DraftNs: ns, VerifyNs: 100000 + int64(drafted)*20000, MaxDepth: 6, Drafter: k, Drafters: 2}
+	}
+	p.Finish(last)
+	rounds, err := sdk.ReadTrace(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, r := range rounds {
+		if r.Drafters != 2 || r.Depth > 0 && r.Drafter != []string{"model", "ngram"}[r.DrafterIndex] {
+			t.Fatalf("round %+v: want 2 drafters and the drafter named by its index", r)
+		}
+		names[r.Drafter]++
+	}
+	if names["model"] == 0 || names["ngram"] == 0 {
+		t.Fatalf("rounds by drafter %v: want both", names)
+	}
+	res, err := replay.Replay(ctx, rounds, func() (sdk.DepthPolicy, error) { return builtin.NewAdaptive([]byte(`{"draft_max":6}`)) }, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed.Rate() != res.Recorded.Rate() || res.Extrapolated != 0 {
+		t.Fatalf("replaying the recorded policy: %.3f tok/s, recorded %.3f (%d extrapolated)", res.Replayed.Rate(), res.Recorded.Rate(), res.Extrapolated)
+	}
+}

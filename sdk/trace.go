@@ -35,12 +35,20 @@ type TraceRound struct {
 	// emitting the tokens, the caches' bookkeeping (0: not recorded, as in traces
 	// written before the field existed). The policy is not told it.
 	HostNs int64 `json:"host_ns,omitempty"`
+	// Drafters is the number of drafters the sequence offered (omitted: one, the draft
+	// model), DrafterIndex the one that drafted the round (RoundOutcome.Drafter) and
+	// Drafter its name ("model" for the draft model; omitted for a round of depth 0 or
+	// a host that does not know the names).
+	Drafters     int    `json:"drafters,omitempty"`
+	DrafterIndex int    `json:"drafter_index,omitempty"`
+	Drafter      string `json:"drafter,omitempty"`
 }
 
 // Outcome is what a DepthPolicy is told about this round afterwards.
 func (t *TraceRound) Outcome() RoundOutcome {
 	return RoundOutcome{Round: t.Round, Depth: t.Depth, Drafted: t.Drafted, Accepted: t.Accepted,
-		DraftConf: t.Conf, DraftNs: t.DraftNs, VerifyNs: t.VerifyNs, MaxDepth: t.MaxDepth}
+		DraftConf: t.Conf, DraftNs: t.DraftNs, VerifyNs: t.VerifyNs, MaxDepth: t.MaxDepth,
+		Drafter: t.DrafterIndex, Drafters: t.Drafters}
 }
 
 // Validate checks the round's internal consistency.
@@ -54,6 +62,8 @@ func (t *TraceRound) Validate() error {
 		return fmt.Errorf("accept has %d entries, drafted %d", len(t.Accept), t.Drafted)
 	case t.DraftNs < 0 || t.VerifyNs <= 0 || t.HostNs < 0:
 		return fmt.Errorf("draft_ns %d, verify_ns %d, host_ns %d: want ≥ 0, > 0 and ≥ 0", t.DraftNs, t.VerifyNs, t.HostNs)
+	case t.Drafters < 0 || t.Drafters > MaxDrafters || t.DrafterIndex < 0 || t.DrafterIndex >= max(t.Drafters, 1):
+		return fmt.Errorf("drafter_index %d of %d drafters: want 0 ≤ drafter_index < drafters ≤ %d", t.DrafterIndex, t.Drafters, MaxDrafters)
 	}
 	return nil
 }
@@ -67,7 +77,8 @@ func NewTraceRound(seq int, policy string, d DepthDecision, o RoundOutcome) Trac
 	}
 	return TraceRound{Seq: seq, Round: o.Round, Policy: policy, Depth: d.Depth, MinConf: d.MinConf, KeepCut: d.KeepCut,
 		MaxDepth: o.MaxDepth, Drafted: o.Drafted, Accepted: o.Accepted, Accept: acc,
-		Conf: append(make([]float32, 0, len(o.DraftConf)), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs}
+		Conf: append(make([]float32, 0, len(o.DraftConf)), o.DraftConf...), DraftNs: o.DraftNs, VerifyNs: o.VerifyNs,
+		Drafters: o.Drafters, DrafterIndex: o.Drafter}
 }
 
 // ReadTrace reads a JSON-lines trace. Blank lines are skipped; a malformed or

@@ -68,6 +68,8 @@ func (t Throughput) MeanDepth() float64 {
 //   - beyond a fully accepted round (d > n = a) each further position is accepted with
 //     the trace's overall conditional acceptance rate, drawn from a generator seeded by
 //     seed;
+//   - a round whose drafter ran out of tokens (ranOut: a drafter plugin with nothing
+//     more to copy) drafts at most what it had;
 //   - an early-exit cut-off (MinConf) stops drafting at the first recorded confidence
 //     below it, after that position with KeepCut and before it (its draft step still
 //     paid) without; positions beyond n have no recorded confidence and are not cut;
@@ -76,7 +78,13 @@ func (t Throughput) MeanDepth() float64 {
 //     one when nt matches, else the trace's mean for that nt, interpolated linearly
 //     (and extrapolated from the two nearest) for nt never recorded;
 //   - the rest of the round (its plugin calls, emitting the tokens: HostNs) costs what
-//     the recorded round's did (nothing in traces without it).
+//     the recorded round's did (nothing in traces without it);
+//   - where the sequence offered several drafters (Drafters > 1) and the policy gives
+//     the round to another drafter than the recorded one, nothing is known of that
+//     position: the other drafter proposes token after token with the chance its own
+//     recorded rounds went on (had a token where more were asked for), each accepted
+//     with its own recorded conditional acceptance rate, at its own cost per token (a
+//     drafter never recorded proposes nothing); such rounds count as Extrapolated.
 func Replay(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), seed uint64) (ReplayResult, error) {
 	return ReplayWith(ctx, rounds, newPolicy, ReplayOptions{Seed: seed})
 }
@@ -98,6 +106,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 		return res, fmt.Errorf("replay: empty trace")
 	}
 	m := newCostModel(rounds)
+	dm := newDrafterModels(rounds)
 	g := rand.New(rand.NewPCG(seed, 0x5eed))
 	var p sdk.DepthPolicy
 	var last sdk.RoundOutcome
@@ -118,23 +127,44 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 				}
 			}
 			seq = r.Seq
-			last = sdk.RoundOutcome{Round: -1, MaxDepth: r.MaxDepth}
+			last = sdk.RoundOutcome{Round: -1, MaxDepth: r.MaxDepth, Drafters: r.Drafters}
 		}
 		dec, err := p.NextDepth(ctx, last)
 		if err != nil {
 			return res, fmt.Errorf("replay: round %d of sequence %d: %w", r.Round, r.Seq, err)
 		}
 		d := min(max(dec.Depth, 0), max(r.MaxDepth, 0))
+		k := 0
+		if d > 0 && r.Drafters > 1 {
+			if k = dec.Drafter; k < 0 || k >= r.Drafters {
+				return res, fmt.Errorf("replay: round %d of sequence %d: the policy chose drafter %d of %d", r.Round, r.Seq, k, r.Drafters)
+			}
+			if k != r.DrafterIndex {
+				res.Extrapolated++
+				last = dm.other(k, d, r, m, g, &res)
+				last.Drafters = r.Drafters
+				continue
+			}
+		}
 		drafted, steps := d, d // draft tokens kept, draft steps run
+		if n := ranOut(r); n >= 0 && n < d {
+			drafted, steps = n, n // the drafter had no more to propose
+		}
 		if dec.MinConf > 0 {
-			for k := 0; k < d && k < len(r.Conf); k++ {
+			cut := false
+			for k := 0; k < drafted && k < len(r.Conf); k++ {
 				if r.Conf[k] < dec.MinConf {
-					drafted, steps = k, k+1
+					drafted, steps, cut = k, k+1, true
 					if dec.KeepCut {
 						drafted = k + 1
 					}
 					break
 				}
+			}
+			// a recorded cut-off that dropped its token says that token's confidence was
+			// under the recorded cut-off: so under one at least as high
+			if !cut && !dec.KeepCut && droppedCut(r) && dec.MinConf >= r.MinConf && drafted > r.Drafted {
+				drafted, steps = r.Drafted, r.Drafted+1
 			}
 		}
 		acc := min(drafted, r.Accepted)
@@ -158,7 +188,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 			conf = conf[:drafted]
 		}
 		last = sdk.RoundOutcome{Round: r.Round, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
-			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: r.MaxDepth}
+			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: r.MaxDepth, Drafter: k, Drafters: r.Drafters}
 	}
 	release(p)
 	return res, nil
@@ -271,4 +301,110 @@ func release(p sdk.DepthPolicy) {
 	if c, ok := p.(io.Closer); ok {
 		c.Close()
 	}
+}
+
+// droppedCut reports whether a recorded round may have ended at a cut-off that dropped
+// its token (it drafted fewer than its depth under a cut-off without keep_cut).
+func droppedCut(r *sdk.TraceRound) bool {
+	return r.MinConf > 0 && !r.KeepCut && r.Drafted < min(r.Depth, r.MaxDepth)
+}
+
+// ranOut returns the tokens a recorded round's drafter had when it ran out of them (a
+// drafter plugin with nothing more to copy): the round ended short of its depth with
+// no cut-off to explain it (none set, or a kept last token not under it); else -1. A
+// cut-off that drops its token leaves it open, and counts as the cut-off.
+func ranOut(r *sdk.TraceRound) int {
+	if r.Drafted >= min(r.Depth, r.MaxDepth) {
+		return -1
+	}
+	if r.MinConf == 0 || r.KeepCut && (r.Drafted == 0 || r.Drafted <= len(r.Conf) && r.Conf[r.Drafted-1] >= r.MinConf) {
+		return r.Drafted
+	}
+	return -1
+}
+
+// drafterModel is what a trace says of one drafter: the chance that it had another
+// token where more were asked for, the conditional acceptance of its tokens, its cost
+// per token and its mean confidence.
+type drafterModel struct {
+	goOn, accept, step float64
+	conf               float32
+}
+
+type drafterModels []drafterModel
+
+func newDrafterModels(rounds []sdk.TraceRound) drafterModels {
+	type sums struct{ had, asked, succ, trials, conf, n float64 }
+	var s []sums
+	var steps [][]float64
+	for i := range rounds {
+		r := &rounds[i]
+		if r.Drafters <= 1 || r.Depth == 0 {
+			continue
+		}
+		for len(s) < r.Drafters {
+			s, steps = append(s, sums{}), append(steps, nil)
+		}
+		x := &s[r.DrafterIndex]
+		// positions 1..drafted had a token; drafted+1 had none when the round ended
+		// short of its depth without a cut-off (the cut-off's rounds say nothing there)
+		x.had += float64(r.Drafted)
+		x.asked += float64(r.Drafted)
+		if r.Drafted < min(r.Depth, r.MaxDepth) && r.MinConf == 0 {
+			x.asked++
+		}
+		x.succ += float64(r.Accepted)
+		x.trials += float64(r.Accepted)
+		if r.Accepted < r.Drafted {
+			x.trials++
+		}
+		for _, c := range r.Conf {
+			x.conf += float64(c)
+			x.n++
+		}
+		if n := draftSteps(r); n > 0 && r.DraftNs > 0 {
+			steps[r.DrafterIndex] = append(steps[r.DrafterIndex], float64(r.DraftNs)/float64(n))
+		}
+	}
+	out := make(drafterModels, len(s))
+	for j, x := range s {
+		if x.asked > 0 {
+			out[j].goOn = x.had / x.asked
+		}
+		if x.trials > 0 {
+			out[j].accept = x.succ / x.trials
+		}
+		if x.n > 0 {
+			out[j].conf = float32(x.conf / x.n)
+		}
+		out[j].step = median(steps[j])
+	}
+	return out
+}
+
+// other replays round r as given to drafter k (not the recorded one) at depth d.
+func (dm drafterModels) other(k, d int, r *sdk.TraceRound, m *costModel, g *rand.Rand, res *ReplayResult) sdk.RoundOutcome {
+	var x drafterModel
+	if k < len(dm) {
+		x = dm[k]
+	}
+	drafted, acc := 0, 0
+	for drafted < d && g.Float64() < x.goOn {
+		drafted++
+	}
+	for acc < drafted && g.Float64() < x.accept {
+		acc++
+	}
+	conf := make([]float32, drafted)
+	for i := range conf {
+		conf[i] = x.conf
+	}
+	draftNs := float64(drafted) * x.step
+	verifyNs := m.verify(drafted + 1)
+	res.Replayed.Tokens += float64(acc + 1)
+	res.Replayed.Ns += draftNs + verifyNs + float64(r.HostNs)
+	res.Replayed.DepthSum += float64(d)
+	res.Replayed.NumRounds++
+	return sdk.RoundOutcome{Round: r.Round, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
+		DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: r.MaxDepth, Drafter: k}
 }

@@ -122,3 +122,57 @@ func TestReplaySession(t *testing.T) {
 		}
 	}
 }
+
+// pick always gives the round to one drafter at one depth.
+type pick struct{ depth, drafter int }
+
+func (p pick) NextDepth(context.Context, sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	return sdk.DepthDecision{Depth: p.depth, Drafter: p.drafter}, nil
+}
+
+// TestReplayDrafters: a trace of two drafters replays each round the policy gives the
+// recorded drafter as recorded, and the others from that drafter's own recorded rounds
+// (extrapolated); a policy naming a drafter the trace did not offer is an error, and a
+// walk refuses such a trace.
+func TestReplayDrafters(t *testing.T) {
+	var rounds []sdk.TraceRound
+	for r := range 40 {
+		t := sdk.TraceRound{Round: r, Depth: 4, MaxDepth: 8, Drafted: 4, Accepted: 2, Conf: []float32{0.8, 0.8, 0.8, 0.8},
+			DraftNs: 400000, VerifyNs: 1000000, Drafters: 2, DrafterIndex: 0, Drafter: "model"}
+		if r%2 == 1 { // the copier: all accepted, nearly free
+			t.Accepted, t.DraftNs, t.DrafterIndex, t.Drafter, t.Conf = 4, 4000, 1, "ngram", []float32{1, 1, 1, 1}
+		}
+		rounds = append(rounds, t)
+	}
+	ctx := context.Background()
+	as := func(p pick) func() (sdk.DepthPolicy, error) { return func() (sdk.DepthPolicy, error) { return p, nil } }
+	model, err := Replay(ctx, rounds, as(pick{4, 0}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copier, err := Replay(ctx, rounds, as(pick{4, 1}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if model.Extrapolated != 20 || copier.Extrapolated != 20 {
+		t.Fatalf("extrapolated %d and %d rounds, want the 20 of the other drafter each", model.Extrapolated, copier.Extrapolated)
+	}
+	// the copier's rounds accept all 4 (its rate, 1, extrapolates exactly) and cost 1 µs
+	// a token; the model's recorded rounds accept 2 at 100 µs, its extrapolated ones
+	// draw with its rate of 2 in 3
+	if want := 40 * 5.0; copier.Replayed.Tokens != want {
+		t.Fatalf("copier: %v tokens, want %v", copier.Replayed.Tokens, want)
+	}
+	if got := model.Replayed.Tokens; got < 20*3+20 || got > 20*3+20*4 || got == 40*5 {
+		t.Fatalf("model: %v tokens, want 60 recorded and 20-80 extrapolated", got)
+	}
+	if !(copier.Replayed.Rate() > model.Replayed.Rate() && copier.Replayed.Rate() > copier.Recorded.Rate()) {
+		t.Fatalf("rates: copier %.0f, model %.0f, recorded %.0f tok/s", copier.Replayed.Rate(), model.Replayed.Rate(), copier.Recorded.Rate())
+	}
+	if _, err := Replay(ctx, rounds, as(pick{4, 2}), 1); err == nil {
+		t.Fatal("drafter 2 of 2: got no error")
+	}
+	if _, err := Walk(ctx, rounds, as(pick{4, 0}), ReplayOptions{}); err == nil {
+		t.Fatal("walk of a two-drafter trace: got no error")
+	}
+}

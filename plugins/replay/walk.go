@@ -34,6 +34,13 @@ import (
 // newPolicy is called once per prompt (opt.Session: once), in the order the prompts
 // first appear.
 func Walk(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (sdk.DepthPolicy, error), opt ReplayOptions) (WalkResult, error) {
+	for i := range rounds {
+		if rounds[i].Drafters > 1 {
+			// a position knows what the drafter that drafted it proposed, not the others
+			return WalkResult{}, fmt.Errorf("walk: round %d of sequence %d offered %d drafters; a walk follows one drafter's proposals (replay the trace without --walk)",
+				rounds[i].Round, rounds[i].Seq, rounds[i].Drafters)
+		}
+	}
 	prompts, err := walkPrompts(rounds)
 	if err != nil {
 		return WalkResult{}, err
