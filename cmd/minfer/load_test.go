@@ -43,6 +43,12 @@ type loadServer struct {
 
 func startLoadServer(t *testing.T, parallel int) *loadServer {
 	t.Helper()
+	return startLoadServerWith(t, parallel, nil)
+}
+
+// startLoadServerWith is startLoadServer with edit applied to the configuration.
+func startLoadServerWith(t *testing.T, parallel int, edit func(*config.Config)) *loadServer {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Model.Ctx = 256
 	cfg.Sampling.Temperature = 0
@@ -54,6 +60,9 @@ func startLoadServer(t *testing.T, parallel int) *loadServer {
 	for name, p := range cfg.Plugins {
 		p.Timeout = 10 * time.Second
 		cfg.Plugins[name] = p
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())
