@@ -5,8 +5,9 @@ import (
 	"syscall"
 )
 
-// orphanKill asks Linux to kill the plugin if the host dies without Close (SIGKILL,
-// a crash), so no plugin outlives its engine.
+// orphanKill starts the plugin in its own process group (so killGroup reaches the
+// processes it starts: a shell script's children) and asks Linux to kill it if the
+// host dies without Close (SIGKILL, a crash), so no plugin outlives its engine.
 func orphanKill(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

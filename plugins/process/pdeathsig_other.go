@@ -2,7 +2,14 @@
 
 package process
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// orphanKill has no portable equivalent outside Linux; Close still kills the plugin.
-func orphanKill(*exec.Cmd) {}
+// orphanKill starts the plugin in its own process group (so killGroup reaches the
+// processes it starts). Killing the plugin when the host dies has no portable
+// equivalent of Linux's Pdeathsig outside Linux; Close still kills the group.
+func orphanKill(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}

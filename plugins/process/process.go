@@ -8,7 +8,8 @@
 // an error or a malformed result makes that call fail with an *Error naming the plugin,
 // role and method; the instance is then unusable (its later calls return the same
 // error), the host process never panics, and other instances and plugins keep working.
-// Close kills the child process.
+// The plugin runs in its own process group; Close, and a failed start, kill the whole
+// group, so what a plugin starts (a shell script's children) dies with it.
 package process
 
 import (
@@ -93,6 +94,7 @@ type Client struct {
 	name string
 	opts Options
 	pc   *plugin.Client
+	cmd  *exec.Cmd // the plugin process, the leader of its own process group
 	conn *sp.Conn
 	info sp.Info
 	pid  int
@@ -156,16 +158,51 @@ func Open(ctx context.Context, name, path string, opts Options) (*Client, error)
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(sp.MaxMessageBytes), grpc.MaxCallSendMsgSize(sp.MaxMessageBytes))},
 	})
-	c := &Client{name: name, opts: opts, pc: pc}
+	c := &Client{name: name, opts: opts, pc: pc, cmd: cmd}
 	if err := c.start(ctx); err != nil {
+		// A child that never handshakes may have started others that hold the output
+		// pipes open, and go-plugin's Kill waits for those pipes: kill the group first.
+		c.killGroup()
 		pc.Kill()
 		return nil, fail(err)
 	}
 	return c, nil
 }
 
+// killGroup kills the plugin's process group (the plugin and every process it
+// started that stayed in its group).
+func (c *Client) killGroup() {
+	if c.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// closeGrace is how long Close lets the plugin exit on its own before it kills the
+// process group.
+const closeGrace = 2 * time.Second
+
 func (c *Client) start(ctx context.Context) error {
-	rpc, err := c.pc.Client()
+	// go-plugin waits up to StartTimeout for the handshake and takes no context:
+	// wait beside it, so a host told to stop (SIGTERM) does not wait it out.
+	type started struct {
+		rpc plugin.ClientProtocol
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		rpc, err := c.pc.Client()
+		ch <- started{rpc, err}
+	}()
+	var st started
+	select {
+	case st = <-ch:
+	case <-ctx.Done():
+		c.killGroup() // the handshake wait ends with the process
+		<-ch
+		return ctx.Err()
+	}
+	rpc, err := st.rpc, st.err
 	if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
 		return err
 	}
@@ -273,10 +310,24 @@ func (c *Client) Close() error {
 	c.closed = true
 	hung := c.hung
 	c.mu.Unlock()
-	if hung && c.pid > 0 {
-		_ = syscall.Kill(c.pid, syscall.SIGKILL)
+	if hung {
+		c.killGroup()
 	}
-	c.pc.Kill()
+	// go-plugin's Kill asks the plugin to exit, then kills it, then waits for its
+	// output pipes, which a process it started may hold open for ever: after the
+	// grace, kill the group, which ends the wait. The group is killed in any case, so
+	// nothing the plugin started outlives it.
+	done := make(chan struct{})
+	go func() {
+		c.pc.Kill()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeGrace):
+	}
+	c.killGroup()
+	<-done
 	return nil
 }
 
