@@ -133,7 +133,7 @@ func (r *Registry) load(ctx context.Context, name string, decl config.Plugin) er
 		}
 	case config.SourceProcess:
 		e.path = r.resolve(ref)
-		c, err := process.Open(ctx, name, e.path, process.Options{Params: mustParams(decl.Params, nil), Timeout: decl.Timeout, Log: r.log})
+		c, err := openProcess(ctx, name, e.path, process.Options{Params: mustParams(decl.Params, nil), Timeout: decl.Timeout, Log: r.log})
 		if err != nil {
 			return err
 		}
@@ -364,79 +364,31 @@ func (r *Registry) Drafter(ctx context.Context, name string, overrides map[strin
 	return nativeDrafter{d}, e.info, nil
 }
 
-// processInstance creates an instance in the plugin's process. A process receives its
-// params when it starts, so a sequence with overrides gets a process of its own, stopped
-// when the instance is closed.
+// openProcess starts a process plugin (a variable so that tests count the starts).
+var openProcess = process.Open
+
+// processInstance creates an instance in the plugin's one process with the effective
+// params (the declaration's, overrides merged over them). Params travel with each
+// instance (sdk/process New), so every request shares the process whatever its
+// overrides: a request costs one instance, not a process start (before, a request
+// with overrides, which serve always has, started a process of its own: +100 ms).
 func (r *Registry) processInstance(ctx context.Context, e *entry, overrides map[string]any, role sdk.Role) (any, error) {
-	c := e.proc
-	var own *process.Client
+	var params []byte // nil: the declaration's, which the process was opened with
 	if len(overrides) > 0 {
-		var err error
-		own, err = process.Open(ctx, e.name, e.path, process.Options{Params: mustParams(e.decl.Params, overrides), Timeout: e.decl.Timeout, Log: r.log})
-		if err != nil {
-			return nil, err
-		}
-		c = own
+		params = mustParams(e.decl.Params, overrides)
 	}
-	var v any
-	var err error
 	switch role {
 	case sdk.RolePolicy:
-		v, err = c.Policy()
+		return e.proc.PolicyWith(params)
 	case sdk.RoleSampler:
-		v, err = c.Sampler()
+		return e.proc.SamplerWith(params)
 	case sdk.RolePenalty:
-		v, err = c.Penalty()
+		return e.proc.PenaltyWith(params)
 	case sdk.RoleDrafter:
-		v, err = c.Drafter()
-	}
-	if err != nil || own == nil {
-		if err != nil && own != nil {
-			own.Close()
-		}
-		return v, err
-	}
-	closeBoth := func() error { return errors.Join(Release(v), own.Close()) }
-	switch x := v.(type) {
-	case sdk.DepthPolicy:
-		return ownedPolicy{x, closeBoth}, nil
-	case sdk.Sampler:
-		return ownedSampler{x, closeBoth}, nil
-	case sdk.Penalty:
-		return ownedPenalty{x, closeBoth}, nil
-	case sdk.Drafter:
-		return ownedDrafter{x, closeBoth}, nil
+		return e.proc.DrafterWith(params)
 	}
 	panic("BUG: process instance of unknown role")
 }
-
-type ownedPolicy struct {
-	sdk.DepthPolicy
-	close func() error
-}
-
-func (o ownedPolicy) Close() error { return o.close() }
-
-type ownedSampler struct {
-	sdk.Sampler
-	close func() error
-}
-
-func (o ownedSampler) Close() error { return o.close() }
-
-type ownedPenalty struct {
-	sdk.Penalty
-	close func() error
-}
-
-func (o ownedPenalty) Close() error { return o.close() }
-
-type ownedDrafter struct {
-	sdk.Drafter
-	close func() error
-}
-
-func (o ownedDrafter) Close() error { return o.close() }
 
 // Native built-ins have nothing to release.
 type nativePolicy struct{ sdk.DepthPolicy }

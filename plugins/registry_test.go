@@ -6,12 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/plugins/process"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -161,6 +163,56 @@ func TestProcessSource(t *testing.T) {
 	}
 	if _, _, err := r.Sampler(ctx, "step", nil); err == nil {
 		t.Error("a policy-only process plugin served as a sampler")
+	}
+}
+
+// TestProcessInstancesShareTheProcess: ten sequences with overrides (serve always
+// passes some) run in the one process the registry started, each with its own params
+// (before: 11 processes for 10 requests, +100 ms each).
+func TestProcessInstancesShareTheProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin executable")
+	}
+	var starts atomic.Int64
+	defer func(open func(context.Context, string, string, process.Options) (*process.Client, error)) {
+		openProcess = open
+	}(openProcess)
+	open := openProcess
+	openProcess = func(ctx context.Context, name, path string, o process.Options) (*process.Client, error) {
+		starts.Add(1)
+		return open(ctx, name, path, o)
+	}
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "step")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/process-plugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	r, err := NewRegistry(ctx, map[string]config.Plugin{
+		"step": {Source: "process:" + bin, Params: map[string]any{"start": 3}, Timeout: 5 * time.Second},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var live []sdk.DepthPolicy
+	for i := range 10 {
+		p, _, err := r.Policy(ctx, "step", map[string]any{"start": 2 + i%3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, p)
+	}
+	for i, p := range live { // all alive at once, each with its own params
+		d, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+		if err != nil || d.Depth != 2+i%3 {
+			t.Errorf("sequence %d: got %+v %v, want depth %d", i, d, err, 2+i%3)
+		}
+		if err := Release(p); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	}
+	if got := starts.Load(); got != 1 {
+		t.Fatalf("processes started: got %d, want 1", got)
 	}
 }
 
