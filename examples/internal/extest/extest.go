@@ -64,8 +64,9 @@ type Options struct {
 	Penalty bool // use the config's [sampling] penalty
 }
 
-// Generate runs one request on stories260K with the sampler, penalty and (with a draft)
-// the depth policy that cfg names, each instantiated from cfg's plugin table.
+// Generate runs one request on stories260K with the sampler, penalty and (with a draft
+// or [spec] drafter plugins) the depth policy and drafters that cfg names, each
+// instantiated from cfg's plugin table.
 func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 	t.Helper()
 	ctx := context.Background()
@@ -115,7 +116,15 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 		t.Cleanup(func() { plugins.Release(p) })
 		req.Penalty = p
 	}
-	if o.Draft {
+	for _, name := range cfg.Spec.DrafterNames() {
+		d, _, err := reg.Drafter(ctx, name, params(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { plugins.Release(d) })
+		req.Drafters = append(req.Drafters, engine.Drafter{Name: name, Drafter: d})
+	}
+	if o.Draft || len(req.Drafters) > 0 {
 		name := cfg.Spec.PolicyName()
 		p, _, err := reg.Policy(ctx, name, params(name))
 		if err != nil {
