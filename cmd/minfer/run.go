@@ -483,6 +483,9 @@ type stack struct {
 type stackOptions struct {
 	verbose   bool // print the models, the context and the KV memory on stderr
 	ignoreEOS bool // end-of-generation tokens do not end a generation (--ignore-eos)
+	// batching, when set, batches the forwards of every session made from the stack's
+	// config (serve's slots).
+	batching *engine.Batching
 }
 
 // defaultCtx caps the context when [model] ctx is 0: the model's training context
@@ -542,7 +545,7 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, o stackOptions
 		vocab = noEOG{vocab}
 	}
 	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: vocab,
-		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax}
+		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.batching}
 	st.sess, err = engine.NewSession(st.sessCfg)
 	if err != nil {
 		return fail(err)

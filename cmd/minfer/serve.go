@@ -42,7 +42,7 @@ Examples:
 func runServe(ctx context.Context, m *Main, args []string) error {
 	var f runFlags
 	var addr, host, apiKeyEnv, alias string
-	var parallel, maxTokens, port int
+	var parallel, maxTokens, port, batchRows int
 	var grace time.Duration
 	fs := m.newFlagSet("serve", serveUsage)
 	f.defineModel(fs)
@@ -57,6 +57,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&alias, "a", "", "alias of --alias")
 	fs.IntVar(&parallel, "parallel", 0, "sequences served at once (default: [server] parallel, 4)")
 	fs.IntVar(&parallel, "np", 0, "alias of --parallel")
+	fs.IntVar(&batchRows, "batch-rows", 0, "most rows of one batched forward of the slots (default: [server] batch_rows, 64; 0: no batching)")
 	fs.IntVar(&maxTokens, "max-tokens", 0, "cap on a request's max_tokens (default: [server] max_tokens)")
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default: [server] api_key_env)")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
@@ -82,6 +83,8 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 		switch fl.Name {
 		case "parallel", "np":
 			cfg.Server.Parallel = parallel
+		case "batch-rows":
+			cfg.Server.BatchRows = batchRows
 		case "max-tokens":
 			cfg.Server.MaxTokens = maxTokens
 		case "api-key-env":
@@ -99,7 +102,11 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	defer srv.Close()
 	f.warnings(m, fs, cfg, st.b.Name())
 	return srv.ListenAndServe(ctx, cfg.Server.Addr, grace, func(a net.Addr) {
-		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots)\n", serveModelID(cfg, alias), a, cfg.Server.Parallel)
+		batching := "each slot's forwards alone"
+		if cfg.Server.BatchRows > 0 && cfg.Server.Parallel > 1 {
+			batching = fmt.Sprintf("forwards batched up to %d rows", cfg.Server.BatchRows)
+		}
+		fmt.Fprintf(m.Stderr, "minfer: serving %s on http://%s (%d slots, %s)\n", serveModelID(cfg, alias), a, cfg.Server.Parallel, batching)
 	})
 }
 
@@ -151,7 +158,11 @@ func queueSize(q int) int {
 // newServer loads the models and plugins of cfg and makes the API server with its slots.
 func (m *Main) newServer(ctx context.Context, cfg *config.Config, o serveOptions) (*server.Server, *stack, error) {
 	verbose := o.verbose
-	st, err := m.openStack(ctx, cfg, stackOptions{verbose: true}) // the model and the KV memory, at start
+	so := stackOptions{verbose: true} // the model and the KV memory, at start
+	if cfg.Server.BatchRows > 0 && cfg.Server.Parallel > 1 {
+		so.batching = engine.NewBatching(cfg.Server.BatchRows)
+	}
+	st, err := m.openStack(ctx, cfg, so)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,6 +181,7 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, o serveOptions
 	if !verbose {
 		logw = nil
 	}
+
 	srv, err := server.New(server.Options{
 		ModelID:   serveModelID(cfg, o.alias),
 		Tokenizer: st.tok, ChatTemplate: st.chatTemplate,

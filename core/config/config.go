@@ -315,6 +315,10 @@ type Server struct {
 	// MaxConns caps the open connections; at the cap a new one displaces the
 	// connection longest without a request in progress. 0 = no cap.
 	MaxConns int `toml:"max_conns"`
+	// BatchRows bounds the rows of one batched forward: the slots' concurrent forwards
+	// run as one (continuous batching) up to this many rows; 0 = each slot's forwards
+	// run alone. The backend's identity bound lowers it.
+	BatchRows int `toml:"batch_rows"`
 	// APIKeyEnv names the environment variable holding the API key clients must send as
 	// "Authorization: Bearer KEY"; "" = no authentication.
 	APIKeyEnv string `toml:"api_key_env"`
@@ -377,6 +381,7 @@ func Default() *Config {
 			// Under a common open-file limit of 1024 with room for the model and
 			// plugins; raise it with `ulimit -n`.
 			MaxConns:     512,
+			BatchRows:    64,
 			AllowPlugins: []string{"*"},
 		},
 		Log: Log{Level: "info"},

@@ -90,11 +90,14 @@ func (v *checker) inRange(key string, n, lo, hi int) {
 // context this large cannot be allocated.
 const (
 	maxParallel = 1024
-	maxQueue    = 1 << 20
-	maxConns    = 1 << 20
-	maxThreads  = 1024
-	maxBatch    = 1 << 16
-	maxCtx      = 1 << 24
+	// maxBatchRows: a batched forward's scratch grows with its rows (a 4096-row forward
+	// of a 7B already holds ~1 GiB of activations).
+	maxBatchRows = 4096
+	maxQueue     = 1 << 20
+	maxConns     = 1 << 20
+	maxThreads   = 1024
+	maxBatch     = 1 << 16
+	maxCtx       = 1 << 24
 )
 
 func (v *checker) between(key string, x, lo, hi float64) {
@@ -285,6 +288,7 @@ func (c *Config) validateServer(v *checker) {
 	v.inRange("server.parallel", s.Parallel, 1, maxParallel)
 	v.inRange("server.queue", s.Queue, 0, maxQueue)
 	v.inRange("server.max_conns", s.MaxConns, 0, maxConns)
+	v.inRange("server.batch_rows", s.BatchRows, 0, maxBatchRows)
 	for _, d := range []struct {
 		key string
 		d   time.Duration

@@ -41,6 +41,9 @@ type Config struct {
 	// DraftMax bounds the depth of a round (default 16); the backend's identity bound
 	// (Caps.IdentityRows) lowers it further.
 	DraftMax int
+	// Batching, when set, batches this session's forwards with those of the other
+	// sessions given the same Batching (continuous batching; see batch.go).
+	Batching *Batching
 }
 
 // Request is one generation.
@@ -122,6 +125,7 @@ type lm interface {
 type seq struct {
 	m    *model.Model
 	c    *kv.Cache
+	b    *batcher // nil: forwards run alone
 	host []float32
 	st   model.RowStats
 }
@@ -154,6 +158,9 @@ func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.R
 // read: one wait for both. When the read fails, the cache goes back to its length
 // before the forward.
 func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
+	if s.b != nil {
+		return s.b.do(&job{c: s.c, ids: ids, all: all, read: read})
+	}
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
@@ -219,6 +226,9 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	s.caches = append(s.caches, tc)
 	s.target = &seq{m: cfg.Target, c: tc}
+	if cfg.Batching != nil {
+		s.target.(*seq).b = cfg.Batching.batcher(cfg.Target)
+	}
 	if cfg.Draft != nil {
 		if cfg.Draft.Params.Vocab > cfg.Target.Params.Vocab {
 			s.Close()
@@ -231,6 +241,9 @@ func NewSession(cfg Config) (*Session, error) {
 		}
 		s.caches = append(s.caches, dc)
 		s.draft = &seq{m: cfg.Draft, c: dc}
+		if cfg.Batching != nil {
+			s.draft.(*seq).b = cfg.Batching.batcher(cfg.Draft)
+		}
 	}
 	if id := cfg.Target.Backend().Caps().IdentityRows; id > 0 && (s.draftMax <= 0 || s.draftMax > id-1) {
 		s.draftMax = id - 1
@@ -355,6 +368,12 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	for i, d := range req.Drafters {
 		if d.Drafter == nil {
 			return nil, fmt.Errorf("engine: drafter %d (%q) is nil", i, d.Name)
+		}
+	}
+	for _, m := range []lm{s.target, s.draft} {
+		if sq, ok := m.(*seq); ok && sq.b != nil {
+			sq.b.enter()
+			defer sq.b.leave()
 		}
 	}
 	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}

@@ -53,24 +53,12 @@ func (m *Model) ForwardBatch(seqs []Seq, all bool) (Logits, error) {
 	nt := 0
 	seen := map[*kv.Cache]bool{}
 	for j, q := range seqs {
-		if len(q.IDs) == 0 {
-			return Logits{}, fmt.Errorf("model: batched forward: sequence %d has no tokens", j)
-		}
 		if seen[q.Cache] {
 			return Logits{}, fmt.Errorf("model: batched forward: sequence %d repeats a cache", j)
 		}
 		seen[q.Cache] = true
-		for _, id := range q.IDs {
-			if id < 0 || int(id) >= m.Params.Vocab {
-				return Logits{}, fmt.Errorf("model: sequence %d: token id %d outside the vocabulary [0, %d)", j, id, m.Params.Vocab)
-			}
-		}
-		spec := q.Cache.Spec()
-		if want := m.KVSpec(spec.Ctx, spec.Type); spec != want {
-			return Logits{}, fmt.Errorf("BUG: model %s: sequence %d: cache shape %+v does not fit (want %+v)", m.Name, j, spec, want)
-		}
-		if err := q.Cache.Check(len(q.IDs)); err != nil {
-			return Logits{}, fmt.Errorf("sequence %d: %w", j, err)
+		if err := m.Check(q.IDs, q.Cache); err != nil {
+			return Logits{}, fmt.Errorf("batched forward: sequence %d: %w", j, err)
 		}
 		nt += len(q.IDs)
 	}

@@ -136,7 +136,7 @@ func TestForwardBatchErrors(t *testing.T) {
 		want string
 	}{
 		{"none", nil, "no sequences"},
-		{"empty sequence", []model.Seq{{IDs: []int32{1}, Cache: c1}, {Cache: c2}}, "sequence 1 has no tokens"},
+		{"empty sequence", []model.Seq{{IDs: []int32{1}, Cache: c1}, {Cache: c2}}, "sequence 1: model: forward of no tokens"},
 		{"repeated cache", []model.Seq{{IDs: []int32{1}, Cache: c1}, {IDs: []int32{2}, Cache: c1}}, "repeats a cache"},
 		{"bad id", []model.Seq{{IDs: []int32{1}, Cache: c1}, {IDs: []int32{-3}, Cache: c2}}, "token id -3"},
 		{"full cache", []model.Seq{{IDs: []int32{1}, Cache: c1}, {IDs: []int32{1, 2, 3, 4, 5}, Cache: c2}}, "sequence 1"},

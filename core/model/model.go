@@ -194,21 +194,27 @@ func (m *Model) ForwardNoWait(ids []int32, c *kv.Cache, all bool) (Logits, error
 	return m.forward(ids, c, all, false)
 }
 
-func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error) {
-	nt := len(ids)
-	if nt == 0 {
-		return Logits{}, errors.New("model: forward of no tokens")
+// Check reports what a forward of ids on c would refuse before running anything: no
+// tokens, an id outside the vocabulary, a cache of another model's shape, or no room.
+func (m *Model) Check(ids []int32, c *kv.Cache) error {
+	if len(ids) == 0 {
+		return errors.New("model: forward of no tokens")
 	}
 	for _, id := range ids {
 		if id < 0 || int(id) >= m.Params.Vocab {
-			return Logits{}, fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Params.Vocab)
+			return fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Params.Vocab)
 		}
 	}
 	spec := c.Spec()
 	if want := m.KVSpec(spec.Ctx, spec.Type); spec != want {
-		return Logits{}, fmt.Errorf("BUG: model %s: cache shape %+v does not fit (want %+v)", m.Name, spec, want)
+		return fmt.Errorf("BUG: model %s: cache shape %+v does not fit (want %+v)", m.Name, spec, want)
 	}
-	if err := c.Check(nt); err != nil {
+	return c.Check(len(ids))
+}
+
+func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error) {
+	nt := len(ids)
+	if err := m.Check(ids, c); err != nil {
 		return Logits{}, err
 	}
 	s, err := m.pass(nt, all)

@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+)
+
+// Continuous batching. Every session keeps its own round loop — its depth policy,
+// drafters, penalty and sampler run on its own rows — and asks its models for forwards
+// as before; a batcher per model gathers the forwards that sessions ask for at the same
+// time and runs them as one model.ForwardBatch, so the weights are read once for all
+// of them. A sequence that finishes simply stops asking; a new request's prefill chunks
+// join the next step beside the others' decode and verify rows (chunked prefill: a long
+// prompt is split into Config.Batch-token forwards, so it delays the others by one
+// chunk at a time). With row identity, each sequence's rows have the bits its own
+// forward would give: batching changes no output (batch invariance).
+//
+// A lone forward runs exactly as without batching (model.ForwardNoWait, graphs and
+// all), so one session loses nothing.
+
+// batcher coalesces one model's concurrent forwards.
+type batcher struct {
+	m *model.Model
+	// maxRows bounds the rows of one batched forward (the backend's identity bound
+	// lowers it); a forward that alone has more runs alone.
+	maxRows int
+
+	mu      sync.Mutex
+	queue   []*job
+	running bool
+	active  int           // sessions inside Generate on this model
+	lastDur time.Duration // the last batched forward's time, for the gathering wait
+
+	staging map[int]backend.Buffer // by row count: a job's rows copied out of the batch
+
+	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
+}
+
+// job is one sequence's forward.
+type job struct {
+	c    *kv.Cache
+	ids  []int32
+	all  bool
+	read func(model.Logits) error
+	err  error
+	done chan struct{}
+}
+
+// Batching is what the sessions whose forwards are batched together share (a server's
+// slots): a batcher per model. Give the same *Batching to each session's Config.
+type Batching struct {
+	maxRows int
+	mu      sync.Mutex
+	by      map[*model.Model]*batcher
+}
+
+// NewBatching batches forwards of up to maxRows rows (at least 2; the backend's
+// identity bound, Caps.IdentityRows, lowers it, so batching never changes a bit).
+func NewBatching(maxRows int) *Batching {
+	return &Batching{maxRows: max(maxRows, 2), by: map[*model.Model]*batcher{}}
+}
+
+// Stats reports how many batched forwards (of several sequences) ran on m and how
+// many sequences' forwards they served.
+func (bt *Batching) Stats(m *model.Model) (batches, jobs int64) {
+	bt.mu.Lock()
+	b := bt.by[m]
+	bt.mu.Unlock()
+	if b == nil {
+		return 0, 0
+	}
+	return b.batches.Load(), b.batchedJobs.Load()
+}
+
+// batcher returns m's batcher, made on first use.
+func (bt *Batching) batcher(m *model.Model) *batcher {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	if b := bt.by[m]; b != nil {
+		return b
+	}
+	rows := bt.maxRows
+	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
+		rows = id
+	}
+	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}}
+	bt.by[m] = b
+	return b
+}
+
+// enter and leave count the sessions generating on the model: the batcher waits a
+// little for the others' forwards only while there are others.
+func (b *batcher) enter() { b.mu.Lock(); b.active++; b.mu.Unlock() }
+func (b *batcher) leave() { b.mu.Lock(); b.active--; b.mu.Unlock() }
+
+// do runs j, batched with whatever other sessions ask for meanwhile.
+func (b *batcher) do(j *job) error {
+	j.done = make(chan struct{})
+	b.mu.Lock()
+	b.queue = append(b.queue, j)
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+	b.mu.Unlock()
+	<-j.done
+	return j.err
+}
+
+// gatherLimit bounds how long a step waits for the other generating sessions' forwards
+// once one has arrived: a small share of a forward, so that a session busy elsewhere
+// (a slow plugin) costs the others little.
+func (b *batcher) gatherLimit() time.Duration {
+	return min(b.lastDur/20, 2*time.Millisecond)
+}
+
+func (b *batcher) loop() {
+	b.mu.Lock()
+	for len(b.queue) > 0 {
+		for start := time.Now(); len(b.queue) < b.active && time.Since(start) < b.gatherLimit(); {
+			b.mu.Unlock()
+			time.Sleep(20 * time.Microsecond)
+			b.mu.Lock()
+		}
+		jobs := b.queue
+		b.queue = nil
+		b.mu.Unlock()
+		b.step(jobs)
+		b.mu.Lock()
+	}
+	b.running = false
+	b.mu.Unlock()
+}
+
+// step runs jobs: each one the model refuses fails alone; the rest run in groups of
+// one row kind (every row's logits, or the last row's) of at most maxRows rows.
+func (b *batcher) step(jobs []*job) {
+	mu := backendLock(b.m.Backend())
+	mu.Lock()
+	defer mu.Unlock()
+	var groups [2][][]*job // [all]: groups of jobs
+	rows := [2]int{}
+	for _, j := range jobs {
+		if err := b.m.Check(j.ids, j.c); err != nil {
+			j.err = err
+			close(j.done)
+			continue
+		}
+		k := 0
+		if j.all {
+			k = 1
+		}
+		g := &groups[k]
+		if len(*g) == 0 || rows[k]+len(j.ids) > b.maxRows {
+			*g = append(*g, nil)
+			rows[k] = 0
+		}
+		(*g)[len(*g)-1] = append((*g)[len(*g)-1], j)
+		rows[k] += len(j.ids)
+	}
+	for k := range groups {
+		for _, g := range groups[k] {
+			b.run(g, k == 1)
+		}
+	}
+}
+
+// run runs one group as one forward and hands each job its rows.
+func (b *batcher) run(g []*job, all bool) {
+	defer func() {
+		for _, j := range g {
+			close(j.done)
+		}
+	}()
+	if len(g) == 1 {
+		j := g[0]
+		pos0 := j.c.Len()
+		l, err := b.m.ForwardNoWait(j.ids, j.c, all)
+		if err == nil {
+			if err = j.read(l); err != nil {
+				err = errors.Join(err, j.c.Truncate(pos0))
+			}
+		}
+		j.err = err
+		return
+	}
+	seqs := make([]model.Seq, len(g))
+	pos0 := make([]int, len(g))
+	for i, j := range g {
+		seqs[i], pos0[i] = model.Seq{IDs: j.ids, Cache: j.c}, j.c.Len()
+	}
+	t0 := time.Now()
+	l, err := b.m.ForwardBatch(seqs, all)
+	if err != nil {
+		for _, j := range g {
+			j.err = err
+		}
+		return
+	}
+	b.lastDur = time.Since(t0)
+	b.batches.Add(1)
+	b.batchedJobs.Add(int64(len(g)))
+	row := 0
+	for i, j := range g {
+		n := 1
+		if all {
+			n = len(j.ids)
+		}
+		view, err := b.rows(l, row, n)
+		if err == nil {
+			err = j.read(view)
+		}
+		if err != nil {
+			j.err = errors.Join(err, j.c.Truncate(pos0[i]))
+		}
+		row += n
+	}
+}
+
+// rows is rows [row, row+n) of a batched forward's logits as a Logits of their own (a
+// copy, where the rows do not start the buffer), valid until the next forward.
+func (b *batcher) rows(l model.Logits, row, n int) (model.Logits, error) {
+	if row == 0 {
+		return model.Logits{Buf: l.Buf, Rows: n, Cols: l.Cols}, nil
+	}
+	be := b.m.Backend()
+	buf := b.staging[n]
+	if buf == nil {
+		var err error
+		if buf, err = be.NewF32(n * l.Cols); err != nil {
+			return model.Logits{}, err
+		}
+		b.staging[n] = buf
+	}
+	be.CopyRows(buf, 0, l.Buf, row, n, l.Cols)
+	return model.Logits{Buf: buf, Rows: n, Cols: l.Cols}, nil
+}

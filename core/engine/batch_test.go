@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/golden"
+)
+
+// TestBatchInvariance: sessions sharing a Batching, generating at the same time —
+// plain, speculative at a fixed depth, and a mix, with prompts of different lengths —
+// each produce exactly the tokens the same request gives alone, and their forwards
+// were in fact batched.
+func TestBatchInvariance(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	v := target.Params.Vocab
+	prompt := func(i int) []int32 {
+		p := make([]int32, 3+5*i)
+		for k := range p {
+			p[k] = int32((i*104729 + k*7919 + 13) % v)
+		}
+		return p
+	}
+	const n, seqs = 24, 5
+	for _, tc := range []struct {
+		name  string
+		draft *model.Model
+		depth func(i int) int
+	}{
+		{"plain", nil, func(int) int { return 0 }},
+		{"speculative", draft, func(int) int { return 3 }},
+		{"mixed depths", draft, func(i int) int { return i % 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := func(i int) Request {
+				r := Request{Prompt: prompt(i), NPredict: n, Sampler: greedy{}}
+				if tc.draft != nil && tc.depth(i) > 0 {
+					r.Policy = FixedDepth(tc.depth(i))
+				}
+				return r
+			}
+			newSession := func(bt *Batching) *Session {
+				s, err := NewSession(Config{Target: target, Draft: tc.draft, Vocab: fakeVocab{}, Ctx: 128, Batch: 8, Batching: bt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(s.Close)
+				return s
+			}
+			want := make([][]int32, seqs)
+			for i := range want {
+				res, err := newSession(nil).Generate(bg, req(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = res.Tokens
+			}
+			bt := NewBatching(64)
+			sessions := make([]*Session, seqs)
+			for i := range sessions {
+				sessions[i] = newSession(bt)
+			}
+			got := make([][]int32, seqs)
+			errs := make([]error, seqs)
+			var wg sync.WaitGroup
+			for i := range sessions {
+				wg.Go(func() {
+					res, err := sessions[i].Generate(bg, req(i))
+					if err == nil {
+						got[i] = res.Tokens
+					}
+					errs[i] = err
+				})
+			}
+			wg.Wait()
+			for i := range got {
+				if errs[i] != nil {
+					t.Fatalf("sequence %d: %v", i, errs[i])
+				}
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("sequence %d: batched %v, alone %v", i, got[i], want[i])
+				}
+			}
+			batches, jobs := bt.Stats(target)
+			t.Logf("%d batched target forwards served %d sequence forwards", batches, jobs)
+			if batches == 0 {
+				t.Errorf("no target forward was batched")
+			}
+		})
+	}
+}
+
+// TestBatchedRefusal: a forward the model refuses (an id outside the vocabulary, a
+// full cache) fails alone; the others in the same step run and get their own rows.
+func TestBatchedRefusal(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
+	bt := NewBatching(64)
+	bb := bt.batcher(m)
+	newCache := func(ctx int) *kv.Cache {
+		c, err := m.NewKV(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	alone := newCache(16)
+	l, err := m.Forward([]int32{7, 8, 9}, alone, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, l.Cols)
+	if err := m.ReadLogits(l, want); err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	good := &job{c: newCache(16), ids: []int32{7, 8, 9}, read: func(l model.Logits) error {
+		got = make([]float32, l.Rows*l.Cols)
+		return m.ReadLogits(l, got)
+	}, done: make(chan struct{})}
+	other := &job{c: newCache(16), ids: []int32{1, 2}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
+	badID := &job{c: newCache(16), ids: []int32{1, -4}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
+	full := &job{c: newCache(2), ids: []int32{1, 2, 3}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
+	bb.step([]*job{other, badID, good, full})
+	if badID.err == nil || full.err == nil {
+		t.Fatalf("refused jobs: id %v, full %v; want errors", badID.err, full.err)
+	}
+	if good.err != nil || other.err != nil || good.c.Len() != 3 || other.c.Len() != 2 {
+		t.Fatalf("good jobs: %v, %v, cache lengths %d, %d", good.err, other.err, good.c.Len(), other.c.Len())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the good job's last row differs from its forward alone")
+	}
+	if batches, jobs := bt.Stats(m); batches != 1 || jobs != 2 {
+		t.Errorf("stats: %d batches of %d jobs, want 1 of 2", batches, jobs)
+	}
+}
