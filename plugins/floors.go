@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 
+	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -15,6 +16,11 @@ type Floors struct {
 	DraftMin int     // [spec] draft_min; 0 = off
 	MinConf  float32 // [spec] min_conf; 0 = off
 	KeepCut  bool    // [spec] keep_cut
+}
+
+// SpecFloors are the floors of cfg's [spec].
+func SpecFloors(cfg *config.Config) Floors {
+	return Floors{DraftMin: cfg.Spec.DraftMin, MinConf: float32(cfg.Spec.MinConf), KeepCut: cfg.Spec.KeepCut}
 }
 
 // Apply returns d with the floors applied.

@@ -94,8 +94,7 @@ func (r *Registry) Roles(ctx context.Context, cfg *config.Config, o RolesOptions
 		rs.Policy = &fallbackPolicy{DepthPolicy: rs.Policy, fallback: fp, name: rs.PolicyName, fbName: fb, log: r.log}
 	}
 	// the config's floors hold for every policy, which need not read them (sdk/ABI.md)
-	rs.Policy = WithFloors(rs.Policy, Floors{DraftMin: cfg.Spec.DraftMin,
-		MinConf: float32(cfg.Spec.MinConf), KeepCut: cfg.Spec.KeepCut})
+	rs.Policy = WithFloors(rs.Policy, SpecFloors(cfg))
 	if o.Tracer != nil {
 		rs.Policy = o.Tracer.Wrap(rs.Policy, rs.PolicyName)
 	}

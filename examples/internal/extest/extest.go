@@ -131,7 +131,7 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { plugins.Release(p) })
-		req.Policy, req.PolicyName = p, name
+		req.Policy, req.PolicyName = plugins.WithFloors(p, plugins.SpecFloors(cfg)), name // as minfer's commands run it
 	}
 	if req.Prompt, err = tok.Encode(o.Prompt, true, true); err != nil {
 		t.Fatal(err)
