@@ -32,7 +32,15 @@ func (f *fb) tensor(name string, typ uint32, off uint64, dims ...uint64) *fb {
 	return f.u32(typ).u64(off)
 }
 
-// padTo pads with zeros to a multiple of 32 and then adds n data bytes.
+// padTo pads with zeros to a multiple of a.
+func (f *fb) padTo(a int) *fb {
+	for len(f.b)%a != 0 {
+		f.b = append(f.b, 0)
+	}
+	return f
+}
+
+// data pads with zeros to a multiple of 32 and then adds n data bytes.
 func (f *fb) data(n int) *fb {
 	for len(f.b)%32 != 0 {
 		f.b = append(f.b, 0)
@@ -94,6 +102,14 @@ func TestHostileInputs(t *testing.T) {
 		{"duplicate tensor", newFB(3, 2, 0).tensor("t", 0, 0, 8).tensor("t", 0, 32, 8).data(64).b, `duplicate tensor "t"`},
 		{"truncated tensor info", newFB(3, 1, 0).str("t").u32(2).u64(4).zeros(8).b, `tensor "t" type at offset 53: file truncated`},
 		{"zero-size tensor past end", newFB(3, 1, 0).tensor("t", 0, 0, 0).b, `tensor "t" data [64, 64) out of file bounds (size 57)`},
+		// layout (issue 23 item 7): llama.cpp wants each tensor at the aligned end of
+		// the one before; aliases, overlaps, gaps and retyped tensors load garbage
+		{"aliased offsets", newFB(3, 2, 0).tensor("a", 0, 0, 8).tensor("b", 0, 0, 8).data(64).b, `tensor "b": data offset 0, want 32 (the aligned end of tensor "a" before it)`},
+		{"overlapping", newFB(3, 2, 0).tensor("a", 0, 0, 16).tensor("b", 0, 32, 8).data(96).b, `tensor "b": data offset 32, want 64`},
+		{"out of order", newFB(3, 2, 0).tensor("a", 0, 32, 8).tensor("b", 0, 0, 8).data(64).b, `tensor "a": data offset 32, want 0 (the data section's start)`},
+		{"gap at start", newFB(3, 1, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(64).tensor("t", 0, 64, 1).data(128).b, `tensor "t": data offset 64, want 0`},
+		{"retyped last tensor (f32 to f16)", newFB(3, 2, 0).tensor("a", 0, 0, 8).tensor("b", 1, 32, 32).data(32 + 128).b, `64 bytes after the last tensor's data`},
+		{"retyped tensor (f16 to f32)", newFB(3, 2, 0).tensor("a", 0, 0, 16).tensor("b", 1, 32, 8).data(96).b, `tensor "b": data offset 32, want 64`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +134,8 @@ func TestValidEdgeCases(t *testing.T) {
 		{"version 2", newFB(2, 0, 0).b},
 		{"zero-size tensor", newFB(3, 1, 0).tensor("t", 0, 0, 0).data(0).b},
 		{"scalar tensor", newFB(3, 1, 0).tensor("t", 0, 0).data(4).b},
-		{"alignment 64", newFB(3, 1, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(64).tensor("t", 0, 64, 1).data(128).b},
+		{"alignment 64", newFB(3, 1, 1).str(KeyAlignment).u32(uint32(TypeUint32)).u32(64).tensor("t", 0, 0, 1).padTo(64).zeros(4).b},
+		{"two tensors, padded", newFB(3, 2, 0).tensor("a", 0, 0, 3).tensor("b", 0, 32, 2).data(32 + 8).b},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -246,6 +246,40 @@ func (f *File) parseTensors(r *reader, n uint64) error {
 				t.Name, satAdd(dataOff, t.Offset), satAdd(satAdd(dataOff, t.Offset), t.Size), fileSize)
 		}
 	}
+	return f.checkLayout(fileSize)
+}
+
+// checkLayout enforces llama.cpp's layout rule: the tensors' data lie in the order of
+// their infos, the first at offset 0 and each at the aligned end of the one before, so
+// no two overlap and none sits in a gap; and the file ends within one alignment of the
+// last. A file whose offsets alias, whose alignment was changed (every tensor shifts)
+// or whose tensor type or shape no longer matches its bytes fails here instead of
+// loading garbage.
+func (f *File) checkLayout(fileSize uint64) error {
+	var want uint64
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if t.Offset != want {
+			prev := "the data section's start"
+			if i > 0 {
+				prev = fmt.Sprintf("the aligned end of tensor %q before it", f.Tensors[i-1].Name)
+			}
+			return fmt.Errorf("tensor %q: data offset %d, want %d (%s): the tensor data overlap, leave a gap, or do not match the tensors' types and shapes",
+				t.Name, t.Offset, want, prev)
+		}
+		var ok bool
+		if want, ok = alignUp(t.Offset+t.Size, f.Alignment); !ok {
+			return fmt.Errorf("tensor %q: data end overflows", t.Name)
+		}
+	}
+	if n := len(f.Tensors); n > 0 {
+		last := &f.Tensors[n-1]
+		end := f.DataOffset + last.Offset + last.Size
+		if fileSize-end >= f.Alignment {
+			return fmt.Errorf("%d bytes after the last tensor's data (%q ends at %d of %d): the tensors' types or shapes do not match their data, or the alignment %d is not the file's",
+				fileSize-end, last.Name, end, fileSize, f.Alignment)
+		}
+	}
 	return nil
 }
 
