@@ -79,6 +79,26 @@ func (m *meta) float(k string, def float64) float32 {
 	return float32(v)
 }
 
+// floatIn is float with the value checked to be finite and in [lo, hi]: an absurd
+// hyperparameter (rope base 1e-30, rms epsilon 1e38, a scale of inf) loads and then
+// generates garbage, so it is refused naming the key.
+func (m *meta) floatIn(k string, def, lo, hi float64) float32 {
+	v := m.float(k, def)
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) || f < lo || f > hi {
+		m.fail(k, fmt.Errorf("value %g outside [%g, %g]", v, lo, hi))
+	}
+	return v
+}
+
+// Ranges of the float hyperparameters, wide around every model published: rms
+// epsilon is 1e-6 or 1e-5 (1e-12 in some encoders), the rope base 1e4 to 1e8, a
+// linear rope factor 2 to 64.
+const (
+	minRMSEps, maxRMSEps     = 1e-12, 0.1
+	minRopeBase, maxRopeBase = 1, 1e12
+	maxRopeFactor            = 1024
+)
+
 // readParams reads the hyperparameters of f for an architecture with rope mode rm.
 // vocab comes from the token_embd tensor (checked against "<arch>.vocab_size" when set).
 func readParams(f *gguf.File, arch string, rm backend.RoPEMode) (Params, error) {
@@ -90,7 +110,7 @@ func readParams(f *gguf.File, arch string, rm backend.RoPEMode) (Params, error) 
 	p.KVHeads = m.uint("attention.head_count_kv", p.Heads)
 	p.FF = m.uint("feed_forward_length", -1)
 	p.CtxTrain = m.uint("context_length", 2048)
-	p.RMSEps = m.float("attention.layer_norm_rms_epsilon", 1e-5)
+	p.RMSEps = m.floatIn("attention.layer_norm_rms_epsilon", 1e-5, minRMSEps, maxRMSEps)
 	if m.err != nil {
 		return p, m.err
 	}
@@ -102,7 +122,7 @@ func readParams(f *gguf.File, arch string, rm backend.RoPEMode) (Params, error) 
 		return p, fmt.Errorf("model: %s value_length %d != key_length %d is not supported", arch, vl, p.HeadDim)
 	}
 	ropeDims := m.uint("rope.dimension_count", p.HeadDim)
-	base := m.float("rope.freq_base", 10000)
+	base := m.floatIn("rope.freq_base", 10000, minRopeBase, maxRopeBase)
 	scale, err := ropeScale(m)
 	if m.err != nil {
 		return p, m.err
@@ -134,9 +154,9 @@ func ropeScale(m *meta) (float32, error) {
 	if err != nil && !errors.Is(err, gguf.ErrNotFound) {
 		return 1, fmt.Errorf("model: metadata key %q: %w", m.key("rope.scaling.type"), err)
 	}
-	factor := m.float("rope.scaling.factor", 0)
+	factor := m.floatIn("rope.scaling.factor", 0, 0, maxRopeFactor)
 	if factor == 0 {
-		factor = m.float("rope.scale_linear", 0)
+		factor = m.floatIn("rope.scale_linear", 0, 0, maxRopeFactor)
 	}
 	switch strings.ToLower(typ) {
 	case "", "none":
