@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -27,6 +28,7 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q4_0:   {dotQ4_0SIMD, dotQ4_0},
 	Q5_0:   {dotQ5_0SIMD, dotQ5_0},
 	F16:    {dotF16SIMD, dotF16},
+	BF16:   {dotBF16SIMD, dotBF16},
 	Q4_K:   {dotQ4_KSIMD, dotQ4_K},
 	Q6_K:   {dotQ6_KSIMD, dotQ6_K},
 	Q2_K:   {dotQ2_KSIMD, dotQ2_K},
@@ -223,6 +225,21 @@ func dotIQ4_XSSIMD(n int, w, x []byte) float32 {
 	_ = x[nb*q8_KBytes-1]
 	var acc lanes8
 	dotIQ4_XSAVX2(&w[0], &x[0], nb, (*[8]float32)(&acc))
+	return acc.sum()
+}
+
+func dotBF16SIMD(n int, w, x []byte) float32 {
+	var acc lanes32
+	w, x = w[:2*n], x[:2*n]
+	m := n &^ 31
+	if m > 0 {
+		dotBF16AVX2(&w[0], &x[0], m, (*[32]float32)(&acc))
+	}
+	for i := m; i < n; i++ {
+		a := BF16ToF32(binary.LittleEndian.Uint16(w[2*i:]))
+		b := BF16ToF32(binary.LittleEndian.Uint16(x[2*i:]))
+		acc[i%32] += float32(a * b)
+	}
 	return acc.sum()
 }
 

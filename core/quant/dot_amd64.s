@@ -1634,6 +1634,58 @@ f16_done:
 	VZEROUPPER
 	RET
 
+// func dotBF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
+// Requires: AVX, AVX2
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    acc+24(FP), BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+
+bf16_loop:
+	CMPQ      DX, $0x20
+	JL        bf16_done
+	VPMOVZXWD (AX), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD (CX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VMULPS    Y5, Y4, Y4
+	VADDPS    Y4, Y0, Y0
+	VPMOVZXWD 16(AX), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 16(CX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VMULPS    Y5, Y4, Y4
+	VADDPS    Y4, Y1, Y1
+	VPMOVZXWD 32(AX), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 32(CX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VMULPS    Y5, Y4, Y4
+	VADDPS    Y4, Y2, Y2
+	VPMOVZXWD 48(AX), Y4
+	VPSLLD    $0x10, Y4, Y4
+	VPMOVZXWD 48(CX), Y5
+	VPSLLD    $0x10, Y5, Y5
+	VMULPS    Y5, Y4, Y4
+	VADDPS    Y4, Y3, Y3
+	ADDQ      $0x40, AX
+	ADDQ      $0x40, CX
+	SUBQ      $0x20, DX
+	JMP       bf16_loop
+
+bf16_done:
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VZEROUPPER
+	RET
+
 // func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $32-40

@@ -34,6 +34,11 @@ func dotQ5_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 //go:noescape
 func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 
+// dotBF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n bfloat16 values; n%32 == 0 (AVX2).
+//
+//go:noescape
+func dotBF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
+
 // dotQ4_KAVX2 runs ggml's Q4_K·Q8_K block loop over nb super-blocks into acc and accm (AVX2, FMA, F16C).
 //
 //go:noescape

@@ -237,3 +237,40 @@ func q3KDot() {
 	VZEROUPPER()
 	RET()
 }
+
+// dotBF16 emits func(w, x *byte, n int, acc *[32]float32): for the first n values (n a
+// multiple of 32) it adds w_i·x_i, rounded to float32, to acc[i%32] (bfloat16 widened by
+// a 16-bit shift: exact).
+func dotBF16() {
+	TEXT("dotBF16AVX2", NOSPLIT, "func(w, x *byte, n int, acc *[32]float32)")
+	Pragma("noescape")
+	Doc("dotBF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n bfloat16 values; n%32 == 0 (AVX2).")
+	wp, xp, n, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64()), Load(Param("acc"), GP64())
+	var acc [4]reg.VecVirtual
+	for j := range acc {
+		acc[j] = YMM()
+		VMOVUPS(Mem{Base: accp, Disp: 32 * j}, acc[j])
+	}
+	Label("bf16_loop")
+	CMPQ(n, Imm(32))
+	JL(LabelRef("bf16_done"))
+	for j := 0; j < 4; j++ {
+		a, b := YMM(), YMM()
+		VPMOVZXWD(Mem{Base: wp, Disp: 16 * j}, a)
+		VPSLLD(Imm(16), a, a)
+		VPMOVZXWD(Mem{Base: xp, Disp: 16 * j}, b)
+		VPSLLD(Imm(16), b, b)
+		VMULPS(b, a, a)
+		VADDPS(a, acc[j], acc[j])
+	}
+	ADDQ(Imm(64), wp)
+	ADDQ(Imm(64), xp)
+	SUBQ(Imm(32), n)
+	JMP(LabelRef("bf16_loop"))
+	Label("bf16_done")
+	for j := range acc {
+		VMOVUPS(acc[j], Mem{Base: accp, Disp: 32 * j})
+	}
+	VZEROUPPER()
+	RET()
+}

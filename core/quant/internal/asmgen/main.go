@@ -39,6 +39,7 @@ func main() {
 	blockDotX("dotQ4_1AVX2", 20, 36, bodyQ4_1, Mem{})
 	blockDotX("dotQ5_1AVX2", 24, 36, bodyQ5_1, Mem{})
 	dotF16()
+	dotBF16()
 	q4KDot()
 	q6KDot()
 	kConstants()
