@@ -41,7 +41,10 @@ depths. A warm-up of --warmup seconds runs first.
 
 Prompts: each --prompts FILE is tokenized and --prompt-count prompts of --prompt-tokens
 tokens are taken at offsets i·(tokens − prompt-tokens)/count (as the trained pair's
-train-report.json draws them); without --prompts a few built-in prompts are used.
+train-report.json draws them); without --prompts a few built-in prompts are used. Each
+--copy-prompts FILE gives prompts the same way, each followed by its own first
+--copy-tokens tokens again: the continuation repeats what the prompt holds (the shape
+of code editing and quoting, where drafter plugins pay).
 
 It also measures the verify-cost curve C_T(nt): ms per target forward of nt = 1…16 (--curve-rows)
 rows (after a 64-token prefix), and the draft's cost per one-token step.
@@ -92,7 +95,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	var (
 		f                  runFlags
 		depthList          string
-		prompts            stringList
+		prompts, copies    stringList
+		copyTokens         int
 		count, ptoks, reps int
 		warmup             float64
 		curve              bool
@@ -104,6 +108,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	f.defineSpec(fs)
 	fs.StringVar(&depthList, "depths", "0,1,2,3,4,8,auto", "comma-separated depths (auto = the depth policy)")
 	fs.Var(&prompts, "prompts", "text `FILE` to draw prompts from (repeatable)")
+	fs.Var(&copies, "copy-prompts", "text `FILE` to draw copy-heavy prompts from: each window, then its first --copy-tokens tokens again (repeatable)")
+	fs.IntVar(&copyTokens, "copy-tokens", 8, "tokens of its window a --copy-prompts prompt starts again")
 	fs.IntVar(&count, "prompt-count", 8, "prompts drawn from each --prompts file")
 	fs.IntVar(&ptoks, "prompt-tokens", 64, "tokens per drawn prompt")
 	fs.IntVar(&f.n, "n", 128, "tokens generated per prompt")
@@ -155,7 +161,23 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	}
 	defer st.close()
 	f.warnings(m, fs, cfg, st.b.Name())
-	ids, err := specPrompts(st, prompts, count, ptoks)
+	if copyTokens < 1 || copyTokens > ptoks {
+		return usagef("specbench: --copy-tokens %d: want 1..--prompt-tokens (%d)", copyTokens, ptoks)
+	}
+	ids, err := specPrompts(st, prompts, count, ptoks, 0)
+	if err != nil {
+		return err
+	}
+	if len(copies) > 0 {
+		copied, err := specPrompts(st, copies, count, ptoks, copyTokens)
+		if err != nil {
+			return err
+		}
+		if len(prompts) == 0 {
+			ids = nil // not the built-in prompts: only the copy-heavy ones
+		}
+		ids = append(ids, copied...)
+	}
 	if err != nil {
 		return err
 	}
@@ -332,8 +354,10 @@ func parseDepths(s string) ([]config.Depth, error) {
 }
 
 // specPrompts tokenizes the prompts: count evenly spaced windows of ptoks tokens per
-// file, or the built-in prompts.
-func specPrompts(st *stack, files []string, count, ptoks int) ([][]int32, error) {
+// file, each followed by its own first copy tokens when copy > 0 (a copy-heavy prompt:
+// the continuation repeats what the prompt holds, as in code editing and quoting), or
+// the built-in prompts when there are no files.
+func specPrompts(st *stack, files []string, count, ptoks, copy int) ([][]int32, error) {
 	var out [][]int32
 	bos := []int32{}
 	if st.tok.AddBOS() {
@@ -363,7 +387,8 @@ func specPrompts(st *stack, files []string, count, ptoks int) ([][]int32, error)
 		}
 		for i := range count {
 			off := i * (len(ids) - ptoks) / count // the offsets of train-report.json's simulation
-			out = append(out, append(append([]int32{}, bos...), ids[off:off+ptoks]...))
+			p := append(append([]int32{}, bos...), ids[off:off+ptoks]...)
+			out = append(out, append(p, ids[off:off+copy]...))
 		}
 	}
 	return out, nil

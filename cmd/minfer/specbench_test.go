@@ -155,3 +155,30 @@ func TestSpecbenchDrafters(t *testing.T) {
 		t.Errorf("drafter:ngram drafted with %v, want ngram alone", by)
 	}
 }
+
+// TestSpecbenchCopyPrompts: --copy-prompts draws windows that end with their own start
+// again, beside the --prompts ones; drafter plugins get tokens accepted on them.
+func TestSpecbenchCopyPrompts(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	text := filepath.Join(t.TempDir(), "story.txt")
+	story := strings.Repeat("Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog Max. ", 4)
+	if err := os.WriteFile(text, []byte(story), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--prompts", text, "--copy-prompts", text,
+		"--prompt-count", "2", "--prompt-tokens", "40", "--copy-tokens", "6", "-n", "12", "-r", "1", "--warmup", "0", "-t", "1",
+		"--curve=false", "--depths", "0", "--drafters", "ngram", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var got specbenchResult
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if got.Prompts != 4 || len(got.Depths) != 2 || !got.Depths[1].Identical {
+		t.Fatalf("got %+v, want 4 prompts and an identical drafter:ngram row", got)
+	}
+	if _, _, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--copy-prompts", text, "--copy-tokens", "0", "--drafters", "ngram"); exitCode(err) != 2 {
+		t.Fatalf("--copy-tokens 0: got %v, want a usage error", err)
+	}
+}
