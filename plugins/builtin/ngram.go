@@ -28,7 +28,7 @@ type Ngram struct {
 	seq        []int32
 	// at[n-nMin] maps the hash of an n-gram to the position after its latest occurrence
 	// whose next token is known.
-	at   []map[uint64]int32
+	at   []hashIndex
 	toks []int32
 	conf []float32
 }
@@ -52,9 +52,7 @@ func NewNgram(params []byte) (*Ngram, error) {
 		return nil, err
 	}
 	g := &Ngram{nMin: p.NMin, nMax: p.NMax, decay: p.Decay}
-	for range p.NMax - p.NMin + 1 {
-		g.at = append(g.at, map[uint64]int32{})
-	}
+	g.at = make([]hashIndex, p.NMax-p.NMin+1)
 	return g, nil
 }
 
@@ -74,14 +72,14 @@ func (g *Ngram) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftResult, 
 		// the n-grams ending just before t are now followed by a known token
 		end := len(g.seq) - 1
 		for n := g.nMin; n <= g.nMax && n <= end; n++ {
-			g.at[n-g.nMin][gramHash(g.seq[end-n:end])] = int32(end)
+			g.at[n-g.nMin].set(gramHash(g.seq[end-n:end]), int32(end))
 		}
 	}
 	g.toks, g.conf = g.toks[:0], g.conf[:0]
 	L := len(g.seq)
 	for n := min(g.nMax, L-1); n >= g.nMin; n-- {
 		tail := g.seq[L-n:]
-		next, ok := g.at[n-g.nMin][gramHash(tail)]
+		next, ok := g.at[n-g.nMin].get(gramHash(tail))
 		if !ok || !equal(g.seq[int(next)-n:next], tail) {
 			continue
 		}

@@ -39,7 +39,7 @@ type Suffix struct {
 	// lists its children (first, next), the latest reached first: a copy's path is
 	// found at once.
 	nodes []suffixNode
-	root  map[int32]int32
+	root  hashIndex
 	// active[i] is the node of the substring that starts len(seq)-len(active)+i and
 	// ends at the newest token (the last depth of them).
 	active []int32
@@ -86,17 +86,17 @@ func NewSuffix(params []byte) (*Suffix, error) {
 		return nil, fmt.Errorf("suffix: params: offset = %d, want 0..%d", p.Offset, sdk.MaxDepthLimit)
 	}
 	return &Suffix{depth: p.Depth, maxPattern: p.MaxPattern, minProb: p.MinProb, factor: p.Factor, offset: p.Offset,
-		nodes: []suffixNode{{}}, root: map[int32]int32{}}, nil
+		nodes: []suffixNode{{}}}, nil
 }
 
 // child returns n's child along tok, creating it, and moves it to the front of n's list.
 func (s *Suffix) child(n, tok int32) int32 {
 	if n == 0 {
-		c, ok := s.root[tok]
+		c, ok := s.root.get(uint64(uint32(tok)))
 		if !ok {
 			c = int32(len(s.nodes))
 			s.nodes = append(s.nodes, suffixNode{tok: tok})
-			s.root[tok] = c
+			s.root.set(uint64(uint32(tok)), c)
 		}
 		return c
 	}
