@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/minfer/minfer/core/quant"
 )
@@ -151,13 +153,13 @@ func (f *File) Arch() string {
 func (f *File) lookup(key string) (Value, error) {
 	v, ok := f.Get(key)
 	if !ok {
-		return Value{}, fmt.Errorf("gguf: key %q: %w", key, ErrNotFound)
+		return Value{}, fmt.Errorf("gguf: key %s: %w", Quote(key), ErrNotFound)
 	}
 	return v, nil
 }
 
 func wrongType(key string, v Value, want string) error {
-	return fmt.Errorf("gguf: key %q is %s, want %s", key, v.typeName(), want)
+	return fmt.Errorf("gguf: key %s is %s, want %s", Quote(key), v.typeName(), want)
 }
 
 // GetString returns a string value.
@@ -182,7 +184,7 @@ func (f *File) GetUint(key string) (uint64, error) {
 	u, ok := v.Uint()
 	if !ok {
 		if v.Type.isInt() {
-			return 0, fmt.Errorf("gguf: key %q is negative (%s)", key, v)
+			return 0, fmt.Errorf("gguf: key %s is negative (%s)", Quote(key), v)
 		}
 		return 0, wrongType(key, v, "an unsigned integer")
 	}
@@ -198,7 +200,7 @@ func (f *File) GetInt(key string) (int64, error) {
 	i, ok := v.Int()
 	if !ok {
 		if v.Type.isInt() {
-			return 0, fmt.Errorf("gguf: key %q: %s overflows int64", key, v)
+			return 0, fmt.Errorf("gguf: key %s: %s overflows int64", Quote(key), v)
 		}
 		return 0, wrongType(key, v, "an integer")
 	}
@@ -279,7 +281,7 @@ func (f *File) GetInts(key string) ([]int64, error) {
 	for i := range n {
 		x, ok := v.Index(i).Int()
 		if !ok {
-			return nil, fmt.Errorf("gguf: key %q: item %d overflows int64", key, i)
+			return nil, fmt.Errorf("gguf: key %s: item %d overflows int64", Quote(key), i)
 		}
 		out[i] = x
 	}
@@ -337,4 +339,21 @@ func alignmentOf(v Value) (uint64, error) {
 func alignUp(n, a uint64) (uint64, bool) {
 	r := (n + a - 1) &^ (a - 1)
 	return r, r >= n
+}
+
+// MaxQuoted is how many bytes of a name from a file Quote shows.
+const MaxQuoted = 200
+
+// Quote quotes a name read from a file (a key, a tensor name, an architecture) for an
+// error message, cut to MaxQuoted bytes with its full length said: a hostile file's
+// 2.7 MB key must not become a 2.7 MB error.
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
 }

@@ -196,3 +196,23 @@ func TestOpenErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeNamesQuotedShort: a 2.7 MB key or tensor name is quoted in an error cut to
+// MaxQuoted bytes with its length (before: the whole name, a 2.7 MB error line).
+func TestHugeNamesQuotedShort(t *testing.T) {
+	long := strings.Repeat("k", 2_700_000)
+	for name, data := range map[string][]byte{
+		"key":    newFB(3, 0, 1).str(long).u32(99).b,
+		"tensor": newFB(3, 1, 0).tensor(long, 0, 0, 4).b,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(data)
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			if msg := err.Error(); len(msg) > 500 || !strings.Contains(msg, "… (2700000 bytes)") {
+				t.Fatalf("error of %d bytes: %.300s", len(msg), msg)
+			}
+		})
+	}
+}

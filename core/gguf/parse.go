@@ -165,15 +165,15 @@ func parse(data []byte) (*File, error) {
 			return nil, err
 		}
 		if _, dup := f.kvIndex[key]; dup {
-			return nil, fmt.Errorf("duplicate key %q", key)
+			return nil, fmt.Errorf("duplicate key %s", Quote(key))
 		}
-		t, err := r.u32(fmt.Sprintf("key %q: value type", key))
+		t, err := r.u32(fmt.Sprintf("key %s: value type", Quote(key)))
 		if err != nil {
 			return nil, err
 		}
 		v, err := r.value(ValueType(t), 0)
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", key, err)
+			return nil, fmt.Errorf("key %s: %w", Quote(key), err)
 		}
 		f.kvIndex[key] = len(f.KVs)
 		f.KVs = append(f.KVs, KV{Key: key, Value: v})
@@ -198,9 +198,9 @@ func (f *File) parseTensors(r *reader, n uint64) error {
 			return err
 		}
 		if _, dup := f.tIndex[name]; dup {
-			return fmt.Errorf("duplicate tensor %q", name)
+			return fmt.Errorf("duplicate tensor %s", Quote(name))
 		}
-		what := fmt.Sprintf("tensor %q", name)
+		what := fmt.Sprintf("tensor %s", Quote(name))
 		nDims, err := r.u32(what + " dimension count")
 		if err != nil {
 			return err
@@ -242,8 +242,8 @@ func (f *File) parseTensors(r *reader, n uint64) error {
 		t := &f.Tensors[i]
 		end := satAdd(satAdd(dataOff, t.Offset), t.Size)
 		if t.Offset > fileSize || t.Size > fileSize || end > fileSize {
-			return fmt.Errorf("tensor %q data [%d, %d) out of file bounds (size %d)",
-				t.Name, satAdd(dataOff, t.Offset), satAdd(satAdd(dataOff, t.Offset), t.Size), fileSize)
+			return fmt.Errorf("tensor %s data [%d, %d) out of file bounds (size %d)",
+				Quote(t.Name), satAdd(dataOff, t.Offset), satAdd(satAdd(dataOff, t.Offset), t.Size), fileSize)
 		}
 	}
 	return f.checkLayout(fileSize)
@@ -262,22 +262,22 @@ func (f *File) checkLayout(fileSize uint64) error {
 		if t.Offset != want {
 			prev := "the data section's start"
 			if i > 0 {
-				prev = fmt.Sprintf("the aligned end of tensor %q before it", f.Tensors[i-1].Name)
+				prev = fmt.Sprintf("the aligned end of tensor %s before it", Quote(f.Tensors[i-1].Name))
 			}
-			return fmt.Errorf("tensor %q: data offset %d, want %d (%s): the tensor data overlap, leave a gap, or do not match the tensors' types and shapes",
-				t.Name, t.Offset, want, prev)
+			return fmt.Errorf("tensor %s: data offset %d, want %d (%s): the tensor data overlap, leave a gap, or do not match the tensors' types and shapes",
+				Quote(t.Name), t.Offset, want, prev)
 		}
 		var ok bool
 		if want, ok = alignUp(t.Offset+t.Size, f.Alignment); !ok {
-			return fmt.Errorf("tensor %q: data end overflows", t.Name)
+			return fmt.Errorf("tensor %s: data end overflows", Quote(t.Name))
 		}
 	}
 	if n := len(f.Tensors); n > 0 {
 		last := &f.Tensors[n-1]
 		end := f.DataOffset + last.Offset + last.Size
 		if fileSize-end >= f.Alignment {
-			return fmt.Errorf("%d bytes after the last tensor's data (%q ends at %d of %d): the tensors' types or shapes do not match their data, or the alignment %d is not the file's",
-				fileSize-end, last.Name, end, fileSize, f.Alignment)
+			return fmt.Errorf("%d bytes after the last tensor's data (%s ends at %d of %d): the tensors' types or shapes do not match their data, or the alignment %d is not the file's",
+				fileSize-end, Quote(last.Name), end, fileSize, f.Alignment)
 		}
 	}
 	return nil

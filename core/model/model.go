@@ -84,7 +84,7 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 		return nil, errors.New("model: no general.architecture key (or not a string): not a model file")
 	}
 	if !ok {
-		return nil, fmt.Errorf("model: unknown architecture %q (supported: %s)", name, strings.Join(Archs(), ", "))
+		return nil, fmt.Errorf("model: unknown architecture %s (supported: %s)", gguf.Quote(name), strings.Join(Archs(), ", "))
 	}
 	p, err := readParams(f, name, a.rope)
 	if err != nil {

@@ -109,3 +109,19 @@ func TestCloseKillsTheGroup(t *testing.T) {
 	c.Close()
 	waitGone(t, pid)
 }
+
+// TestLongOutputLinesCut: a plugin's output line is echoed up to maxLogLine bytes
+// (before: a megabyte line went to the log whole).
+func TestLongOutputLinesCut(t *testing.T) {
+	var b strings.Builder
+	w := &lineWriter{w: &b, prefix: "plugin x: "}
+	w.Write([]byte(strings.Repeat("a", 100_000)))
+	w.Write([]byte(strings.Repeat("b", 100_000) + "\nshort\n"))
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 || lines[1] != "plugin x: short" {
+		t.Fatalf("got %d lines, the last %.80q", len(lines), lines[len(lines)-1])
+	}
+	if want := "plugin x: " + strings.Repeat("a", maxLogLine) + " … (line cut)"; lines[0] != want {
+		t.Fatalf("first line: got %d bytes %.80q…, want %d", len(lines[0]), lines[0], len(want))
+	}
+}

@@ -522,8 +522,13 @@ type lineWriter struct {
 	w      io.Writer
 	prefix string
 	mid    bool // inside a line
+	n      int  // bytes of the current line written
 	mu     sync.Mutex
 }
+
+// maxLogLine is how much of one line of plugin output is echoed; the rest of the
+// line is dropped (a plugin printing megabytes on one line must not flood the log).
+const maxLogLine = 512
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -534,14 +539,29 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 			if _, err := io.WriteString(l.w, l.prefix); err != nil {
 				return 0, err
 			}
-			l.mid = true
+			l.mid, l.n = true, 0
 		}
+		line := p
 		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			_, err := l.w.Write(p)
-			return n, err
+		if i >= 0 {
+			line = p[:i]
 		}
-		if _, err := l.w.Write(p[:i+1]); err != nil {
+		if keep := maxLogLine - l.n; keep > 0 {
+			k := min(keep, len(line))
+			if _, err := l.w.Write(line[:k]); err != nil {
+				return 0, err
+			}
+			if k < len(line) {
+				if _, err := io.WriteString(l.w, " … (line cut)"); err != nil {
+					return 0, err
+				}
+			}
+		}
+		l.n += len(line)
+		if i < 0 {
+			return n, nil
+		}
+		if _, err := l.w.Write([]byte{'\n'}); err != nil {
 			return 0, err
 		}
 		l.mid = false

@@ -100,10 +100,16 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, name string, ro
 		}
 	}
 	if last, ok := in.log.since(mark); ok {
+		if len(last) > maxQuotedOutput { // a runaway line is up to 4 KiB
+			last = strings.ToValidUTF8(last[:maxQuotedOutput], "") + "…"
+		}
 		err = fmt.Errorf("%w (the module's last output: %q)", err, last)
 	}
 	return in.fail(name, role, "trap", err)
 }
+
+// maxQuotedOutput is how much of the module's last output line a trap's error quotes.
+const maxQuotedOutput = 300
 
 // callScalar calls a () -> i32 export.
 func (in *instance) callScalar(ctx context.Context, fn api.Function, role sdk.Role, timeout time.Duration) (int32, error) {
