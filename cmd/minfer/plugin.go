@@ -23,7 +23,7 @@ const pluginUsage = `
 Usage:
   minfer plugin list  [--config FILE] [--json]
   minfer plugin check FILE.wasm [--plugin NAME] [--params JSON] [--timeout D] [--memory-mb N]
-  minfer plugin new   policy|sampler|penalty DIR [--name NAME] [--module PATH] [--minfer DIR]
+  minfer plugin new   policy|sampler|penalty|drafter DIR [--name NAME] [--module PATH] [--minfer DIR]
 
 list loads every plugin declared in the config ([plugins.NAME]; the built-ins are always
 declared) and prints its name, roles, version, source, ABI version and checksum.
@@ -104,7 +104,7 @@ func runPlugin(ctx context.Context, m *Main, args []string) error {
 		return pluginCheck(ctx, m, f, pos[1])
 	case "new":
 		if len(pos) != 3 {
-			return usagef("plugin new: want ROLE DIR (ROLE: policy, sampler or penalty)")
+			return usagef("plugin new: want ROLE DIR (ROLE: policy, sampler, penalty or drafter)")
 		}
 		return pluginNew(m, f, pos[1], pos[2])
 	}
@@ -253,9 +253,9 @@ func printCheck(w io.Writer, file string, infos []sdk.Info, results []check.Chec
 
 func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 	switch sdk.Role(role) {
-	case sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty:
+	case sdk.RolePolicy, sdk.RoleSampler, sdk.RolePenalty, sdk.RoleDrafter:
 	default:
-		return usagef("plugin new: unknown role %q (want policy, sampler or penalty)", role)
+		return usagef("plugin new: unknown role %q (want policy, sampler, penalty or drafter)", role)
 	}
 	checkout := f.minfer
 	if checkout == "" {

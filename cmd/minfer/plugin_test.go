@@ -91,6 +91,7 @@ func TestPluginNewBuilds(t *testing.T) {
 		{"policy", filepath.Join(t.TempDir(), "my-policy")},
 		{"sampler", filepath.Join(t.TempDir(), "my-sampler")},
 		{"penalty", filepath.Join(t.TempDir(), "my penalty")},
+		{"drafter", filepath.Join(t.TempDir(), "my-drafter")},
 		{"policy", filepath.Join(inside, "my-inside")},
 	} {
 		t.Run(filepath.Base(tc.dir), func(t *testing.T) {

@@ -37,7 +37,7 @@ type ScaffoldOptions struct {
 func Scaffold(o ScaffoldOptions) ([]string, error) {
 	tmpl, ok := scaffolds[o.Role]
 	if !ok {
-		return nil, fmt.Errorf("scaffold: unknown role %q (want policy, sampler or penalty)", o.Role)
+		return nil, fmt.Errorf("scaffold: unknown role %q (want policy, sampler, penalty or drafter)", o.Role)
 	}
 	if o.Name == "" {
 		o.Name = cleanName(filepath.Base(filepath.Clean(o.Dir)))
@@ -162,6 +162,7 @@ var scaffolds = map[sdk.Role]string{
 	sdk.RolePolicy:  scaffoldPolicy,
 	sdk.RolePenalty: scaffoldPenalty,
 	sdk.RoleSampler: scaffoldSampler,
+	sdk.RoleDrafter: scaffoldDrafter,
 }
 
 // scaffoldGoMod is written as go mod tidy would write it, so that go build accepts it
@@ -255,6 +256,44 @@ func ({{.Ident}}) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResul
 }
 
 func init() { guest.RegisterSampler("{{.Name}}", "0.1.0", sdk.Needs{TopK: 1}, new{{.Ident}}) }
+
+func main() {}
+`
+
+const scaffoldDrafter = scaffoldHeader + `
+import (
+	"context"
+
+	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/sdk/guest"
+)
+
+// {{.Ident}} proposes the tokens that followed the latest earlier occurrence of the
+// sequence's last token (prompt lookup with n = 1). It keeps the sequence itself: each
+// call tells it only the tokens appended since the last one. Use it with [spec]
+// drafter = "{{.Name}}".
+type {{.Ident}} struct {
+	seq []int32
+}
+
+func new{{.Ident}}(params []byte) (sdk.Drafter, error) { return &{{.Ident}}{}, nil }
+
+func (d *{{.Ident}}) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+	d.seq = append(d.seq, q.Appended...)
+	var res sdk.DraftResult
+	n := len(d.seq)
+	for i := n - 2; i >= 0 && n > 0; i-- {
+		if d.seq[i] == d.seq[n-1] {
+			for j := i + 1; j < n && len(res.Tokens) < q.MaxDepth; j++ {
+				res.Tokens, res.Conf = append(res.Tokens, d.seq[j]), append(res.Conf, 0.5)
+			}
+			break
+		}
+	}
+	return res, nil
+}
+
+func init() { guest.RegisterDrafter("{{.Name}}", "0.1.0", new{{.Ident}}) }
 
 func main() {}
 `
