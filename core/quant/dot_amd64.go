@@ -287,5 +287,32 @@ func fromFloatQ8_KSIMD(dst []byte, src []float32) {
 	}
 }
 
-// tileKernels would hold SIMD tile kernels (DotTile); none exist in ggml's order yet.
+// tileKernels holds the SIMD tile kernels (DotTile) by weight type: the AVX-512 ones
+// (tile_amd64.go) where the CPU has them, else these AVX2 row loops, which run each
+// activation row over all weight rows in one call (VecDot's bits, without a Go call and
+// a spilled accumulator per dot: the trained target's 4096×512 output head is 16 blocks
+// a row).
 var tileKernels = map[Type]func(*Tile){}
+
+func init() {
+	if !hasAVX2 || hasTileZ {
+		return
+	}
+	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2) }
+}
+
+// tileRowsAVX2 runs a generated rows kernel for each activation row of tl (checked).
+func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32)) {
+	nb := tl.N / qk
+	if nb == 0 {
+		for t := 0; t < tl.NX; t++ {
+			clear(tl.Out[t*tl.OutStride : t*tl.OutStride+tl.Rows])
+		}
+		return
+	}
+	for t := 0; t < tl.NX; t++ {
+		rows(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], nb, &tl.Out[t*tl.OutStride])
+	}
+}

@@ -1590,6 +1590,691 @@ dotQ5_1AVX2_done:
 	VZEROUPPER
 	RET
 
+// func rowsQ8_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rowsQ8_0AVX2(SB), NOSPLIT, $32-48
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ nb+32(FP), SI
+	MOVQ out+40(FP), DI
+
+rowsQ8_0AVX2_row:
+	MOVQ   AX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+	VXORPS Y0, Y0, Y0
+
+rowsQ8_0AVX2_group:
+	CMPQ         R10, $0x08
+	JL           rowsQ8_0AVX2_tail
+	PREFETCHT1   4096(R8)
+	PREFETCHT1   4160(R8)
+	PREFETCHT1   4224(R8)
+	PREFETCHT1   4288(R8)
+	PREFETCHT1   4352(R8)
+	VPINSRW      $0x00, (R8), X1, X1
+	VPINSRW      $0x00, (R9), X2, X2
+	VPINSRW      $0x01, 34(R8), X1, X1
+	VPINSRW      $0x01, 34(R9), X2, X2
+	VPINSRW      $0x02, 68(R8), X1, X1
+	VPINSRW      $0x02, 68(R9), X2, X2
+	VPINSRW      $0x03, 102(R8), X1, X1
+	VPINSRW      $0x03, 102(R9), X2, X2
+	VPINSRW      $0x04, 136(R8), X1, X1
+	VPINSRW      $0x04, 136(R9), X2, X2
+	VPINSRW      $0x05, 170(R8), X1, X1
+	VPINSRW      $0x05, 170(R9), X2, X2
+	VPINSRW      $0x06, 204(R8), X1, X1
+	VPINSRW      $0x06, 204(R9), X2, X2
+	VPINSRW      $0x07, 238(R8), X1, X1
+	VPINSRW      $0x07, 238(R9), X2, X2
+	VCVTPH2PS    X1, Y3
+	VCVTPH2PS    X2, Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      2(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      36(R8), Y3
+	VMOVDQU      36(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 4(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      70(R8), Y3
+	VMOVDQU      70(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 8(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      104(R8), Y3
+	VMOVDQU      104(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      138(R8), Y3
+	VMOVDQU      138(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 16(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      172(R8), Y3
+	VMOVDQU      172(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 20(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      206(R8), Y3
+	VMOVDQU      206(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 24(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVDQU      240(R8), Y3
+	VMOVDQU      240(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 28(SP), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	ADDQ         $0x00000110, R8
+	ADDQ         $0x00000110, R9
+	SUBQ         $0x08, R10
+	JMP          rowsQ8_0AVX2_group
+
+rowsQ8_0AVX2_tail:
+	TESTQ   R10, R10
+	JZ      rowsQ8_0AVX2_done
+	VPXOR   X3, X3, X3
+	VPXOR   X4, X4, X4
+	CMPQ    R10, $0x01
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x00, (R8), X3, X3
+	VPINSRW $0x00, (R9), X4, X4
+	CMPQ    R10, $0x02
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x01, 34(R8), X3, X3
+	VPINSRW $0x01, 34(R9), X4, X4
+	CMPQ    R10, $0x03
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x02, 68(R8), X3, X3
+	VPINSRW $0x02, 68(R9), X4, X4
+	CMPQ    R10, $0x04
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x03, 102(R8), X3, X3
+	VPINSRW $0x03, 102(R9), X4, X4
+	CMPQ    R10, $0x05
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x04, 136(R8), X3, X3
+	VPINSRW $0x04, 136(R9), X4, X4
+	CMPQ    R10, $0x06
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x05, 170(R8), X3, X3
+	VPINSRW $0x05, 170(R9), X4, X4
+	CMPQ    R10, $0x07
+	JL      rowsQ8_0AVX2_tailscales
+	VPINSRW $0x06, 204(R8), X3, X3
+	VPINSRW $0x06, 204(R9), X4, X4
+
+rowsQ8_0AVX2_tailscales:
+	VCVTPH2PS X3, Y3
+	VCVTPH2PS X4, Y4
+	VMULPS    Y4, Y3, Y3
+	VMOVUPS   Y3, (SP)
+	XORQ      R11, R11
+
+rowsQ8_0AVX2_tailblock:
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      2(R9), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SP)(R11*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	ADDQ         $0x00000022, R8
+	ADDQ         $0x22, R9
+	INCQ         R11
+	CMPQ         R11, R10
+	JL           rowsQ8_0AVX2_tailblock
+
+rowsQ8_0AVX2_done:
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X3
+	VADDPS       X3, X0, X0
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         CX, AX
+	ADDQ         $0x04, DI
+	DECQ         DX
+	JNZ          rowsQ8_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rowsQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rowsQ4_0AVX2(SB), NOSPLIT, $32-48
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	MOVQ    out+40(FP), DI
+	VMOVDQU eights<>+0(SB), Y0
+
+rowsQ4_0AVX2_row:
+	MOVQ   AX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+	VXORPS Y1, Y1, Y1
+
+rowsQ4_0AVX2_group:
+	CMPQ           R10, $0x08
+	JL             rowsQ4_0AVX2_tail
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4160(R8)
+	PREFETCHT1     4224(R8)
+	VPINSRW        $0x00, (R8), X2, X2
+	VPINSRW        $0x00, (R9), X3, X3
+	VPINSRW        $0x01, 18(R8), X2, X2
+	VPINSRW        $0x01, 34(R9), X3, X3
+	VPINSRW        $0x02, 36(R8), X2, X2
+	VPINSRW        $0x02, 68(R9), X3, X3
+	VPINSRW        $0x03, 54(R8), X2, X2
+	VPINSRW        $0x03, 102(R9), X3, X3
+	VPINSRW        $0x04, 72(R8), X2, X2
+	VPINSRW        $0x04, 136(R9), X3, X3
+	VPINSRW        $0x05, 90(R8), X2, X2
+	VPINSRW        $0x05, 170(R9), X3, X3
+	VPINSRW        $0x06, 108(R8), X2, X2
+	VPINSRW        $0x06, 204(R9), X3, X3
+	VPINSRW        $0x07, 126(R8), X2, X2
+	VPINSRW        $0x07, 238(R9), X3, X3
+	VCVTPH2PS      X2, Y4
+	VCVTPH2PS      X3, Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVUPS        Y4, (SP)
+	VBROADCASTI128 2(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        2(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 20(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        36(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   4(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 38(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        70(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   8(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 56(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        104(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   12(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 74(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        138(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   16(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 92(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        172(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   20(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 110(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        206(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   24(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 128(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        240(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   28(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	ADDQ           $0x00000090, R8
+	ADDQ           $0x00000110, R9
+	SUBQ           $0x08, R10
+	JMP            rowsQ4_0AVX2_group
+
+rowsQ4_0AVX2_tail:
+	TESTQ   R10, R10
+	JZ      rowsQ4_0AVX2_done
+	VPXOR   X4, X4, X4
+	VPXOR   X5, X5, X5
+	CMPQ    R10, $0x01
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x00, (R8), X4, X4
+	VPINSRW $0x00, (R9), X5, X5
+	CMPQ    R10, $0x02
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x01, 18(R8), X4, X4
+	VPINSRW $0x01, 34(R9), X5, X5
+	CMPQ    R10, $0x03
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x02, 36(R8), X4, X4
+	VPINSRW $0x02, 68(R9), X5, X5
+	CMPQ    R10, $0x04
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x03, 54(R8), X4, X4
+	VPINSRW $0x03, 102(R9), X5, X5
+	CMPQ    R10, $0x05
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x04, 72(R8), X4, X4
+	VPINSRW $0x04, 136(R9), X5, X5
+	CMPQ    R10, $0x06
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x05, 90(R8), X4, X4
+	VPINSRW $0x05, 170(R9), X5, X5
+	CMPQ    R10, $0x07
+	JL      rowsQ4_0AVX2_tailscales
+	VPINSRW $0x06, 108(R8), X4, X4
+	VPINSRW $0x06, 204(R9), X5, X5
+
+rowsQ4_0AVX2_tailscales:
+	VCVTPH2PS X4, Y4
+	VCVTPH2PS X5, Y5
+	VMULPS    Y5, Y4, Y4
+	VMOVUPS   Y4, (SP)
+	XORQ      R11, R11
+
+rowsQ4_0AVX2_tailblock:
+	VBROADCASTI128 2(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VMOVDQU        2(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP)(R11*4), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x22, R9
+	INCQ           R11
+	CMPQ           R11, R10
+	JL             rowsQ4_0AVX2_tailblock
+
+rowsQ4_0AVX2_done:
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X4
+	VADDPS       X4, X1, X1
+	VMOVSHDUP    X1, X4
+	VADDSS       X4, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         CX, AX
+	ADDQ         $0x04, DI
+	DECQ         DX
+	JNZ          rowsQ4_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rowsQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rowsQ5_0AVX2(SB), NOSPLIT, $32-48
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	MOVQ    out+40(FP), DI
+	VMOVDQU sixteens<>+0(SB), Y0
+
+rowsQ5_0AVX2_row:
+	MOVQ   AX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+	VXORPS Y1, Y1, Y1
+
+rowsQ5_0AVX2_group:
+	CMPQ           R10, $0x08
+	JL             rowsQ5_0AVX2_tail
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4160(R8)
+	PREFETCHT1     4224(R8)
+	VPINSRW        $0x00, (R8), X2, X2
+	VPINSRW        $0x00, (R9), X3, X3
+	VPINSRW        $0x01, 22(R8), X2, X2
+	VPINSRW        $0x01, 34(R9), X3, X3
+	VPINSRW        $0x02, 44(R8), X2, X2
+	VPINSRW        $0x02, 68(R9), X3, X3
+	VPINSRW        $0x03, 66(R8), X2, X2
+	VPINSRW        $0x03, 102(R9), X3, X3
+	VPINSRW        $0x04, 88(R8), X2, X2
+	VPINSRW        $0x04, 136(R9), X3, X3
+	VPINSRW        $0x05, 110(R8), X2, X2
+	VPINSRW        $0x05, 170(R9), X3, X3
+	VPINSRW        $0x06, 132(R8), X2, X2
+	VPINSRW        $0x06, 204(R9), X3, X3
+	VPINSRW        $0x07, 154(R8), X2, X2
+	VPINSRW        $0x07, 238(R9), X3, X3
+	VCVTPH2PS      X2, Y4
+	VCVTPH2PS      X3, Y5
+	VMULPS         Y5, Y4, Y4
+	VMOVUPS        Y4, (SP)
+	VBROADCASTI128 6(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   2(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        2(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 28(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   24(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        36(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   4(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 50(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   46(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        70(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   8(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 72(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   68(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        104(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   12(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 94(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   90(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        138(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   16(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 116(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   112(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        172(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   20(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 138(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   134(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        206(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   24(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	VBROADCASTI128 160(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   156(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        240(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   28(SP), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x00000110, R9
+	SUBQ           $0x08, R10
+	JMP            rowsQ5_0AVX2_group
+
+rowsQ5_0AVX2_tail:
+	TESTQ   R10, R10
+	JZ      rowsQ5_0AVX2_done
+	VPXOR   X4, X4, X4
+	VPXOR   X5, X5, X5
+	CMPQ    R10, $0x01
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x00, (R8), X4, X4
+	VPINSRW $0x00, (R9), X5, X5
+	CMPQ    R10, $0x02
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x01, 22(R8), X4, X4
+	VPINSRW $0x01, 34(R9), X5, X5
+	CMPQ    R10, $0x03
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x02, 44(R8), X4, X4
+	VPINSRW $0x02, 68(R9), X5, X5
+	CMPQ    R10, $0x04
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x03, 66(R8), X4, X4
+	VPINSRW $0x03, 102(R9), X5, X5
+	CMPQ    R10, $0x05
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x04, 88(R8), X4, X4
+	VPINSRW $0x04, 136(R9), X5, X5
+	CMPQ    R10, $0x06
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x05, 110(R8), X4, X4
+	VPINSRW $0x05, 170(R9), X5, X5
+	CMPQ    R10, $0x07
+	JL      rowsQ5_0AVX2_tailscales
+	VPINSRW $0x06, 132(R8), X4, X4
+	VPINSRW $0x06, 204(R9), X5, X5
+
+rowsQ5_0AVX2_tailscales:
+	VCVTPH2PS X4, Y4
+	VCVTPH2PS X5, Y5
+	VMULPS    Y5, Y4, Y4
+	VMOVUPS   Y4, (SP)
+	XORQ      R11, R11
+
+rowsQ5_0AVX2_tailblock:
+	VBROADCASTI128 6(R8), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          mask0F<>+0(SB), Y4, Y4
+	VPBROADCASTD   2(R8), Y5
+	VPSHUFB        bitsShuf<>+0(SB), Y5, Y5
+	VPOR           bitsMask<>+0(SB), Y5, Y5
+	VPCMPEQB       allOnes<>+0(SB), Y5, Y5
+	VPAND          sixteen<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        2(R9), Y5
+	VPMADDUBSW     Y5, Y4, Y4
+	VPMADDUBSW     Y5, Y0, Y5
+	VPSUBW         Y5, Y4, Y4
+	VPMADDWD       ones16<>+0(SB), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   (SP)(R11*4), Y5
+	VFMADD231PS    Y4, Y5, Y1
+	ADDQ           $0x00000016, R8
+	ADDQ           $0x22, R9
+	INCQ           R11
+	CMPQ           R11, R10
+	JL             rowsQ5_0AVX2_tailblock
+
+rowsQ5_0AVX2_done:
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X4
+	VADDPS       X4, X1, X1
+	VMOVSHDUP    X1, X4
+	VADDSS       X4, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         CX, AX
+	ADDQ         $0x04, DI
+	DECQ         DX
+	JNZ          rowsQ5_0AVX2_row
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 // Requires: AVX, F16C
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32

@@ -29,6 +29,21 @@ func dotQ4_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 //go:noescape
 func dotQ5_1AVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
+// rowsQ8_0AVX2 runs ggml's block loop for rows weight rows against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rowsQ8_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
+// rowsQ4_0AVX2 runs ggml's block loop for rows weight rows against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rowsQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
+// rowsQ5_0AVX2 runs ggml's block loop for rows weight rows against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rowsQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
 // dotF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n binary16 values; n%32 == 0 (AVX, F16C).
 //
 //go:noescape

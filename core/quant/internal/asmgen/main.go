@@ -38,6 +38,9 @@ func main() {
 	blockDot("dotQ5_0AVX2", 22, bodyQ5_0, sixteens)
 	blockDotX("dotQ4_1AVX2", 20, 36, bodyQ4_1, Mem{})
 	blockDotX("dotQ5_1AVX2", 24, 36, bodyQ5_1, Mem{})
+	blockDotRows("rowsQ8_0AVX2", 34, bodyQ8_0, Mem{})
+	blockDotRows("rowsQ4_0AVX2", 18, bodyQ4_0, eights)
+	blockDotRows("rowsQ5_0AVX2", 22, bodyQ5_0, sixteens)
 	dotF16()
 	dotBF16()
 	q4KDot()
@@ -197,13 +200,61 @@ func blockDotX(name string, wBytes, xBytes int, body blockBody, corrConst Mem) {
 	wp, xp, nb, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("acc"), GP64())
 	acc := YMM()
 	VMOVUPS(Mem{Base: accp}, acc)
+	corr := loadCorr(corrConst)
+	scales := AllocLocal(32)
+	blockLoop(name, wBytes, xBytes, body, corr, wp, xp, nb, acc, scales)
+	VMOVUPS(acc, Mem{Base: accp})
+	VZEROUPPER()
+	RET()
+}
+
+func loadCorr(corrConst Mem) reg.VecVirtual {
 	var corr reg.VecVirtual
 	if corrConst != (Mem{}) {
 		corr = YMM()
 		VMOVDQU(corrConst, corr)
 	}
-	scales := AllocLocal(32)
+	return corr
+}
 
+// blockDotRows emits func(w *byte, wStride, rows int, x *byte, nb int, out *float32):
+// out[r] = hsum_float_8 of blockDot's lanes for weight row r (at w + r·wStride) against
+// the activation row x, rows > 0: the dots VecDot computes, without a call per row.
+func blockDotRows(name string, wBytes int, body blockBody, corrConst Mem) {
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, nb int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " runs ggml's block loop for rows weight rows against one activation row (AVX2, FMA, F16C).")
+	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
+	x0, nb0, out := Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("out"), GP64())
+	corr := loadCorr(corrConst)
+	scales := AllocLocal(32)
+	wp, xp, nb := GP64(), GP64(), GP64()
+	Label(name + "_row")
+	MOVQ(w0, wp)
+	MOVQ(x0, xp)
+	MOVQ(nb0, nb)
+	acc := YMM()
+	VXORPS(acc, acc, acc)
+	blockLoop(name, wBytes, q8_0Bytes, body, corr, wp, xp, nb, acc, scales)
+	// hsum_float_8: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
+	hi, lo := XMM(), XMM()
+	VEXTRACTF128(Imm(1), acc, hi)
+	VADDPS(hi, acc.AsX(), lo)
+	VMOVHLPS(lo, lo, hi)
+	VADDPS(hi, lo, lo)
+	VMOVSHDUP(lo, hi)
+	VADDSS(hi, lo, lo)
+	VMOVSS(lo, Mem{Base: out})
+	ADDQ(stride, w0)
+	ADDQ(Imm(4), out)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	VZEROUPPER()
+	RET()
+}
+
+// blockLoop emits blockDot's loop over nb blocks at wp, xp into acc (wp, xp, nb move).
+func blockLoop(name string, wBytes, xBytes int, body blockBody, corr reg.VecVirtual, wp, xp, nb reg.Register, acc reg.VecVirtual, scales Mem) {
 	Label(name + "_group")
 	CMPQ(nb, Imm(8))
 	JL(LabelRef(name + "_tail"))
@@ -254,9 +305,6 @@ func blockDotX(name string, wBytes, xBytes int, body blockBody, corrConst Mem) {
 	JL(LabelRef(name + "_tailblock"))
 
 	Label(name + "_done")
-	VMOVUPS(acc, Mem{Base: accp})
-	VZEROUPPER()
-	RET()
 }
 
 // dotF16 emits func(w, x *byte, n int, acc *[32]float32): for the first n values
