@@ -97,7 +97,8 @@ func chatText(t *testing.T, url, content string) string {
 }
 
 // TestServeRunAndREPLAgree: the same greedy chat turn gives the same text through
-// `minfer run --chat -p`, the REPL on a pipe and the server, without and with a draft.
+// `minfer run --chat -p`, the REPL on a pipe and the server, without and with a draft,
+// and with drafter plugins (alone, and beside the draft).
 func TestServeRunAndREPLAgree(t *testing.T) {
 	draft := testpath.Path(t, "models", "stories260K.gguf")
 	for _, tc := range []struct {
@@ -106,6 +107,8 @@ func TestServeRunAndREPLAgree(t *testing.T) {
 	}{
 		{"plain", nil},
 		{"draft", []string{"--draft", draft, "--depth", "3"}},
+		{"ngram drafter", []string{"--drafter", "ngram", "--depth", "3"}},
+		{"suffix drafter beside the draft", []string{"--draft", draft, "--drafter", "suffix"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const prompt = "Once upon a time"
