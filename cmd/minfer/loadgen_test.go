@@ -34,6 +34,13 @@ func TestLoadgenAgainstServe(t *testing.T) {
 			t.Errorf("stream %v: ttft %+v", stream, res.TTFTS)
 		}
 	}
+	// The slots' forwards were batched, and the server's metrics say so.
+	m := metricsText(t, url)
+	for _, want := range []string{"minfer_batch_sequences_count", "minfer_batch_rows_count", "minfer_time_per_output_token_seconds_count 8"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(m, "batch", "per_output"))
+		}
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -202,6 +202,9 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, o serveOptions
 		st.close()
 		return nil, nil, err
 	}
+	if so.batching != nil {
+		so.batching.Observe(srv.ObserveForward)
+	}
 	return srv, st, nil
 }
 

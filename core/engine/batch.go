@@ -37,7 +37,8 @@ type batcher struct {
 	active  int           // sessions inside Generate on this model
 	lastDur time.Duration // the last batched forward's time, for the gathering wait
 
-	staging map[int]backend.Buffer // by row count: a job's rows copied out of the batch
+	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
+	observer *atomic.Pointer[func(seqs, rows int)]
 
 	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
 }
@@ -55,10 +56,16 @@ type job struct {
 // Batching is what the sessions whose forwards are batched together share (a server's
 // slots): a batcher per model. Give the same *Batching to each session's Config.
 type Batching struct {
-	maxRows int
-	mu      sync.Mutex
-	by      map[*model.Model]*batcher
+	maxRows  int
+	mu       sync.Mutex
+	by       map[*model.Model]*batcher
+	observer atomic.Pointer[func(seqs, rows int)]
 }
+
+// Observe has fn called after every forward the batchers run (lone or batched) with
+// the number of sequences and rows it served: a server's batch-size metrics. fn must
+// be quick and safe for concurrent use.
+func (bt *Batching) Observe(fn func(seqs, rows int)) { bt.observer.Store(&fn) }
 
 // NewBatching batches forwards of up to maxRows rows (at least 2; the backend's
 // identity bound, Caps.IdentityRows, lowers it, so batching never changes a bit).
@@ -89,7 +96,7 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
 		rows = id
 	}
-	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}}
+	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer}
 	bt.by[m] = b
 	return b
 }
@@ -178,6 +185,13 @@ func (b *batcher) run(g []*job, all bool) {
 			close(j.done)
 		}
 	}()
+	if fn := b.observer.Load(); fn != nil {
+		rows := 0
+		for _, j := range g {
+			rows += len(j.ids)
+		}
+		(*fn)(len(g), rows)
+	}
 	if len(g) == 1 {
 		j := g[0]
 		pos0 := j.c.Len()

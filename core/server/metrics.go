@@ -17,7 +17,10 @@ type metrics struct {
 	promptTok  prometheus.Counter
 	genTok     prometheus.Counter
 	ttft       prometheus.Histogram
+	tpot       prometheus.Histogram
 	tps        prometheus.Histogram
+	batchSeqs  prometheus.Histogram
+	batchRows  prometheus.Histogram
 	queue      prometheus.Gauge
 	inflight   prometheus.Gauge
 	rounds     prometheus.Counter
@@ -38,6 +41,18 @@ func newMetrics() *metrics {
 			Name: "minfer_time_to_first_token_seconds", Help: "Time from a request's start to its first generated token.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
+		tpot: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_time_per_output_token_seconds", Help: "Mean time between a request's generated tokens after the first (inter-token latency).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		batchSeqs: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_batch_sequences", Help: "Sequences served by each target or draft forward (continuous batching).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		batchRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_batch_rows", Help: "Rows (tokens) of each target or draft forward.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
 		tps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "minfer_generation_tokens_per_second", Help: "Generation speed per request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
@@ -55,13 +70,20 @@ func newMetrics() *metrics {
 			Name: "minfer_spec_rounds_by_depth_total", Help: "Speculative rounds by depth.",
 		}, []string{"depth"}),
 	}
-	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tps, m.queue, m.inflight,
+	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.queue, m.inflight,
 		m.rounds, m.drafted, m.accepted, m.depthRound)
 	return m
 }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObserveForward records one target or draft forward serving seqs sequences in rows
+// rows (engine.Batching.Observe).
+func (s *Server) ObserveForward(seqs, rows int) {
+	s.metrics.batchSeqs.Observe(float64(seqs))
+	s.metrics.batchRows.Observe(float64(rows))
 }
 
 // observe records a finished generation.
@@ -73,6 +95,7 @@ func (m *metrics) observe(res *engine.Result) {
 	}
 	if res.Timings.GenTPS > 0 {
 		m.tps.Observe(res.Timings.GenTPS)
+		m.tpot.Observe(1 / res.Timings.GenTPS)
 	}
 	m.rounds.Add(float64(res.Spec.Rounds))
 	for d, st := range res.Spec.ByDepth {

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minfer/minfer/core/engine"
@@ -103,6 +104,8 @@ type Server struct {
 	mux     *http.ServeMux
 	logMu   sync.Mutex
 	created int64
+	// draining is set when shutdown begins (/health answers 503).
+	draining atomic.Bool
 }
 
 // slot is one sequence: a session used by one request at a time.
@@ -191,8 +194,9 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletion))
 	s.mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	s.mux.HandleFunc("GET /health/live", s.handleLive)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
-	allow := map[string]string{"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/models": "GET", "/health": "GET", "/metrics": "GET"}
+	allow := map[string]string{"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/models": "GET", "/health": "GET", "/health/live": "GET", "/metrics": "GET"}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m, ok := allow[r.URL.Path]; ok {
 			w.Header().Set("Allow", m)
@@ -253,6 +257,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
+	s.draining.Store(true) // /health says so to whoever still asks on an open connection
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
@@ -352,8 +357,27 @@ func (s *Server) closest(sl *slot, prompt []int32) *slot {
 
 func (s *Server) release(sl *slot) { s.slots <- sl }
 
+// handleHealth is readiness: 200 while the server would take a request now; 503 once
+// it drains (shutdown began; the requests in flight finish) or while a new request
+// would be refused as server_busy (no idle slot and a full queue), so that a load
+// balancer sends it elsewhere. /health/live is liveness.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": len(s.slots), "slots_total": s.opts.Parallel})
+	body := map[string]any{"status": "ok", "slots_idle": len(s.slots), "slots_total": s.opts.Parallel,
+		"queue_waiting": len(s.waiting), "queue_size": cap(s.waiting)}
+	code := http.StatusOK
+	switch {
+	case s.draining.Load():
+		body["status"], code = "draining", http.StatusServiceUnavailable
+	case len(s.slots) == 0 && len(s.waiting) == cap(s.waiting):
+		body["status"], code = "busy", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, body)
+}
+
+// handleLive is liveness: 200 whenever the process answers HTTP, draining or busy,
+// so that a probe never restarts a server for being loaded.
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "live"})
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
