@@ -33,3 +33,10 @@ func TestRoPENeoXAVX2MatchesGo(t *testing.T) {
 	forceAVX2(t)
 	ropeNeoXMatchesGo(t, ropeNeoXAVX2)
 }
+
+// TestSwiGLUAVX2MatchesGo: the AVX2 silu gives the Go emulation's bits (and so the
+// AVX-512 kernel's), exp overflow and underflow included.
+func TestSwiGLUAVX2MatchesGo(t *testing.T) {
+	forceAVX2(t)
+	swigluMatchesGo(t, "AVX2", swigluAVX2)
+}

@@ -286,6 +286,10 @@ func TestSwiGLUAVX512MatchesGo(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("no AVX-512 on this CPU")
 	}
+	swigluMatchesGo(t, "AVX-512", swigluAVX512)
+}
+
+func swigluMatchesGo(t *testing.T, path string, swiglu func(dst, x, gate *float32, n int)) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n = 4096
 	x := make([]float32, n)
@@ -295,12 +299,15 @@ func TestSwiGLUAVX512MatchesGo(t *testing.T) {
 		g[i] = float32(rng.NormFloat64())
 	}
 	x[0], x[1], x[2], x[3] = 150, -150, 0, float32(math.Copysign(0, -1))
+	for i := range 1000 { // a sweep through exp's subnormal and overflow ranges
+		x[4+i] = -190 + 0.38*float32(i)
+	}
 	got := make([]float32, n)
-	swigluAVX512(&got[0], &x[0], &g[0], n)
+	swiglu(&got[0], &x[0], &g[0], n)
 	for i := range x {
 		want := vSilu(x[i]) * g[i]
 		if math.Float32bits(got[i]) != math.Float32bits(want) {
-			t.Fatalf("x=%g g=%g: AVX-512 %g, Go %g", x[i], g[i], got[i], want)
+			t.Fatalf("x=%g g=%g: %s %g, Go %g", x[i], g[i], path, got[i], want)
 		}
 	}
 }

@@ -49,6 +49,9 @@ func accumVF16AVX2(acc *float32, v *uint16, hd, n int, ms, vs *float32)
 func accumVF16x64AVX2(acc *float32, v *uint16, n int, ms, vs *float32)
 
 //go:noescape
+func swigluAVX2(dst, x, gate *float32, n int)
+
+//go:noescape
 func ropeNeoXAVX2(v, c, s *float32, half int)
 
 //go:noescape

@@ -500,3 +500,88 @@ looprope:
 	JNZ looprope
 	VZEROUPPER
 	RET
+
+DATA siluc2<>+0(SB)/4, $0x3fb8aa3b  // 0x1.715476p+0 (log2 e)
+DATA siluc2<>+4(SB)/4, $0x4b400000  // 0x1.8p23 (rounding shift)
+DATA siluc2<>+8(SB)/4, $0x3f317200  // 0x1.62e4p-1 (ln2 hi)
+DATA siluc2<>+12(SB)/4, $0x35bfbe8e // 0x1.7f7d1cp-20 (ln2 lo)
+DATA siluc2<>+16(SB)/4, $0x3c072010 // 0x1.0e4020p-7
+DATA siluc2<>+20(SB)/4, $0x3d2b9f17 // 0x1.573e2ep-5
+DATA siluc2<>+24(SB)/4, $0x3e2aaf33 // 0x1.555e66p-3
+DATA siluc2<>+28(SB)/4, $0x3efffedb // 0x1.fffdb6p-2
+DATA siluc2<>+32(SB)/4, $0x3f7ffff6 // 0x1.ffffecp-1
+DATA siluc2<>+36(SB)/4, $0x3f800000 // 1
+DATA siluc2<>+40(SB)/4, $0x43400000 // 192
+DATA siluc2<>+44(SB)/4, $0x7f800000 // +Inf
+DATA siluc2<>+48(SB)/4, $0x7fffffff // abs mask
+DATA siluc2<>+52(SB)/4, $0x0000007f // exponent bias 127
+GLOBL siluc2<>(SB), RODATA|NOPTR, $56
+
+// func swigluAVX2(dst, x, gate *float32, n int)
+// swigluAVX512 eight values at a time: the same operations, with VSCALEFPS's j·2^n done
+// as (j·2^⌊n/2⌋)·2^(n−⌊n/2⌋): both factors are normal powers of two for |n| ≤ 192, the
+// first product is exact and the second rounds once, as VSCALEFPS does; n > 0, n%8 == 0.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gate+16(FP), DX
+	MOVQ n+24(FP), CX
+	LEAQ siluc2<>(SB), AX
+loop2:
+	VMOVUPS (SI), Y0              // x
+	VXORPS Y1, Y1, Y1
+	VSUBPS Y0, Y1, Y1             // a = 0 - x
+	VBROADCASTSS 0(AX), Y2        // log2 e
+	VBROADCASTSS 4(AX), Y3        // r
+	VMOVAPS Y1, Y4
+	VFMADD213PS Y3, Y2, Y4        // z = a*log2e + r
+	VSUBPS Y3, Y4, Y5             // n = z - r
+	VMOVAPS Y1, Y6
+	VBROADCASTSS 8(AX), Y2
+	VFNMADD231PS Y2, Y5, Y6       // a - n*ln2hi
+	VBROADCASTSS 12(AX), Y2
+	VFNMADD231PS Y2, Y5, Y6       // b = (a - n*ln2hi) - n*ln2lo
+	VMULPS Y6, Y6, Y7             // u = b*b
+	VBROADCASTSS 16(AX), Y8
+	VBROADCASTSS 20(AX), Y2
+	VFMADD213PS Y2, Y6, Y8        // c4*b + c5
+	VBROADCASTSS 24(AX), Y9
+	VBROADCASTSS 28(AX), Y2
+	VFMADD213PS Y2, Y6, Y9        // c6*b + c7
+	VFMADD213PS Y9, Y7, Y8        // (c4*b+c5)*u + (c6*b+c7)
+	VBROADCASTSS 32(AX), Y10
+	VBROADCASTSS 36(AX), Y2
+	VFMADD213PS Y2, Y6, Y10       // c8*b + 1
+	VFMADD213PS Y10, Y7, Y8       // j
+	// res = j·2^n in two exact power-of-two steps
+	VCVTPS2DQ Y5, Y12             // ni
+	VPSRAD $1, Y12, Y13           // n1 = ni >> 1
+	VPSUBD Y13, Y12, Y14          // n2 = ni - n1
+	VPBROADCASTD 52(AX), Y15      // 127
+	VPADDD Y15, Y13, Y13
+	VPSLLD $23, Y13, Y13          // 2^n1
+	VPADDD Y15, Y14, Y14
+	VPSLLD $23, Y14, Y14          // 2^n2
+	VMULPS Y13, Y8, Y11
+	VMULPS Y14, Y11, Y11          // res
+	VBROADCASTSS 48(AX), Y2
+	VANDPS Y2, Y5, Y12            // |n|
+	VBROADCASTSS 40(AX), Y2
+	VCMPPS $0x1e, Y2, Y12, Y13    // |n| > 192 (GT_OQ)
+	VXORPS Y2, Y2, Y2
+	VCMPPS $0x12, Y2, Y5, Y14     // n <= 0 (LE_OQ)
+	VBROADCASTSS 44(AX), Y2
+	VANDNPS Y2, Y14, Y14          // alt = n <= 0 ? 0 : +Inf
+	VBLENDVPS Y13, Y14, Y11, Y11  // res = |n| > 192 ? alt : res
+	VBROADCASTSS 36(AX), Y2
+	VADDPS Y2, Y11, Y11           // 1 + e
+	VDIVPS Y11, Y0, Y12           // x / (1 + e)
+	VMULPS (DX), Y12, Y12         // · g
+	VMOVUPS Y12, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ loop2
+	VZEROUPPER
+	RET

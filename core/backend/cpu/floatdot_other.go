@@ -25,6 +25,7 @@ func accumVF16x64AVX2(acc *float32, v *uint16, n int, ms, vs *float32) {
 	panic("BUG: cpu: no AVX2")
 }
 func ropeNeoXAVX2(v, c, s *float32, half int) { panic("BUG: cpu: no AVX2") }
+func swigluAVX2(dst, x, gate *float32, n int) { panic("BUG: cpu: no AVX2") }
 
 func lanes16F16AVX512(w, x *uint16, n int, acc *[16]float32) { panic("BUG: cpu: no AVX-512") }
 func lanes16F16x4AVX512(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32) {

@@ -148,6 +148,8 @@ func swigluRow(dst, x, g []float32) {
 	v := n &^ 15
 	if useAVX512 && v > 0 {
 		swigluAVX512(&dst[0], &x[0], &g[0], v)
+	} else if useAVX2 && v > 0 {
+		swigluAVX2(&dst[0], &x[0], &g[0], v)
 	} else {
 		for i := 0; i < v; i++ {
 			dst[i] = vSilu(x[i]) * g[i]
