@@ -361,10 +361,15 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			msgs = append(msgs, tokenizer.Message{Role: "system", Content: f.system})
 		}
 		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
-		if prompt, err = server.RenderChat(ctx, st.tok, st.chatTemplate, msgs); err != nil {
+		p, err := server.RenderChat(ctx, st.tok, st.chatTemplate, msgs)
+		if err != nil {
 			return err
 		}
-		ids, err = server.EncodePrompt(ctx, st.tok, prompt)
+		prompt = p.Text
+		ids, err = server.EncodePrompt(ctx, st.tok, p)
+		if err != nil {
+			return err
+		}
 	} else {
 		ids, err = st.tok.Encode(prompt, true, false)
 	}

@@ -65,13 +65,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			}
 			msgs[i] = tokenizer.Message{Role: role, Content: m.Content.text}
 		}
-		text, err := s.render(r.Context(), msgs)
+		prompt, err := s.render(r.Context(), msgs)
 		if err != nil {
 			// The template is the model's and it rendered other conversations: what it
 			// refuses (a role it has no branch for, an order it rejects) is the request's.
 			return nil, badRequest("messages", "the chat template cannot render these messages: %v", err)
 		}
-		return s.newJob(r.Context(), true, text, &req.commonRequest)
+		return s.newJob(r.Context(), true, prompt, &req.commonRequest)
 	})
 	s.serveJob(w, r, j, err)
 }
@@ -94,7 +94,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		if text == "" {
 			return nil, badRequest("prompt", "empty prompt")
 		}
-		return s.newJob(r.Context(), false, text, &req.commonRequest)
+		return s.newJob(r.Context(), false, tokenizer.RawPrompt(text), &req.commonRequest)
 	})
 	s.serveJob(w, r, j, err)
 }
@@ -116,7 +116,7 @@ func (s *Server) readRequest(r *http.Request, req any, build func() (*job, error
 }
 
 // render applies the chat template, stopped with the request.
-func (s *Server) render(ctx context.Context, msgs []tokenizer.Message) (string, error) {
+func (s *Server) render(ctx context.Context, msgs []tokenizer.Message) (tokenizer.Prompt, error) {
 	return RenderChat(ctx, s.opts.Tokenizer, s.opts.ChatTemplate, msgs)
 }
 
@@ -124,8 +124,9 @@ func (s *Server) render(ctx context.Context, msgs []tokenizer.Message) (string, 
 // the REPL both do: override (a template text) if set, else the model's template, else
 // the built-in chatml template (as llama.cpp falls back for models without one). The
 // render runs under tokenizer.DefaultRenderLimits and stops when ctx ends; its errors
-// name the template.
-func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (string, error) {
+// name the template. Control-token text inside the messages stays plain text when the
+// prompt is encoded (tokenizer.Prompt): a user cannot forge turn markers.
+func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (tokenizer.Prompt, error) {
 	tmpl, name := override, "override"
 	if tmpl == "" {
 		tmpl, name = t.ChatTemplate(), t.ChatTemplateName()
@@ -134,26 +135,20 @@ func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, ms
 		tmpl, _ = tokenizer.BuiltinTemplate("chatml")
 		name = "built-in chatml"
 	}
-	bos, eos := "", ""
-	if id := t.BOS(); id >= 0 {
-		bos = t.TokenText(id)
-	}
-	if id := t.EOS(); id >= 0 {
-		eos = t.TokenText(id)
-	}
-	return tokenizer.RenderTemplateContext(ctx, tmpl, msgs, true, bos, eos, tokenizer.RenderOptions{Name: name})
+	return t.RenderChatPrompt(ctx, tmpl, msgs, true, tokenizer.RenderOptions{Name: name})
 }
 
 // EncodePrompt tokenizes a prompt the way the server, `minfer run` and the REPL all do:
-// special tokens are parsed, and BOS is added when the vocabulary asks for it unless
-// the text already starts with it (chat templates often write it).
-// Tokenizing stops when ctx ends.
-func EncodePrompt(ctx context.Context, t *tokenizer.Tokenizer, text string) ([]int32, error) {
+// special tokens are parsed (in a chat prompt only the template's own: see
+// tokenizer.Prompt), and BOS is added when the vocabulary asks for it unless the text
+// already starts with it (chat templates often write it). Tokenizing stops when ctx
+// ends.
+func EncodePrompt(ctx context.Context, t *tokenizer.Tokenizer, p tokenizer.Prompt) ([]int32, error) {
 	addSpecial := true
-	if id := t.BOS(); id >= 0 && t.AddBOS() && strings.HasPrefix(text, t.TokenText(id)) {
+	if id := t.BOS(); id >= 0 && t.AddBOS() && strings.HasPrefix(p.Text, t.TokenText(id)) {
 		addSpecial = false
 	}
-	return t.EncodeContext(ctx, text, addSpecial, true)
+	return t.EncodePrompt(ctx, p, addSpecial)
 }
 
 // bigPrompt is the size from which prompts are tokenized one at a time: a prompt of
@@ -166,7 +161,8 @@ const bigPrompt = 64 << 10
 // count is surely over the context is refused untokenized. A big prompt waits for
 // the one big tokenization at a time, holding a place in the queue meanwhile (a full
 // queue answers 503); the wait and the tokenizing end with the request.
-func (s *Server) tokenize(ctx context.Context, text string) ([]int32, error) {
+func (s *Server) tokenize(ctx context.Context, p tokenizer.Prompt) ([]int32, error) {
+	text := p.Text
 	if n := s.all[0].sess.Ctx(); s.opts.Tokenizer.MinTokens(len(text)) >= n {
 		return nil, &RequestError{Param: "prompt", Code: "context_length_exceeded",
 			Message: fmt.Sprintf("the prompt has %d bytes, at least %d tokens; the context holds %d", len(text), s.opts.Tokenizer.MinTokens(len(text)), n)}
@@ -193,7 +189,7 @@ func (s *Server) tokenize(ctx context.Context, text string) ([]int32, error) {
 		}
 		defer func() { <-s.bigTok }()
 	}
-	ids, err := EncodePrompt(ctx, s.opts.Tokenizer, text)
+	ids, err := EncodePrompt(ctx, s.opts.Tokenizer, p)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -203,7 +199,7 @@ func (s *Server) tokenize(ctx context.Context, text string) ([]int32, error) {
 	return ids, nil
 }
 
-func (s *Server) newJob(ctx context.Context, chat bool, text string, c *commonRequest) (*job, error) {
+func (s *Server) newJob(ctx context.Context, chat bool, prompt tokenizer.Prompt, c *commonRequest) (*job, error) {
 	// the cheap checks first: a request refused for its parameters costs no tokenizing
 	maxTokens, lp, p, err := c.validate(s.opts.MaxTokens)
 	if err != nil {
@@ -213,7 +209,7 @@ func (s *Server) newJob(ctx context.Context, chat bool, text string, c *commonRe
 		// a sampler asked for more candidates than the vocabulary has fails (500)
 		return nil, badRequest("top_k", "must be at most the vocabulary's %d tokens (0 = off), got %d", n, *p.TopK)
 	}
-	ids, err := s.tokenize(ctx, text)
+	ids, err := s.tokenize(ctx, prompt)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +219,7 @@ func (s *Server) newJob(ctx context.Context, chat bool, text string, c *commonRe
 	j := &job{
 		chat: chat, prompt: ids, maxTokens: maxTokens, logprobs: lp, stop: c.Stop, params: p,
 		stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
-		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, created: time.Now().Unix(), promptText: text,
+		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, created: time.Now().Unix(), promptText: prompt.Text,
 	}
 	switch { // validate lets max_completion_tokens win when both are set
 	case c.MaxCompletionTokens != nil:

@@ -85,7 +85,6 @@ const encodeCheckEvery = 4096
 
 // encode is Encode; wordCache=false turns off the per-call word cache (benchmarks).
 func (t *Tokenizer) encode(ctx context.Context, text string, addSpecial, parseSpecial, wordCache bool) ([]int32, error) {
-	out := make([]int32, 0, len(text)/3+2)
 	var frags []fragment
 	if text != "" {
 		var err error
@@ -93,6 +92,33 @@ func (t *Tokenizer) encode(ctx context.Context, text string, addSpecial, parseSp
 			return nil, err
 		}
 	}
+	return t.encodeFrags(ctx, frags, len(text), addSpecial, wordCache)
+}
+
+// encodeMarked encodes a chat prompt whose message contents carry mark inside their
+// control-token texts (Prompt): the marks keep partition from matching those, and
+// are removed from the text fragments before they are encoded as plain text.
+func (t *Tokenizer) encodeMarked(ctx context.Context, marked string, mark rune, addSpecial bool) ([]int32, error) {
+	frags, err := t.partition(ctx, marked, true)
+	if err != nil {
+		return nil, err
+	}
+	ms := string(mark)
+	kept := frags[:0]
+	for _, f := range frags {
+		if f.tok == noToken {
+			if f.text = strings.ReplaceAll(f.text, ms, ""); f.text == "" {
+				continue
+			}
+		}
+		kept = append(kept, f)
+	}
+	return t.encodeFrags(ctx, kept, len(marked), addSpecial, true)
+}
+
+// encodeFrags encodes partitioned text (n bytes in all).
+func (t *Tokenizer) encodeFrags(ctx context.Context, frags []fragment, n int, addSpecial, wordCache bool) ([]int32, error) {
+	out := make([]int32, 0, n/3+2)
 	if addSpecial && (t.addBOS || t.kind == kindWPM) { // llama.cpp: WPM always adds [CLS]
 		if t.bos == noToken {
 			return nil, fmt.Errorf("tokenizer: vocabulary asks for BOS but has no BOS token")
