@@ -35,6 +35,9 @@ func TestExampleConfigs(t *testing.T) {
 			if strings.Contains(f, "speculative") && !strings.Contains(out, `"policy":"adaptive"`) {
 				t.Fatalf("the speculative config ran without its draft and policy: %s", out)
 			}
+			if strings.Contains(f, "drafter") && !strings.Contains(out, `"policy":"adaptive"`) {
+				t.Fatalf("the drafter config ran without its drafters and policy: %s", out)
+			}
 		})
 	}
 }
