@@ -104,6 +104,7 @@ func TestAdaptiveDrafters(t *testing.T) {
 			return 0
 		},
 		step: 2e3, conf: 0.9}
+	slow := simDrafter{accept: constant(0.5), supply: func(int) int { return 16 }, step: 125e3, conf: 0.6}
 	useless := simDrafter{accept: constant(0), supply: func(int) int { return 0 }, step: 1e3, conf: 0.5}
 	for _, tc := range []struct {
 		name   string
@@ -116,6 +117,9 @@ func TestAdaptiveDrafters(t *testing.T) {
 		{"gpu, model and a copier", gpu, []simDrafter{model, copier}, 1.0},
 		{"cpu, model and a copier", cpu, []simDrafter{model, copier}, 1.0},
 		{"gpu, two plugins", gpu, []simDrafter{useless, copier}, 0.97},
+		// the trained pair on this CPU: the draft model does not pay (a verify row costs
+		// most of a token, its step an eighth of one, half its tokens accepted)
+		{"cpu, a model that does not pay and a copier", flat(1e6, 700e3), []simDrafter{slow, copier}, 0.97},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			alone := make([]float64, len(tc.ds))
