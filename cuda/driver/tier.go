@@ -107,15 +107,15 @@ func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
 type RowPairs map[string]NTSet
 
 // hopperMMQ is the Hopper tier's MMQRows: where the tensor-core kernel beat the mat-vec
-// chunks in BenchmarkMatMul (14336 × 4096, H200, ns per 32 matmuls, mmq / mat-vec):
-// Q4_0 1.12 at nt 24, 0.96 at 32, 0.94 at 64; Q8_0 1.00 at 12, 0.87 at 16, 0.78 at 64;
-// Q4_K 1.14 at 8, 0.91 at 12, 0.77 at 16, 0.72 at 64; Q5_K 1.12 at 4, 0.95 at 6, 0.78
-// at 8, 0.51 at 64; Q6_K 1.02-2.7 at every nt, so it keeps the mat-vec. At 2-4 rows the
-// kernel is 2-4× slower than the mat-vec: with 16 weight rows a block and a few words a
-// lane per unit it has too few bytes in flight to stream the weights (1.2-1.5 TB/s
-// against the mat-vec's 3.7). Q5_0 was not measured; it takes Q4_0's threshold (the same
-// kernel with the fifth bits added). docs/perf-cuda.md, v7.
-var hopperMMQ = map[string]int{"q4_0": 32, "q5_0": 32, "q8_0": 16, "q4_k": 12, "q5_k": 6}
+// chunks in BenchmarkMatMul (14336 × 4096, H200, time per matmul, mmq / mat-vec; Q4_0,
+// Q8_0 and Q6_K staged through shared memory, Q4_K and Q5_K from global memory, as
+// mmq.cu reads them): Q4_0 1.02 at nt 8, 0.88 at 12, 0.80 at 16, 0.78 at 64; Q8_0 1.04 at
+// 6, 0.89 at 8, 0.98 at 12, 0.82 at 64; Q4_K 1.14 at 8, 0.91 at 12, 0.77 at 16, 0.72 at
+// 64; Q5_K 1.12 at 4, 0.95 at 6, 0.78 at 8, 0.51 at 64; Q6_K 0.97 at 8, 0.92 at 16 but
+// 1.22 at 24 and 1.00-1.04 at 32-64, so it keeps the mat-vec. At 2-4 rows the kernel is
+// 1.2-3.4× slower than the mat-vec (too few bytes in flight per SM: perf-cuda.md v7).
+// Q5_0 was not measured; it takes Q4_0's threshold (the same kernel with the fifth bits).
+var hopperMMQ = map[string]int{"q4_0": 12, "q5_0": 12, "q8_0": 8, "q4_k": 12, "q5_k": 6}
 
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{

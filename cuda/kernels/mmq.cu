@@ -2,8 +2,9 @@
 // GEMMMinRows - 1) on the int8 tensor cores, for the quantized weight types. The weight
 // rows are the M dimension of mma.sync (16 per block), the activation rows (8-bit blocks
 // from quantize.cu, as the mat-vec kernels read them) the N dimension in tiles of 8,
-// padded with zeros; each weight unit is unpacked into registers once and used for
-// every activation tile of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the
+// padded with zeros; each round of 32 weight units is staged through shared memory
+// (Stage) and each unit unpacked into registers once and used for every activation tile
+// of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the
 // backend's chooser (planMatMul) never picks it below.
 //
 // Row identity with the mat-vec kernels (which serve nt = 1): integer dots are exact, and
@@ -15,9 +16,10 @@
 // warps (xor 4, 2, 1) through shared memory, in the tree's order. Nothing depends on nt,
 // on the tile an activation row lands in, or on the other rows.
 //
-// Each type T has units (mmvq.cu's count), W and load (a unit of weight rows g and g+8,
-// g = lane / 4, as mma A fragments and per-row factors) and tile (one activation tile:
-// B fragments, the mma, the fold into the lane's four outputs).
+// Each type T has units (mmvq.cu's count), RQ, RD, RE (the bytes of a row's 32 units in
+// its q, d, e arrays), STAGED (whether rounds go through shared memory), W and load (a unit of weight rows g and g+8, g = lane / 4, as mma
+// A fragments and per-row factors, from RowP row pointers) and tile (one activation
+// tile: B fragments, the mma, the fold into the lane's four outputs).
 #include "common.cuh"
 
 struct QArgs {
@@ -52,6 +54,21 @@ static __device__ __forceinline__ void mma_k16(int *c, u32 a0, u32 a1, u32 b0) {
 
 #define ONES 0x01010101u
 
+// RowP points at one weight row's arrays (or at its round of 32 units staged in shared
+// memory); a type's load indexes them by unit (relative to the round when staged).
+struct RowP { const u8 *q, *d, *e; };
+
+// rowp is row r's RowP in global memory: each array holds R bytes per 32 units (the
+// type's RQ, RD, RE), so a row of U units is U·R/32 bytes.
+template <class T>
+static __device__ __forceinline__ RowP rowp(const QArgs &a, i64 r, int U) {
+    RowP p;
+    p.q = (const u8 *)a.q + r * (U * T::RQ / 32);
+    p.d = (const u8 *)a.d + r * (U * T::RD / 32);
+    p.e = (const u8 *)a.e + r * (U * T::RE / 32);
+    return p;
+}
+
 // sub4: each byte of v (each below 128) minus the byte of o4, as a signed byte.
 static __device__ __forceinline__ u32 sub4(u32 v, u32 o4) { return ((v | 0x80808080u) - o4) ^ 0x80808080u; }
 
@@ -68,17 +85,17 @@ static __device__ __forceinline__ float xscale(const QArgs &a, int j, int blk32)
 struct MQ4_0 {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 a[4]; float d[2]; };
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 32;
-        const u32 *q = (const u32 *)a.q;
-        const u32 va = q[(ra * nb + u) * 4 + t], vb = q[(rb * nb + u) * 4 + t];
+    static constexpr int RQ = 512, RD = 64, RE = 0;  // bytes of a row's round of 32 units
+    static constexpr bool STAGED = true;             // through shared memory (Stage)
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
+        const u32 va = ((const u32 *)pa.q)[u * 4 + t], vb = ((const u32 *)pb.q)[u * 4 + t];
         W w;
         w.a[0] = sub4(va & 0x0F0F0F0F, 0x08080808);
         w.a[1] = sub4(vb & 0x0F0F0F0F, 0x08080808);
         w.a[2] = sub4((va >> 4) & 0x0F0F0F0F, 0x08080808);
         w.a[3] = sub4((vb >> 4) & 0x0F0F0F0F, 0x08080808);
-        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
-        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        w.d[0] = h2f(((const u16 *)pa.d)[u]);
+        w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
     }
     static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
@@ -94,34 +111,33 @@ struct MQ4_0 {
 
 // Q5_0: unit = one block; a = (nibble | fifth bit) - 16 (mmvq's s - 16·sum).
 struct MQ5_0 : MQ4_0 {
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 32;
-        const u32 *q = (const u32 *)a.q, *e = (const u32 *)a.e;
-        const u32 va = q[(ra * nb + u) * 4 + t], vb = q[(rb * nb + u) * 4 + t];
-        const u32 ha = e[ra * nb + u], hb = e[rb * nb + u];
+    static constexpr int RQ = 512, RD = 64, RE = 128;
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
+        const u32 va = ((const u32 *)pa.q)[u * 4 + t], vb = ((const u32 *)pb.q)[u * 4 + t];
+        const u32 ha = ((const u32 *)pa.e)[u], hb = ((const u32 *)pb.e)[u];
         W w;
         w.a[0] = sub4((va & 0x0F0F0F0F) | spread5(ha >> (4 * t)), 0x10101010);
         w.a[1] = sub4((vb & 0x0F0F0F0F) | spread5(hb >> (4 * t)), 0x10101010);
         w.a[2] = sub4(((va >> 4) & 0x0F0F0F0F) | spread5(ha >> (16 + 4 * t)), 0x10101010);
         w.a[3] = sub4(((vb >> 4) & 0x0F0F0F0F) | spread5(hb >> (16 + 4 * t)), 0x10101010);
-        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
-        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        w.d[0] = h2f(((const u16 *)pa.d)[u]);
+        w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
     }
 };
 
 // Q8_0: unit = one block of int8 values.
 struct MQ8_0 : MQ4_0 {
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 32;
-        const u32 *q = (const u32 *)a.q;
+    static constexpr int RQ = 1024, RD = 64, RE = 0;
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
+        const u32 *qa = (const u32 *)pa.q, *qb = (const u32 *)pb.q;
         W w;
-        w.a[0] = q[(ra * nb + u) * 8 + t];
-        w.a[1] = q[(rb * nb + u) * 8 + t];
-        w.a[2] = q[(ra * nb + u) * 8 + 4 + t];
-        w.a[3] = q[(rb * nb + u) * 8 + 4 + t];
-        w.d[0] = h2f(((const u16 *)a.d)[ra * nb + u]);
-        w.d[1] = h2f(((const u16 *)a.d)[rb * nb + u]);
+        w.a[0] = qa[u * 8 + t];
+        w.a[1] = qb[u * 8 + t];
+        w.a[2] = qa[u * 8 + 4 + t];
+        w.a[3] = qb[u * 8 + 4 + t];
+        w.d[0] = h2f(((const u16 *)pa.d)[u]);
+        w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
     }
 };
@@ -131,21 +147,22 @@ struct MQ8_0 : MQ4_0 {
 struct MQ6_K {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 lo[2], hi[2]; int sc[2][2]; float d[2]; };
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 256;
+    static constexpr int RQ = 832, RD = 8, RE = 0;
+    static constexpr bool STAGED = true;
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, n = (u % 8) / 4, part = u % 4, shift = part >= 2 ? 4 : 0, hshift = 2 * part;
         W w;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const i64 blk = (i ? rb : ra) * nb + b;
-            const u8 *body = (const u8 *)a.q + blk * 208;
+            const RowP &p = i ? pb : pa;
+            const u8 *body = p.q + b * 208;
             const u32 *ql = (const u32 *)(body + n * 64 + (part & 1) * 32), *qh = (const u32 *)(body + 128 + n * 32);
             w.lo[i] = sub4(((ql[t] >> shift) & 0x0F0F0F0F) | (((qh[t] >> hshift) & 0x03030303) << 4), 0x20202020);
             w.hi[i] = sub4(((ql[4 + t] >> shift) & 0x0F0F0F0F) | (((qh[4 + t] >> hshift) & 0x03030303) << 4), 0x20202020);
             const u16 sc = *(const u16 *)(body + 192 + n * 8 + part * 2);
             w.sc[i][0] = (i8)(sc & 0xFF);
             w.sc[i][1] = (i8)(sc >> 8);
-            w.d[i] = h2f(((const u16 *)a.d)[blk]);
+            w.d[i] = h2f(((const u16 *)p.d)[b]);
         }
         return w;
     }
@@ -168,13 +185,16 @@ struct MQ6_K {
 struct MQ4_K {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 lo[2], hi[2]; KScale k[2]; };
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 256;
+    static constexpr int RQ = 576, RD = 0, RE = 0;
+    // Staged, Q4_K and Q5_K took 139-250 registers and ran 1.1-1.6× slower than from
+    // global memory (H200, BenchmarkMatMul), so they read global memory.
+    static constexpr bool STAGED = false;
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
         W w;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const u8 *blk = (const u8 *)a.q + ((i ? rb : ra) * nb + b) * 144;
+            const u8 *blk = (i ? pb : pa).q + b * 144;
             const u32 v = *(const u32 *)(blk + 16 + j * 32 + h * 16 + 4 * t);
             w.lo[i] = v & 0x0F0F0F0F;
             w.hi[i] = (v >> 4) & 0x0F0F0F0F;
@@ -210,13 +230,14 @@ struct MQ4_K {
 struct MQ5_K {
     static __device__ int units(int cols) { return cols / 64; }
     struct W { u32 lo[4], hi[4]; KScale k[2]; };  // [row g, row g+8, row g k+16, row g+8 k+16]
-    static __device__ W load(const QArgs &a, i64 ra, i64 rb, int u, int t) {
-        const i64 nb = a.cols / 256;
+    static constexpr int RQ = 1408, RD = 0, RE = 0;
+    static constexpr bool STAGED = false;
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 4, j = u % 4;
         W w;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const u8 *blk = (const u8 *)a.q + ((i ? rb : ra) * nb + b) * 176;
+            const u8 *blk = (i ? pb : pa).q + b * 176;
             const u32 *qs = (const u32 *)(blk + 48 + j * 32), *qh = (const u32 *)(blk + 16);
 #pragma unroll
             for (int half = 0; half < 2; half++) {
@@ -249,12 +270,97 @@ struct MQ5_K {
 
 // mmq_rows: weight rows 16·tile … 16·tile+15 times activation tiles G·group … G·group+G-1
 // (8 rows each). See the file comment for the order of the sums.
+// Stage holds a block's 16 weight rows of one round (32 units) in shared memory: each
+// array's R bytes a row plus padding (16 bytes for q, 4 for d and e), which spreads the
+// fragment loads of rows g = 0 … 7 over the banks. The block copies a round with 16-byte
+// loads of q and 2-byte loads of d and e, all its threads at once, into registers a
+// round ahead of its use, so the bytes in flight per block are the whole next round
+// (one lane's fragment words a unit were too few: perf-cuda.md v7).
+template <class T>
+struct Stage {
+    static constexpr int SQ = T::RQ + 16, SD = T::RD ? T::RD + 4 : 0, SE = T::RE ? T::RE + 4 : 0;
+    static constexpr int BYTES = 16 * (SQ + SD + SE);
+    static constexpr int NQ = (T::RQ + 255) / 256;              // 16-byte chunks a thread
+    static constexpr int ND = (8 * T::RD + 255) / 256;           // 2-byte pieces a thread
+    static constexpr int NE = (8 * T::RE + 255) / 256;
+    int4 rq[NQ];
+    u16 rd[ND ? ND : 1], re[NE ? NE : 1];
+    // fetch loads round r0 of rows row0 … row0+15 (the last row repeated past rows).
+    __device__ __forceinline__ void fetch(const QArgs &a, int row0, int rows, int U, int r0) {
+        const int tid = threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < NQ; i++) {
+            const int c = tid + 256 * i;
+            if (c < T::RQ) {  // 16 rows × RQ/16 chunks
+                const int row = c / (T::RQ / 16), col = c % (T::RQ / 16);
+                const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
+                rq[i] = *(const int4 *)(p.q + (i64)(r0 / 32) * T::RQ + col * 16);
+            }
+        }
+        if constexpr (ND > 0) {
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int c = tid + 256 * i;
+            if (c < 8 * T::RD) {  // 16 rows × RD/2 pieces
+                const int row = c / (T::RD / 2), col = c % (T::RD / 2);
+                const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
+                rd[i] = ((const u16 *)(p.d + (i64)(r0 / 32) * T::RD))[col];
+            }
+        }
+        }
+        if constexpr (NE > 0) {
+#pragma unroll
+        for (int i = 0; i < NE; i++) {
+            const int c = tid + 256 * i;
+            if (c < 8 * T::RE) {
+                const int row = c / (T::RE / 2), col = c % (T::RE / 2);
+                const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
+                re[i] = ((const u16 *)(p.e + (i64)(r0 / 32) * T::RE))[col];
+            }
+        }
+        }
+    }
+    // store writes the fetched round into sm.
+    __device__ __forceinline__ void store(u8 *sm) const {
+        const int tid = threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < NQ; i++) {
+            const int c = tid + 256 * i;
+            if (c < T::RQ) *(int4 *)(sm + (c / (T::RQ / 16)) * SQ + (c % (T::RQ / 16)) * 16) = rq[i];
+        }
+        if constexpr (ND > 0) {
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int c = tid + 256 * i;
+            if (c < 8 * T::RD) *(u16 *)(sm + 16 * SQ + (c / (T::RD / 2)) * SD + (c % (T::RD / 2)) * 2) = rd[i];
+        }
+        }
+        if constexpr (NE > 0) {
+#pragma unroll
+        for (int i = 0; i < NE; i++) {
+            const int c = tid + 256 * i;
+            if (c < 8 * T::RE) *(u16 *)(sm + 16 * (SQ + SD) + (c / (T::RE / 2)) * SE + (c % (T::RE / 2)) * 2) = re[i];
+        }
+        }
+    }
+    // row is staged row r's RowP (units relative to the round).
+    static __device__ __forceinline__ RowP row(const u8 *sm, int r) {
+        RowP p;
+        p.q = sm + r * SQ;
+        p.d = sm + 16 * SQ + r * SD;
+        p.e = sm + 16 * (SQ + SD) + r * SE;
+        return p;
+    }
+};
+
+// mmq_rows: weight rows 16·tile … 16·tile+15 times activation tiles G·group … G·group+G-1
+// (8 rows each). See the file comment for the order of the sums.
 template <class T, int G>
 static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int rows, const float *bias, int tile, int group) {
     __shared__ float red[MMQ_WARPS][G * 4][WARP];
+    __shared__ __align__(16) u8 sm[T::STAGED ? Stage<T>::BYTES : 16];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row0 = tile * 16, j00 = group * G * 8;
-    const i64 ra = min(row0 + g, rows - 1), rb = min(row0 + g + 8, rows - 1);  // loads stay in the weight
     const int U = T::units(a.cols);
     float acc[G][MMQ_SLOTS][4];
 #pragma unroll
@@ -263,27 +369,53 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
         for (int s = 0; s < MMQ_SLOTS; s++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[n][s][e] = 0.0f;
-    grid_dep_sync();
-    // Full rounds: the four slots' weight loads are issued together before any use, so
-    // each lane has four units in flight. Tiles past nt see zero activations. (Loading a
-    // round ahead as well raised the registers to 96-254 and ran 1.1-1.6× slower on the
-    // H200: fewer blocks per SM hid less latency than the prefetch did.)
+    // Full rounds: through shared memory (Stage) for the types that gain from it, else
+    // straight from global memory with the four slots' loads issued together. Tiles past
+    // nt see zero activations.
     const int full = U / WARP * WARP;
-    for (int r0 = 0; r0 < full; r0 += WARP) {
-        typename T::W w[MMQ_SLOTS];
+    if constexpr (T::STAGED) {
+        Stage<T> st;
+        if (full > 0) st.fetch(a, row0, rows, U, 0);  // weights: before the wait, as in mmvq.cu
+        grid_dep_sync();
+        if (full > 0) st.store(sm);
+        __syncthreads();
+        const RowP sa = Stage<T>::row(sm, g), sb = Stage<T>::row(sm, g + 8);
+        for (int r0 = 0; r0 < full; r0 += WARP) {
+            const bool more = r0 + WARP < full;
+            if (more) st.fetch(a, row0, rows, U, r0 + WARP);  // in flight during this round
+            typename T::W w[MMQ_SLOTS];
 #pragma unroll
-        for (int s = 0; s < MMQ_SLOTS; s++) w[s] = T::load(a, ra, rb, r0 + warp + MMQ_WARPS * s, t);
+            for (int s = 0; s < MMQ_SLOTS; s++) w[s] = T::load(sa, sb, warp + MMQ_WARPS * s, t);
 #pragma unroll
-        for (int s = 0; s < MMQ_SLOTS; s++)
+            for (int s = 0; s < MMQ_SLOTS; s++)
 #pragma unroll
-            for (int n = 0; n < G; n++) T::tile(a, w[s], r0 + warp + MMQ_WARPS * s, j00 + 8 * n, g, t, acc[n][s]);
+                for (int n = 0; n < G; n++) T::tile(a, w[s], r0 + warp + MMQ_WARPS * s, j00 + 8 * n, g, t, acc[n][s]);
+            __syncthreads();  // every warp has read this round
+            if (more) {
+                st.store(sm);
+                __syncthreads();
+            }
+        }
+    } else {
+        grid_dep_sync();
+        const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
+        for (int r0 = 0; r0 < full; r0 += WARP) {
+            typename T::W w[MMQ_SLOTS];
+#pragma unroll
+            for (int s = 0; s < MMQ_SLOTS; s++) w[s] = T::load(ga, gb, r0 + warp + MMQ_WARPS * s, t);
+#pragma unroll
+            for (int s = 0; s < MMQ_SLOTS; s++)
+#pragma unroll
+                for (int n = 0; n < G; n++) T::tile(a, w[s], r0 + warp + MMQ_WARPS * s, j00 + 8 * n, g, t, acc[n][s]);
+        }
     }
-    // The last, partial round (units of mmvq's lanes warp + 8s below U).
+    // The last, partial round (units of mmvq's lanes warp + 8s below U), from global memory.
+    const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
 #pragma unroll
     for (int s = 0; s < MMQ_SLOTS; s++) {
         const int u = full + warp + MMQ_WARPS * s;
         if (u < U) {  // warp-uniform
-            const typename T::W w = T::load(a, ra, rb, u, t);
+            const typename T::W w = T::load(ga, gb, u, t);
 #pragma unroll
             for (int n = 0; n < G; n++) T::tile(a, w, u, j00 + 8 * n, g, t, acc[n][s]);
         }

@@ -12,7 +12,7 @@
 // RMSNorm, SwiGLU and attention write this 8-bit form beside their output) and dotted
 // with dp4a against the quantized weights (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K); F16 and
 // F32 weights take float dots with float32 activations. From the tier's MMQRows of the
-// layout (Hopper: 6 for Q5_K, 12 for Q4_K, 16 for Q8_0, 32 for Q4_0 and Q5_0; none for
+// layout (Hopper: 6 for Q5_K, 8 for Q8_0, 12 for Q4_K, Q4_0 and Q5_0; none for
 // Q6_K) to GEMMMinRows - 1 (64) on sm_80+, quantized weights go to the int8 tensor-core
 // kernel (mmq.cu) with the same 8-bit activations. From GEMMMinRows on, weights are dequantized
 // to an f16 copy and multiplied on the tensor cores (mma.sync, f32 accumulation;
