@@ -50,6 +50,15 @@ type Weight interface {
 	Cols() int
 }
 
+// Rounded is implemented by weights a backend holds as a copy in another type than
+// their own (the CUDA backend keeps a type it has no kernels for as an F16 copy): Embed
+// then returns each value rounded through HeldAs (quant.F16: its binary16 rounding),
+// and MatMul computes with those values. A weight that does not implement Rounded, or
+// whose HeldAs is its Type or F32, is held exactly.
+type Rounded interface {
+	HeldAs() quant.Type
+}
+
 // KVType is the element type of a KV cache.
 type KVType int
 

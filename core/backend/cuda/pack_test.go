@@ -146,3 +146,21 @@ func TestOpenWithoutGPU(t *testing.T) {
 		t.Errorf("Open: got %v, want a missing-driver error", err)
 	}
 }
+
+func TestHeldAs(t *testing.T) {
+	for _, tc := range []struct {
+		t      quant.Type
+		layout string
+		want   quant.Type
+	}{
+		{quant.Q4_K, "q4_k", quant.Q4_K},
+		{quant.F16, "f16", quant.F16},
+		{quant.Q4_1, "f16", quant.F16},
+		{quant.BF16, "f32", quant.F32},
+		{quant.F16, "f32", quant.F32}, // a one-row F16 vector
+	} {
+		if got := (&Weight{t: tc.t, layout: tc.layout}).HeldAs(); got != tc.want {
+			t.Errorf("%v as %q: HeldAs %v, want %v", tc.t, tc.layout, got, tc.want)
+		}
+	}
+}

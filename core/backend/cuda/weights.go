@@ -34,6 +34,21 @@ func (w *Weight) Cols() int { return w.cols }
 // Layout names the device layout ("q4_k", "f32" for a dequantized fallback, …).
 func (w *Weight) Layout() string { return w.layout }
 
+// HeldAs is the type the device holds the values in (backend.Rounded): the weight's
+// own, F32 for a dequantized vector or a matrix beyond F16's range, F16 for a matrix
+// of a type without kernels.
+func (w *Weight) HeldAs() quant.Type {
+	if wt, ok := wtypeOf(w.t); ok && wt.layout == w.layout {
+		return w.t
+	}
+	if f16, _ := wtypeOf(quant.F16); w.layout == f16.layout {
+		return quant.F16
+	}
+	return quant.F32
+}
+
+var _ backend.Rounded = (*Weight)(nil)
+
 // packed is a weight rearranged for the device.
 type packed struct{ q, d, e []byte }
 
