@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -10,8 +11,8 @@ import (
 
 // connLimiter caps the open connections of an http.Server. A connection counts from
 // Accept to its close. When a new connection would pass the cap, the connection that
-// has gone longest without a request in its handler (a client still sending its
-// headers — slowloris — or an idle keep-alive) is closed to make room; when every
+// has gone longest without a request in progress (a client still sending its headers
+// — slowloris — or its body, or an idle keep-alive) is closed to make room; when every
 // connection is running a request, the new one is refused (closed at once). So a flood
 // of half-open connections neither reaches the process's file limit nor locks out
 // /health: each new client displaces the oldest of them.
@@ -71,14 +72,48 @@ func (l *connLimiter) withConn(ctx context.Context, c net.Conn) context.Context 
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// busy marks the request's connection as running a request while h serves it.
+// busy marks the request's connection as running a request while h serves it, from
+// the moment its body has been read whole: a client that trickles its body (like one
+// that trickles its headers) stays displaceable, so slow uploads cannot hold every
+// connection either.
 func (l *connLimiter) busy(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := r.Context().Value(connKey{}).(net.Conn)
-		l.mark(c, 1)
-		defer l.mark(c, -1)
+		b := &bodyWatch{ReadCloser: r.Body, done: func() { l.mark(c, 1) }}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			b.fire()
+		} else {
+			r.Body = b
+		}
+		defer func() {
+			if b.fired {
+				l.mark(c, -1)
+			}
+		}()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bodyWatch calls done once, when its body reaches EOF.
+type bodyWatch struct {
+	io.ReadCloser
+	done  func()
+	fired bool
+}
+
+func (b *bodyWatch) fire() {
+	if !b.fired {
+		b.fired = true
+		b.done()
+	}
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.fire()
+	}
+	return n, err
 }
 
 func (l *connLimiter) mark(c net.Conn, d int) {

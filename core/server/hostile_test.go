@@ -254,6 +254,36 @@ func TestSlowlorisIsBounded(t *testing.T) {
 			t.Fatalf("the server closed %d of 50 half-open connections, want at least %d (a cap of 8)", got, 50-8)
 		}
 	})
+	t.Run("slow bodies", func(t *testing.T) {
+		// whole headers, then a body that never finishes: the handler waits in its
+		// read, and such connections must stay displaceable too
+		srv, err := New(storiesOptions(t, Options{Parallel: 1, Resolver: testResolver{}, MaxConns: 8}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := listenLoopback(t, srv)
+		var conns []net.Conn
+		for range 50 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			fmt.Fprint(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"prompt\":")
+			conns = append(conns, c)
+		}
+		client := &http.Client{Timeout: 20 * time.Second}
+		for range 5 {
+			resp, err := client.Get("http://" + addr + "/health")
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("/health beside 50 unfinished bodies: %v %v", resp, err)
+			}
+			resp.Body.Close()
+		}
+		if got := closedByServer(conns, 500*time.Millisecond); got < 50-8 {
+			t.Fatalf("the server closed %d of 50 connections with unfinished bodies, want at least %d", got, 50-8)
+		}
+	})
 	t.Run("read_header_timeout", func(t *testing.T) {
 		srv, err := New(storiesOptions(t, Options{Parallel: 1, Resolver: testResolver{}, ReadHeaderTimeout: 200 * time.Millisecond}))
 		if err != nil {
