@@ -127,6 +127,13 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 // evidence goes stale (a request starts copying) while it is not asked.
 const drafterProbeMax = 64
 
+// drafterProbeGiveUp is the number of probes in a row a drafter may lose before the
+// request stops probing it: a draft model's first round after others drafted catches
+// up with every token since, so keeping a model that does not pay in play costs its
+// catch-up of the whole request however rarely it is probed (4% of the time in
+// TestAdaptiveDrafters' CPU regime). Six losses take some 120 rounds of gaps.
+const drafterProbeGiveUp = 6
+
 // probeDrafter gives the round to a drafter that the scores pass over when it has
 // waited its probe gap (the longest-waiting one): its evidence is not renewed while it
 // waits, and a drafter plugin's worth changes with the text (it pays only where the
@@ -138,10 +145,11 @@ func (a *Adaptive) probeDrafter(best, n int) int {
 		if q.probed {
 			q.probed = false
 			if j == best {
-				q.gap = a.p.Probe
-			} else {
-				q.gap = min(2*q.gap, drafterProbeMax)
+				q.gap, q.lost = a.p.Probe, 0
+				continue
 			}
+			q.gap = min(2*q.gap, drafterProbeMax)
+			q.lost++
 		}
 	}
 	if a.p.Probe == 0 {
@@ -149,7 +157,7 @@ func (a *Adaptive) probeDrafter(best, n int) int {
 	}
 	probe := -1
 	for j := range n {
-		if q := a.ds[j]; j != best && q.since >= q.gap && (probe < 0 || q.since > a.ds[probe].since) {
+		if q := a.ds[j]; j != best && q.lost < drafterProbeGiveUp && q.since >= q.gap && (probe < 0 || q.since > a.ds[probe].since) {
 			probe = j
 		}
 	}
@@ -165,6 +173,7 @@ type drafterProbe struct {
 	since  int  // rounds since it last drafted
 	gap    int  // rounds it waits before a probe
 	probed bool // its last round was a probe
+	lost   int  // probes lost in a row
 }
 
 // anyStarted reports whether some drafter's round has been observed.
