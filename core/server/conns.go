@@ -26,8 +26,9 @@ type connLimiter struct {
 }
 
 type connInfo struct {
-	since time.Time // accepted, or last request finished
-	busy  int       // requests in a handler now
+	since  time.Time // accepted, or last request finished
+	busy   int       // requests in a handler now
+	served int       // requests finished
 }
 
 type connKey struct{}
@@ -41,11 +42,19 @@ func (l *connLimiter) admit(c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.conns) >= l.max {
+		// The oldest connection that never finished a request (half-open: the flood)
+		// goes first; an idle keep-alive only when there is none, since its client
+		// may be about to reuse it.
 		var victim net.Conn
 		var oldest time.Time
+		fresh := false
 		for vc, info := range l.conns {
-			if info.busy == 0 && (victim == nil || info.since.Before(oldest)) {
-				victim, oldest = vc, info.since
+			if info.busy != 0 {
+				continue
+			}
+			f := info.served == 0
+			if victim == nil || (f && !fresh) || (f == fresh && info.since.Before(oldest)) {
+				victim, oldest, fresh = vc, info.since, f
 			}
 		}
 		if victim == nil {
@@ -124,6 +133,9 @@ func (l *connLimiter) mark(c net.Conn, d int) {
 	if info, ok := l.conns[c]; ok {
 		info.busy += d
 		info.since = time.Now()
+		if d < 0 {
+			info.served++
+		}
 	}
 	l.mu.Unlock()
 }

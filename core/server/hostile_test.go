@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"slices"
 	"strings"
 	"sync"
@@ -252,6 +253,35 @@ func TestSlowlorisIsBounded(t *testing.T) {
 		}
 		if got := closedByServer(conns, 500*time.Millisecond); got < 50-8 {
 			t.Fatalf("the server closed %d of 50 half-open connections, want at least %d (a cap of 8)", got, 50-8)
+		}
+	})
+	t.Run("keep-alive kept", func(t *testing.T) {
+		// a client's idle keep-alive connection outlives a flood of half-open ones,
+		// which go first
+		srv, err := New(storiesOptions(t, Options{Parallel: 1, Resolver: testResolver{}, MaxConns: 8}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := listenLoopback(t, srv)
+		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{}}
+		get := func() (reused bool) {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/health", nil)
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+			}))
+			resp, err := client.Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("/health: %v %v", resp, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return reused
+		}
+		get()
+		halfOpen(t, addr, 50)
+		time.Sleep(100 * time.Millisecond) // let the flood be accepted
+		if !get() {
+			t.Fatal("the keep-alive connection was displaced by half-open ones")
 		}
 	})
 	t.Run("slow bodies", func(t *testing.T) {

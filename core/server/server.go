@@ -88,8 +88,9 @@ type Options struct {
 	// for a stream for at most SendTimeout per event.
 	SendTimeout time.Duration
 	// MaxConns caps the open connections (0: no cap). At the cap a new connection
-	// displaces the one longest without a request in progress; when every connection
-	// has one, the new connection is closed.
+	// displaces the one longest without a request in progress (one that never finished
+	// a request first, else an idle keep-alive); when every connection has one in
+	// progress, the new connection is closed.
 	MaxConns int
 }
 
