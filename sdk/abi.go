@@ -184,7 +184,7 @@ func ParseInfo(b []byte) (ModuleInfo, error) {
 	n := r.u32()
 	ehdr := r.u32()
 	if r.err != nil || hdr < infoHdr || int(hdr) > len(b) {
-		return m, fmt.Errorf("info record: %w: header", ErrMalformed)
+		return m, headerError("info record", b, hdr, infoHdr, "hdr, ABI major and minor, n_plugins, entry_hdr")
 	}
 	m.ABIMajor, m.ABIMinor = int(major), int(minor)
 	if n == 0 || n > MaxPlugins || ehdr < infoEntryHdr {
@@ -323,7 +323,7 @@ func DecodePolicyResponse(b []byte) (DepthDecision, error) {
 		d.Drafter = int(r.i32())
 	}
 	if r.err != nil || hdr < policyRespHdrV0 || int(hdr) > len(b) {
-		return DepthDecision{}, fmt.Errorf("policy response: %w: %d bytes", ErrMalformed, len(b))
+		return DepthDecision{}, headerError("policy response", b, hdr, policyRespHdrV0, "hdr, depth, min_conf")
 	}
 	if flags&^policyKeepCut != 0 {
 		return DepthDecision{}, fmt.Errorf("policy response: %w: unknown flags %#x", ErrMalformed, flags&^policyKeepCut)
@@ -381,7 +381,7 @@ func DecodeDraftResponse(b []byte, q *DraftRequest, res *DraftResult) error {
 	r := reader{b: b}
 	hdr, n := r.u32(), r.u32()
 	if r.err != nil || hdr < draftRespHdr || int(hdr) > len(b) {
-		return fmt.Errorf("draft response: %w: %d bytes", ErrMalformed, len(b))
+		return headerError("draft response", b, hdr, draftRespHdr, "hdr, n")
 	}
 	if int64(n) > int64(q.MaxDepth) {
 		return fmt.Errorf("draft response: %w: %d draft tokens, at most %d were asked for", ErrMalformed, n, q.MaxDepth)
@@ -459,7 +459,10 @@ func DecodePenaltyResponse(b []byte, rows []PenaltyRow) error {
 		r := reader{b: b}
 		hdr, n, rhdr := r.u32(), r.u32(), r.u32()
 		if r.err != nil || hdr < penaltyRespHdr || rhdr < penaltyRespRow {
-			return fmt.Errorf("penalty response: %w: header", ErrMalformed)
+			if hdr >= penaltyRespHdr && r.err == nil {
+				return fmt.Errorf("penalty response: %w: row_hdr %d, below the minimum %d (n_ids)", ErrMalformed, rhdr, penaltyRespRow)
+			}
+			return headerError("penalty response", b, hdr, penaltyRespHdr, "hdr, n_rows, row_hdr")
 		}
 		if int(n) != len(rows) {
 			return fmt.Errorf("penalty response: %w: %d rows, want %d", ErrMalformed, n, len(rows))
@@ -553,7 +556,7 @@ func DecodeSampleResponse(b []byte, s *SampleRound) (SampleResult, error) {
 	hdr := r.u32()
 	res := SampleResult{Accepted: int(r.i32()), Next: r.i32()}
 	if r.err != nil || hdr < sampleRespHdr || int(hdr) > len(b) {
-		return SampleResult{}, fmt.Errorf("sample response: %w: %d bytes", ErrMalformed, len(b))
+		return SampleResult{}, headerError("sample response", b, hdr, sampleRespHdr, "hdr, accepted, next")
 	}
 	if res.Accepted < 0 || res.Accepted > len(s.Draft) || res.Accepted >= len(s.Rows) {
 		return SampleResult{}, fmt.Errorf("sample response: %w: accepted %d of %d draft tokens", ErrMalformed, res.Accepted, len(s.Draft))
@@ -604,6 +607,22 @@ func grow[T any](s []T, n int) []T {
 }
 
 // reader reads little-endian fields, latching the first out-of-bounds error.
+// headerError says what is wrong with a message's fixed header: a message too short
+// for its hdr word, a hdr below the message's minimum (the v1.0 header, whose fields
+// every version has: min bytes holding fields), a hdr beyond the message, or a message
+// shorter than the fields its hdr promises.
+func headerError(what string, b []byte, hdr uint32, min int, fields string) error {
+	switch {
+	case len(b) < 4:
+		return fmt.Errorf("%s: %w: %d bytes, too short for its u32 hdr", what, ErrMalformed, len(b))
+	case int64(hdr) < int64(min):
+		return fmt.Errorf("%s: %w: hdr %d, below the minimum %d (%s)", what, ErrMalformed, hdr, min, fields)
+	case int64(hdr) > int64(len(b)):
+		return fmt.Errorf("%s: %w: hdr %d, but the message has %d bytes", what, ErrMalformed, hdr, len(b))
+	}
+	return fmt.Errorf("%s: %w: %d bytes, shorter than the fields its hdr %d holds (%s)", what, ErrMalformed, len(b), hdr, fields)
+}
+
 type reader struct {
 	b   []byte
 	off int

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -225,5 +226,35 @@ func TestPolicyDrafterFields(t *testing.T) {
 	d := DepthDecision{Depth: 3, Drafter: 2}
 	if gotD, err := DecodePolicyResponse(AppendPolicyResponse(nil, d)); err != nil || gotD != d {
 		t.Fatalf("response: got %+v %v, want %+v", gotD, err, d)
+	}
+}
+
+// TestHeaderErrorsSayWhatIsWrong: a response whose header is too short, below its
+// message's minimum or beyond the message gets an error saying which, with the minimum.
+func TestHeaderErrorsSayWhatIsWrong(t *testing.T) {
+	le := func(words ...uint32) []byte {
+		var b []byte
+		for _, w := range words {
+			b = le32(b, w)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"8-byte policy response", func() error { _, err := DecodePolicyResponse(le(8, 2)); return err }(), "policy response: malformed message: hdr 8, below the minimum 12 (hdr, depth, min_conf)"},
+		{"hdr beyond the message", func() error { _, err := DecodePolicyResponse(le(16, 2, 0)); return err }(), "hdr 16, but the message has 12 bytes"},
+		{"no hdr word", func() error { _, err := DecodePolicyResponse([]byte{1, 0}); return err }(), "2 bytes, too short for its u32 hdr"},
+		{"sample response", func() error { _, err := DecodeSampleResponse(le(8, 0), &SampleRound{}); return err }(), "sample response: malformed message: hdr 8, below the minimum 12"},
+		{"draft response", func() error { return DecodeDraftResponse(le(4), &DraftRequest{MaxDepth: 1}, &DraftResult{}) }(), "draft response: malformed message: hdr 4, below the minimum 8"},
+		{"penalty row_hdr", func() error { return DecodePenaltyResponse(le(12, 0, 0), nil) }(), "row_hdr 0, below the minimum 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrMalformed) || !strings.Contains(tc.err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", tc.err, tc.want)
+			}
+		})
 	}
 }
