@@ -93,6 +93,7 @@ type Plugin struct {
 	Policy    []byte // body of minfer_policy_next
 	Draft     []byte // body of minfer_draft (nil: not exported)
 	Resp      []byte // data at AddrResp
+	Extra     []Func // further exports
 }
 
 // Bytes assembles the module.
@@ -112,6 +113,7 @@ func (p Plugin) Bytes() []byte {
 	if p.Draft != nil {
 		funcs = append(funcs, Func{sdk.ExportDraft, []byte{I32, I32}, []byte{I64}, p.Draft})
 	}
+	funcs = append(funcs, p.Extra...)
 	return Assemble(funcs, []Data{{AddrInfo, p.Info}, {AddrErr, p.Err}, {AddrResp, p.Resp}})
 }
 

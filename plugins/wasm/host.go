@@ -90,6 +90,9 @@ type Error struct {
 	Role   sdk.Role // role being called; "" while loading
 	Kind   string   // "load", "abi", "trap", "timeout", "cancelled" (the caller's context ended), "plugin" (reported by the plugin), "malformed"
 	Err    error
+	// Config is the config's name for the plugin ([plugins.NAME], CallOptions.Config)
+	// when it differs from Plugin, the module's name for it; "" otherwise.
+	Config string
 }
 
 func (e *Error) Error() string {
@@ -97,7 +100,11 @@ func (e *Error) Error() string {
 	if e.Role != "" {
 		role = " " + string(e.Role)
 	}
-	return fmt.Sprintf("plugin %q%s: %s: %v", e.Plugin, role, e.Kind, e.Err)
+	name := fmt.Sprintf("%q", e.Plugin)
+	if e.Config != "" && e.Config != e.Plugin { // [plugins.mine] running the module's plugin "threshold"
+		name = fmt.Sprintf("%q (the module's plugin %q)", e.Config, e.Plugin)
+	}
+	return fmt.Sprintf("plugin %s%s: %s: %v", name, role, e.Kind, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -255,6 +262,11 @@ func checkExports(c wazero.CompiledModule) error {
 			return fmt.Errorf("not a minfer plugin: no %s export (a command module: build Go plugins with -buildmode=c-shared)", sdk.ExportABI)
 		}
 		return fmt.Errorf("not a minfer plugin: no %s export", sdk.ExportABI)
+	}
+	if _, ok := ex["_start"]; ok {
+		// A WASI command's exports may only be called after _start has run its
+		// runtime's set-up, and the host never calls _start (ABI.md).
+		return fmt.Errorf("exports _start: a WASI command module, whose exports need _start to have run, which the host never calls; build it as a reactor (exporting _initialize, or neither): Go and TinyGo -buildmode=c-shared, Rust crate-type cdylib, wasi-sdk -mexec-model=reactor")
 	}
 	for name, want := range abiSigs {
 		def, ok := ex[name]

@@ -189,6 +189,8 @@ func TestHostile(t *testing.T) {
 		{"future ABI minor", hostile{minor: 9, policy: bodyOK}, "abi", "", "needs ABI v1.9"},
 		{"bad info record", hostile{info: []byte{1, 2, 3}, policy: bodyOK}, "abi", "", "info record"},
 		{"not wasm", hostile{}, "load", "", "not a valid WebAssembly module"},
+		{"WASI command", hostile{policy: bodyOK, resp: okResp, extra: []wasmtest.Func{{Name: "_start"}}}, "abi", "", "exports _start: a WASI command module"},
+		{"8-byte response", hostile{policy: i64c(sdk.Pack(addrResp, 8)), resp: []byte{8, 0, 0, 0, 2, 0, 0, 0}}, "", "malformed", "hdr 8, below the minimum 12 (hdr, depth, min_conf)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := tc.mod.bytes()
@@ -399,5 +401,28 @@ func drafterParity(t *testing.T, name string) {
 	}
 	if drafted == 0 {
 		t.Fatalf("%s proposed nothing on a repetitive sequence", name)
+	}
+}
+
+// TestErrorsNameTheConfigName: a plugin declared under another name than the module
+// gives it ([plugins.mine] running the module's "evil") is named both ways in errors.
+func TestErrorsNameTheConfigName(t *testing.T) {
+	ctx := context.Background()
+	m, err := Load(ctx, hostile{policy: bodyErr}.bytes(), Options{Name: "evil.wasm", Timeout: 30 * time.Second, MemoryMB: 4, CacheDir: "-", Instances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	p, err := m.Policy(ctx, "evil", nil, CallOptions{Config: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+	if want := `plugin "mine" (the module's plugin "evil") policy: plugin: evil says no`; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	if _, err := m.Sampler(ctx, "evil", nil, CallOptions{Config: "mine"}); err == nil || !strings.Contains(err.Error(), `plugin "mine" (the module's plugin "evil") sampler: load`) {
+		t.Fatalf("wrong role: got %v", err)
 	}
 }

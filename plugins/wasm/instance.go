@@ -9,6 +9,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/minfer/minfer/sdk"
@@ -33,7 +34,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if _, ok := m.compiled.ExportedFunctions()["_initialize"]; ok {
 		cfg = cfg.WithStartFunctions("_initialize")
 	}
-	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	sctx, cancel := context.WithTimeout(experimental.WithMemoryAllocator(ctx, memoryAllocator), startTimeout)
 	defer cancel()
 	mod, err := m.rt.InstantiateModule(sctx, m.compiled, cfg)
 	if err != nil {

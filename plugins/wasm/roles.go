@@ -14,6 +14,9 @@ import (
 // CallOptions configures one plugin handle. Zero fields take the module's Options.
 type CallOptions struct {
 	Timeout time.Duration // per-call deadline
+	// Config is the name the config declares the plugin under ([plugins.NAME]); errors
+	// name it beside the module's own name for the plugin when the two differ.
+	Config string
 }
 
 // handle is the state shared by the three role handles: one instance running one
@@ -27,17 +30,27 @@ type handle struct {
 	fn      api.Function
 	req     []byte
 	err     error // first failure; every later call returns it
+	config  string
+}
+
+// named sets the config's name on err (a *Error) and returns it.
+func (h *handle) named(err error) error {
+	var e *Error
+	if h.config != "" && errors.As(err, &e) {
+		e.Config = h.config
+	}
+	return err
 }
 
 func (m *Module) open(ctx context.Context, name string, role sdk.Role, params []byte, co CallOptions) (*handle, error) {
+	h := &handle{m: m, name: name, role: role, timeout: co.Timeout, config: co.Config}
 	info, ok := m.Lookup(name)
 	if !ok {
-		return nil, &Error{Plugin: name, Role: role, Kind: "load", Err: fmt.Errorf("module %s has no plugin %q", m.opts.Name, name)}
+		return nil, h.named(&Error{Plugin: name, Role: role, Kind: "load", Err: fmt.Errorf("module %s has no plugin %q", m.opts.Name, name)})
 	}
 	if !info.Has(role) {
-		return nil, &Error{Plugin: name, Role: role, Kind: "load", Err: fmt.Errorf("plugin declares roles %v, not %s", info.Roles, role)}
+		return nil, h.named(&Error{Plugin: name, Role: role, Kind: "load", Err: fmt.Errorf("plugin declares roles %v, not %s", info.Roles, role)})
 	}
-	h := &handle{m: m, name: name, role: role, timeout: co.Timeout}
 	if h.timeout <= 0 {
 		h.timeout = m.opts.Timeout
 	}
@@ -47,7 +60,7 @@ func (m *Module) open(ctx context.Context, name string, role sdk.Role, params []
 	}
 	if err := in.start(ctx, name, role, params, setupTimeout(h.timeout)); err != nil {
 		m.release(ctx, in)
-		return nil, err
+		return nil, h.named(err)
 	}
 	h.in = in
 	h.fn = in.fn[roleSyms[role][len(roleSyms[role])-1]]
@@ -64,7 +77,8 @@ func (h *handle) call(ctx context.Context, req []byte) ([]byte, error) {
 	}
 	resp, err := h.in.callNamed(ctx, h.fn, h.name, h.role, req, h.timeout, true)
 	if err != nil {
-		h.err = err
+		h.err = h.named(err)
+		err = h.err
 	}
 	return resp, err
 }
@@ -72,7 +86,7 @@ func (h *handle) call(ctx context.Context, req []byte) ([]byte, error) {
 // malformed records a bad response.
 func (h *handle) malformed(err error) error {
 	h.in.dead = true
-	h.err = &Error{Plugin: h.name, Role: h.role, Kind: "malformed", Err: err}
+	h.err = h.named(&Error{Plugin: h.name, Role: h.role, Kind: "malformed", Err: err})
 	return h.err
 }
 
@@ -84,10 +98,10 @@ func (h *handle) scalar(ctx context.Context, sym string) (int, error) {
 		if errors.As(err, &e) {
 			e.Plugin = h.name
 		}
-		return 0, err
+		return 0, h.named(err)
 	}
 	if v < 0 {
-		return 0, h.in.fail(h.name, h.role, "plugin", fmt.Errorf("%s: %s", sym, h.in.lastError(ctx, setupTimeout(h.timeout))))
+		return 0, h.named(h.in.fail(h.name, h.role, "plugin", fmt.Errorf("%s: %s", sym, h.in.lastError(ctx, setupTimeout(h.timeout)))))
 	}
 	return int(v), nil
 }

@@ -21,6 +21,7 @@ type hostile struct {
 	info      []byte // default: one policy "evil"
 	policy    []byte // body of minfer_policy_next
 	resp      []byte // data at addrResp
+	extra     []wasmtest.Func
 }
 
 func (h hostile) bytes() []byte {
@@ -28,7 +29,7 @@ func (h hostile) bytes() []byte {
 		h.info = wasmtest.PolicyInfo("evil", "0", h.minor)
 	}
 	return wasmtest.Plugin{ABIExport: h.abiExport, Minor: h.minor, Info: h.info, Err: []byte("evil says no"),
-		Policy: h.policy, Resp: h.resp}.Bytes()
+		Policy: h.policy, Resp: h.resp, Extra: h.extra}.Bytes()
 }
 
 // Bodies of minfer_policy_next.

@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package wasm
+
+const mapNoReserve = 0
