@@ -261,7 +261,7 @@ func (r *Registry) Policy(ctx context.Context, name string, overrides map[string
 	params := mustParams(e.decl.Params, overrides)
 	switch {
 	case e.mod != nil:
-		p, err := e.mod.Policy(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		p, err := e.mod.Policy(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
 		if err != nil {
 			return nil, Info{}, err
 		}
@@ -289,7 +289,7 @@ func (r *Registry) Sampler(ctx context.Context, name string, overrides map[strin
 	params := mustParams(e.decl.Params, overrides)
 	switch {
 	case e.mod != nil:
-		s, err := e.mod.Sampler(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		s, err := e.mod.Sampler(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
 		if err != nil {
 			return nil, Info{}, err
 		}
@@ -317,7 +317,7 @@ func (r *Registry) Penalty(ctx context.Context, name string, overrides map[strin
 	params := mustParams(e.decl.Params, overrides)
 	switch {
 	case e.mod != nil:
-		p, err := e.mod.Penalty(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		p, err := e.mod.Penalty(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
 		if err != nil {
 			return nil, Info{}, err
 		}
@@ -345,7 +345,7 @@ func (r *Registry) Drafter(ctx context.Context, name string, overrides map[strin
 	params := mustParams(e.decl.Params, overrides)
 	switch {
 	case e.mod != nil:
-		d, err := e.mod.Drafter(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout})
+		d, err := e.mod.Drafter(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
 		if err != nil {
 			return nil, Info{}, err
 		}

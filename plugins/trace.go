@@ -64,6 +64,9 @@ type TracedPolicy struct {
 	drafter []string // the sequence's drafters by index (SetDrafters)
 	pending bool
 	dec     sdk.DepthDecision
+	// bound is the pending round's max_depth: the outcome the engine reports later
+	// carries the next round's bound, and the trace records the round's own.
+	bound int
 	// asked is when the wrapped policy was asked for the pending round's depth: the
 	// round's wall time runs from there to the next NextDepth or Finish (the tracer's
 	// own writing happens before it, so it is not counted).
@@ -98,7 +101,7 @@ func (tp *TracedPolicy) NextDepth(ctx context.Context, last sdk.RoundOutcome) (s
 	if err != nil {
 		return d, err
 	}
-	tp.dec, tp.pending, tp.asked = d, true, asked
+	tp.dec, tp.pending, tp.asked, tp.bound = d, true, asked, last.MaxDepth
 	return d, nil
 }
 
@@ -111,6 +114,7 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 	wall := time.Since(tp.asked).Nanoseconds()
 	tp.pending = false
 	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
+	r.MaxDepth = tp.bound
 	r.Prompt = tp.prompt
 	r.HostNs = max(wall-last.DraftNs-last.VerifyNs, 0)
 	if last.Drafters <= 1 {

@@ -155,3 +155,34 @@ func TestTracerDrafters(t *testing.T) {
 		t.Fatalf("replaying the recorded policy: %.3f tok/s, recorded %.3f (%d extrapolated)", res.Replayed.Rate(), res.Recorded.Rate(), res.Extrapolated)
 	}
 }
+
+// TestTraceRecordsTheRoundsOwnBound: a round's max_depth is the bound its policy
+// request carried, not the next round's (which the engine reports with its outcome):
+// replay caps the round's depth by it.
+func TestTraceRecordsTheRoundsOwnBound(t *testing.T) {
+	var buf bytes.Buffer
+	tp := plugins.NewTracer(&buf).Wrap(constPolicy(4), "p")
+	ctx := context.Background()
+	for _, o := range []sdk.RoundOutcome{
+		{Round: -1, MaxDepth: 4},
+		{Round: 0, Depth: 4, Drafted: 4, Accepted: 4, DraftConf: make([]float32, 4), VerifyNs: 1, MaxDepth: 2}, // 2 tokens left
+	} {
+		if _, err := tp.NextDepth(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp.Finish(sdk.RoundOutcome{Round: 1, Depth: 4, Drafted: 2, Accepted: 2, DraftConf: make([]float32, 2), VerifyNs: 1, MaxDepth: 0})
+	rounds, err := sdk.ReadTrace(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) != 2 || rounds[0].MaxDepth != 4 || rounds[1].MaxDepth != 2 {
+		t.Fatalf("got %+v, want max_depth 4 then 2 (each round's own bound)", rounds)
+	}
+}
+
+type constPolicy int
+
+func (p constPolicy) NextDepth(context.Context, sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	return sdk.DepthDecision{Depth: int(p)}, nil
+}

@@ -24,7 +24,7 @@ type TraceRound struct {
 	Depth    int       `json:"depth"`              // the policy's decision for this round
 	MinConf  float32   `json:"min_conf"`           // the policy's early-exit cut-off
 	KeepCut  bool      `json:"keep_cut,omitempty"` // the token under the cut-off was kept
-	MaxDepth int       `json:"max_depth"`          // the bound the engine applied
+	MaxDepth int       `json:"max_depth"`          // the bound the engine applied to this round (the max_depth its policy request carried)
 	Drafted  int       `json:"drafted"`            // draft tokens produced (≤ Depth)
 	Accepted int       `json:"accepted"`           // draft tokens accepted (≤ Drafted)
 	Accept   []bool    `json:"accept"`             // per drafted position
