@@ -298,13 +298,15 @@ func init() {
 	if !hasAVX2 || hasTileZ {
 		return
 	}
-	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2) }
-	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2) }
 }
 
-// tileRowsAVX2 runs a generated rows kernel for each activation row of tl (checked).
-func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32)) {
+// tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
+// a time (each weight block unpacked once for the four), then one at a time.
+func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
+	rows4 func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -312,7 +314,11 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		}
 		return
 	}
-	for t := 0; t < tl.NX; t++ {
+	t := 0
+	for ; t+4 <= tl.NX; t += 4 {
+		rows4(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], tl.XStride, nb, &tl.Out[t*tl.OutStride], tl.OutStride)
+	}
+	for ; t < tl.NX; t++ {
 		rows(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], nb, &tl.Out[t*tl.OutStride])
 	}
 }

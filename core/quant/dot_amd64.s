@@ -2275,6 +2275,371 @@ rowsQ5_0AVX2_done:
 	VZEROUPPER
 	RET
 
+// func rows4Q8_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4Q8_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ xStride+32(FP), SI
+	MOVQ nb+40(FP), DI
+	MOVQ out+48(FP), R8
+	MOVQ outStride+56(FP), R9
+	SHLQ $0x02, R9
+
+rows4Q8_0AVX2_row:
+	MOVQ   AX, R10
+	MOVQ   BX, R11
+	LEAQ   (BX)(SI*2), R12
+	MOVQ   DI, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+rows4Q8_0AVX2_block:
+	PREFETCHT1   4096(R10)
+	VMOVDQU      2(R10), Y4
+	VPSIGNB      Y4, Y4, Y5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (R10), X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVDQU      2(R11), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPXOR        X8, X8, X8
+	VPINSRW      $0x00, (R11), X8, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       X8, X6, X8
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS X8, Y8
+	VFMADD231PS  Y7, Y8, Y0
+	VMOVDQU      2(R11)(SI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPXOR        X8, X8, X8
+	VPINSRW      $0x00, (R11)(SI*1), X8, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       X8, X6, X8
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS X8, Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVDQU      2(R12), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPXOR        X8, X8, X8
+	VPINSRW      $0x00, (R12), X8, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       X8, X6, X8
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS X8, Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VMOVDQU      2(R12)(SI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y4
+	VPMADDWD     ones16<>+0(SB), Y4, Y4
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, (R12)(SI*1), X5, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       X5, X6, X5
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x22, R11
+	ADDQ         $0x22, R12
+	DECQ         R13
+	JNZ          rows4Q8_0AVX2_block
+	LEAQ         (R8)(R9*2), R10
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (R8)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R8)(R9*1)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R10)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R10)(R9*1)
+	ADDQ         CX, AX
+	ADDQ         $0x04, R8
+	DECQ         DX
+	JNZ          rows4Q8_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rows4Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4Q4_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    xStride+32(FP), SI
+	MOVQ    nb+40(FP), DI
+	MOVQ    out+48(FP), R8
+	MOVQ    outStride+56(FP), R9
+	SHLQ    $0x02, R9
+	VMOVDQU eights<>+0(SB), Y0
+
+rows4Q4_0AVX2_row:
+	MOVQ   AX, R10
+	MOVQ   BX, R11
+	LEAQ   (BX)(SI*2), R12
+	MOVQ   DI, R13
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+rows4Q4_0AVX2_block:
+	PREFETCHT1     4096(R10)
+	VBROADCASTI128 2(R10), Y5
+	VPSRLW         $0x04, Y5, Y6
+	VPBLENDD       $0xf0, Y6, Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (R10), X6, X6
+	VCVTPH2PS      X6, X6
+	VMOVDQU        2(R11), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R11), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y1
+	VMOVDQU        2(R11)(SI*1), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R11)(SI*1), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y2
+	VMOVDQU        2(R12), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R12), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y3
+	VMOVDQU        2(R12)(SI*1), Y7
+	VPMADDUBSW     Y7, Y5, Y5
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y5, Y5
+	VPMADDWD       ones16<>+0(SB), Y5, Y5
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R12)(SI*1), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   X7, Y6
+	VFMADD231PS    Y5, Y6, Y4
+	ADDQ           $0x00000012, R10
+	ADDQ           $0x22, R11
+	ADDQ           $0x22, R12
+	DECQ           R13
+	JNZ            rows4Q4_0AVX2_block
+	LEAQ           (R8)(R9*2), R10
+	VEXTRACTF128   $0x01, Y1, X5
+	VADDPS         X5, X1, X1
+	VMOVHLPS       X1, X1, X5
+	VADDPS         X5, X1, X1
+	VMOVSHDUP      X1, X5
+	VADDSS         X5, X1, X1
+	VMOVSS         X1, (R8)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R8)(R9*1)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R10)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R10)(R9*1)
+	ADDQ           CX, AX
+	ADDQ           $0x04, R8
+	DECQ           DX
+	JNZ            rows4Q4_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rows4Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4Q5_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    xStride+32(FP), SI
+	MOVQ    nb+40(FP), DI
+	MOVQ    out+48(FP), R8
+	MOVQ    outStride+56(FP), R9
+	SHLQ    $0x02, R9
+	VMOVDQU sixteens<>+0(SB), Y0
+
+rows4Q5_0AVX2_row:
+	MOVQ   AX, R10
+	MOVQ   BX, R11
+	LEAQ   (BX)(SI*2), R12
+	MOVQ   DI, R13
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+rows4Q5_0AVX2_block:
+	PREFETCHT1     4096(R10)
+	VBROADCASTI128 6(R10), Y5
+	VPSRLW         $0x04, Y5, Y6
+	VPBLENDD       $0xf0, Y6, Y5, Y5
+	VPAND          mask0F<>+0(SB), Y5, Y5
+	VPBROADCASTD   2(R10), Y6
+	VPSHUFB        bitsShuf<>+0(SB), Y6, Y6
+	VPOR           bitsMask<>+0(SB), Y6, Y6
+	VPCMPEQB       allOnes<>+0(SB), Y6, Y6
+	VPAND          sixteen<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (R10), X6, X6
+	VCVTPH2PS      X6, X6
+	VMOVDQU        2(R11), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R11), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y1
+	VMOVDQU        2(R11)(SI*1), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R11)(SI*1), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y2
+	VMOVDQU        2(R12), Y7
+	VPMADDUBSW     Y7, Y5, Y8
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R12), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y8, Y8
+	VBROADCASTSS   X7, Y7
+	VFMADD231PS    Y8, Y7, Y3
+	VMOVDQU        2(R12)(SI*1), Y7
+	VPMADDUBSW     Y7, Y5, Y5
+	VPMADDUBSW     Y7, Y0, Y7
+	VPSUBW         Y7, Y5, Y5
+	VPMADDWD       ones16<>+0(SB), Y5, Y5
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (R12)(SI*1), X7, X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X6, X7
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   X7, Y6
+	VFMADD231PS    Y5, Y6, Y4
+	ADDQ           $0x00000016, R10
+	ADDQ           $0x22, R11
+	ADDQ           $0x22, R12
+	DECQ           R13
+	JNZ            rows4Q5_0AVX2_block
+	LEAQ           (R8)(R9*2), R10
+	VEXTRACTF128   $0x01, Y1, X5
+	VADDPS         X5, X1, X1
+	VMOVHLPS       X1, X1, X5
+	VADDPS         X5, X1, X1
+	VMOVSHDUP      X1, X5
+	VADDSS         X5, X1, X1
+	VMOVSS         X1, (R8)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R8)(R9*1)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R10)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R10)(R9*1)
+	ADDQ           CX, AX
+	ADDQ           $0x04, R8
+	DECQ           DX
+	JNZ            rows4Q5_0AVX2_row
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 // Requires: AVX, F16C
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32

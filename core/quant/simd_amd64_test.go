@@ -82,28 +82,34 @@ func TestFromFloatSIMDMatchesGo(t *testing.T) {
 
 // TestRowsAVX2MatchVecDot runs the AVX2 row loops of DotTile (the tile kernels of CPUs
 // without AVX-512, called here directly whatever the CPU) and wants VecDot's bits for
-// every weight row and activation row, at every block count up to 20.
+// every weight row and activation row, at every block count up to 20, with output and
+// activation strides wider than a row.
 func TestRowsAVX2MatchVecDot(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2/F16C on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
-	for typ, k := range map[Type]func(*byte, int, int, *byte, int, *float32){
-		Q8_0: rowsQ8_0AVX2, Q4_0: rowsQ4_0AVX2, Q5_0: rowsQ5_0AVX2,
+	type kernels struct {
+		rows  func(*byte, int, int, *byte, int, *float32)
+		rows4 func(*byte, int, int, *byte, int, int, *float32, int)
+	}
+	for typ, k := range map[Type]kernels{
+		Q8_0: {rowsQ8_0AVX2, rows4Q8_0AVX2}, Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2}, Q5_0: {rowsQ5_0AVX2, rows4Q5_0AVX2},
 	} {
 		tr, _ := typ.Lookup()
 		for nb := 1; nb <= 20; nb++ {
-			n, rows, nx := 32*nb, 1+nb%5, 1+nb%3
+			n, rows, nx := 32*nb, 1+nb%5, 1+nb%7 // 1-7 activation rows: groups of four and the rest
 			rb := mustRowBytes(t, typ, n)
 			xb := mustRowBytes(t, tr.VecDotType, n)
+			xs, os := xb+q8_0Bytes, rows+3
 			tl := &Tile{N: n, W: randomRow(rng, typ, n*rows), WStride: rb, Rows: rows,
-				X: randomRow(rng, tr.VecDotType, n*nx), XStride: xb, NX: nx,
-				Out: make([]float32, nx*rows), OutStride: rows}
-			tileRowsAVX2(tl, k)
+				X: randomRow(rng, tr.VecDotType, (n+qk)*nx), XStride: xs, NX: nx,
+				Out: make([]float32, nx*os), OutStride: os}
+			tileRowsAVX2(tl, k.rows, k.rows4)
 			for x := 0; x < nx; x++ {
 				for r := 0; r < rows; r++ {
-					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xb:])
-					if got := tl.Out[x*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xs:])
+					if got := tl.Out[x*os+r]; math.Float32bits(got) != math.Float32bits(want) {
 						t.Fatalf("%s n=%d row %d act %d: %v, VecDot %v", typ, n, r, x, got, want)
 					}
 				}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// A splitBody is a blockBody in two steps, so that one weight block unpacked once serves
+// several activation rows: unpack reads the weight block at w, dot takes its result and
+// one Q8_0 activation block at x and returns the eight int32 lane partials.
+type splitBody struct {
+	unpack func(w Mem) []reg.VecVirtual
+	dot    func(u []reg.VecVirtual, x Mem, corr reg.VecVirtual) reg.VecVirtual
+}
+
+var splitQ8_0 = splitBody{
+	unpack: func(w Mem) []reg.VecVirtual {
+		yw, aw := YMM(), YMM()
+		VMOVDQU(w.Offset(2), yw)
+		VPSIGNB(yw, yw, aw) // |w|
+		return []reg.VecVirtual{yw, aw}
+	},
+	dot: func(u []reg.VecVirtual, x Mem, _ reg.VecVirtual) reg.VecVirtual {
+		yx, p := YMM(), YMM()
+		VMOVDQU(x.Offset(2), yx)
+		VPSIGNB(u[0], yx, yx) // x·sign(w)
+		VPMADDUBSW(yx, u[1], p)
+		VPMADDWD(ones16, p, p)
+		return p
+	},
+}
+
+var splitQ4_0 = splitBody{
+	unpack: func(w Mem) []reg.VecVirtual { return []reg.VecVirtual{nibbles(w.Offset(2))} },
+	dot: func(u []reg.VecVirtual, x Mem, corr reg.VecVirtual) reg.VecVirtual {
+		return biasedDot(u[0], x.Offset(2), corr)
+	},
+}
+
+var splitQ5_0 = splitBody{
+	unpack: func(w Mem) []reg.VecVirtual {
+		q := nibbles(w.Offset(6))
+		b := YMM()
+		VPBROADCASTD(w.Offset(2), b)
+		VPSHUFB(bitsShuf, b, b)
+		VPOR(bitsMask, b, b)
+		VPCMPEQB(allOnes, b, b)
+		VPAND(sixteen, b, b)
+		VPOR(b, q, q)
+		return []reg.VecVirtual{q}
+	},
+	dot: splitQ4_0.dot,
+}
+
+// f16ToScalar leaves float32(f16 at m) in lane 0 of a new XMM.
+func f16ToScalar(m Mem) reg.VecVirtual {
+	t := XMM()
+	VPXOR(t, t, t)
+	VPINSRW(Imm(0), m, t, t)
+	VCVTPH2PS(t, t)
+	return t
+}
+
+// hsumStore stores hsum_float_8(acc) = ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) at m.
+func hsumStore(acc reg.VecVirtual, m Mem) {
+	hi, lo := XMM(), XMM()
+	VEXTRACTF128(Imm(1), acc, hi)
+	VADDPS(hi, acc.AsX(), lo)
+	VMOVHLPS(lo, lo, hi)
+	VADDPS(hi, lo, lo)
+	VMOVSHDUP(lo, hi)
+	VADDSS(hi, lo, lo)
+	VMOVSS(lo, m)
+}
+
+// blockDotRows4 emits func(w *byte, wStride, rows int, x *byte, xStride, nb int, out
+// *float32, outStride int): for each weight row r (at w + r·wStride) and each of four
+// activation rows a (at x + a·xStride), out[a·outStride + r] = VecDot's dot: block by
+// block acc_a = fma(f16(w.d)·f16(x_a.d), float32(lanes), acc_a), then hsum_float_8. Each
+// weight block is unpacked once for the four rows.
+func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)")
+	Pragma("noescape")
+	Doc(name + " runs ggml's block loop for rows weight rows against four activation rows (AVX2, FMA, F16C).")
+	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
+	x0, xs, nb0 := Load(Param("x"), GP64()), Load(Param("xStride"), GP64()), Load(Param("nb"), GP64())
+	op, os := Load(Param("out"), GP64()), Load(Param("outStride"), GP64())
+	SHLQ(Imm(2), os) // bytes
+	corr := loadCorr(corrConst)
+	wp, xa, xb, nb, op2 := GP64(), GP64(), GP64(), GP64(), GP64()
+	Label(name + "_row")
+	MOVQ(w0, wp)
+	MOVQ(x0, xa)
+	LEAQ(Mem{Base: x0, Index: xs, Scale: 2}, xb)
+	MOVQ(nb0, nb)
+	var acc [4]reg.VecVirtual
+	for a := range acc {
+		acc[a] = YMM()
+		VXORPS(acc[a], acc[a], acc[a])
+	}
+	Label(name + "_block")
+	prefetchW(wp, wBytes)
+	u := body.unpack(Mem{Base: wp})
+	wd := f16ToScalar(Mem{Base: wp})
+	for a := 0; a < 4; a++ {
+		x := Mem{Base: xa}
+		switch a {
+		case 1:
+			x = Mem{Base: xa, Index: xs, Scale: 1}
+		case 2:
+			x = Mem{Base: xb}
+		case 3:
+			x = Mem{Base: xb, Index: xs, Scale: 1}
+		}
+		p := body.dot(u, x, corr)
+		s := f16ToScalar(x)
+		VMULSS(s, wd, s) // f16(w.d)·f16(x.d)
+		f, d := YMM(), YMM()
+		VCVTDQ2PS(p, f)
+		VBROADCASTSS(s, d)
+		VFMADD231PS(f, d, acc[a])
+	}
+	ADDQ(U32(wBytes), wp)
+	ADDQ(Imm(q8_0Bytes), xa)
+	ADDQ(Imm(q8_0Bytes), xb)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
+	hsumStore(acc[0], Mem{Base: op})
+	hsumStore(acc[1], Mem{Base: op, Index: os, Scale: 1})
+	hsumStore(acc[2], Mem{Base: op2})
+	hsumStore(acc[3], Mem{Base: op2, Index: os, Scale: 1})
+	ADDQ(stride, w0)
+	ADDQ(Imm(4), op)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	VZEROUPPER()
+	RET()
+}
