@@ -252,3 +252,24 @@ func fixCosts(t *testing.T, path string, cost func(steps, nt int) (draftNs, veri
 		t.Fatal(err)
 	}
 }
+
+// TestPolicyReplayWarnsOnMixedDepths: plain replay of rounds recorded at several depths
+// (a specbench trace of --depths 1,2) warns that its baseline mixes them and points to
+// --walk; a trace of one policy does not warn.
+func TestPolicyReplayWarnsOnMixedDepths(t *testing.T) {
+	var b strings.Builder
+	for i := range 20 {
+		d := 1 + i%2
+		fmt.Fprintf(&b, `{"seq":%d,"round":0,"policy":"static","depth":%d,"max_depth":8,"drafted":%d,"accepted":%d,"draft_conf":[%s],"draft_ns":1000,"verify_ns":5000}`+"\n",
+			i, d, d, d, strings.TrimSuffix(strings.Repeat("0.9,", d), ","))
+	}
+	mixed := filepath.Join(t.TempDir(), "mixed.jsonl")
+	os.WriteFile(mixed, []byte(b.String()), 0o644)
+	_, stderr, err := runCLI(t, "", "policy", "replay", mixed, "--policy", "adaptive")
+	if err != nil || !strings.Contains(stderr, "mixes rounds of 2 recorded policies and depths (static:1, static:2)") || !strings.Contains(stderr, "--walk") {
+		t.Fatalf("got %v, stderr %q; want a warning naming the depths and --walk", err, stderr)
+	}
+	if _, stderr, _ := runCLI(t, "", "policy", "replay", "../../plugins/check/simtraces/kink.jsonl", "--policy", "adaptive"); strings.Contains(stderr, "mixes rounds") {
+		t.Errorf("one recorded policy: unexpected warning %q", stderr)
+	}
+}

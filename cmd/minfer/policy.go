@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -136,6 +137,10 @@ func runPolicy(ctx context.Context, m *Main, args []string) error {
 			files: pos[1:], opt: replay.ReplayOptions{Seed: *seed, Session: *session}, json: *asJSON}
 		return job.walk(ctx, m)
 	}
+	if mix := mixedRounds(rounds); len(mix) > 1 {
+		fmt.Fprintf(m.Stderr, "warning: the trace mixes rounds of %d recorded policies and depths (%s): the recorded baseline averages them, so a replayed policy's gain over it means little; --walk compares policies token position by position\n",
+			len(mix), strings.Join(mix, ", "))
+	}
 	var rows []replayRow
 	var recorded replay.Throughput
 	for i, name := range names {
@@ -266,4 +271,23 @@ func policyMaker(ctx context.Context, reg *plugins.Registry, name string, overri
 		p, _, err := reg.Policy(ctx, name, overrides)
 		return p, err
 	}, nil
+}
+
+// mixedRounds lists the recorded policies of rounds, a static policy by its depths
+// ("static:2"): more than one means the rounds mix depths (as a specbench trace of
+// several depths does), which plain replay's recorded baseline averages.
+func mixedRounds(rounds []sdk.TraceRound) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range rounds {
+		k := r.Policy
+		if k == "static" || k == "" {
+			k = fmt.Sprintf("%s:%d", cmp.Or(k, "depth"), r.Depth)
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }

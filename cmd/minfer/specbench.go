@@ -23,7 +23,7 @@ func init() {
 const specbenchUsage = `
 Usage: minfer specbench -m TARGET [--draft DRAFT] [--depths 0,1,2,3,4,8,auto]
                         [--policies NAME,...] [--drafter NAME,...] [--drafters model,NAME,...,auto]
-                        [--prompts FILE]... [--prompt-count N]
+                        [--prompt-lines FILE]... [--prompts FILE]... [--prompt-count N]
                         [--prompt-tokens T] [-n 128] [-r 3] [--warmup SECONDS] [--json]
 
 For each depth (0 = plain decoding through the same round loop, auto = the configured
@@ -39,9 +39,12 @@ penalty, sampler; the rest is the engine's own work). Repetitions are interleave
 each repetition runs every depth in turn, so drift in machine speed spreads over all
 depths. A warm-up of --warmup seconds runs first.
 
-Prompts: each --prompts FILE is tokenized and --prompt-count prompts of --prompt-tokens
-tokens are taken at offsets i·(tokens − prompt-tokens)/count (as the trained pair's
-train-report.json draws them); without --prompts a few built-in prompts are used. Each
+Prompts: each --prompt-lines FILE gives one prompt per non-blank line, as prompts are
+usually written (in a .jsonl file each line is {"prompt": "..."} or a JSON string; a
+.jsonl given to --prompts is read the same way). Each --prompts FILE is a corpus: it is
+tokenized and --prompt-count prompts of --prompt-tokens tokens are taken at offsets
+i·(tokens − prompt-tokens)/count (as the trained pair's train-report.json draws them).
+Without either a few built-in prompts are used. Each
 --copy-prompts FILE gives prompts the same way, each followed by its own first
 --copy-tokens tokens again: the continuation repeats what the prompt holds (the shape
 of code editing and quoting, where drafter plugins pay).
@@ -96,6 +99,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		f                  runFlags
 		depthList          string
 		prompts, copies    stringList
+		lines              stringList
 		copyTokens         int
 		count, ptoks, reps int
 		warmup             float64
@@ -107,7 +111,8 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	f.defineModel(fs)
 	f.defineSpec(fs)
 	fs.StringVar(&depthList, "depths", "0,1,2,3,4,8,auto", "comma-separated depths (auto = the depth policy)")
-	fs.Var(&prompts, "prompts", "text `FILE` to draw prompts from (repeatable)")
+	fs.Var(&prompts, "prompts", "a corpus `FILE` to draw --prompt-count windows of --prompt-tokens from (repeatable)")
+	fs.Var(&lines, "prompt-lines", "a `FILE` of prompts, one per line (.jsonl: {\"prompt\": ...} per line; repeatable)")
 	fs.Var(&copies, "copy-prompts", "text `FILE` to draw copy-heavy prompts from: each window, then its first --copy-tokens tokens again (repeatable)")
 	fs.IntVar(&copyTokens, "copy-tokens", 8, "tokens of its window a --copy-prompts prompt starts again")
 	fs.IntVar(&count, "prompt-count", 8, "prompts drawn from each --prompts file")
@@ -164,16 +169,36 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if copyTokens < 1 || copyTokens > ptoks {
 		return usagef("specbench: --copy-tokens %d: want 1..--prompt-tokens (%d)", copyTokens, ptoks)
 	}
-	ids, err := specPrompts(st, prompts, count, ptoks, 0)
+	var corpus []string
+	for _, p := range prompts { // a .jsonl file holds one prompt per line
+		if strings.HasSuffix(p, ".jsonl") {
+			lines = append(lines, p)
+		} else {
+			corpus = append(corpus, p)
+		}
+	}
+	ids, err := specPrompts(st, corpus, count, ptoks, 0)
 	if err != nil {
 		return err
+	}
+	if len(lines) > 0 {
+		if len(corpus) == 0 {
+			ids = nil // not the built-in prompts
+		}
+		for _, file := range lines {
+			more, err := linePrompts(st, file)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, more...)
+		}
 	}
 	if len(copies) > 0 {
 		copied, err := specPrompts(st, copies, count, ptoks, copyTokens)
 		if err != nil {
 			return err
 		}
-		if len(prompts) == 0 {
+		if len(prompts) == 0 && len(lines) == 0 {
 			ids = nil // not the built-in prompts: only the copy-heavy ones
 		}
 		ids = append(ids, copied...)
@@ -181,6 +206,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(m.Stderr, "specbench: %d rows × %d prompts × %d repetitions of %d tokens, after %gs of warm-up\n", len(rows), len(ids), reps, f.n, warmup)
 	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Drafter: cfg.Spec.Drafter, Prompts: len(ids), NPredict: f.n, Reps: reps}
 	progress := func(rep int, row bench.Row) {
 		if !f.jsonOut && m.StderrTerminal {
@@ -357,6 +383,54 @@ func parseDepths(s string) ([]config.Depth, error) {
 // file, each followed by its own first copy tokens when copy > 0 (a copy-heavy prompt:
 // the continuation repeats what the prompt holds, as in code editing and quoting), or
 // the built-in prompts when there are no files.
+// linePrompts reads one prompt per non-blank line of file: plain text, or in a .jsonl
+// file a JSON string or an object with a "prompt" (or "text") field per line. Each is
+// encoded as run encodes a prompt (BOS where the vocabulary asks for it).
+func linePrompts(st *stack, file string) ([][]int32, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("specbench: %w", err)
+	}
+	var out [][]int32
+	jsonl := strings.HasSuffix(file, ".jsonl")
+	for n, line := range strings.Split(string(b), "\n") {
+		text := strings.TrimRight(line, "\r")
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		if jsonl {
+			var v any
+			if err := json.Unmarshal([]byte(text), &v); err != nil {
+				return nil, fmt.Errorf("specbench: %s:%d: %v", file, n+1, err)
+			}
+			switch x := v.(type) {
+			case string:
+				text = x
+			case map[string]any:
+				p, ok := x["prompt"].(string)
+				if !ok {
+					p, ok = x["text"].(string)
+				}
+				if !ok {
+					return nil, fmt.Errorf("specbench: %s:%d: want a string or an object with a \"prompt\" string", file, n+1)
+				}
+				text = p
+			default:
+				return nil, fmt.Errorf("specbench: %s:%d: want a string or an object with a \"prompt\" string", file, n+1)
+			}
+		}
+		ids, err := st.tok.Encode(text, true, false)
+		if err != nil {
+			return nil, fmt.Errorf("specbench: %s:%d: %w", file, n+1, err)
+		}
+		out = append(out, ids)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("specbench: %s holds no prompt (one per non-blank line)", file)
+	}
+	return out, nil
+}
+
 func specPrompts(st *stack, files []string, count, ptoks, copy int) ([][]int32, error) {
 	var out [][]int32
 	bos := []int32{}
@@ -383,7 +457,7 @@ func specPrompts(st *stack, files []string, count, ptoks, copy int) ([][]int32, 
 			return nil, err
 		}
 		if len(ids) < ptoks {
-			return nil, fmt.Errorf("specbench: %s has %d tokens, fewer than --prompt-tokens %d", f, len(ids), ptoks)
+			return nil, fmt.Errorf("specbench: %s has %d tokens, fewer than --prompt-tokens %d (--prompts cuts a corpus into windows; for one prompt per line give --prompt-lines %s)", f, len(ids), ptoks, f)
 		}
 		for i := range count {
 			off := i * (len(ids) - ptoks) / count // the offsets of train-report.json's simulation

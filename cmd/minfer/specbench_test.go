@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,5 +181,42 @@ func TestSpecbenchCopyPrompts(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--copy-prompts", text, "--copy-tokens", "0", "--drafters", "ngram"); exitCode(err) != 2 {
 		t.Fatalf("--copy-tokens 0: got %v, want a usage error", err)
+	}
+}
+
+// TestSpecbenchPromptLines: a file of short prompts, one per line (and the same as
+// JSONL), is read as users write it: a prompt per line, not a corpus too short for
+// --prompt-tokens windows; a start line says what will run.
+func TestSpecbenchPromptLines(t *testing.T) {
+	model := testpath.Path(t, "models", "stories260K.gguf")
+	dir := t.TempDir()
+	txt, jsonl := filepath.Join(dir, "prompts.txt"), filepath.Join(dir, "prompts.jsonl")
+	os.WriteFile(txt, []byte("Once upon a time\n\nThe dog ran\nLily said\n"), 0o644)
+	os.WriteFile(jsonl, []byte(`{"prompt": "Once upon a time"}`+"\n"+`"The dog ran"`+"\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--prompt-lines", txt}, 3},
+		{[]string{"--prompts", jsonl}, 2},
+		{[]string{"--prompt-lines", txt, "--prompt-lines", jsonl}, 5},
+	} {
+		out, stderr, err := runCLI(t, "", append([]string{"specbench", "--config", emptyConfig(t), "-m", model, "--draft", model,
+			"-n", "4", "-r", "1", "--warmup", "0", "-t", "1", "--curve=false", "--depths", "0,1", "--json"}, tc.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, stderr)
+		}
+		var got specbenchResult
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v in %q", err, out)
+		}
+		if got.Prompts != tc.want || !strings.Contains(stderr, fmt.Sprintf("specbench: 2 rows × %d prompts × 1 repetitions", tc.want)) {
+			t.Errorf("%v: got %d prompts, stderr %q; want %d and a start line", tc.args, got.Prompts, stderr, tc.want)
+		}
+	}
+	// the corpus mode names the per-line flag when the file is too short for a window
+	_, _, err := runCLI(t, "", "specbench", "--config", emptyConfig(t), "-m", model, "--draft", model, "--prompts", txt, "--curve=false")
+	if err == nil || !strings.Contains(err.Error(), "--prompt-lines "+txt) {
+		t.Errorf("short corpus: got %v, want a pointer to --prompt-lines", err)
 	}
 }
