@@ -151,6 +151,11 @@ type commonRequest struct {
 	StreamOptions       *streamOptions     `json:"stream_options"`
 	Minfer              *Extension         `json:"minfer"`
 	LogitBias           map[string]float64 `json:"logit_bias"`
+	// Not implemented, refused by name rather than ignored (a 200 with free text
+	// would read as JSON mode or tool calling working).
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Tools          json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
 }
 
 type chatRequest struct {
@@ -212,9 +217,41 @@ type Params struct {
 }
 
 // validate checks the shared fields and returns the generation budget and Params.
+// unsupported refuses response_format other than text, and tools: minfer neither
+// constrains output to JSON nor parses tool calls out of it.
+func (r *commonRequest) unsupported() error {
+	if set(r.ResponseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil || rf.Type == "" {
+			return badRequest("response_format", `want an object {"type": "text"}`)
+		}
+		if rf.Type != "text" {
+			return badRequest("response_format", "type %q is not supported: minfer does not constrain output to JSON (only \"text\")", rf.Type)
+		}
+	}
+	if set(r.Tools) && string(bytes.TrimSpace(r.Tools)) != "[]" {
+		return badRequest("tools", "not supported: minfer does not parse tool calls out of the output")
+	}
+	if set(r.ToolChoice) {
+		var s string
+		if json.Unmarshal(r.ToolChoice, &s) != nil || s != "none" && s != "auto" {
+			return badRequest("tool_choice", "not supported: minfer does not call tools (only \"none\" or \"auto\" without tools)")
+		}
+	}
+	return nil
+}
+
+// set reports whether a raw JSON field was given a value other than null.
+func set(v json.RawMessage) bool { return len(v) > 0 && string(bytes.TrimSpace(v)) != "null" }
+
 func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Params, err error) {
 	if len(r.LogitBias) > 0 {
 		return 0, 0, p, badRequest("logit_bias", "not supported by the built-in samplers; a sampler plugin can bias logits (examples/logit-bias-sampler)")
+	}
+	if err := r.unsupported(); err != nil {
+		return 0, 0, p, err
 	}
 	if r.N != nil && *r.N != 1 {
 		return 0, 0, p, badRequest("n", "only n=1 is supported, got %d", *r.N)

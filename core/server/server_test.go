@@ -250,6 +250,11 @@ func TestBadRequests(t *testing.T) {
 		{"extension wrong type", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":"4"}}`, "minfer.draft_max", 400},
 		{"extension not an object", "/v1/completions", `{"prompt":"a","minfer":7}`, "minfer", 400},
 		{"logit_bias", "/v1/completions", `{"prompt":"a","logit_bias":{"50256":-100}}`, "logit_bias", 400},
+		{"json mode", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}`, "response_format", 400},
+		{"json schema", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema","json_schema":{}}}`, "response_format", 400},
+		{"response_format not an object", "/v1/completions", `{"prompt":"a","response_format":"json"}`, "response_format", 400},
+		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools", 400},
+		{"tool_choice", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tool_choice":"required"}`, "tool_choice", 400},
 		{"assert identity non-greedy", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":99}}`, "minfer.draft_max", 400},
 		{"prompt missing", "/v1/completions", `{}`, "prompt", 400},
 		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "prompt", 400},
@@ -389,5 +394,15 @@ func TestWrongMethod(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown path: got %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestNoOpFormatFieldsAccepted: the values of response_format, tools and tool_choice
+// that ask for nothing minfer lacks are accepted.
+func TestNoOpFormatFieldsAccepted(t *testing.T) {
+	_, hs := newTestServer(t, 1)
+	code, out := post(t, hs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":2,"response_format":{"type":"text"},"tools":[],"tool_choice":"none"}`)
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
 	}
 }
