@@ -8,10 +8,11 @@ import "github.com/minfer/minfer/sdk"
 // token, the calibration of its confidences, its depth and its probes — and shares
 // only the target's verify cost by rows. Each round it decides, for every drafter, the
 // depth and cut-off it would decide for it alone, and gives the round to the drafter
-// whose choice scores the most expected tokens per second (optimistically: a drafter
-// tried less keeps the bonus of its uncertainty), keeping the last round's drafter
-// unless another scores more than `hysteresis` better. A drafter not tried yet gets
-// the next round. Every drafter's evidence relaxes every round, so one that lost long
+// whose choice scores the most expected tokens per second (in expectation: the
+// optimism that explores depths within a drafter would favour the drafter whose
+// estimates are least settled), keeping the last round's drafter unless another
+// scores more than `hysteresis` better. A drafter not tried yet gets the next round;
+// one passed over is probed now and then (probeDrafter). Every drafter's evidence relaxes every round, so one that lost long
 // ago is tried again. With one drafter the policy is exactly the single-drafter one.
 
 // use makes drafter j's state the current one (saving the current one's).
@@ -81,7 +82,7 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 		} else {
 			a.cur = a.choose(bound)
 			a.probeFromZero(bound)
-			scores[j] = a.opt[a.cur]
+			scores[j] = a.mean[a.cur]
 		}
 		a.cutOff()
 		decs[j] = a.decision()

@@ -95,9 +95,9 @@ func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify f
 // TestAdaptiveDrafters: with a draft model and a drafter plugin, the adaptive policy
 // gives the rounds to the one that pays — a useless plugin does not cost the model's
 // gain, a cheap copying plugin wins over a slow model — and on text that alternates
-// between copied and new passages the pair beats the better of the two alone on a GPU
-// and keeps within 1% of it on a CPU. The draft model pays for catching up with the
-// tokens other drafters emitted (as the engine's does).
+// between copied and new passages the pair beats the better of the two alone, and
+// keeps within 1% of a copier beside a model that does not pay. The draft model pays
+// for catching up with the tokens other drafters emitted (as the engine's does).
 func TestAdaptiveDrafters(t *testing.T) {
 	const tokens = 12000
 	gpu := flat(1e6, 10e3)  // a verify row is nearly free
@@ -130,9 +130,7 @@ func TestAdaptiveDrafters(t *testing.T) {
 	}{
 		{"gpu, model and a useless plugin", gpu, []simDrafter{model, useless}, 0.97},
 		{"gpu, model and a copier", gpu, []simDrafter{model, copier}, 1.0},
-		// on the CPU the model's catch-up after the copier's passages costs more than
-		// the model gains on new text; the pair gives up probing it (drafterProbeGiveUp)
-		{"cpu, model and a copier", cpu, []simDrafter{model, copier}, 0.99},
+		{"cpu, model and a copier", cpu, []simDrafter{model, copier}, 1.0},
 		{"gpu, two plugins", gpu, []simDrafter{useless, copier}, 0.97},
 		// the trained pair on this CPU: the draft model does not pay (a verify row costs
 		// most of a token, its step an eighth of one, half its tokens accepted)
