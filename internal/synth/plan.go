@@ -20,6 +20,9 @@ type typeSpec struct {
 	mix    bool
 	outQ6K bool
 	ftype  uint32
+	// fastOnly: minfer has no quantizer for base (llama-quantize needs an importance
+	// matrix for it), so only --fast (random valid blocks) can write it.
+	fastOnly bool
 }
 
 var typeTable = map[string]typeSpec{
@@ -34,6 +37,14 @@ var typeTable = map[string]typeSpec{
 	"iq4_nl": {base: quant.IQ4_NL, outQ6K: true, ftype: 25},
 	"iq4_xs": {base: quant.IQ4_XS, outQ6K: true, ftype: 30},
 	"mxfp4":  {base: quant.MXFP4, ftype: 38}, // all MXFP4 (llama.cpp's MXFP4_MOE keeps it for experts)
+	// The codebook types: that type, Q6_K for output; --fast only (no quantizer).
+	"iq3_s":   {base: quant.IQ3_S, outQ6K: true, ftype: 26, fastOnly: true},
+	"iq3_xxs": {base: quant.IQ3_XXS, outQ6K: true, ftype: 23, fastOnly: true},
+	"iq2_s":   {base: quant.IQ2_S, outQ6K: true, ftype: 28, fastOnly: true},
+	"iq2_xs":  {base: quant.IQ2_XS, outQ6K: true, ftype: 20, fastOnly: true},
+	"iq2_xxs": {base: quant.IQ2_XXS, outQ6K: true, ftype: 19, fastOnly: true},
+	"iq1_s":   {base: quant.IQ1_S, outQ6K: true, ftype: 24, fastOnly: true},
+	"iq1_m":   {base: quant.IQ1_M, outQ6K: true, ftype: 31, fastOnly: true},
 }
 
 func TypeNames() []string {
@@ -89,8 +100,8 @@ func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) 
 }
 
 // typeFallback is llama-quantize's tensor_type_fallback: a row length that is not a
-// multiple of the block size moves Q4_K to Q5_0, Q6_K to Q8_0 and IQ4_XS to IQ4_NL, and
-// anything still incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
+// multiple of the block size moves Q4_K to Q5_0, Q6_K to Q8_0 and IQ4_XS and the
+// codebook types to IQ4_NL, and anything still incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
 func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 	if ne0%uint64(t.BlockSize()) == 0 {
 		return t
@@ -100,7 +111,7 @@ func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 		t = quant.Q5_0
 	case quant.Q6_K:
 		t = quant.Q8_0
-	case quant.IQ4_XS:
+	case quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS, quant.IQ2_S, quant.IQ2_XS, quant.IQ2_XXS, quant.IQ1_S, quant.IQ1_M:
 		t = quant.IQ4_NL
 	}
 	if ne0%uint64(t.BlockSize()) != 0 {
@@ -147,6 +158,9 @@ func NewPlan(o Options) (*Plan, error) {
 	st, ok := typeTable[o.Type]
 	if !ok {
 		return nil, fmt.Errorf("synth: unknown type %q", o.Type)
+	}
+	if st.fastOnly && !o.Fast {
+		return nil, fmt.Errorf("synth: --type %s needs --fast: minfer has no %s quantizer (llama-quantize needs an importance matrix for it); --fast writes random valid blocks", o.Type, o.Type)
 	}
 	voc, err := loadVocab(o)
 	if err != nil {

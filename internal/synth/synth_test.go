@@ -295,10 +295,11 @@ func famArgs(fam string) []string {
 // value to be finite, and a rewrite through gguf.Writer to give the same bytes.
 func TestSynthWritesLoadableModels(t *testing.T) {
 	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m",
-		"iq4_nl", "iq4_nl", "iq4_xs", "iq4_xs", "mxfp4", "mxfp4"} // each new type once plain, once --fast
+		"iq4_nl", "iq4_nl", "iq4_xs", "iq4_xs", "mxfp4", "mxfp4", // each new type once plain, once --fast
+		"iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_s", "iq1_m"} // --fast only
 	for _, fam := range []string{"llama", "qwen2", "qwen3"} {
 		for i, typ := range types {
-			fast := i%2 == 1 // half the types through --fast, covering its block layouts
+			fast := i%2 == 1 || typeTable[typ].fastOnly // half the types through --fast, covering its block layouts
 			name := fam + "-" + typ
 			if fast {
 				name += "-fast"
@@ -311,6 +312,9 @@ func TestSynthWritesLoadableModels(t *testing.T) {
 				path := writeSynthFile(t, args...)
 				checkSynthFile(t, path)
 				fl := map[string]string{"type": typ, "n-vocab": "512"}
+				if fast {
+					fl["fast"] = "true"
+				}
 				for k, v := range synthFamilies[fam] {
 					if k != "n-vocab" {
 						fl[k] = v
@@ -542,6 +546,19 @@ func TestSynthWeightsMatchLlamaQuantize(t *testing.T) {
 	for _, typ := range []quant.Type{quant.F32, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		if seen[typ] == 0 {
 			t.Errorf("no %s tensor compared", typ)
+		}
+	}
+}
+
+// TestSynthFastOnlyTypes: a codebook type without --fast is refused with the reason.
+func TestSynthFastOnlyTypes(t *testing.T) {
+	for name, st := range typeTable {
+		if !st.fastOnly {
+			continue
+		}
+		o := Options{Arch: "llama", Type: name, NEmbd: 256, NLayer: 1, NHead: 8, NHeadKV: 4, NFF: 768, NVocab: 512}
+		if _, err := NewPlan(o); err == nil || !strings.Contains(err.Error(), "needs --fast") {
+			t.Errorf("--type %s without --fast: got %v, want a \"needs --fast\" error", name, err)
 		}
 	}
 }

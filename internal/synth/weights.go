@@ -172,6 +172,19 @@ func (g *tensorGen) fastBlocks(r0 int, dst []byte) {
 			put(b, amax/(32*127))
 		case quant.MXFP4: // e, qs[16]: 2^(e−128)·level, levels up to ±12
 			b[0] = byte(128 + math.Round(math.Log2(amax/12)))
+		case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S: // d first: d·(0.5+s)/4·mag, s ≤ 15, mag ≤ 43
+			put(b, amax/(15.5/4*43))
+		case quant.IQ3_XXS: // d·(0.5+s)/2·mag, mag ≤ 62
+			put(b, amax/(15.5/2*62))
+		case quant.IQ3_S: // d·(1+2s)·mag, mag ≤ 15
+			put(b, amax/(31*15))
+		case quant.IQ1_S: // d·(2s+1)·(level ± 1/8), s ≤ 7
+			put(b, amax/(15*1.125))
+		case quant.IQ1_M: // as IQ1_S, d in the top nibbles of the four scale words
+			h := quant.F32ToF16(float32(amax / (15 * 1.125)))
+			for i := 0; i < 4; i++ {
+				b[49+2*i] = b[49+2*i]&0x0f | byte(h>>(4*i)&0xf)<<4
+			}
 		default:
 			panic("BUG: synth: --fast has no block layout for " + g.t.Type.String())
 		}
