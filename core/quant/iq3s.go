@@ -7,12 +7,13 @@ package quant
 // Group g's values come in eight runs of four: run r takes its four magnitudes from
 // iq3SGrid[qs[8g+r] | (bit r of qh[g])<<8]; value j of the group is negative when bit
 // j%8 of signs[4g+j/8] is set; the group's scale is d·(1+2·s) with s the nibble g%2 of
-// scales[g/2]. The dot runs against Q8_K activations.
+// scales[g/2]. The dot runs against Q8_K activations; the quantizer is in
+// iq3squantize.go.
 const iq3SBytes = 2 + QK_K/4 + QK_K/32 + QK_K/8 + QK_K/64
 
 func init() {
 	checkBlockBytes(IQ3_S, QK_K, iq3SBytes)
-	setConv(IQ3_S, dequantIQ3_S, nil)
+	setConv(IQ3_S, dequantIQ3_S, quantizeIQ3_S)
 	setDot(IQ3_S, Q8_K, dotIQ3_S, nil)
 }
 

@@ -88,7 +88,7 @@ func TestQuantTypesMatchLlamaQuantize(t *testing.T) {
 					rmse[qt.typ] = max(rmse[qt.typ], math.Sqrt(se/ss))
 					seen[qt.typ]++
 					if tr, _ := qt.typ.Lookup(); tr.Quantize == nil {
-						continue // dequantized only (IQ3_S: no quantizer yet)
+						continue // dequantized only (no quantizer)
 					}
 					got := make([]byte, len(qt.data))
 					if err := Quantize(qt.typ, got, x); err != nil {

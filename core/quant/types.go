@@ -65,7 +65,8 @@ type Traits struct {
 	// Quantize encodes src (a multiple of BlockSize values) into dst, which holds
 	// exactly len(src)/BlockSize blocks. It is the reference quantizer (ggml's
 	// quantize_row_*_ref; for IQ4_NL and IQ4_XS the quantize_iq4_* that llama-quantize
-	// runs, which searches the scale): deterministic, no importance matrix.
+	// runs, which searches the scale; IQ3_S's is quantize_iq3_s): deterministic, no
+	// importance matrix. nil for the IQ2/IQ1/IQ3_XXS codebook types.
 	Quantize func(dst []byte, src []float32)
 
 	// VecDotType is the format ggml's CPU backend converts activations to before a dot

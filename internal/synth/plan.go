@@ -37,8 +37,9 @@ var typeTable = map[string]typeSpec{
 	"iq4_nl": {base: quant.IQ4_NL, outQ6K: true, ftype: 25},
 	"iq4_xs": {base: quant.IQ4_XS, outQ6K: true, ftype: 30},
 	"mxfp4":  {base: quant.MXFP4, ftype: 38}, // all MXFP4 (llama.cpp's MXFP4_MOE keeps it for experts)
-	// The codebook types: that type, Q6_K for output; --fast only (no quantizer).
-	"iq3_s":   {base: quant.IQ3_S, outQ6K: true, ftype: 26, fastOnly: true},
+	"iq3_s":  {base: quant.IQ3_S, outQ6K: true, ftype: 26},
+	// The codebook types llama-quantize needs an importance matrix for: that type, Q6_K
+	// for output; --fast only (no quantizer).
 	"iq3_xxs": {base: quant.IQ3_XXS, outQ6K: true, ftype: 23, fastOnly: true},
 	"iq2_s":   {base: quant.IQ2_S, outQ6K: true, ftype: 28, fastOnly: true},
 	"iq2_xs":  {base: quant.IQ2_XS, outQ6K: true, ftype: 20, fastOnly: true},

@@ -217,7 +217,7 @@ var synthFamilies = map[string]map[string]string{
 // tensor names, shapes and types of the file llama-quantize made (the README's table).
 func TestPlanMatchesLlamaQuantize(t *testing.T) {
 	for fam, flags := range synthFamilies {
-		for _, typ := range []string{"f16", "q8_0", "q4_0", "q4_k_m", "q6_k", "iq4_nl", "iq4_xs"} {
+		for _, typ := range []string{"f16", "q8_0", "q4_0", "q4_k_m", "q6_k", "iq4_nl", "iq4_xs", "iq3_s"} {
 			dir := "models/synthetic"
 			if strings.HasPrefix(typ, "iq") {
 				if fam == "qwen2" {
@@ -296,7 +296,7 @@ func famArgs(fam string) []string {
 func TestSynthWritesLoadableModels(t *testing.T) {
 	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m",
 		"iq4_nl", "iq4_nl", "iq4_xs", "iq4_xs", "mxfp4", "mxfp4", // each new type once plain, once --fast
-		"iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_s", "iq1_m"} // --fast only
+		"iq3_s", "iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_s", "iq1_m"} // the last six --fast only
 	for _, fam := range []string{"llama", "qwen2", "qwen3"} {
 		for i, typ := range types {
 			fast := i%2 == 1 || typeTable[typ].fastOnly // half the types through --fast, covering its block layouts
