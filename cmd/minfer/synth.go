@@ -130,11 +130,27 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 		return nil
 	}
 	start := time.Now()
-	n, err := synth.Write(ctx, plan, out)
+	var data uint64
+	for _, t := range plan.Tensors {
+		data += t.Bytes()
+	}
+	// a start line either way (a 7B takes minutes); a redrawn progress line only on a
+	// terminal
+	fmt.Fprintf(m.Stderr, "synth: %s %s, %d tensors, %s params; writing %s of %s to %s\n", opts.Arch, opts.Name,
+		len(plan.Tensors), humanCount(plan.Params()), humanBytes(data), opts.Type, out)
+	var progress func(done, total int64)
+	if m.StderrTerminal {
+		progress = func(done, total int64) {
+			fmt.Fprintf(m.Stderr, "\rsynth: %3.0f%% (%s of %s)   ", 100*float64(done)/float64(max(total, 1)), humanBytes(uint64(done)), humanBytes(uint64(total)))
+		}
+	}
+	n, err := synth.WriteProgress(ctx, plan, out, progress)
+	if progress != nil {
+		fmt.Fprint(m.Stderr, "\r\033[K")
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stderr, "synth: %s %s, %d tensors, %s params\n", opts.Arch, opts.Name, len(plan.Tensors), humanCount(plan.Params()))
 	fmt.Fprintf(m.Stderr, "synth: wrote %s (%s, %s) in %.1fs\n", out, humanBytes(uint64(n)), opts.Type, time.Since(start).Seconds())
 	return nil
 }

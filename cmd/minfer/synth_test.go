@@ -28,8 +28,13 @@ func TestSynthThenInspect(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "m.gguf")
-				if _, stderr, err := runCLI(t, "", append(args, "-o", path)...); err != nil {
+				_, stderr, err := runCLI(t, "", append(args, "-o", path)...)
+				if err != nil {
 					t.Fatalf("synth: %v\n%s", err, stderr)
+				}
+				// not a terminal: a start line and a summary, no redrawn progress
+				if !strings.Contains(stderr, "; writing ") || !strings.Contains(stderr, "synth: wrote ") || strings.Contains(stderr, "\r") {
+					t.Errorf("stderr %q: want a start line, a summary and no \\r", stderr)
 				}
 				out, _, err := runCLI(t, "", "inspect", path)
 				if err != nil {

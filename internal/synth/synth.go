@@ -9,6 +9,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -184,6 +185,13 @@ func (r *Options) fillDefaults() error {
 // Write writes the planned model to path (through path+".tmp", renamed when complete,
 // so an interrupted write leaves no partial file). It stops with ctx's error when ctx ends.
 func Write(ctx context.Context, p *Plan, path string) (int64, error) {
+	return WriteProgress(ctx, p, path, nil)
+}
+
+// WriteProgress is Write that calls progress (when non-nil) as the file grows, with the
+// bytes written and the size of the tensor data the plan holds (the file is that plus
+// its header), at most about once per 1% of it.
+func WriteProgress(ctx context.Context, p *Plan, path string, progress func(done, total int64)) (int64, error) {
 	w, err := p.writer(ctx)
 	if err != nil {
 		return 0, err
@@ -193,7 +201,18 @@ func Write(ctx context.Context, p *Plan, path string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("synth: %w", err)
 	}
-	n, err := w.WriteTo(fh)
+	var dst io.Writer = fh
+	if progress != nil {
+		var total int64
+		for _, t := range p.Tensors {
+			total += int64(t.Bytes())
+		}
+		dst = &progressWriter{w: fh, total: total, step: max(total/100, 1), report: progress}
+	}
+	n, err := w.WriteTo(dst)
+	if pw, ok := dst.(*progressWriter); ok && err == nil {
+		progress(pw.total, pw.total)
+	}
 	if cerr := fh.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -205,4 +224,22 @@ func Write(ctx context.Context, p *Plan, path string) (int64, error) {
 		return 0, fmt.Errorf("synth: %s: %w", path, err)
 	}
 	return n, nil
+}
+
+// progressWriter counts what passes to w and reports it every step bytes.
+type progressWriter struct {
+	w                 io.Writer
+	done, next, total int64
+	step              int64
+	report            func(done, total int64)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.done += int64(n)
+	if p.done >= p.next {
+		p.report(min(p.done, p.total), p.total)
+		p.next = p.done + p.step
+	}
+	return n, err
 }

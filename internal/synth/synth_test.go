@@ -562,3 +562,27 @@ func TestSynthFastOnlyTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteProgress: the progress callback sees the bytes written grow to the plan's
+// tensor data, ending at it.
+func TestWriteProgress(t *testing.T) {
+	p := mustPlan(t, "", map[string]string{"arch": "llama", "n-embd": "256", "n-layer": "2", "n-head": "8", "n-ff": "768",
+		"n-vocab": "512", "type": "f16", "fast": "true"})
+	var calls, last, total int64
+	_, err := WriteProgress(context.Background(), p, filepath.Join(t.TempDir(), "m.gguf"), func(done, tot int64) {
+		if done < last {
+			t.Errorf("progress went back from %d to %d", last, done)
+		}
+		calls, last, total = calls+1, done, tot
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for _, tn := range p.Tensors {
+		want += int64(tn.Bytes())
+	}
+	if calls < 3 || last != want || total != want {
+		t.Errorf("got %d calls ending at %d of %d, want several ending at the tensor data, %d", calls, last, total, want)
+	}
+}
