@@ -37,6 +37,7 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q4_1:   {dotQ4_1SIMD, dotQ4_1},
 	Q5_1:   {dotQ5_1SIMD, dotQ5_1},
 	IQ4_NL: {dotIQ4_NLSIMD, dotIQ4_NL},
+	MXFP4:  {dotMXFP4SIMD, dotMXFP4},
 	IQ4_XS: {dotIQ4_XSSIMD, dotIQ4_XS},
 }
 
@@ -212,6 +213,30 @@ func dotIQ4_NLSIMD(n int, w, x []byte) float32 {
 			si += iq4Value(wb[2:], j) * int32(int8(xb[2+j]))
 		}
 		s = fma32(f16At(xb)*f16At(wb), float32(si), s)
+	}
+	return s
+}
+
+// dotMXFP4SIMD runs the block pairs in SIMD and an odd last block as dotMXFP4 does.
+func dotMXFP4SIMD(n int, w, x []byte) float32 {
+	nb := blocks32(n, w, x, mxfp4Bytes)
+	var acc [2]lanes8
+	if nb >= 2 {
+		dotMXFP4AVX2(&w[0], &x[0], nb/2, (*[16]float32)(unsafe.Pointer(&acc)))
+	}
+	var sum lanes8
+	for k := range sum {
+		sum[k] = acc[0][k] + acc[1][k]
+	}
+	s := sum.sum()
+	if nb%2 == 1 {
+		b := nb - 1
+		wb, xb := w[b*mxfp4Bytes:(b+1)*mxfp4Bytes], x[b*q8_0Bytes:(b+1)*q8_0Bytes]
+		var si int32
+		for j := 0; j < qk; j++ {
+			si += fp4Value(wb[1:], j) * int32(int8(xb[2+j]))
+		}
+		s = fma32(f16At(xb)*e8m0Half(wb[0]), float32(si), s)
 	}
 	return s
 }

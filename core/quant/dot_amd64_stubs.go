@@ -104,6 +104,11 @@ func dotIQ4_NLAVX2(w *byte, x *byte, np int, acc *[16]float32)
 //go:noescape
 func dotIQ4_XSAVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
+// dotMXFP4AVX2 runs ggml's MXFP4·Q8_0 loop over np pairs of blocks into acc (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotMXFP4AVX2(w *byte, x *byte, np int, acc *[16]float32)
+
 // fromFloatQ8_0AVX2 quantizes nb blocks of 32 floats to Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2, F16C).
 //
 //go:noescape

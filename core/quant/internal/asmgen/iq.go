@@ -159,3 +159,63 @@ func bodyQ5_1(w, x Mem, _ reg.VecVirtual) reg.VecVirtual {
 	VPOR(b, q, q)
 	return unsignedDot(q, x.Offset(4))
 }
+
+// fp4Table holds the sixteen doubled E2M1 levels (core/quant's fp4Levels) in both halves;
+// e8m0Table the 256 halved E8M0 scales 2^(e-128) as float32 (e 0 and 1 subnormal).
+var fp4Table, e8m0Table Mem
+
+func mxfp4Constants() {
+	levels := []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+	fp4Table = bytes32("fp4Table", func(i int) byte { return byte(levels[i%16]) })
+	e8m0Table = GLOBL("e8m0Table", RODATA|NOPTR)
+	for e := 0; e < 256; e++ {
+		bits := uint32(e-1) << 23
+		if e < 2 {
+			bits = 0x00200000 << e
+		}
+		DATA(4*e, U32(bits))
+	}
+}
+
+// mxfp4Dot emits func(w, x *byte, np int, acc *[16]float32): ggml's AVX2
+// ggml_vec_dot_mxfp4_q8_0 loop over np pairs of blocks, the even blocks into acc[0:8],
+// the odd into acc[8:16]; the caller adds the halves and any last block.
+func mxfp4Dot() {
+	TEXT("dotMXFP4AVX2", NOSPLIT, "func(w, x *byte, np int, acc *[16]float32)")
+	Pragma("noescape")
+	Doc("dotMXFP4AVX2 runs ggml's MXFP4·Q8_0 loop over np pairs of blocks into acc (AVX2, FMA, F16C).")
+	wp, xp, np, accp := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("np"), GP64()), Load(Param("acc"), GP64())
+	acc := [2]reg.VecVirtual{YMM(), YMM()}
+	VMOVUPS(Mem{Base: accp}, acc[0])
+	VMOVUPS(Mem{Base: accp, Disp: 32}, acc[1])
+	table, tab := YMM(), GP64()
+	VMOVDQU(fp4Table, table)
+	LEAQ(e8m0Table, tab)
+	Label("mxfp4_loop")
+	TESTQ(np, np)
+	JZ(LabelRef("mxfp4_done"))
+	prefetchW(wp, 2*17)
+	for b := 0; b < 2; b++ {
+		w, x := Mem{Base: wp, Disp: 17 * b}, Mem{Base: xp, Disp: q8_0Bytes * b}
+		p := signedDot(iq4Levels(w.Offset(1), table), x.Offset(2))
+		VPMADDWD(ones16, p, p)
+		// d = f16(x.d)·2^(e-128)
+		xd := f16ToScalar(x)
+		e := GP64()
+		MOVBQZX(w, e)
+		VMULSS(Mem{Base: tab, Index: e, Scale: 4}, xd, xd)
+		yd, f := YMM(), YMM()
+		VBROADCASTSS(xd, yd)
+		VCVTDQ2PS(p, f)
+		VFMADD231PS(f, yd, acc[b])
+	}
+	ADDQ(U32(2*17), wp)
+	ADDQ(U32(2*q8_0Bytes), xp)
+	DECQ(np)
+	JMP(LabelRef("mxfp4_loop"))
+	Label("mxfp4_done")
+	VMOVUPS(acc[0], Mem{Base: accp})
+	VMOVUPS(acc[1], Mem{Base: accp, Disp: 32})
+	VZEROUPPER()
+	RET()
+}

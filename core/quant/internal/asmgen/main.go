@@ -55,6 +55,8 @@ func main() {
 	iqConstants()
 	iq4NLDot()
 	iq4XSDot()
+	mxfp4Constants()
+	mxfp4Dot()
 	fromFloatConstants()
 	fromFloatQ8_0()
 	fromFloatQ8_K()
