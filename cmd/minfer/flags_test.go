@@ -5,12 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -265,5 +267,29 @@ func TestSpecFloorsReachEveryPolicy(t *testing.T) {
 	got, err := r.Policy.NextDepth(t.Context(), sdk.RoundOutcome{Round: -1, MaxDepth: 8})
 	if want := (sdk.DepthDecision{Depth: 3, MinConf: 0.9, KeepCut: true}); err != nil || got != want {
 		t.Fatalf("got %+v %v, want %+v", got, err, want)
+	}
+}
+
+// TestServeAliasAndChatTemplate: --alias is the model id /v1/models reports, and
+// --chat-template is the template chat requests render with (said on stderr).
+func TestServeAliasAndChatTemplate(t *testing.T) {
+	cfg := config.Default()
+	cfg.Model.Ctx = 256
+	var errb strings.Builder
+	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errb}
+	srv, st, err := m.newServer(t.Context(), cfg, serveOptions{alias: "tiny-stories", chatTemplate: "llama3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+	if !strings.Contains(rec.Body.String(), `"id":"tiny-stories"`) {
+		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
+	}
+	want, _ := tokenizer.BuiltinTemplate("llama3")
+	if st.chatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") {
+		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
 	}
 }
