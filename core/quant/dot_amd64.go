@@ -38,6 +38,7 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	Q5_1:   {dotQ5_1SIMD, dotQ5_1},
 	IQ4_NL: {dotIQ4_NLSIMD, dotIQ4_NL},
 	MXFP4:  {dotMXFP4SIMD, dotMXFP4},
+	IQ3_S:  {dotIQ3_SSIMD, dotIQ3_S},
 	IQ4_XS: {dotIQ4_XSSIMD, dotIQ4_XS},
 }
 
@@ -239,6 +240,18 @@ func dotMXFP4SIMD(n int, w, x []byte) float32 {
 		s = fma32(f16At(xb)*e8m0Half(wb[0]), float32(si), s)
 	}
 	return s
+}
+
+func dotIQ3_SSIMD(n int, w, x []byte) float32 {
+	nb := n / QK_K
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*iq3SBytes-1]
+	_ = x[nb*q8_KBytes-1]
+	var acc lanes8
+	dotIQ3_SAVX2(&w[0], &x[0], nb, &iq3SGrid[0], (*[8]float32)(&acc))
+	return acc.sum()
 }
 
 func dotIQ4_XSSIMD(n int, w, x []byte) float32 {

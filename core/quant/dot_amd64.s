@@ -4068,6 +4068,688 @@ mxfp4_done:
 	VZEROUPPER
 	RET
 
+DATA shifts07<>+0(SB)/4, $0x00000000
+DATA shifts07<>+4(SB)/4, $0x00000001
+DATA shifts07<>+8(SB)/4, $0x00000002
+DATA shifts07<>+12(SB)/4, $0x00000003
+DATA shifts07<>+16(SB)/4, $0x00000004
+DATA shifts07<>+20(SB)/4, $0x00000005
+DATA shifts07<>+24(SB)/4, $0x00000006
+DATA shifts07<>+28(SB)/4, $0x00000007
+GLOBL shifts07<>(SB), RODATA|NOPTR, $32
+
+DATA onesD<>+0(SB)/4, $0x00000001
+DATA onesD<>+4(SB)/4, $0x00000001
+DATA onesD<>+8(SB)/4, $0x00000001
+DATA onesD<>+12(SB)/4, $0x00000001
+DATA onesD<>+16(SB)/4, $0x00000001
+DATA onesD<>+20(SB)/4, $0x00000001
+DATA onesD<>+24(SB)/4, $0x00000001
+DATA onesD<>+28(SB)/4, $0x00000001
+GLOBL onesD<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3_SAVX2(w *byte, x *byte, nb int, grid *uint32, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3_SAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+iq3s_loop:
+	TESTQ        DX, DX
+	JZ           iq3s_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPXOR        Y1, Y1, Y1
+	MOVBLZX      66(AX), DI
+	MOVBLZX      2(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      3(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      4(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      5(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      6(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      7(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      8(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      9(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        4(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      106(AX), DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      67(AX), DI
+	MOVBLZX      10(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      11(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      12(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      13(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      14(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      15(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      16(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      17(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        36(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      106(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      68(AX), DI
+	MOVBLZX      18(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      19(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      20(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      21(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      22(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      23(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      24(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      25(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        68(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      107(AX), DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      69(AX), DI
+	MOVBLZX      26(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      27(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      28(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      29(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      30(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      31(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      32(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      33(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        100(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      107(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      70(AX), DI
+	MOVBLZX      34(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      35(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      36(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      37(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      38(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      39(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      40(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      41(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        132(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      108(AX), DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      71(AX), DI
+	MOVBLZX      42(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      43(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      44(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      45(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      46(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      47(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      48(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      49(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        164(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      108(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      72(AX), DI
+	MOVBLZX      50(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      51(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      52(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      53(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      54(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      55(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      56(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      57(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        196(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      109(AX), DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      73(AX), DI
+	MOVBLZX      58(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X2
+	MOVBLZX      59(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x01, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVBLZX      60(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVBLZX      61(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x03, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x03, R8, X2, X2
+	MOVBLZX      62(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VMOVD        R8, X3
+	MOVBLZX      63(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x05, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x01, R8, X3, X3
+	MOVBLZX      64(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x01, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVL         (BX)(R8*4), R8
+	VPINSRD      $0x02, R8, X3, X3
+	MOVBLZX      65(AX), R8
+	SHRL         $0x07, DI
+	ANDL         $0x01, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVL         (BX)(R8*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        228(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	MOVBLZX      109(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVSS       (CX), X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X2, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          iq3s_loop
+
+iq3s_done:
+	VMOVUPS Y0, (SI)
+	VZEROUPPER
+	RET
+
 DATA absMask<>+0(SB)/4, $0x7fffffff
 DATA absMask<>+4(SB)/4, $0x7fffffff
 DATA absMask<>+8(SB)/4, $0x7fffffff

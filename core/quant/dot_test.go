@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-var dotTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4}
+var dotTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_S, MXFP4}
 
 // dotInputs quantizes a random weight row with the reference quantizer and an activation
 // row with the CPU activation quantizer, as the CPU backend does.

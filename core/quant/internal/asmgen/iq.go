@@ -219,3 +219,104 @@ func mxfp4Dot() {
 	VZEROUPPER()
 	RET()
 }
+
+var shifts07, onesD Mem
+
+func iq3SConstants() {
+	shifts07 = GLOBL("shifts07", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(uint32(i)))
+	}
+	onesD = GLOBL("onesD", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(1))
+	}
+}
+
+// iq3SDot emits func(w, x *byte, nb int, grid *uint32, acc *[8]float32): ggml's AVX2
+// ggml_vec_dot_iq3_s_q8_K loop (grid is core/quant's iq3SGrid); the caller reduces acc.
+func iq3SDot() {
+	const wBytes = 110
+	TEXT("dotIQ3_SAVX2", NOSPLIT, "func(w, x *byte, nb int, grid *uint32, acc *[8]float32)")
+	Pragma("noescape")
+	Doc("dotIQ3_SAVX2 runs ggml's IQ3_S·Q8_K loop over nb super-blocks into acc (AVX2, FMA, F16C).")
+	wp, xp, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64())
+	gp, accp := Load(Param("grid"), GP64()), Load(Param("acc"), GP64())
+	acc := YMM()
+	VMOVUPS(Mem{Base: accp}, acc)
+	Label("iq3s_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("iq3s_done"))
+	prefetchW(wp, wBytes)
+	sumi := YMM()
+	VPXOR(sumi, sumi, sumi)
+	for g := 0; g < 8; g++ {
+		// the eight codebook entries of the group: grid[qs[8g+r] | (bit r of qh[g])<<8],
+		// loaded one by one (VPGATHERDD is several times slower on this class of CPU)
+		hb := GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 66 + g}, hb)
+		lo, hi := XMM(), XMM()
+		for r := 0; r < 8; r++ {
+			ix, t := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 2 + 8*g + r}, ix)
+			MOVL(hb, t)
+			if r > 0 {
+				SHRL(Imm(uint64(r)), t)
+			}
+			ANDL(Imm(1), t)
+			SHLL(Imm(8), t)
+			ORL(t, ix)
+			e := GP32()
+			MOVL(Mem{Base: gp, Index: ix.As64(), Scale: 4}, e)
+			dst := lo
+			if r >= 4 {
+				dst = hi
+			}
+			if r%4 == 0 {
+				VMOVD(e, dst) // defines dst (a read-before-write would keep it live)
+			} else {
+				VPINSRD(Imm(uint64(r%4)), e, dst, dst)
+			}
+		}
+		mags := YMM()
+		VINSERTI128(Imm(1), hi, lo.AsY(), mags)
+		// the signs applied to the activations: 0xff where bit j%8 of signs[4g+j/8]
+		s, xs := YMM(), YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 74 + 4*g}, s)
+		VPSHUFB(bitsShuf, s, s)
+		VPOR(bitsMask, s, s)
+		VPCMPEQB(allOnes, s, s)
+		VPXOR(Mem{Base: xp, Disp: 4 + 32*g}, s, xs)
+		VPSUBB(s, xs, xs)
+		p := YMM()
+		VPMADDUBSW(xs, mags, p)
+		// times the odd scale 1+2·(nibble g%2 of scales[g/2])
+		ls := GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 106 + g/2}, ls)
+		if g%2 == 1 {
+			SHRL(Imm(4), ls)
+		}
+		ANDL(Imm(0xf), ls)
+		LEAL(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
+		sc, scx := YMM(), XMM()
+		VMOVD(ls, scx)
+		VPBROADCASTW(scx, sc)
+		VPMADDWD(sc, p, p)
+		VPADDD(p, sumi, sumi)
+	}
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	d := f16Scalar(Mem{Base: wp}, xd)
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(d, yd)
+	VCVTDQ2PS(sumi, f)
+	VFMADD231PS(f, yd, acc)
+	ADDQ(U32(wBytes), wp)
+	ADDQ(U32(292), xp)
+	DECQ(nb)
+	JMP(LabelRef("iq3s_loop"))
+	Label("iq3s_done")
+	VMOVUPS(acc, Mem{Base: accp})
+	VZEROUPPER()
+	RET()
+}

@@ -57,6 +57,8 @@ func main() {
 	iq4XSDot()
 	mxfp4Constants()
 	mxfp4Dot()
+	iq3SConstants()
+	iq3SDot()
 	fromFloatConstants()
 	fromFloatQ8_0()
 	fromFloatQ8_K()
