@@ -103,7 +103,9 @@ func (c *checker) drafter() {
 	}
 	c.add("determinism", err, note)
 
-	d3, err := open()
+	// A long prompt arrives in one call, under the deadline minfer.toml gives a plugin
+	// call by default (1 s; a check's own --timeout is the round's, 100 ms by default).
+	d3, err := c.m.Drafter(c.ctx, c.name, c.params, wasm.CallOptions{Timeout: max(c.m.Timeout(), drafterPromptDeadline)})
 	if err == nil {
 		err = drafterEdges(c, d3)
 		d3.Close()
@@ -111,11 +113,15 @@ func (c *checker) drafter() {
 	c.add("edge-case requests", err, "")
 }
 
+// drafterPromptDeadline is config.DefaultWasmTimeout, the per-call deadline of a
+// declared plugin unless its table sets one (the first call tells the whole prompt).
+const drafterPromptDeadline = time.Second
+
 // drafterEdges sends valid but unusual requests: a one-token vocabulary, nothing
 // appended, depth 1 and the deepest depth, ids at the top of a large vocabulary, and a
-// long chunk at once.
+// prompt of 16384 tokens at once.
 func drafterEdges(c *checker, d sdk.Drafter) error {
-	long := make([]int32, 100_000)
+	long := make([]int32, 16384)
 	for i := range long {
 		long[i] = int32(i % 1000)
 	}

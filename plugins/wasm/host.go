@@ -365,6 +365,9 @@ func (m *Module) Checksum() string { return m.checksum }
 // Name is Options.Name.
 func (m *Module) Name() string { return m.opts.Name }
 
+// Timeout is the module's per-call deadline (Options.Timeout after defaults).
+func (m *Module) Timeout() time.Duration { return m.opts.Timeout }
+
 // Close closes every instance and the runtime. Handles still open fail afterwards.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
