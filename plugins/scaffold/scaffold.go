@@ -205,6 +205,10 @@ type {{.Ident}} struct {
 	Depth int ` + "`json:\"depth\"`" + `
 }
 
+// new{{.Ident}} reads the params. The host merges keys of its own into them
+// (draft_max, min_conf, …): json.Unmarshal ignores the ones this policy has no field
+// for, as a policy should. It applies [spec] min_conf, keep_cut and draft_min to every
+// decision itself (sdk/ABI.md), so this policy need not.
 func new{{.Ident}}(params []byte) (sdk.DepthPolicy, error) {
 	p := &{{.Ident}}{Depth: 4}
 	if err := json.Unmarshal(params, p); err != nil {
