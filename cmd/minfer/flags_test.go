@@ -275,6 +275,7 @@ func TestSpecFloorsReachEveryPolicy(t *testing.T) {
 func TestServeAliasAndChatTemplate(t *testing.T) {
 	cfg := config.Default()
 	cfg.Model.Ctx = 256
+	cfg.Server.Parallel = 3
 	var errb strings.Builder
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errb}
 	srv, st, err := m.newServer(t.Context(), cfg, serveOptions{alias: "tiny-stories", chatTemplate: "llama3"})
@@ -289,7 +290,7 @@ func TestServeAliasAndChatTemplate(t *testing.T) {
 		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
 	}
 	want, _ := tokenizer.BuiltinTemplate("llama3")
-	if st.chatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") {
+	if st.chatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv cache: 3 slots × ") {
 		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
 	}
 }

@@ -556,17 +556,23 @@ func (m *Main) openStack(ctx context.Context, cfg *config.Config, o stackOptions
 		return fail(err)
 	}
 	if verbose {
-		ctxN := st.sess.Ctx()
-		kvb := kv.SpecBytes(st.target.KVSpec(ctxN, kt))
-		if st.draft != nil {
-			kvb += kv.SpecBytes(st.draft.KVSpec(ctxN, dkt))
-		}
-		fmt.Fprintf(m.Stderr, "kv cache: %d positions%s, %s, %.1f MiB\n", ctxN, ctxNote, kt, float64(kvb)/(1<<20))
+		fmt.Fprintf(m.Stderr, "kv cache: %d positions%s, %s, %.1f MiB\n", st.sess.Ctx(), ctxNote, kt, float64(st.kvBytes())/(1<<20))
 	}
 	if st.plug, err = newPluginSet(ctx, cfg, m.Stderr); err != nil {
 		return fail(err)
 	}
 	return st, nil
+}
+
+// kvBytes is the KV memory of one session of the stack (target and draft caches).
+func (st *stack) kvBytes() int64 {
+	c := st.sessCfg
+	ctxN := st.sess.Ctx()
+	b := kv.SpecBytes(st.target.KVSpec(ctxN, c.KVType))
+	if st.draft != nil {
+		b += kv.SpecBytes(st.draft.KVSpec(ctxN, c.DraftKVType))
+	}
+	return b
 }
 
 // noEOG is a vocabulary without end-of-generation tokens (--ignore-eos): they are

@@ -170,6 +170,9 @@ func (m *Main) newServer(ctx context.Context, cfg *config.Config, o serveOptions
 		st.close()
 		return nil, nil, err
 	}
+	if n := cfg.Server.Parallel; n > 1 { // a session, and its caches, per slot
+		fmt.Fprintf(m.Stderr, "kv cache: %d slots × %.1f MiB = %.1f MiB\n", n, float64(st.kvBytes())/(1<<20), float64(n)*float64(st.kvBytes())/(1<<20))
+	}
 	apiKey := ""
 	if cfg.Server.APIKeyEnv != "" {
 		if apiKey = os.Getenv(cfg.Server.APIKeyEnv); apiKey == "" {
