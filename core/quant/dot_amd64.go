@@ -10,8 +10,8 @@ import (
 //go:generate sh -c "cd internal/asmgen && go run . -out ../../dot_amd64.s -stubs ../../dot_amd64_stubs.go -pkg quant"
 
 // hasAVX2 selects the generated kernels: AVX2 for the integer work, F16C for the block
-// scales and F16 rows. Without them the pure-Go definitions run (same results).
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA
+// scales and F16 rows, POPCNT for the codebook formats' sign parity. Without them the pure-Go definitions run (same results).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C && cpu.X86.HasFMA && cpu.X86.HasPOPCNT
 
 // simdDot is the SIMD kernel of t on this CPU, or nil: setDot installs it in place of
 // the pure-Go definition, whichever file's init runs first.
@@ -24,22 +24,26 @@ func simdDot(t Type) func(int, []byte, []byte) float32 {
 
 // simdKernels names the SIMD kernels and their pure-Go definitions, for the tests.
 var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
-	Q8_0:   {dotQ8_0SIMD, dotQ8_0},
-	Q4_0:   {dotQ4_0SIMD, dotQ4_0},
-	Q5_0:   {dotQ5_0SIMD, dotQ5_0},
-	F16:    {dotF16SIMD, dotF16},
-	BF16:   {dotBF16SIMD, dotBF16},
-	Q4_K:   {dotQ4_KSIMD, dotQ4_K},
-	Q6_K:   {dotQ6_KSIMD, dotQ6_K},
-	Q2_K:   {dotQ2_KSIMD, dotQ2_K},
-	Q3_K:   {dotQ3_KSIMD, dotQ3_K},
-	Q5_K:   {dotQ5_KSIMD, dotQ5_K},
-	Q4_1:   {dotQ4_1SIMD, dotQ4_1},
-	Q5_1:   {dotQ5_1SIMD, dotQ5_1},
-	IQ4_NL: {dotIQ4_NLSIMD, dotIQ4_NL},
-	MXFP4:  {dotMXFP4SIMD, dotMXFP4},
-	IQ3_S:  {dotIQ3_SSIMD, dotIQ3_S},
-	IQ4_XS: {dotIQ4_XSSIMD, dotIQ4_XS},
+	Q8_0:    {dotQ8_0SIMD, dotQ8_0},
+	Q4_0:    {dotQ4_0SIMD, dotQ4_0},
+	Q5_0:    {dotQ5_0SIMD, dotQ5_0},
+	F16:     {dotF16SIMD, dotF16},
+	BF16:    {dotBF16SIMD, dotBF16},
+	Q4_K:    {dotQ4_KSIMD, dotQ4_K},
+	Q6_K:    {dotQ6_KSIMD, dotQ6_K},
+	Q2_K:    {dotQ2_KSIMD, dotQ2_K},
+	Q3_K:    {dotQ3_KSIMD, dotQ3_K},
+	Q5_K:    {dotQ5_KSIMD, dotQ5_K},
+	Q4_1:    {dotQ4_1SIMD, dotQ4_1},
+	Q5_1:    {dotQ5_1SIMD, dotQ5_1},
+	IQ4_NL:  {dotIQ4_NLSIMD, dotIQ4_NL},
+	MXFP4:   {dotMXFP4SIMD, dotMXFP4},
+	IQ3_S:   {dotIQ3_SSIMD, dotIQ3_S},
+	IQ3_XXS: {dotIQ3_XXSSIMD, dotIQ3_XXS},
+	IQ2_XXS: {dotIQ2_XXSSIMD, dotIQ2_XXS},
+	IQ2_XS:  {dotIQ2_XSSIMD, dotIQ2_XS},
+	IQ2_S:   {dotIQ2_SSIMD, dotIQ2_S},
+	IQ4_XS:  {dotIQ4_XSSIMD, dotIQ4_XS},
 }
 
 // blocks32 checks w and x hold nb = n/32 blocks (w of wBytes each, x of Q8_0) and
@@ -252,6 +256,52 @@ func dotIQ3_SSIMD(n int, w, x []byte) float32 {
 	var acc lanes8
 	dotIQ3_SAVX2(&w[0], &x[0], nb, &iq3SGrid[0], (*[8]float32)(&acc))
 	return acc.sum()
+}
+
+// cbBlocks checks w and x hold nb = n/256 super-blocks (w of bBytes each) and returns
+// nb. The kernels are called directly (not through a func value) so that their
+// //go:noescape accumulator stays on the stack.
+func cbBlocks(n int, w, x []byte, bBytes int) int {
+	nb := n / QK_K
+	if nb > 0 {
+		_ = w[nb*bBytes-1]
+		_ = x[nb*q8_KBytes-1]
+	}
+	return nb
+}
+
+// The codebook dots scale the sum as the pure-Go iqKind.dot does (fscale/2).
+
+func dotIQ3_XXSSIMD(n int, w, x []byte) float32 {
+	var acc lanes8
+	if nb := cbBlocks(n, w, x, iq3XXSBytes); nb > 0 {
+		dotIQ3_XXSAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq3XXSGrid[0])), (*[8]float32)(&acc))
+	}
+	return iq3XXSKind.fscale / 2 * acc.sum()
+}
+
+func dotIQ2_XXSSIMD(n int, w, x []byte) float32 {
+	var acc lanes8
+	if nb := cbBlocks(n, w, x, iq2XXSBytes); nb > 0 {
+		dotIQ2_XXSAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq2XXSGrid[0])), (*[8]float32)(&acc))
+	}
+	return iq2XXSKind.fscale / 2 * acc.sum()
+}
+
+func dotIQ2_XSSIMD(n int, w, x []byte) float32 {
+	var acc lanes8
+	if nb := cbBlocks(n, w, x, iq2XSBytes); nb > 0 {
+		dotIQ2_XSAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq2XSGrid[0])), (*[8]float32)(&acc))
+	}
+	return iq2XSKind.fscale / 2 * acc.sum()
+}
+
+func dotIQ2_SSIMD(n int, w, x []byte) float32 {
+	var acc lanes8
+	if nb := cbBlocks(n, w, x, iq2SBytes); nb > 0 {
+		dotIQ2_SAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq2SGrid[0])), (*[8]float32)(&acc))
+	}
+	return iq2SKind.fscale / 2 * acc.sum()
 }
 
 func dotIQ4_XSSIMD(n int, w, x []byte) float32 {

@@ -4750,6 +4750,2310 @@ iq3s_done:
 	VZEROUPPER
 	RET
 
+// func dotIQ3_XXSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, POPCNT
+TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+dotIQ3_XXSAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ3_XXSAVX2_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPXOR        Y1, Y1, Y1
+	MOVBLZX      2(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      3(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      4(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      5(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      6(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      7(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      8(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      9(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         66(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        4(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      10(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      11(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      12(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      13(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      14(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      15(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      16(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      17(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         70(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        36(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      18(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      19(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      20(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      21(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      22(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      23(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      24(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      25(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         74(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        68(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      26(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      27(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      28(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      29(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      30(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      31(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      32(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      33(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         78(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        100(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      34(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      35(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      36(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      37(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      38(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      39(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      40(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      41(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         82(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        132(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      42(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      43(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      44(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      45(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      46(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      47(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      48(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      49(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         86(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        164(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      50(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      51(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      52(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      53(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      54(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      55(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      56(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      57(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         90(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        196(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      58(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X2
+	MOVBLZX      59(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X2, X2
+	MOVBLZX      60(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X2, X2
+	MOVBLZX      61(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X2, X2
+	MOVBLZX      62(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VMOVD        DI, X3
+	MOVBLZX      63(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x01, DI, X3, X3
+	MOVBLZX      64(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x02, DI, X3, X3
+	MOVBLZX      65(AX), DI
+	MOVL         (BX)(DI*4), DI
+	VPINSRD      $0x03, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         94(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        228(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVSS       (CX), X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X2, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ3_XXSAVX2_loop
+
+dotIQ3_XXSAVX2_done:
+	VMOVUPS Y0, (SI)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_XXSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, POPCNT
+TEXT ·dotIQ2_XXSAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+dotIQ2_XXSAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ2_XXSAVX2_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPXOR        Y1, Y1, Y1
+	MOVBLZX      2(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      3(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      4(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      5(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         6(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        4(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      10(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      11(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      12(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      13(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         14(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        36(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      18(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      19(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      20(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      21(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         22(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        68(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      26(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      27(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      28(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      29(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         30(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        100(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      34(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      35(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      36(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      37(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         38(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        132(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      42(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      43(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      44(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      45(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         46(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        164(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      50(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      51(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      52(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      53(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         54(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        196(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      58(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X2
+	MOVBLZX      59(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X2, X2
+	MOVBLZX      60(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VMOVQ        DI, X3
+	MOVBLZX      61(AX), DI
+	MOVQ         (BX)(DI*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         62(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R9
+	ANDL         $0x01, R9
+	SHLL         $0x07, R9
+	ORL          R9, R8
+	MOVL         DI, R9
+	SHRL         $0x07, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R10
+	ANDL         $0x01, R10
+	SHLL         $0x07, R10
+	ORL          R10, R9
+	MOVL         DI, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVL         DI, R11
+	SHRL         $0x15, R11
+	ANDL         $0x7f, R11
+	POPCNTL      R11, R12
+	ANDL         $0x01, R12
+	SHLL         $0x07, R12
+	ORL          R12, R11
+	SHRL         $0x1c, DI
+	ANDL         $0x0f, DI
+	LEAL         1(DI)(DI*1), DI
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	SHLL         $0x10, R10
+	ORL          R10, R8
+	SHLL         $0x18, R11
+	ORL          R11, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        228(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        DI, X2
+	VPBROADCASTW X2, X2
+	VMOVD        DI, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVSS       (CX), X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X2, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ2_XXSAVX2_loop
+
+dotIQ2_XXSAVX2_done:
+	VMOVUPS Y0, (SI)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_XSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, POPCNT
+TEXT ·dotIQ2_XSAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+dotIQ2_XSAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ2_XSAVX2_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPXOR        Y1, Y1, Y1
+	MOVWLZX      2(AX), DI
+	MOVWLZX      4(AX), R8
+	MOVWLZX      6(AX), R9
+	MOVWLZX      8(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      66(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        4(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      10(AX), DI
+	MOVWLZX      12(AX), R8
+	MOVWLZX      14(AX), R9
+	MOVWLZX      16(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      67(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        36(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      18(AX), DI
+	MOVWLZX      20(AX), R8
+	MOVWLZX      22(AX), R9
+	MOVWLZX      24(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      68(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        68(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      26(AX), DI
+	MOVWLZX      28(AX), R8
+	MOVWLZX      30(AX), R9
+	MOVWLZX      32(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      69(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        100(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      34(AX), DI
+	MOVWLZX      36(AX), R8
+	MOVWLZX      38(AX), R9
+	MOVWLZX      40(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      70(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        132(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      42(AX), DI
+	MOVWLZX      44(AX), R8
+	MOVWLZX      46(AX), R9
+	MOVWLZX      48(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      71(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        164(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      50(AX), DI
+	MOVWLZX      52(AX), R8
+	MOVWLZX      54(AX), R9
+	MOVWLZX      56(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      72(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        196(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVWLZX      58(AX), DI
+	MOVWLZX      60(AX), R8
+	MOVWLZX      62(AX), R9
+	MOVWLZX      64(AX), R10
+	MOVL         DI, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X2
+	MOVL         R8, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X2, X2
+	MOVL         R9, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VMOVQ        R11, X3
+	MOVL         R10, R11
+	ANDL         $0x000001ff, R11
+	MOVQ         (BX)(R11*8), R11
+	VPINSRQ      $0x01, R11, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	SHRL         $0x09, DI
+	ANDL         $0x7f, DI
+	POPCNTL      DI, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, DI
+	SHRL         $0x09, R8
+	ANDL         $0x7f, R8
+	POPCNTL      R8, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R8
+	SHRL         $0x09, R9
+	ANDL         $0x7f, R9
+	POPCNTL      R9, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R9
+	SHRL         $0x09, R10
+	ANDL         $0x7f, R10
+	POPCNTL      R10, R11
+	ANDL         $0x01, R11
+	SHLL         $0x07, R11
+	ORL          R11, R10
+	MOVBLZX      73(AX), R11
+	SHLL         $0x08, R8
+	ORL          R8, DI
+	SHLL         $0x10, R9
+	ORL          R9, DI
+	SHLL         $0x18, R10
+	ORL          R10, DI
+	MOVL         R11, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	MOVL         R11, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        228(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R8, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R9, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVSS       (CX), X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X2, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x0000004a, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ2_XSAVX2_loop
+
+dotIQ2_XSAVX2_done:
+	VMOVUPS Y0, (SI)
+	VZEROUPPER
+	RET
+
+// func dotIQ2_SAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2_SAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	VMOVUPS (SI), Y0
+
+dotIQ2_SAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ2_SAVX2_done
+	PREFETCHT1   4096(AX)
+	PREFETCHT1   4160(AX)
+	VPXOR        Y1, Y1, Y1
+	MOVBLZX      66(AX), DI
+	MOVBLZX      2(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      3(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      4(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      5(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         34(AX), DI
+	MOVBLZX      74(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        4(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      67(AX), DI
+	MOVBLZX      6(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      7(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      8(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      9(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         38(AX), DI
+	MOVBLZX      75(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        36(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      68(AX), DI
+	MOVBLZX      10(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      11(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      12(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      13(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         42(AX), DI
+	MOVBLZX      76(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        68(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      69(AX), DI
+	MOVBLZX      14(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      15(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      16(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      17(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         46(AX), DI
+	MOVBLZX      77(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        100(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      70(AX), DI
+	MOVBLZX      18(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      19(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      20(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      21(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         50(AX), DI
+	MOVBLZX      78(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        132(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      71(AX), DI
+	MOVBLZX      22(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      23(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      24(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      25(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         54(AX), DI
+	MOVBLZX      79(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        164(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      72(AX), DI
+	MOVBLZX      26(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      27(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      28(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      29(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         58(AX), DI
+	MOVBLZX      80(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        196(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBLZX      73(AX), DI
+	MOVBLZX      30(AX), R8
+	MOVL         DI, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X2
+	MOVBLZX      31(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VPINSRQ      $0x01, R8, X2, X2
+	MOVBLZX      32(AX), R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x03, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVQ         (BX)(R8*8), R8
+	VMOVQ        R8, X3
+	MOVBLZX      33(AX), R8
+	SHRL         $0x06, DI
+	ANDL         $0x03, DI
+	SHLL         $0x08, DI
+	ORL          DI, R8
+	MOVQ         (BX)(R8*8), DI
+	VPINSRQ      $0x01, DI, X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	MOVL         62(AX), DI
+	MOVBLZX      81(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x0f, R9
+	LEAL         1(R9)(R9*1), R9
+	SHRL         $0x04, R8
+	ANDL         $0x0f, R8
+	LEAL         1(R8)(R8*1), R8
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y4
+	VPSHUFB      bitsShuf<>+0(SB), Y4, Y4
+	VPOR         bitsMask<>+0(SB), Y4, Y4
+	VPCMPEQB     allOnes<>+0(SB), Y4, Y4
+	VPXOR        228(CX), Y4, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y3
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VMOVD        R8, X4
+	VPBROADCASTW X4, X4
+	VINSERTI128  $0x01, X4, Y2, Y4
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVSS       (CX), X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X2, X3
+	VBROADCASTSS X3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ2_SAVX2_loop
+
+dotIQ2_SAVX2_done:
+	VMOVUPS Y0, (SI)
+	VZEROUPPER
+	RET
+
 DATA absMask<>+0(SB)/4, $0x7fffffff
 DATA absMask<>+4(SB)/4, $0x7fffffff
 DATA absMask<>+8(SB)/4, $0x7fffffff

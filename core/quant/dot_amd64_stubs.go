@@ -114,6 +114,26 @@ func dotMXFP4AVX2(w *byte, x *byte, np int, acc *[16]float32)
 //go:noescape
 func dotIQ3_SAVX2(w *byte, x *byte, nb int, grid *uint32, acc *[8]float32)
 
+// dotIQ3_XXSAVX2 runs ggml's codebook·Q8_K loop over nb super-blocks into acc; the caller scales the sum (AVX2, FMA, F16C, POPCNT).
+//
+//go:noescape
+func dotIQ3_XXSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+
+// dotIQ2_XXSAVX2 runs ggml's codebook·Q8_K loop over nb super-blocks into acc; the caller scales the sum (AVX2, FMA, F16C, POPCNT).
+//
+//go:noescape
+func dotIQ2_XXSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+
+// dotIQ2_XSAVX2 runs ggml's codebook·Q8_K loop over nb super-blocks into acc; the caller scales the sum (AVX2, FMA, F16C, POPCNT).
+//
+//go:noescape
+func dotIQ2_XSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+
+// dotIQ2_SAVX2 runs ggml's codebook·Q8_K loop over nb super-blocks into acc; the caller scales the sum (AVX2, FMA, F16C, POPCNT).
+//
+//go:noescape
+func dotIQ2_SAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
+
 // fromFloatQ8_0AVX2 quantizes nb blocks of 32 floats to Q8_0 as ggml's x86 quantize_row_q8_0 (AVX2, F16C).
 //
 //go:noescape

@@ -59,6 +59,7 @@ func main() {
 	mxfp4Dot()
 	iq3SConstants()
 	iq3SDot()
+	cbDots()
 	fromFloatConstants()
 	fromFloatQ8_0()
 	fromFloatQ8_K()
