@@ -43,6 +43,8 @@ var simdKernels = map[Type][2]func(int, []byte, []byte) float32{
 	IQ2_XXS: {dotIQ2_XXSSIMD, dotIQ2_XXS},
 	IQ2_XS:  {dotIQ2_XSSIMD, dotIQ2_XS},
 	IQ2_S:   {dotIQ2_SSIMD, dotIQ2_S},
+	IQ1_S:   {dotIQ1_SSIMD, dotIQ1_S},
+	IQ1_M:   {dotIQ1_MSIMD, dotIQ1_M},
 	IQ4_XS:  {dotIQ4_XSSIMD, dotIQ4_XS},
 }
 
@@ -302,6 +304,23 @@ func dotIQ2_SSIMD(n int, w, x []byte) float32 {
 		dotIQ2_SAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq2SGrid[0])), (*[8]float32)(&acc))
 	}
 	return iq2SKind.fscale / 2 * acc.sum()
+}
+
+func dotIQ1_SSIMD(n int, w, x []byte) float32 {
+	var acc lanes8
+	var acc1 float32
+	if nb := cbBlocks(n, w, x, iq1SBytes); nb > 0 {
+		dotIQ1_SAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq1SGrid[0])), (*[8]float32)(&acc), &acc1)
+	}
+	return acc.sum() + iq1Delta*acc1
+}
+
+func dotIQ1_MSIMD(n int, w, x []byte) float32 {
+	var acc1, acc2 lanes8
+	if nb := cbBlocks(n, w, x, iq1MBytes); nb > 0 {
+		dotIQ1_MAVX2(&w[0], &x[0], nb, (*byte)(unsafe.Pointer(&iq1SGrid[0])), (*[8]float32)(&acc1), (*[8]float32)(&acc2))
+	}
+	return acc1.sum() + iq1Delta*acc2.sum()
 }
 
 func dotIQ4_XSSIMD(n int, w, x []byte) float32 {

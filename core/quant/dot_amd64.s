@@ -4750,6 +4750,1351 @@ iq3s_done:
 	VZEROUPPER
 	RET
 
+DATA ones8<>+0(SB)/1, $0x01
+DATA ones8<>+1(SB)/1, $0x01
+DATA ones8<>+2(SB)/1, $0x01
+DATA ones8<>+3(SB)/1, $0x01
+DATA ones8<>+4(SB)/1, $0x01
+DATA ones8<>+5(SB)/1, $0x01
+DATA ones8<>+6(SB)/1, $0x01
+DATA ones8<>+7(SB)/1, $0x01
+DATA ones8<>+8(SB)/1, $0x01
+DATA ones8<>+9(SB)/1, $0x01
+DATA ones8<>+10(SB)/1, $0x01
+DATA ones8<>+11(SB)/1, $0x01
+DATA ones8<>+12(SB)/1, $0x01
+DATA ones8<>+13(SB)/1, $0x01
+DATA ones8<>+14(SB)/1, $0x01
+DATA ones8<>+15(SB)/1, $0x01
+DATA ones8<>+16(SB)/1, $0x01
+DATA ones8<>+17(SB)/1, $0x01
+DATA ones8<>+18(SB)/1, $0x01
+DATA ones8<>+19(SB)/1, $0x01
+DATA ones8<>+20(SB)/1, $0x01
+DATA ones8<>+21(SB)/1, $0x01
+DATA ones8<>+22(SB)/1, $0x01
+DATA ones8<>+23(SB)/1, $0x01
+DATA ones8<>+24(SB)/1, $0x01
+DATA ones8<>+25(SB)/1, $0x01
+DATA ones8<>+26(SB)/1, $0x01
+DATA ones8<>+27(SB)/1, $0x01
+DATA ones8<>+28(SB)/1, $0x01
+DATA ones8<>+29(SB)/1, $0x01
+DATA ones8<>+30(SB)/1, $0x01
+DATA ones8<>+31(SB)/1, $0x01
+GLOBL ones8<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1_SAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32, acc1 *float32)
+// Requires: AVX, AVX2, CMOV, F16C, FMA3
+TEXT ·dotIQ1_SAVX2(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc+32(FP), SI
+	MOVQ    acc1+40(FP), DI
+	VMOVUPS (SI), Y0
+	VMOVSS  (DI), X1
+
+dotIQ1_SAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ1_SAVX2_done
+	VPXOR        Y2, Y2, Y2
+	XORL         R8, R8
+	MOVWLZX      34(AX), R9
+	MOVBLZX      2(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      3(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      4(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      5(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      260(CX), R11
+	MOVWLSX      262(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      36(AX), R9
+	MOVBLZX      6(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      7(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      8(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      9(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      264(CX), R11
+	MOVWLSX      266(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      38(AX), R9
+	MOVBLZX      10(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      11(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      12(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      13(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      268(CX), R11
+	MOVWLSX      270(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      40(AX), R9
+	MOVBLZX      14(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      15(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      16(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      17(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      272(CX), R11
+	MOVWLSX      274(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      42(AX), R9
+	MOVBLZX      18(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      19(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      20(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      21(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      276(CX), R11
+	MOVWLSX      278(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      44(AX), R9
+	MOVBLZX      22(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      23(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      24(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      25(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      280(CX), R11
+	MOVWLSX      282(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      46(AX), R9
+	MOVBLZX      26(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      27(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      28(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      29(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      284(CX), R11
+	MOVWLSX      286(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	MOVWLZX      48(AX), R9
+	MOVBLZX      30(AX), R10
+	MOVL         R9, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X3
+	MOVBLZX      31(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x03, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X3, X3
+	MOVBLZX      32(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VMOVQ        R10, X4
+	MOVBLZX      33(AX), R10
+	MOVL         R9, R11
+	SHRL         $0x09, R11
+	ANDL         $0x07, R11
+	SHLL         $0x08, R11
+	ORL          R11, R10
+	MOVQ         (BX)(R10*8), R10
+	VPINSRQ      $0x01, R10, X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPSIGNB      Y4, Y4, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y4
+	MOVL         R9, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x07, R10
+	LEAL         1(R10)(R10*1), R10
+	VMOVD        R10, X3
+	VPBROADCASTW X3, X3
+	VMOVD        R10, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLSX      288(CX), R11
+	MOVWLSX      290(CX), R12
+	ADDL         R12, R11
+	IMULL        R10, R11
+	MOVL         R11, R10
+	NEGL         R10
+	BTL          $0x0f, R9
+	CMOVLCS      R10, R11
+	ADDL         R11, R8
+	VMOVSS       (CX), X4
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       X3, X4, X3
+	VBROADCASTSS X3, Y4
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y4, Y0
+	VCVTSI2SSL   R8, X5, X5
+	VFMADD231SS  X5, X3, X1
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ1_SAVX2_loop
+
+dotIQ1_SAVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVSS  X1, (DI)
+	VZEROUPPER
+	RET
+
+// func dotIQ1_MAVX2(w *byte, x *byte, nb int, grid *byte, acc1 *[8]float32, acc2 *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ1_MAVX2(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	MOVQ    acc1+32(FP), SI
+	MOVQ    acc2+40(FP), DI
+	VMOVUPS (SI), Y0
+	VMOVUPS (DI), Y1
+
+dotIQ1_MAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotIQ1_MAVX2_done
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVBLZX      32(AX), R8
+	MOVBLZX      32(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      33(AX), R10
+	MOVBLZX      33(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      (AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      1(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      2(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      3(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      48(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x03, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      34(AX), R8
+	MOVBLZX      34(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      35(AX), R10
+	MOVBLZX      35(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      4(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      5(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      6(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      7(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      48(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x09, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      36(AX), R8
+	MOVBLZX      36(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      37(AX), R10
+	MOVBLZX      37(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      8(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      9(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      10(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      11(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      50(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x03, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      38(AX), R8
+	MOVBLZX      38(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      39(AX), R10
+	MOVBLZX      39(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      12(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      13(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      14(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      15(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      50(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x09, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      40(AX), R8
+	MOVBLZX      40(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      41(AX), R10
+	MOVBLZX      41(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      16(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      17(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      18(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      19(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      52(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x03, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      42(AX), R8
+	MOVBLZX      42(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      43(AX), R10
+	MOVBLZX      43(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      20(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      21(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      22(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      23(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      52(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x09, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      44(AX), R8
+	MOVBLZX      44(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      45(AX), R10
+	MOVBLZX      45(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      24(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      25(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      26(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      27(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      54(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x03, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBLZX      46(AX), R8
+	MOVBLZX      46(AX), R9
+	SHRL         $0x04, R9
+	MOVBLZX      47(AX), R10
+	MOVBLZX      47(AX), R11
+	SHRL         $0x04, R11
+	MOVBLZX      28(AX), R12
+	MOVL         R8, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X4
+	MOVBLZX      29(AX), R12
+	MOVL         R9, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X4, X4
+	MOVBLZX      30(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VMOVQ        R12, X5
+	MOVBLZX      31(AX), R12
+	MOVL         R11, R13
+	ANDL         $0x07, R13
+	SHLL         $0x08, R13
+	ORL          R13, R12
+	MOVQ         (BX)(R12*8), R12
+	VPINSRQ      $0x01, R12, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWLZX      54(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x07, R13
+	LEAL         1(R13)(R13*1), R13
+	SHRL         $0x09, R12
+	ANDL         $0x07, R12
+	LEAL         1(R12)(R12*1), R12
+	VMOVD        R13, X4
+	VPBROADCASTW X4, X4
+	VMOVD        R12, X6
+	VPBROADCASTW X6, X6
+	VINSERTI128  $0x01, X6, Y4, Y6
+	VPSIGNB      Y5, Y5, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R12
+	ANDQ         R12, R8
+	MOVQ         $0x0101010101010101, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         R9, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	MOVL         R10, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X5
+	MOVL         R11, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x01, R8
+	NEGQ         R8
+	MOVQ         $0xfefefefefefefefe, R9
+	ANDQ         R9, R8
+	MOVQ         $0x0101010101010101, R9
+	ORQ          R9, R8
+	VPINSRQ      $0x01, R8, X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VMOVDQU      ones8<>+0(SB), Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	XORL         R8, R8
+	MOVWLZX      48(AX), R9
+	SHRL         $0x0c, R9
+	ORL          R9, R8
+	MOVWLZX      50(AX), R9
+	SHRL         $0x0c, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	MOVWLZX      52(AX), R9
+	SHRL         $0x0c, R9
+	SHLL         $0x08, R9
+	ORL          R9, R8
+	MOVWLZX      54(AX), R9
+	SHRL         $0x0c, R9
+	SHLL         $0x0c, R9
+	ORL          R9, R8
+	VMOVD        R8, X4
+	VCVTPH2PS    X4, X4
+	VMOVSS       (CX), X5
+	VMULSS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y5, Y0
+	VCVTDQ2PS    Y3, Y2
+	VFMADD231PS  Y2, Y5, Y1
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotIQ1_MAVX2_loop
+
+dotIQ1_MAVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, (DI)
+	VZEROUPPER
+	RET
+
 // func dotIQ3_XXSAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, POPCNT
 TEXT ·dotIQ3_XXSAVX2(SB), NOSPLIT, $0-40

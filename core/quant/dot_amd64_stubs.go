@@ -114,6 +114,16 @@ func dotMXFP4AVX2(w *byte, x *byte, np int, acc *[16]float32)
 //go:noescape
 func dotIQ3_SAVX2(w *byte, x *byte, nb int, grid *uint32, acc *[8]float32)
 
+// dotIQ1_SAVX2 runs ggml's IQ1_S·Q8_K loop over nb super-blocks into acc and acc1 (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotIQ1_SAVX2(w *byte, x *byte, nb int, grid *byte, acc *[8]float32, acc1 *float32)
+
+// dotIQ1_MAVX2 runs ggml's IQ1_M·Q8_K loop over nb super-blocks into acc1 and acc2 (AVX2, FMA, F16C).
+//
+//go:noescape
+func dotIQ1_MAVX2(w *byte, x *byte, nb int, grid *byte, acc1 *[8]float32, acc2 *[8]float32)
+
 // dotIQ3_XXSAVX2 runs ggml's codebook·Q8_K loop over nb super-blocks into acc; the caller scales the sum (AVX2, FMA, F16C, POPCNT).
 //
 //go:noescape

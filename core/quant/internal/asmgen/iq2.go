@@ -164,6 +164,9 @@ func cbDot(name string, wBytes int, group func(sumi reg.VecVirtual, wp, xp, gp r
 }
 
 func cbDots() {
+	ones8 = splat("ones8", 1)
+	iq1SDot()
+	iq1MDot()
 	// IQ3_XXS: qs[64] at 2 (an iq3XXSGrid index per 4 values), the u32 of group g at 66+4g.
 	cbDot("dotIQ3_XXSAVX2", 98, func(sumi reg.VecVirtual, wp, xp, gp reg.Register, g int) {
 		mags := entries32(gp, func(r int) reg.GPVirtual { return byteAt(Mem{Base: wp, Disp: 2 + 8*g + r}) })
@@ -229,4 +232,219 @@ func cbDots() {
 		scb := byteAt(Mem{Base: wp, Disp: 74 + g})
 		cbAccumulate(sumi, mags, signs, Mem{Base: xp, Disp: 4 + 32*g}, oddScale(scb, 0, 0xf), oddScale(scb, 4, 0xf))
 	})
+}
+
+var ones8 Mem
+
+// pack64 loads four 64-bit GP values into one YMM (value r in qword r).
+func pack64(v func(r int) reg.GPVirtual) reg.VecVirtual {
+	lo, hi := XMM(), XMM()
+	for r := 0; r < 4; r++ {
+		e := v(r)
+		dst := lo
+		if r >= 2 {
+			dst = hi
+		}
+		if r%2 == 0 {
+			VMOVQ(e, dst)
+		} else {
+			VPINSRQ(Imm(1), e, dst, dst)
+		}
+	}
+	m := YMM()
+	VINSERTI128(Imm(1), hi, lo.AsY(), m)
+	return m
+}
+
+// levelLanes is Σ level·x as int16 pairs for signed levels (ggml's mul_add_epi8).
+func levelLanes(lv reg.VecVirtual, x Mem) reg.VecVirtual {
+	a, xs, p := YMM(), YMM(), YMM()
+	VPSIGNB(lv, lv, a)
+	VMOVDQU(x, xs)
+	VPSIGNB(lv, xs, xs)
+	VPMADDUBSW(xs, a, p)
+	return p
+}
+
+// scales2 broadcasts the int16 scale lo to lanes 0-7 and hi to lanes 8-15 of a new YMM.
+func scales2(lo, hi reg.GPVirtual) reg.VecVirtual {
+	l, h, sc := XMM(), XMM(), YMM()
+	VMOVD(lo, l)
+	VPBROADCASTW(l, l)
+	VMOVD(hi, h)
+	VPBROADCASTW(h, h)
+	VINSERTI128(Imm(1), h, l.AsY(), sc)
+	return sc
+}
+
+// iq1SDot emits func(w, x *byte, nb int, grid *byte, acc *[8]float32, acc1 *float32):
+// ggml's AVX2 ggml_vec_dot_iq1_s_q8_K: the level lanes into acc, the delta term
+// Σ ±(2s+1)·bsums as acc1 = fma(d, sumi, acc1) per super-block.
+func iq1SDot() {
+	const wBytes = 50
+	name := "dotIQ1_SAVX2"
+	TEXT(name, NOSPLIT, "func(w, x *byte, nb int, grid *byte, acc *[8]float32, acc1 *float32)")
+	Pragma("noescape")
+	Doc(name + " runs ggml's IQ1_S·Q8_K loop over nb super-blocks into acc and acc1 (AVX2, FMA, F16C).")
+	wp, xp, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64())
+	gp, accp, acc1p := Load(Param("grid"), GP64()), Load(Param("acc"), GP64()), Load(Param("acc1"), GP64())
+	acc, acc1 := YMM(), XMM()
+	VMOVUPS(Mem{Base: accp}, acc)
+	VMOVSS(Mem{Base: acc1p}, acc1)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	sumi := YMM()
+	VPXOR(sumi, sumi, sumi)
+	sumi1 := GP32()
+	XORL(sumi1, sumi1)
+	for g := 0; g < 8; g++ {
+		qh := GP32()
+		MOVWLZX(Mem{Base: wp, Disp: 34 + 2*g}, qh)
+		lv := entries64(gp, func(r int) reg.GPVirtual {
+			ix, t := byteAt(Mem{Base: wp, Disp: 2 + 4*g + r}), GP32()
+			MOVL(qh, t)
+			if r > 0 {
+				SHRL(Imm(uint64(3*r)), t)
+			}
+			ANDL(Imm(7), t)
+			SHLL(Imm(8), t)
+			ORL(t, ix)
+			return ix
+		})
+		p := levelLanes(lv, Mem{Base: xp, Disp: 4 + 32*g})
+		sc := oddScale(qh, 12, 7)
+		VPMADDWD(scales2(sc, sc), p, p)
+		VPADDD(p, sumi, sumi)
+		// sumi1 += ±(bsum[2g] + bsum[2g+1])·scale, negative where bit 15 of qh is set
+		b0, b1 := GP32(), GP32()
+		MOVWLSX(Mem{Base: xp, Disp: 4 + 256 + 4*g}, b0)
+		MOVWLSX(Mem{Base: xp, Disp: 4 + 256 + 4*g + 2}, b1)
+		ADDL(b1, b0)
+		IMULL(sc, b0)
+		neg := GP32()
+		MOVL(b0, neg)
+		NEGL(neg)
+		BTL(Imm(15), qh)
+		CMOVLCS(neg, b0)
+		ADDL(b0, sumi1)
+	}
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	d := f16Scalar(Mem{Base: wp}, xd)
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(d, yd)
+	VCVTDQ2PS(sumi, f)
+	VFMADD231PS(f, yd, acc)
+	s1 := XMM()
+	VCVTSI2SSL(sumi1, s1, s1)
+	VFMADD231SS(s1, d, acc1)
+	ADDQ(U32(wBytes), wp)
+	ADDQ(U32(292), xp)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VMOVUPS(acc, Mem{Base: accp})
+	VMOVSS(acc1, Mem{Base: acc1p})
+	VZEROUPPER()
+	RET()
+}
+
+// iq1MDot emits func(w, x *byte, nb int, grid *byte, acc1, acc2 *[8]float32): ggml's AVX2
+// ggml_vec_dot_iq1_m_q8_K: the level lanes into acc1, the delta lanes (±x per run, times
+// the same half-group scales) into acc2.
+func iq1MDot() {
+	const wBytes = 56
+	name := "dotIQ1_MAVX2"
+	TEXT(name, NOSPLIT, "func(w, x *byte, nb int, grid *byte, acc1, acc2 *[8]float32)")
+	Pragma("noescape")
+	Doc(name + " runs ggml's IQ1_M·Q8_K loop over nb super-blocks into acc1 and acc2 (AVX2, FMA, F16C).")
+	wp, xp, nb := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("nb"), GP64())
+	gp, a1p, a2p := Load(Param("grid"), GP64()), Load(Param("acc1"), GP64()), Load(Param("acc2"), GP64())
+	acc1, acc2 := YMM(), YMM()
+	VMOVUPS(Mem{Base: a1p}, acc1)
+	VMOVUPS(Mem{Base: a2p}, acc2)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	sl, sd := YMM(), YMM()
+	VPXOR(sl, sl, sl)
+	VPXOR(sd, sd, sd)
+	for g := 0; g < 8; g++ {
+		var h [4]reg.GPVirtual
+		for r := range h {
+			h[r] = byteAt(Mem{Base: wp, Disp: 32 + 2*g + r/2})
+			if r%2 == 1 {
+				SHRL(Imm(4), h[r])
+			}
+		}
+		lv := entries64(gp, func(r int) reg.GPVirtual {
+			ix, t := byteAt(Mem{Base: wp, Disp: 4*g + r}), GP32()
+			MOVL(h[r], t)
+			ANDL(Imm(7), t)
+			SHLL(Imm(8), t)
+			ORL(t, ix)
+			return ix
+		})
+		x := Mem{Base: xp, Disp: 4 + 32*g}
+		scw := GP32()
+		MOVWLZX(Mem{Base: wp, Disp: 48 + 2*(g/2)}, scw)
+		sc := scales2(oddScale(scw, 6*(g%2), 7), oddScale(scw, 6*(g%2)+3, 7))
+		p := levelLanes(lv, x)
+		VPMADDWD(sc, p, p)
+		VPADDD(p, sl, sl)
+		// delta lanes: x·(±1) per run (bytes 0x01, or 0xff where bit 3 of the run's nibble)
+		dv := pack64(func(r int) reg.GPVirtual {
+			t := GP64()
+			MOVL(h[r], t.As32()) // zero-extends
+			SHRQ(Imm(3), t)
+			ANDQ(Imm(1), t)
+			NEGQ(t)
+			m := GP64()
+			MOVQ(U64(0xfefefefefefefefe), m)
+			ANDQ(m, t)
+			MOVQ(U64(0x0101010101010101), m)
+			ORQ(m, t)
+			return t
+		})
+		xs, q, one := YMM(), YMM(), YMM()
+		VMOVDQU(x, xs)
+		VPSIGNB(dv, xs, xs)
+		VMOVDQU(ones8, one)
+		VPMADDUBSW(xs, one, q)
+		VPMADDWD(sc, q, q)
+		VPADDD(q, sd, sd)
+	}
+	// d: the f16 assembled from the top nibbles of the four scale words, times x.d
+	u, t := GP32(), GP32()
+	XORL(u, u)
+	for i := 0; i < 4; i++ {
+		MOVWLZX(Mem{Base: wp, Disp: 48 + 2*i}, t)
+		SHRL(Imm(12), t)
+		if i > 0 {
+			SHLL(Imm(uint64(4*i)), t)
+		}
+		ORL(t, u)
+	}
+	dh := XMM()
+	VMOVD(u, dh)
+	VCVTPH2PS(dh, dh)
+	xd := XMM()
+	VMOVSS(Mem{Base: xp}, xd)
+	VMULSS(dh, xd, xd) // x.d·f16
+	yd, f := YMM(), YMM()
+	VBROADCASTSS(xd, yd)
+	VCVTDQ2PS(sl, f)
+	VFMADD231PS(f, yd, acc1)
+	VCVTDQ2PS(sd, f)
+	VFMADD231PS(f, yd, acc2)
+	ADDQ(U32(wBytes), wp)
+	ADDQ(U32(292), xp)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VMOVUPS(acc1, Mem{Base: a1p})
+	VMOVUPS(acc2, Mem{Base: a2p})
+	VZEROUPPER()
+	RET()
 }
