@@ -11,3 +11,6 @@ func tilePrepSize(t Type, n, nx int) int { return 0 }
 func prepareRows(p *TilePrep, x []byte, xStride, lo, hi int) {
 	panic("BUG: quant: prepareRows without tile kernels")
 }
+
+// hasTileZ is false: there are no AVX-512 tile kernels off amd64.
+const hasTileZ = false
