@@ -32,6 +32,7 @@ type batcher struct {
 	maxRows int
 
 	mu      sync.Mutex
+	arrived chan struct{} // a job was queued (capacity 1: a wake-up, not a count)
 	queue   []*job
 	running bool
 	active  int           // sessions inside Generate on this model
@@ -96,7 +97,7 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
 		rows = id
 	}
-	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer}
+	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1)}
 	bt.by[m] = b
 	return b
 }
@@ -116,6 +117,10 @@ func (b *batcher) do(j *job) error {
 		go b.loop()
 	}
 	b.mu.Unlock()
+	select {
+	case b.arrived <- struct{}{}:
+	default:
+	}
 	<-j.done
 	return j.err
 }
@@ -130,10 +135,23 @@ func (b *batcher) gatherLimit() time.Duration {
 func (b *batcher) loop() {
 	b.mu.Lock()
 	for len(b.queue) > 0 {
-		for start := time.Now(); len(b.queue) < b.active && time.Since(start) < b.gatherLimit(); {
-			b.mu.Unlock()
-			time.Sleep(20 * time.Microsecond)
-			b.mu.Lock()
+		if len(b.queue) < b.active {
+			// wait for the other generating sessions' forwards, a bounded while
+			deadline := time.NewTimer(b.gatherLimit())
+			for len(b.queue) < b.active {
+				b.mu.Unlock()
+				timedOut := false
+				select {
+				case <-b.arrived:
+				case <-deadline.C:
+					timedOut = true
+				}
+				b.mu.Lock()
+				if timedOut {
+					break
+				}
+			}
+			deadline.Stop()
 		}
 		jobs := b.queue
 		b.queue = nil
