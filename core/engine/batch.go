@@ -210,16 +210,9 @@ func (b *batcher) run(g []*job, all bool) {
 		}
 		(*fn)(len(g), rows)
 	}
-	if len(g) == 1 {
+	if len(g) == 1 { // alone: as without batching, graphs and all
 		j := g[0]
-		pos0 := j.c.Len()
-		l, err := b.m.ForwardNoWait(j.ids, j.c, all)
-		if err == nil {
-			if err = j.read(l); err != nil {
-				err = errors.Join(err, j.c.Truncate(pos0))
-			}
-		}
-		j.err = err
+		j.err = forwardRead(b.m, j.c, j.ids, all, j.read)
 		return
 	}
 	seqs := make([]model.Seq, len(g))

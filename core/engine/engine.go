@@ -164,13 +164,20 @@ func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
-	pos0 := s.c.Len()
-	l, err := s.m.ForwardNoWait(ids, s.c, all)
+	return forwardRead(s.m, s.c, ids, all, read)
+}
+
+// forwardRead enqueues a forward of ids on c and reads its result with read (one wait
+// for both); when the read fails, c goes back to its length before the forward. The
+// caller holds the backend's lock.
+func forwardRead(m *model.Model, c *kv.Cache, ids []int32, all bool, read func(model.Logits) error) error {
+	pos0 := c.Len()
+	l, err := m.ForwardNoWait(ids, c, all)
 	if err != nil {
 		return err
 	}
 	if err := read(l); err != nil {
-		return errors.Join(err, s.c.Truncate(pos0))
+		return errors.Join(err, c.Truncate(pos0))
 	}
 	return nil
 }
