@@ -1,0 +1,106 @@
+// Package modeltest holds checks that a loaded model must pass on any backend, for the
+// tests of the CPU and CUDA backends alike.
+package modeltest
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+)
+
+// BatchInvariance checks model.ForwardBatch on m: sequences at different positions of
+// their own caches (kt), with different row counts, run as one batched forward get
+// exactly the bits each gets from its own Forward — every row's logits and each one's
+// last row — and leave their caches as their own forwards would (the next one-token
+// step agrees too).
+func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
+	t.Helper()
+	v := m.Params.Vocab
+	tok := func(seq, i int) int32 { return int32((seq*104729 + i*7919 + 13) % v) }
+	prefix := []int{0, 5, 2, 9} // tokens already in each sequence's cache
+	rows := []int{1, 3, 1, 5}   // tokens each brings to the batch
+	newCaches := func() []*kv.Cache {
+		cs := make([]*kv.Cache, len(prefix))
+		for j := range cs {
+			c, err := m.NewKV(64, kt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			for i := range prefix[j] {
+				if _, err := m.Forward([]int32{tok(j, i)}, c, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs[j] = c
+		}
+		return cs
+	}
+	batchIDs := func(j int) []int32 {
+		ids := make([]int32, rows[j])
+		for i := range ids {
+			ids[i] = tok(j, prefix[j]+i)
+		}
+		return ids
+	}
+	read := func(l model.Logits) []float32 {
+		out := make([]float32, l.Rows*l.Cols)
+		if err := m.ReadLogits(l, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, all := range []bool{true, false} {
+		t.Run(map[bool]string{true: "all", false: "last"}[all], func(t *testing.T) {
+			alone := newCaches()
+			var want []float32
+			for j, c := range alone {
+				l, err := m.Forward(batchIDs(j), c, all)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, read(l)...)
+			}
+			together := newCaches()
+			seqs := make([]model.Seq, len(together))
+			for j, c := range together {
+				seqs[j] = model.Seq{IDs: batchIDs(j), Cache: c}
+			}
+			l, err := m.ForwardBatch(seqs, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := read(l)
+			if len(got) != len(want) {
+				t.Fatalf("%d logits, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("logit %d (row %d): batched %v, alone %v", i, i/v, got[i], want[i])
+				}
+			}
+			for j := range together {
+				if together[j].Len() != alone[j].Len() {
+					t.Fatalf("sequence %d: cache length %d, want %d", j, together[j].Len(), alone[j].Len())
+				}
+				next := []int32{tok(j, 40)}
+				la, err := m.Forward(next, alone[j], false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := read(la)
+				lt, err := m.Forward(next, together[j], false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(read(lt), a) {
+					t.Fatalf("sequence %d: the step after the batch differs", j)
+				}
+			}
+		})
+	}
+}
