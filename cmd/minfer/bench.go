@@ -9,13 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/cli"
 )
 
 func init() {
@@ -67,7 +66,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		configPath, modelPath, kvName, device string
 		reps, threads, batch, ngl             int
 		jsonOut, ledger                       bool
-		nps, ngs                              = intList{vals: []int{512}}, intList{vals: []int{128}}
+		nps, ngs                              = intList{Vals: []int{512}}, intList{Vals: []int{128}}
 	)
 	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device)")
 	fs.BoolVar(&ledger, "ledger", false, "CUDA profiling mode: print a per-kernel time ledger")
@@ -91,7 +90,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	switch {
 	case len(rest) > 0:
 		return usagef("bench: unexpected argument %q", rest[0])
-	case slices.Min(nps.vals) < 0 || slices.Min(ngs.vals) < 0 || slices.Max(nps.vals)+slices.Max(ngs.vals) == 0:
+	case slices.Min(nps.Vals) < 0 || slices.Min(ngs.Vals) < 0 || slices.Max(nps.Vals)+slices.Max(ngs.Vals) == 0:
 		return usagef("bench: -p %s -n %s: want counts ≥ 0, not all 0", &nps, &ngs)
 	case reps < 1 || batch < 1:
 		return usagef("bench: -r and --batch must be ≥ 1")
@@ -137,7 +136,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if ngl > 0 || ngl == 0 && b.Name() != config.DeviceCPU {
 		fmt.Fprintf(m.Stderr, "warning: -ngl %d is ignored: every layer runs on the %s backend\n", ngl, b.Name())
 	}
-	cache, err := md.NewKV(max(slices.Max(nps.vals), slices.Max(ngs.vals)), kt)
+	cache, err := md.NewKV(max(slices.Max(nps.Vals), slices.Max(ngs.Vals)), kt)
 	if err != nil {
 		return err
 	}
@@ -161,10 +160,10 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		pp, tg int
 	}
 	var tests []benchTest
-	for _, np := range nps.vals {
+	for _, np := range nps.Vals {
 		tests = append(tests, benchTest{"pp", np, batch, np, 0})
 	}
-	for _, ng := range ngs.vals {
+	for _, ng := range ngs.Vals {
 		tests = append(tests, benchTest{"tg", ng, 1, 0, ng})
 	}
 	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, b.Name(), reps)
@@ -204,34 +203,7 @@ func dashes(n int) string {
 	return string(b)
 }
 
-// intList is a flag of comma-separated integers, as llama-bench takes -p and -n;
-// repeating the flag adds to the list, and the first value given replaces the default.
-type intList struct {
-	vals []int
-	set  bool
-}
-
-func (l *intList) String() string {
-	s := make([]string, len(l.vals))
-	for i, v := range l.vals {
-		s[i] = strconv.Itoa(v)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *intList) Set(v string) error {
-	if !l.set {
-		l.vals, l.set = nil, true
-	}
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("%q is not an integer", f)
-		}
-		l.vals = append(l.vals, n)
-	}
-	return nil
-}
+type intList = cli.IntList
 
 // paramCount is the number of weights of the model (its tensors' elements).
 func paramCount(md *model.Model) int64 {

@@ -79,7 +79,7 @@ func runLoadgen(ctx context.Context, m *Main, args []string) error {
 	o.APIKey = os.Getenv(keyEnv)
 	res, err := loadgen.Run(ctx, o)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if jsonOut {
 		if err := json.NewEncoder(m.Stdout).Encode(res); err != nil {

@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/minfer/minfer/internal/cli"
 )
 
 // command is one subcommand of minfer.
@@ -48,34 +50,20 @@ type Main struct {
 	StderrTerminal bool
 }
 
-// usageError marks a mistake in the command line (exit code 2).
-type usageError struct{ err error }
+// The errors that map to exit codes, and flag parsing, live in internal/cli.
+type usageError = cli.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-// usagef returns a usageError with a formatted message.
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
-}
+var errInterrupted, errHelp = cli.ErrInterrupted, cli.ErrHelp
 
-// errInterrupted ends a command the user interrupted (Ctrl-C, SIGTERM): exit code 130,
-// as shells report a command ended by SIGINT.
-var errInterrupted = errors.New("interrupted")
+func interrupted(ctx context.Context) error { return cli.Interrupted(ctx) }
 
-// interrupted is errInterrupted caused by ctx's end: it reads "interrupted" and
-// matches both errInterrupted and the context's error.
-func interrupted(ctx context.Context) error {
-	return interruptError{context.Cause(ctx)}
-}
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) { return cli.ParseFlags(fs, args) }
 
-type interruptError struct{ cause error }
+func unescape(s string) string { return cli.Unescape(s) }
 
-func (interruptError) Error() string     { return errInterrupted.Error() }
-func (e interruptError) Unwrap() []error { return []error{errInterrupted, e.cause} }
-
-// errHelp is returned after printing help that the user asked for (exit code 0).
-var errHelp = errors.New("help requested")
+type stringList = cli.StringList
 
 // newFlagSet makes a flag set that prints its usage (with examples) to m.Stderr and
 // does not exit the process.
@@ -142,19 +130,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 }
 
 // exitCode maps an error from Run to the process exit code.
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	case errors.Is(err, errInterrupted):
-		return 130
-	default:
-		return 1
-	}
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

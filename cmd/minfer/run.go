@@ -74,11 +74,6 @@ type runFlags struct {
 	drafter                                        string
 }
 
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 // defineModel defines the flags that choose the models and where they run.
 func (f *runFlags) defineModel(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "minfer.toml to read (default: ./minfer.toml or the user config)")
@@ -256,7 +251,7 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 		cfg.Model.Device = config.DeviceCPU
 	}
 	if e := cfg.Validate(); e != nil {
-		return usageError{flagErrors(fs, e)}
+		return usageError{Err: flagErrors(fs, e)}
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	opts, err := synth.Resolve(o, preset, set)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	plan, err := synth.NewPlan(opts)
 	if err != nil {
