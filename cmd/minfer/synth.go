@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/minfer/minfer/internal/inspect"
 	"github.com/minfer/minfer/internal/synth"
 )
 
@@ -137,11 +138,11 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	// a start line either way (a 7B takes minutes); a redrawn progress line only on a
 	// terminal
 	fmt.Fprintf(m.Stderr, "synth: %s %s, %d tensors, %s params; writing %s of %s to %s\n", opts.Arch, opts.Name,
-		len(plan.Tensors), humanCount(plan.Params()), humanBytes(data), opts.Type, out)
+		len(plan.Tensors), inspect.HumanCount(plan.Params()), inspect.HumanBytes(data), opts.Type, out)
 	var progress func(done, total int64)
 	if m.StderrTerminal {
 		progress = func(done, total int64) {
-			fmt.Fprintf(m.Stderr, "\rsynth: %3.0f%% (%s of %s)   ", 100*float64(done)/float64(max(total, 1)), humanBytes(uint64(done)), humanBytes(uint64(total)))
+			fmt.Fprintf(m.Stderr, "\rsynth: %3.0f%% (%s of %s)   ", 100*float64(done)/float64(max(total, 1)), inspect.HumanBytes(uint64(done)), inspect.HumanBytes(uint64(total)))
 		}
 	}
 	n, err := synth.WriteProgress(ctx, plan, out, progress)
@@ -151,7 +152,7 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stderr, "synth: wrote %s (%s, %s) in %.1fs\n", out, humanBytes(uint64(n)), opts.Type, time.Since(start).Seconds())
+	fmt.Fprintf(m.Stderr, "synth: wrote %s (%s, %s) in %.1fs\n", out, inspect.HumanBytes(uint64(n)), opts.Type, time.Since(start).Seconds())
 	return nil
 }
 
@@ -168,8 +169,8 @@ func printPlan(w io.Writer, p *synth.Plan) {
 	for _, t := range p.Tensors {
 		size := t.Bytes()
 		total += size
-		fmt.Fprintf(w, "  %-*s  %-5s  %-16s  %12d\n", nameW, t.Name, t.Type, shapeString(t.Dims), size)
+		fmt.Fprintf(w, "  %-*s  %-5s  %-16s  %12d\n", nameW, t.Name, t.Type, inspect.ShapeString(t.Dims), size)
 	}
 	fmt.Fprintf(w, "%d tensors, %s params, %s of tensor data, %d metadata keys\n",
-		len(p.Tensors), humanCount(p.Params()), humanBytes(total), len(p.KVs))
+		len(p.Tensors), inspect.HumanCount(p.Params()), inspect.HumanBytes(total), len(p.KVs))
 }
