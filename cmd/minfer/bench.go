@@ -15,6 +15,7 @@ import (
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/cli"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 func init() {
@@ -118,7 +119,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if ledger {
 		os.Setenv("MINFER_LEDGER", "1")
 	}
-	b, err := newBackend(cfg)
+	b, err := stack.NewBackend(cfg)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return usagef("bench: --ledger needs the CUDA backend (--device cuda); this run uses %s", b.Name())
 	}
 	path := cfg.ResolvePath(cfg.Model.Path)
-	md, f, err := m.loadModel(b, path, "target", false)
+	md, f, err := stack.LoadModel(b, path, "target", m.stackOptions())
 	if err != nil {
 		return err
 	}

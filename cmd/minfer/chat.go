@@ -19,6 +19,7 @@ import (
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 // The chat REPL (`minfer run --chat` with no -p/-f, alias --cnv).
@@ -49,7 +50,7 @@ Ctrl-C during a reply stops the reply and keeps what it wrote.
 // repl is one conversation on a stack.
 type repl struct {
 	m      *Main
-	st     *stack
+	st     *stack.Stack
 	cfg    *config.Config
 	f      runFlags
 	system string
@@ -71,7 +72,7 @@ type lineReader interface {
 }
 
 // chatLoop runs the REPL until /exit, end of input or Ctrl-C at an empty prompt.
-func (m *Main) chatLoop(ctx context.Context, st *stack, cfg *config.Config, f runFlags) error {
+func (m *Main) chatLoop(ctx context.Context, st *stack.Stack, cfg *config.Config, f runFlags) error {
 	r := &repl{m: m, st: st, cfg: cfg, f: f, system: f.system}
 	if in, ok := m.Stdin.(*os.File); ok && readline.IsTerminal(int(in.Fd())) {
 		return r.interactive(ctx, in)
@@ -298,31 +299,32 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		fmt.Fprintf(r.m.Stderr, "error: "+format+"\n", args...)
 		return nil
 	}
-	prompt, err := server.RenderChat(ctx, r.st.tok, r.st.chatTemplate, r.conversation())
+	prompt, err := server.RenderChat(ctx, r.st.Tok, r.st.ChatTemplate, r.conversation())
 	if err != nil {
 		return fail("chat template: %v", err)
 	}
-	ids, err := server.EncodePrompt(ctx, r.st.tok, prompt)
+	ids, err := server.EncodePrompt(ctx, r.st.Tok, prompt)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if n := r.st.sess.Ctx(); len(ids) >= n {
+	if n := r.st.Sess.Ctx(); len(ids) >= n {
 		return fail("the conversation is %d tokens; the context holds %d (/reset starts over)", len(ids), n)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := r.st.request(rctx, r.cfg, ids, r.f)
+	req, err := r.st.Request(rctx, r.cfg, ids)
 	if err != nil {
 		return fail("%v", err)
 	}
+	req.Stop, req.TopLogits = r.f.stops, r.f.topLogits
 	req.OnText = func(s string) error { _, err := io.WriteString(r.m.Stdout, s); return err }
 	if intr != nil {
 		intr.set(cancel)
 		defer intr.set(nil)
 	}
-	reused := server.CachedTokens(r.held, r.heldEOG, ids, r.st.tok.IsEOG)
-	res, err := r.st.sess.Generate(rctx, req)
-	r.st.closeRequest()
+	reused := server.CachedTokens(r.held, r.heldEOG, ids, r.st.Tok.IsEOG)
+	res, err := r.st.Sess.Generate(rctx, req)
+	r.st.CloseRequest()
 	interrupted := intr != nil && rctx.Err() != nil && res != nil
 	if err != nil && !interrupted {
 		if res != nil && res.Text != "" {
@@ -346,7 +348,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	r.heldEOG = res.Stop == engine.StopEOG
 	r.msgs = append(r.msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
 	if r.f.verbose {
-		r.m.printTimings(res, r.st.speculates(r.cfg))
+		r.m.printTimings(res, r.st.Speculates(r.cfg))
 	}
 	return nil
 }
@@ -360,8 +362,8 @@ func (r *repl) printStats() {
 	res := r.last
 	fmt.Fprintf(w, "conversation: %d messages; last prompt %d tokens, %d reused from the cache, %d prefilled\n",
 		len(r.msgs), res.PromptTokens, r.reused, res.PromptTokens-r.reused)
-	r.m.printTimings(res, r.st.speculates(r.cfg))
-	if r.st.draft == nil {
+	r.m.printTimings(res, r.st.Speculates(r.cfg))
+	if r.st.Draft == nil {
 		fmt.Fprintf(w, "spec: off (no --draft): %d plain decoding steps\n", res.Spec.Rounds)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/stack"
 	"github.com/minfer/minfer/internal/testpath"
 )
 
@@ -158,26 +158,17 @@ func (c *countingBackend) Embed(dst backend.Buffer, table backend.Weight, ids ba
 	c.Backend.Embed(dst, table, ids, nt)
 }
 
-// testStack loads the embedded model on b the way openStack does.
-func testStack(t *testing.T, b backend.Backend, cfg *config.Config) *stack {
+// testStack opens a stack of the embedded model on b.
+func testStack(t *testing.T, b backend.Backend, cfg *config.Config) *stack.Stack {
 	t.Helper()
 	m := &Main{Stderr: io.Discard}
-	st := &stack{b: b, closeRequest: func() {}}
-	t.Cleanup(st.close)
-	tm, tf, err := m.loadModel(b, "", "target", false)
+	o := m.stackOptions()
+	o.Backend = b
+	st, err := stack.Open(context.Background(), cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.target = tm
-	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
-		t.Fatal(err)
-	}
-	if st.sess, err = engine.NewSession(engine.Config{Target: tm, Vocab: server.TokenizerVocab(st.tok), Ctx: cfg.Model.Ctx}); err != nil {
-		t.Fatal(err)
-	}
-	if st.plug, err = newPluginSet(context.Background(), cfg, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(st.Close)
 	return st
 }
 

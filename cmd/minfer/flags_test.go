@@ -5,15 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/core/config"
-	"github.com/minfer/minfer/core/tokenizer"
-	"github.com/minfer/minfer/sdk"
 )
 
 // TestFlagErrorsAreOneLine: a bad flag or value gets one line naming the flag as typed
@@ -158,31 +154,6 @@ func TestRunLlamaCppHabits(t *testing.T) {
 	}
 }
 
-func TestIgnoreEOS(t *testing.T) {
-	ctx := t.Context()
-	m := &Main{Stdout: io.Discard, Stderr: io.Discard}
-	for _, ignore := range []bool{false, true} {
-		st, err := m.openStack(ctx, config.Default(), stackOptions{ignoreEOS: ignore})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := st.sessCfg.Vocab.IsEOG(st.tok.EOS()); got == ignore {
-			t.Errorf("ignoreEOS %v: IsEOG(EOS) = %v", ignore, got)
-		}
-		st.close()
-	}
-}
-
-func TestSessionCtx(t *testing.T) {
-	for _, tc := range []struct{ ctx, train, want int }{
-		{0, 2048, 2048}, {0, 32768, defaultCtx}, {8192, 32768, 8192}, {100, 2048, 100},
-	} {
-		if got, _ := sessionCtx(tc.ctx, tc.train); got != tc.want {
-			t.Errorf("sessionCtx(%d, %d) = %d, want %d", tc.ctx, tc.train, got, tc.want)
-		}
-	}
-}
-
 func TestServeAddr(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -207,65 +178,5 @@ func TestServeAddr(t *testing.T) {
 		if err := serveAddr(fs, c, addr, host, port); err != nil || c.Server.Addr != tc.want {
 			t.Errorf("%v: got %q %v, want %q", tc.args, c.Server.Addr, err, tc.want)
 		}
-	}
-	if got := serveModelID(&config.Config{Model: config.Model{Path: "/models/qwen.gguf"}}, ""); got != "qwen.gguf" {
-		t.Errorf("model id: got %q, want the file name", got)
-	}
-	if got := serveModelID(&config.Config{Model: config.Model{Path: "/models/qwen.gguf"}}, "qwen"); got != "qwen" {
-		t.Errorf("model id with --alias: got %q", got)
-	}
-}
-
-// TestSpecFloorsReachEveryPolicy: [spec] min_conf, keep_cut and draft_min hold for a
-// policy that answers no cut-off (here static with its own params forcing min_conf 0
-// over the config's), as ABI.md says the host applies them.
-func TestSpecFloorsReachEveryPolicy(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "minfer.toml")
-	toml := "[spec]\ndepth = 1\nmin_conf = 0.9\nkeep_cut = true\ndraft_min = 3\n[plugins.static]\nparams = { min_conf = 0.0, keep_cut = false }\n"
-	if err := os.WriteFile(p, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := newPluginSet(t.Context(), cfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ps.close()
-	r, err := ps.roles(t.Context(), cfg, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got, err := r.Policy.NextDepth(t.Context(), sdk.RoundOutcome{Round: -1, MaxDepth: 8})
-	if want := (sdk.DepthDecision{Depth: 3, MinConf: 0.9, KeepCut: true}); err != nil || got != want {
-		t.Fatalf("got %+v %v, want %+v", got, err, want)
-	}
-}
-
-// TestServeAliasAndChatTemplate: --alias is the model id /v1/models reports, and
-// --chat-template is the template chat requests render with (said on stderr).
-func TestServeAliasAndChatTemplate(t *testing.T) {
-	cfg := config.Default()
-	cfg.Model.Ctx = 256
-	cfg.Server.Parallel = 3
-	var errb strings.Builder
-	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errb}
-	srv, st, err := m.newServer(t.Context(), cfg, serveOptions{alias: "tiny-stories", chatTemplate: "llama3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
-	defer srv.Close()
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
-	if !strings.Contains(rec.Body.String(), `"id":"tiny-stories"`) {
-		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
-	}
-	want, _ := tokenizer.BuiltinTemplate("llama3")
-	if st.chatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv cache: 3 slots × ") {
-		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/server"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 var loadFull = flag.Bool("load-full", false, "TestLoad: 64 clients × 20 requests (default 16 × 4) and print the throughput")
@@ -66,7 +67,7 @@ func startLoadServerWith(t *testing.T, parallel int, edit func(*config.Config)) 
 	}
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, st, err := m.newServer(ctx, cfg, serveOptions{})
+	srv, st, err := stack.NewServer(ctx, cfg, stack.ServerOptions{Stack: m.stackOptions()})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func startLoadServerWith(t *testing.T, parallel int, edit func(*config.Config)) 
 			cancel()
 			stopErr = <-done
 			srv.Close()
-			st.close()
+			st.Close()
 		})
 		return stopErr
 	}}

@@ -10,6 +10,7 @@ import (
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 func init() {
@@ -90,12 +91,12 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return fmt.Errorf("perplexity: %w", err)
 	}
-	b, err := newBackend(cfg)
+	b, err := stack.NewBackend(cfg)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	md, f, err := m.loadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", false)
+	md, f, err := stack.LoadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", m.stackOptions())
 	if err != nil {
 		return err
 	}

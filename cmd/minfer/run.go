@@ -7,23 +7,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/minfer/minfer/core/backend"
-	"github.com/minfer/minfer/core/backend/cpu"
-	"github.com/minfer/minfer/core/backend/cuda"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
-	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/kv"
-	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
-	"github.com/minfer/minfer/plugins"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 func init() {
@@ -334,14 +327,16 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	if prompt == "" && !f.chat {
 		return usagef("run: no prompt (give -p TEXT, -f FILE or --chat)")
 	}
-	st, err := m.openStack(ctx, cfg, stackOptions{verbose: true, ignoreEOS: f.ignoreEOS}) // model and KV memory always go to stderr
+	so := m.stackOptions()
+	so.Verbose, so.IgnoreEOS = true, f.ignoreEOS // model and KV memory always go to stderr
+	st, err := stack.Open(ctx, cfg, so)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	f.warnings(m, fs, cfg, st.b.Name())
+	defer st.Close()
+	f.warnings(m, fs, cfg, st.B.Name())
 	if f.chat {
-		if err := st.useChatTemplate(m, f.chatTemplate); err != nil {
+		if err := st.UseChatTemplate(f.chatTemplate); err != nil {
 			return err
 		}
 	}
@@ -356,35 +351,36 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			msgs = append(msgs, tokenizer.Message{Role: "system", Content: f.system})
 		}
 		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
-		p, err := server.RenderChat(ctx, st.tok, st.chatTemplate, msgs)
+		p, err := server.RenderChat(ctx, st.Tok, st.ChatTemplate, msgs)
 		if err != nil {
 			return err
 		}
 		prompt = p.Text
-		ids, err = server.EncodePrompt(ctx, st.tok, p)
+		ids, err = server.EncodePrompt(ctx, st.Tok, p)
 		if err != nil {
 			return err
 		}
 	} else {
-		ids, err = st.tok.Encode(prompt, true, false)
+		ids, err = st.Tok.Encode(prompt, true, false)
 	}
 	if err != nil {
 		return err
 	}
-	req, err := st.request(ctx, cfg, ids, f)
+	req, err := st.Request(ctx, cfg, ids)
 	if err != nil {
 		return err
 	}
-	defer st.closeRequest()
+	defer st.CloseRequest()
+	req.Stop, req.TopLogits = f.stops, f.topLogits
 	echoed := false
 	if !f.jsonOut {
-		if !f.chat && len(ids) <= st.sess.Ctx() { // a prompt too long for the context gets only the error
+		if !f.chat && len(ids) <= st.Sess.Ctx() { // a prompt too long for the context gets only the error
 			fmt.Fprint(m.Stdout, prompt)
 			echoed = true
 		}
 		req.OnText = func(s string) error { _, err := io.WriteString(m.Stdout, s); return err }
 	}
-	res, err := st.sess.Generate(ctx, req)
+	res, err := st.Sess.Generate(ctx, req)
 	if err != nil && ctx.Err() != nil { // Ctrl-C: the user's interruption, not a failure
 		err = interrupted(ctx)
 		if res != nil {
@@ -398,13 +394,13 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if f.jsonOut {
-		if jerr := writeRunJSON(m.Stdout, res, st.speculates(cfg)); jerr != nil {
+		if jerr := writeRunJSON(m.Stdout, res, st.Speculates(cfg)); jerr != nil {
 			return jerr
 		}
 	} else {
 		fmt.Fprintln(m.Stdout)
 	}
-	m.printTimings(res, f.verbose && st.speculates(cfg))
+	m.printTimings(res, f.verbose && st.Speculates(cfg))
 	return err
 }
 
@@ -462,296 +458,8 @@ func (m *Main) printTimings(r *engine.Result, spec bool) {
 	}
 }
 
-// stack is everything a generating command holds: backend, models, tokenizer,
-// session, and the plugin instances of the current request.
-type stack struct {
-	b            backend.Backend
-	target       *model.Model
-	draft        *model.Model
-	tok          *tokenizer.Tokenizer
-	sess         *engine.Session
-	plug         *pluginSet
-	closeRequest func()
-	// sessCfg makes a session on the stack's models (the server makes one per slot).
-	sessCfg engine.Config
-	// chatTemplate is the template text --chat-template chose ("" = the model's, else
-	// chatml; see useChatTemplate).
-	chatTemplate string
-}
-
-// stackOptions are openStack's options.
-type stackOptions struct {
-	verbose   bool // print the models, the context and the KV memory on stderr
-	ignoreEOS bool // end-of-generation tokens do not end a generation (--ignore-eos)
-	// batching, when set, batches the forwards of every session made from the stack's
-	// config (serve's slots).
-	batching *engine.Batching
-}
-
-// defaultCtx caps the context when [model] ctx is 0: the model's training context
-// (32K and more for current models) would take 1.8 GiB of f16 KV per sequence for a
-// 7B, times serve's --parallel; llama.cpp's server took 4096 by default for years.
-const defaultCtx = 4096
-
-// sessionCtx is the context of a session: [model] ctx, else the model's training
-// context capped at defaultCtx, with a note for the KV line when it was capped.
-func sessionCtx(ctx, train int) (int, string) {
-	if ctx > 0 {
-		return ctx, ""
-	}
-	if train > defaultCtx {
-		return defaultCtx, fmt.Sprintf(" (the model's %d capped at %d; --ctx sets it)", train, defaultCtx)
-	}
-	return train, ""
-}
-
-// openStack loads the models named by cfg (the embedded model when none) and opens a
-// session.
-func (m *Main) openStack(ctx context.Context, cfg *config.Config, o stackOptions) (*stack, error) {
-	verbose := o.verbose
-	b, err := newBackend(cfg)
-	if err != nil {
-		return nil, err
-	}
-	st := &stack{b: b, closeRequest: func() {}}
-	fail := func(err error) (*stack, error) { st.close(); return nil, err }
-	var tf *gguf.File
-	if st.target, tf, err = m.loadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", verbose); err != nil {
-		return fail(err)
-	}
-	if st.tok, err = tokenizer.FromGGUF(tf); err != nil {
-		return fail(fmt.Errorf("%s: %w", cfg.ResolvePath(cfg.Model.Path), err)) // name the file, as a model error does
-	}
-	if cfg.Draft.Path != "" {
-		var df *gguf.File
-		if st.draft, df, err = m.loadModel(b, cfg.ResolvePath(cfg.Draft.Path), "draft", verbose); err != nil {
-			return fail(err)
-		}
-		if err := engine.CheckVocab(tf, df); err != nil {
-			return fail(fmt.Errorf("--draft %s: %w", cfg.Draft.Path, err))
-		}
-	}
-	kt, err := kv.ParseType(cfg.Model.KV)
-	if err != nil {
-		return fail(usagef("%v", err))
-	}
-	dkt, err := kv.ParseType(cfg.Draft.KV)
-	if err != nil {
-		return fail(usagef("%v", err))
-	}
-	ctxN, ctxNote := sessionCtx(cfg.Model.Ctx, st.target.Params.CtxTrain)
-	var vocab engine.Vocab = server.TokenizerVocab(st.tok)
-	if o.ignoreEOS {
-		vocab = noEOG{vocab}
-	}
-	st.sessCfg = engine.Config{Target: st.target, Draft: st.draft, Vocab: vocab,
-		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.batching}
-	st.sess, err = engine.NewSession(st.sessCfg)
-	if err != nil {
-		return fail(err)
-	}
-	if verbose {
-		fmt.Fprintf(m.Stderr, "kv cache: %d positions%s, %s, %.1f MiB\n", st.sess.Ctx(), ctxNote, kt, float64(st.kvBytes())/(1<<20))
-	}
-	if st.plug, err = newPluginSet(ctx, cfg, m.Stderr); err != nil {
-		return fail(err)
-	}
-	return st, nil
-}
-
-// kvBytes is the KV memory of one session of the stack (target and draft caches).
-func (st *stack) kvBytes() int64 {
-	c := st.sessCfg
-	ctxN := st.sess.Ctx()
-	b := kv.SpecBytes(st.target.KVSpec(ctxN, c.KVType))
-	if st.draft != nil {
-		b += kv.SpecBytes(st.draft.KVSpec(ctxN, c.DraftKVType))
-	}
-	return b
-}
-
-// noEOG is a vocabulary without end-of-generation tokens (--ignore-eos): they are
-// generated, and shown, like any other token.
-type noEOG struct{ engine.Vocab }
-
-func (noEOG) IsEOG(int32) bool { return false }
-
-// useChatTemplate sets the template the stack's chat prompts are rendered with:
-// name is a built-in template's name or a Jinja template file ("" = the model's). With
-// neither, chatml is used, and stderr says so.
-func (st *stack) useChatTemplate(m *Main, name string) error {
-	switch {
-	case name != "":
-		if src, ok := tokenizer.BuiltinTemplate(name); ok {
-			st.chatTemplate = src
-			fmt.Fprintf(m.Stderr, "chat template: built-in %s (--chat-template)\n", name)
-			return nil
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			return usagef("--chat-template %s: not a built-in template (%s) and not a readable file: %v",
-				name, strings.Join(tokenizer.BuiltinTemplateNames(), ", "), err)
-		}
-		st.chatTemplate = string(b)
-		fmt.Fprintf(m.Stderr, "chat template: %s (--chat-template)\n", name)
-	case st.tok.ChatTemplate() == "":
-		st.chatTemplate, _ = tokenizer.BuiltinTemplate("chatml")
-		fmt.Fprintln(m.Stderr, "chat template: the model has none; using the built-in chatml (--chat-template NAME|FILE picks another)")
-	}
-	return nil
-}
-
-func (st *stack) close() {
-	st.closeRequest()
-	if st.plug != nil {
-		st.plug.close()
-	}
-	if st.sess != nil {
-		st.sess.Close()
-	}
-	for _, md := range []*model.Model{st.draft, st.target} {
-		if md != nil {
-			md.Close()
-		}
-	}
-	st.b.Close()
-}
-
-// request builds an engine request with fresh plugin instances for ids.
-func (st *stack) request(ctx context.Context, cfg *config.Config, ids []int32, f runFlags) (engine.Request, error) {
-	st.closeRequest()
-	roles, err := st.plug.roles(ctx, cfg, st.speculates(cfg))
-	if err != nil {
-		return engine.Request{}, err
-	}
-	st.closeRequest = roles.Close
-	seed := uint64(cfg.Sampling.Seed)
-	if cfg.Sampling.Seed < 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	return engine.Request{Prompt: ids, NPredict: cfg.Sampling.NPredict, Stop: f.stops, Seed: seed,
-		Sampler: roles.Sampler, Penalty: roles.Penalty, Policy: roles.Policy, PolicyName: roles.PolicyName,
-		Drafters: engineDrafters(roles), TopLogits: f.topLogits}, nil
-}
-
-// speculates reports whether requests on st run speculative rounds under cfg: with a
-// draft model or a drafter plugin.
-func (st *stack) speculates(cfg *config.Config) bool {
-	return st.draft != nil || len(cfg.Spec.DrafterNames()) > 0
-}
-
-// newBackend makes the backend cfg asks for: "cpu", "cuda" (an error naming what is
-// missing when no usable GPU is there) or "auto" (CUDA when cuda.Available, else the
-// CPU).
-func newBackend(cfg *config.Config) (backend.Backend, error) {
-	dev := cfg.Model.Device
-	if dev == config.DeviceAuto || dev == "" {
-		dev = config.DeviceCPU
-		if ok, _ := cuda.Available(); ok {
-			dev = config.DeviceCUDA
-		}
-	}
-	switch dev {
-	case config.DeviceCPU:
-		return cpu.New(cpu.Options{Threads: cfg.Model.Threads}), nil
-	case config.DeviceCUDA:
-		b, err := cuda.Open(cuda.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("device cuda: %w", err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("device %q: want auto, cpu or cuda", cfg.Model.Device)
-}
-
-// loadModel opens path (the embedded model when "") and loads it on b under the
-// namespace ns, printing its size (and a progress bar for big files on a terminal).
-func (m *Main) loadModel(b backend.Backend, path, ns string, verbose bool) (*model.Model, *gguf.File, error) {
-	var f *gguf.File
-	var err error
-	name := path
-	if path == "" {
-		name = embeddedName
-		f, err = openEmbedded()
-	} else {
-		f, err = gguf.Open(path)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	opt := model.Options{Name: ns}
-	if !m.StderrTerminal && f.Size() > 256<<20 { // a start line where no bar can be drawn
-		fmt.Fprintf(m.Stderr, "loading %s: %s, %.0f MiB\n", ns, name, float64(f.Size())/(1<<20))
-	}
-	if m.StderrTerminal && f.Size() > 256<<20 {
-		opt.Progress = func(done, total int64) {
-			const w = 40
-			k := int(float64(w) * float64(done) / float64(max(total, 1)))
-			fmt.Fprintf(m.Stderr, "\rloading %s [%s%s] %3.0f%%", ns, strings.Repeat("=", k), strings.Repeat(" ", w-k), 100*float64(done)/float64(max(total, 1)))
-			if done == total {
-				fmt.Fprintln(m.Stderr)
-			}
-		}
-	}
-	md, err := model.Load(b, f, opt)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if verbose {
-		p := md.Params
-		fmt.Fprintf(m.Stderr, "%s: %s, %s, %d layers, n_embd %d, heads %d/%d, vocab %d, weights %.1f MiB\n",
-			ns, name, p.Arch, p.Layers, p.Embd, p.Heads, p.KVHeads, p.Vocab, float64(md.WeightBytes)/(1<<20))
-	}
-	return md, f, nil
-}
-
-// pluginSet is the plugin registry of a command: loaded once, an instance per request.
-type pluginSet struct {
-	reg *plugins.Registry
-	log io.Writer // where a [spec] fallback taking over is reported
-	// tracer records every speculative round ([log] trace, --trace); nil = off.
-	tracer    *plugins.Tracer
-	traceFile *os.File
-}
-
-func newPluginSet(ctx context.Context, cfg *config.Config, log io.Writer) (*pluginSet, error) {
-	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, log, plugins.WithDir(cfg.Dir))
-	if err != nil {
-		return nil, err
-	}
-	p := &pluginSet{reg: reg, log: log}
-	if cfg.Log.Trace != "" {
-		f, err := os.Create(cfg.ResolvePath(cfg.Log.Trace))
-		if err != nil {
-			reg.Close()
-			return nil, fmt.Errorf("trace: %w", err)
-		}
-		p.traceFile, p.tracer = f, plugins.NewTracer(f)
-	}
-	return p, nil
-}
-
-func (p *pluginSet) close() {
-	p.reg.Close()
-	if p.traceFile != nil {
-		if err := p.tracer.Err(); err != nil {
-			fmt.Fprintf(p.log, "minfer: trace %s: %v\n", p.traceFile.Name(), err)
-		}
-		p.traceFile.Close()
-	}
-}
-
-// roles starts one request's plugin instances (plugins.Registry.Roles), with the
-// command's tracer.
-func (p *pluginSet) roles(ctx context.Context, cfg *config.Config, spec bool) (*plugins.Roles, error) {
-	return p.reg.Roles(ctx, cfg, plugins.RolesOptions{Spec: spec, Tracer: p.tracer})
-}
-
-// engineDrafters are the request's drafter plugins, named, as the engine takes them.
-func engineDrafters(r *plugins.Roles) []engine.Drafter {
-	var ds []engine.Drafter
-	for i, d := range r.Drafters {
-		ds = append(ds, engine.Drafter{Name: r.DrafterNames[i], Drafter: d})
-	}
-	return ds
+// stackOptions are the options of every stack a command opens: stderr, and the
+// embedded model for a config without a model.
+func (m *Main) stackOptions() stack.Options {
+	return stack.Options{Log: m.Stderr, Terminal: m.StderrTerminal, Embedded: openEmbedded, EmbeddedName: embeddedName}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/engine/bench"
+	"github.com/minfer/minfer/internal/stack"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -160,12 +161,12 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return usagef("specbench: no draft model and no drafter (give --draft DRAFT, --drafter NAME or --drafters)")
 	}
 	cfg.Sampling.Temperature, cfg.Sampling.Sampler, cfg.Sampling.Penalty = 0, "", "" // greedy: speculation is exact
-	st, err := m.openStack(ctx, cfg, stackOptions{})
+	st, err := stack.Open(ctx, cfg, m.stackOptions())
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	f.warnings(m, fs, cfg, st.b.Name())
+	defer st.Close()
+	f.warnings(m, fs, cfg, st.B.Name())
 	if copyTokens < 1 || copyTokens > ptoks {
 		return usagef("specbench: --copy-tokens %d: want 1..--prompt-tokens (%d)", copyTokens, ptoks)
 	}
@@ -226,11 +227,11 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		default:
 			c.Spec.Drafter = row.Drafter
 		}
-		req, err := st.request(ctx, &c, prompt, runFlags{})
+		req, err := st.Request(ctx, &c, prompt)
 		req.NPredict, req.NoDraftModel = f.n, row.NoDraftModel
-		return req, st.closeRequest, err
+		return req, st.CloseRequest, err
 	}
-	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.sess, Rows: rows, Prompts: ids, Reps: reps,
+	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.Sess, Rows: rows, Prompts: ids, Reps: reps,
 		Warmup: time.Duration(warmup * float64(time.Second)), Request: request, Progress: progress})
 	if !f.jsonOut && m.StderrTerminal {
 		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
@@ -239,7 +240,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if curve {
-		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.target, st.draft, curveRows); err != nil {
+		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.Target, st.Draft, curveRows); err != nil {
 			return err
 		}
 	}
@@ -386,7 +387,7 @@ func parseDepths(s string) ([]config.Depth, error) {
 // linePrompts reads one prompt per non-blank line of file: plain text, or in a .jsonl
 // file a JSON string or an object with a "prompt" (or "text") field per line. Each is
 // encoded as run encodes a prompt (BOS where the vocabulary asks for it).
-func linePrompts(st *stack, file string) ([][]int32, error) {
+func linePrompts(st *stack.Stack, file string) ([][]int32, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("specbench: %w", err)
@@ -419,7 +420,7 @@ func linePrompts(st *stack, file string) ([][]int32, error) {
 				return nil, fmt.Errorf("specbench: %s:%d: want a string or an object with a \"prompt\" string", file, n+1)
 			}
 		}
-		ids, err := st.tok.Encode(text, true, false)
+		ids, err := st.Tok.Encode(text, true, false)
 		if err != nil {
 			return nil, fmt.Errorf("specbench: %s:%d: %w", file, n+1, err)
 		}
@@ -431,15 +432,15 @@ func linePrompts(st *stack, file string) ([][]int32, error) {
 	return out, nil
 }
 
-func specPrompts(st *stack, files []string, count, ptoks, copy int) ([][]int32, error) {
+func specPrompts(st *stack.Stack, files []string, count, ptoks, copy int) ([][]int32, error) {
 	var out [][]int32
 	bos := []int32{}
-	if st.tok.AddBOS() {
-		bos = append(bos, st.tok.BOS())
+	if st.Tok.AddBOS() {
+		bos = append(bos, st.Tok.BOS())
 	}
 	if len(files) == 0 {
 		for _, p := range defaultSpecPrompts {
-			ids, err := st.tok.Encode(p, true, false)
+			ids, err := st.Tok.Encode(p, true, false)
 			if err != nil {
 				return nil, err
 			}
@@ -452,7 +453,7 @@ func specPrompts(st *stack, files []string, count, ptoks, copy int) ([][]int32, 
 		if err != nil {
 			return nil, fmt.Errorf("specbench: %w", err)
 		}
-		ids, err := st.tok.Encode(string(text), false, false)
+		ids, err := st.Tok.Encode(string(text), false, false)
 		if err != nil {
 			return nil, err
 		}

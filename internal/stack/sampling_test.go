@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -19,13 +19,12 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 	cfg.Model.Threads = 1
 	cfg.Draft.Path = testpath.Path(t, "models", "stories260K.gguf") // draft = target: q is one-hot at its argmax
 	cfg.Sampling.Temperature, cfg.Sampling.TopK, cfg.Sampling.TopP, cfg.Sampling.MinP = 1, 8, 1, 0
-	m := &Main{Stdout: nil, Stderr: new(nopWriter)}
-	st, err := m.openStack(ctx, cfg, stackOptions{})
+	st, err := Open(ctx, cfg, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close()
-	prompt, err := st.tok.Encode("Once upon a time, there was a little", true, false)
+	defer st.Close()
+	prompt, err := st.Tok.Encode("Once upon a time, there was a little", true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,13 +32,13 @@ func TestSpeculativeSamplingDistribution(t *testing.T) {
 		c := *cfg
 		c.Spec.Depth = depth
 		c.Sampling.Seed = int64(seed)
-		req, err := st.request(ctx, &c, prompt, runFlags{})
+		req, err := st.Request(ctx, &c, prompt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.NPredict = 2 // room for a depth-1 round
-		res, err := st.sess.Generate(ctx, req)
-		st.closeRequest()
+		res, err := st.Sess.Generate(ctx, req)
+		st.CloseRequest()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +82,3 @@ func union(a, b map[int32]int) map[int32]bool {
 	}
 	return u
 }
-
-type nopWriter struct{}
-
-func (*nopWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,116 @@
+package stack
+
+import (
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/testpath"
+	"github.com/minfer/minfer/sdk"
+)
+
+// testOptions open the stories260K model of the shared test data where a command
+// would open its embedded copy.
+func testOptions(t *testing.T) Options {
+	path := testpath.Path(t, "models", "stories260K.gguf")
+	return Options{Log: io.Discard, EmbeddedName: "embedded:stories260K", Embedded: func() (*gguf.File, error) { return gguf.Open(path) }}
+}
+
+func TestModelID(t *testing.T) {
+	if got := ModelID(&config.Config{Model: config.Model{Path: "/models/qwen.gguf"}}, "", "e"); got != "qwen.gguf" {
+		t.Errorf("model id: got %q, want the file name", got)
+	}
+	if got := ModelID(&config.Config{Model: config.Model{Path: "/models/qwen.gguf"}}, "qwen", "e"); got != "qwen" {
+		t.Errorf("model id with --alias: got %q", got)
+	}
+	if got := ModelID(&config.Config{}, "", "e"); got != "e" {
+		t.Errorf("model id of the embedded model: got %q", got)
+	}
+}
+
+func TestIgnoreEOS(t *testing.T) {
+	ctx := t.Context()
+	for _, ignore := range []bool{false, true} {
+		o := testOptions(t)
+		o.IgnoreEOS = ignore
+		st, err := Open(ctx, config.Default(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.SessCfg.Vocab.IsEOG(st.Tok.EOS()); got == ignore {
+			t.Errorf("ignoreEOS %v: IsEOG(EOS) = %v", ignore, got)
+		}
+		st.Close()
+	}
+}
+
+func TestSessionCtx(t *testing.T) {
+	for _, tc := range []struct{ ctx, train, want int }{
+		{0, 2048, 2048}, {0, 32768, DefaultCtx}, {8192, 32768, 8192}, {100, 2048, 100},
+	} {
+		if got, _ := SessionCtx(tc.ctx, tc.train); got != tc.want {
+			t.Errorf("SessionCtx(%d, %d) = %d, want %d", tc.ctx, tc.train, got, tc.want)
+		}
+	}
+}
+
+// TestSpecFloorsReachEveryPolicy: [spec] min_conf, keep_cut and draft_min hold for a
+// policy that answers no cut-off (here static with its own params forcing min_conf 0
+// over the config's), as ABI.md says the host applies them.
+func TestSpecFloorsReachEveryPolicy(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "minfer.toml")
+	toml := "[spec]\ndepth = 1\nmin_conf = 0.9\nkeep_cut = true\ndraft_min = 3\n[plugins.static]\nparams = { min_conf = 0.0, keep_cut = false }\n"
+	if err := os.WriteFile(p, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := NewPlugins(t.Context(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	r, err := ps.Roles(t.Context(), cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Policy.NextDepth(t.Context(), sdk.RoundOutcome{Round: -1, MaxDepth: 8})
+	if want := (sdk.DepthDecision{Depth: 3, MinConf: 0.9, KeepCut: true}); err != nil || got != want {
+		t.Fatalf("got %+v %v, want %+v", got, err, want)
+	}
+}
+
+// TestServeAliasAndChatTemplate: --alias is the model id /v1/models reports, and
+// --chat-template is the template chat requests render with (said on stderr).
+func TestServeAliasAndChatTemplate(t *testing.T) {
+	cfg := config.Default()
+	cfg.Model.Ctx = 256
+	cfg.Server.Parallel = 3
+	var errb strings.Builder
+	o := testOptions(t)
+	o.Log = &errb
+	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o, Alias: "tiny-stories", ChatTemplate: "llama3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+	if !strings.Contains(rec.Body.String(), `"id":"tiny-stories"`) {
+		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
+	}
+	want, _ := tokenizer.BuiltinTemplate("llama3")
+	if st.ChatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv cache: 3 slots × ") {
+		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
+	}
+}
