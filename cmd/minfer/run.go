@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/repl"
 	"github.com/minfer/minfer/internal/stack"
 )
 
@@ -341,7 +341,8 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		}
 	}
 	if f.chat && prompt == "" {
-		return m.chatLoop(ctx, st, cfg, f)
+		return repl.Run(ctx, st, cfg, repl.Options{Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr,
+			System: f.system, Stop: f.stops, TopLogits: f.topLogits, Verbose: f.verbose})
 	}
 	var ids []int32
 	if f.chat {
@@ -400,7 +401,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 	} else {
 		fmt.Fprintln(m.Stdout)
 	}
-	m.printTimings(res, f.verbose && st.Speculates(cfg))
+	stack.PrintTimings(m.Stderr, res, f.verbose && st.Speculates(cfg))
 	return err
 }
 
@@ -436,26 +437,6 @@ func writeRunJSON(w io.Writer, r *engine.Result, spec bool) error {
 		out.Spec = &r.Spec
 	}
 	return json.NewEncoder(w).Encode(out)
-}
-
-func (m *Main) printTimings(r *engine.Result, spec bool) {
-	t := r.Timings
-	fmt.Fprintf(m.Stderr, "prompt: %d tokens, %.1f ms, %.2f t/s | generated: %d tokens, %.1f ms, %.2f t/s | ttft %.1f ms | stop: %s\n",
-		r.PromptTokens, t.PromptMs, t.PromptTPS, len(r.Tokens), t.GenMs, t.GenTPS, t.TTFTMs, r.Stop)
-	if spec {
-		s := r.Spec
-		fmt.Fprintf(m.Stderr, "spec: policy %s, %d rounds, drafted %d, accepted %d (%.3f), %.2f tokens/round; ms draft %.1f verify %.1f plugins %.1f\n",
-			s.Policy, s.Rounds, s.Drafted, s.Accepted, s.Acceptance, s.TokensPerRound, s.Ms.Draft, s.Ms.Verify, s.Ms.Plugins)
-		for d := 0; d <= 64; d++ {
-			if ds, ok := s.ByDepth[fmt.Sprint(d)]; ok {
-				fmt.Fprintf(m.Stderr, "  depth %2d: %d rounds, %d accepted\n", d, ds.Rounds, ds.Accepted)
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(s.ByDrafter)) {
-			ds := s.ByDrafter[name]
-			fmt.Fprintf(m.Stderr, "  drafter %s: %d rounds, drafted %d, accepted %d\n", name, ds.Rounds, ds.Drafted, ds.Accepted)
-		}
-	}
 }
 
 // stackOptions are the options of every stack a command opens: stderr, and the

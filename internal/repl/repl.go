@@ -1,4 +1,5 @@
-package main
+// Package repl is the chat REPL of minfer run --chat (alias --cnv) with no -p/-f.
+package repl
 
 import (
 	"bufio"
@@ -19,6 +20,7 @@ import (
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/cli"
 	"github.com/minfer/minfer/internal/stack"
 )
 
@@ -47,12 +49,21 @@ A line starting with // sends the rest of it starting with /.
 Ctrl-C during a reply stops the reply and keeps what it wrote.
 `
 
+// Options are Run's options: the streams and what the command line asked of each reply.
+type Options struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	System         string   // the system prompt (-sys; /system changes it)
+	Stop           []string // stop strings of every reply
+	TopLogits      int      // as run --top-logits
+	Verbose        bool     // print each reply's timings on Stderr
+}
+
 // repl is one conversation on a stack.
 type repl struct {
-	m      *Main
+	o      Options
 	st     *stack.Stack
 	cfg    *config.Config
-	f      runFlags
 	system string
 	msgs   []tokenizer.Message // user and assistant turns, in order
 	// held are the tokens the session's cache holds after the last reply (as far as
@@ -64,20 +75,20 @@ type repl struct {
 	failed  int // turns that ended with an error (non-interactive mode reports them)
 }
 
-// lineReader reads one user line; io.EOF ends the conversation, errInterrupted is
+// lineReader reads one user line; io.EOF ends the conversation, cli.ErrInterrupted is
 // Ctrl-C at the prompt (with the discarded line).
 type lineReader interface {
 	readLine() (string, error)
 	close()
 }
 
-// chatLoop runs the REPL until /exit, end of input or Ctrl-C at an empty prompt.
-func (m *Main) chatLoop(ctx context.Context, st *stack.Stack, cfg *config.Config, f runFlags) error {
-	r := &repl{m: m, st: st, cfg: cfg, f: f, system: f.system}
-	if in, ok := m.Stdin.(*os.File); ok && readline.IsTerminal(int(in.Fd())) {
+// Run runs the REPL on st until /exit, end of input or Ctrl-C at an empty prompt.
+func Run(ctx context.Context, st *stack.Stack, cfg *config.Config, o Options) error {
+	r := &repl{o: o, st: st, cfg: cfg, system: o.System}
+	if in, ok := o.Stdin.(*os.File); ok && readline.IsTerminal(int(in.Fd())) {
 		return r.interactive(ctx, in)
 	}
-	return r.loop(ctx, &pipeReader{in: newScanner(m.Stdin), prompt: m.Stderr}, nil)
+	return r.loop(ctx, &pipeReader{in: newScanner(o.Stdin), prompt: o.Stderr}, nil)
 }
 
 func newScanner(r io.Reader) *bufio.Scanner {
@@ -112,7 +123,7 @@ type termReader struct{ rl *readline.Instance }
 func (t *termReader) readLine() (string, error) {
 	line, err := t.rl.Readline()
 	if errors.Is(err, readline.ErrInterrupt) {
-		return line, errInterrupted
+		return line, cli.ErrInterrupted
 	}
 	return line, err
 }
@@ -161,8 +172,8 @@ func (r *repl) interactive(ctx context.Context, in *os.File) error {
 		InterruptPrompt: "^C",
 		EOFPrompt:       "",
 		Stdin:           in,
-		Stdout:          r.m.Stderr,
-		Stderr:          r.m.Stderr,
+		Stdout:          r.o.Stderr,
+		Stderr:          r.o.Stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("chat: terminal: %w", err)
@@ -185,7 +196,7 @@ func (r *repl) interactive(ctx context.Context, in *os.File) error {
 			}
 		}
 	}()
-	fmt.Fprintln(r.m.Stderr, "minfer chat: type a message, /help for commands, Ctrl-D to leave.")
+	fmt.Fprintln(r.o.Stderr, "minfer chat: type a message, /help for commands, Ctrl-D to leave.")
 	return r.loop(context.WithoutCancel(ctx), tr, intr)
 }
 
@@ -208,7 +219,7 @@ func (r *repl) loop(ctx context.Context, in lineReader, intr *interrupts) error 
 	for {
 		line, err := in.readLine()
 		switch {
-		case errors.Is(err, errInterrupted):
+		case errors.Is(err, cli.ErrInterrupted):
 			if strings.TrimSpace(line) == "" {
 				return nil
 			}
@@ -251,7 +262,7 @@ func (r *repl) endErr(intr *interrupts) error {
 func (r *repl) command(line string) bool {
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
-	w := r.m.Stderr
+	w := r.o.Stderr
 	switch name {
 	case "/exit", "/quit":
 		return true
@@ -296,7 +307,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	fail := func(format string, args ...any) error {
 		r.msgs = r.msgs[:len(r.msgs)-1]
 		r.failed++
-		fmt.Fprintf(r.m.Stderr, "error: "+format+"\n", args...)
+		fmt.Fprintf(r.o.Stderr, "error: "+format+"\n", args...)
 		return nil
 	}
 	prompt, err := server.RenderChat(ctx, r.st.Tok, r.st.ChatTemplate, r.conversation())
@@ -316,8 +327,8 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	req.Stop, req.TopLogits = r.f.stops, r.f.topLogits
-	req.OnText = func(s string) error { _, err := io.WriteString(r.m.Stdout, s); return err }
+	req.Stop, req.TopLogits = r.o.Stop, r.o.TopLogits
+	req.OnText = func(s string) error { _, err := io.WriteString(r.o.Stdout, s); return err }
 	if intr != nil {
 		intr.set(cancel)
 		defer intr.set(nil)
@@ -328,7 +339,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 	interrupted := intr != nil && rctx.Err() != nil && res != nil
 	if err != nil && !interrupted {
 		if res != nil && res.Text != "" {
-			fmt.Fprintln(r.m.Stdout)
+			fmt.Fprintln(r.o.Stdout)
 		}
 		if errors.Is(err, engine.ErrContextFull) {
 			return fail("%v (/reset starts over)", err)
@@ -338,23 +349,23 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		}
 		return fail("%v", err)
 	}
-	fmt.Fprintln(r.m.Stdout)
+	fmt.Fprintln(r.o.Stdout)
 	if interrupted {
-		fmt.Fprintln(r.m.Stderr, "[reply stopped]")
+		fmt.Fprintln(r.o.Stderr, "[reply stopped]")
 		res.Stop = "interrupted"
 	}
 	r.last, r.reused = res, reused
 	r.held = append(append(r.held[:0], ids...), res.Tokens...)
 	r.heldEOG = res.Stop == engine.StopEOG
 	r.msgs = append(r.msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
-	if r.f.verbose {
-		r.m.printTimings(res, r.st.Speculates(r.cfg))
+	if r.o.Verbose {
+		stack.PrintTimings(r.o.Stderr, res, r.st.Speculates(r.cfg))
 	}
 	return nil
 }
 
 func (r *repl) printStats() {
-	w := r.m.Stderr
+	w := r.o.Stderr
 	if r.last == nil {
 		fmt.Fprintln(w, "no reply yet")
 		return
@@ -362,7 +373,7 @@ func (r *repl) printStats() {
 	res := r.last
 	fmt.Fprintf(w, "conversation: %d messages; last prompt %d tokens, %d reused from the cache, %d prefilled\n",
 		len(r.msgs), res.PromptTokens, r.reused, res.PromptTokens-r.reused)
-	r.m.printTimings(res, r.st.Speculates(r.cfg))
+	stack.PrintTimings(r.o.Stderr, res, r.st.Speculates(r.cfg))
 	if r.st.Draft == nil {
 		fmt.Fprintf(w, "spec: off (no --draft): %d plain decoding steps\n", res.Spec.Rounds)
 	}
