@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/internal/specbench"
 	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
 )
@@ -206,7 +207,7 @@ func TestPolicyReplayWalk(t *testing.T) {
 		rec[r.Policy] = r.TokensPS
 	}
 	d2 := rec["static depth 2"]
-	if got.Prompts != len(defaultSpecPrompts) || len(got.Walked) != 1 || d2 == 0 {
+	if got.Prompts != len(specbench.DefaultPrompts) || len(got.Walked) != 1 || d2 == 0 {
 		t.Fatalf("got %s", out)
 	}
 	if w := got.Walked[0].TokensPS; math.Abs(w/d2-1) > 0.01 {

@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/minfer/minfer/core/config"
-	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/engine/bench"
+	"github.com/minfer/minfer/internal/specbench"
 	"github.com/minfer/minfer/internal/stack"
-	"github.com/minfer/minfer/sdk"
 )
 
 func init() {
@@ -75,25 +71,6 @@ Examples:
   minfer specbench -m target-q8_0.gguf --drafter ngram --depths 0,2,4,auto
 `
 
-type specbenchResult struct {
-	Target      string            `json:"target"`
-	Draft       string            `json:"draft"`
-	Drafter     string            `json:"drafter,omitempty"` // the [spec] drafter plugins of every row but drafter:NAME
-	Prompts     int               `json:"prompts"`
-	NPredict    int               `json:"n_predict"`
-	Reps        int               `json:"repetitions"`
-	Depths      []bench.RowResult `json:"depths"`
-	VerifyMs    []float64         `json:"verify_cost_ms"` // [nt-1]: ms per target forward of nt rows
-	DraftStepMs float64           `json:"draft_step_ms"`
-}
-
-var defaultSpecPrompts = []string{
-	"Once upon a time, there was a little girl named Lily. She loved to play",
-	"The quick brown fox jumps over the lazy dog. Then",
-	"def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
-	"In the beginning of the twentieth century, the city",
-}
-
 func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("specbench", specbenchUsage)
 	var (
@@ -130,7 +107,7 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err != nil {
 		return err
 	}
-	depths, err := parseDepths(depthList)
+	depths, err := specbench.ParseDepths(depthList)
 	switch {
 	case err != nil:
 		return err
@@ -150,11 +127,11 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if err := f.apply(fs, cfg); err != nil {
 		return err
 	}
-	rows, err := specRows(cfg, depths, policyList)
+	rows, err := specbench.Rows(cfg, depths, policyList)
 	if err != nil {
 		return err
 	}
-	if rows, err = drafterRows(cfg, rows, drafterList); err != nil {
+	if rows, err = specbench.DrafterRows(cfg, rows, drafterList); err != nil {
 		return err
 	}
 	if cfg.Draft.Path == "" && cfg.Spec.Drafter == "" && !slices.ContainsFunc(rows, func(r bench.Row) bool { return r.Drafter != "" && r.Drafter != "-" }) {
@@ -170,301 +147,26 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 	if copyTokens < 1 || copyTokens > ptoks {
 		return usagef("specbench: --copy-tokens %d: want 1..--prompt-tokens (%d)", copyTokens, ptoks)
 	}
-	var corpus []string
-	for _, p := range prompts { // a .jsonl file holds one prompt per line
-		if strings.HasSuffix(p, ".jsonl") {
-			lines = append(lines, p)
-		} else {
-			corpus = append(corpus, p)
-		}
-	}
-	ids, err := specPrompts(st, corpus, count, ptoks, 0)
-	if err != nil {
-		return err
-	}
-	if len(lines) > 0 {
-		if len(corpus) == 0 {
-			ids = nil // not the built-in prompts
-		}
-		for _, file := range lines {
-			more, err := linePrompts(st, file)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, more...)
-		}
-	}
-	if len(copies) > 0 {
-		copied, err := specPrompts(st, copies, count, ptoks, copyTokens)
-		if err != nil {
-			return err
-		}
-		if len(prompts) == 0 && len(lines) == 0 {
-			ids = nil // not the built-in prompts: only the copy-heavy ones
-		}
-		ids = append(ids, copied...)
-	}
+	ids, err := specbench.Prompts(st.Tok, specbench.PromptOptions{Corpus: prompts, Lines: lines, Copies: copies,
+		Count: count, Tokens: ptoks, CopyTokens: copyTokens})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(m.Stderr, "specbench: %d rows × %d prompts × %d repetitions of %d tokens, after %gs of warm-up\n", len(rows), len(ids), reps, f.n, warmup)
-	res := specbenchResult{Target: f.modelPath, Draft: f.draftPath, Drafter: cfg.Spec.Drafter, Prompts: len(ids), NPredict: f.n, Reps: reps}
-	progress := func(rep int, row bench.Row) {
-		if !f.jsonOut && m.StderrTerminal {
-			fmt.Fprintf(m.Stderr, "\rrepetition %d/%d, depth %s   ", rep+1, reps, row.Label)
-		}
-	}
-	request := func(ctx context.Context, row bench.Row, prompt []int32) (engine.Request, func(), error) {
-		c := *cfg
-		c.Spec.Depth = row.Depth
-		if row.Policy != "" {
-			c.Spec.Policy = row.Policy
-		}
-		switch row.Drafter {
-		case "":
-		case "-":
-			c.Spec.Drafter = ""
-		default:
-			c.Spec.Drafter = row.Drafter
-		}
-		req, err := st.Request(ctx, &c, prompt)
-		req.NPredict, req.NoDraftModel = f.n, row.NoDraftModel
-		return req, st.CloseRequest, err
-	}
-	res.Depths, err = bench.Spec(ctx, bench.SpecOptions{Session: st.Sess, Rows: rows, Prompts: ids, Reps: reps,
-		Warmup: time.Duration(warmup * float64(time.Second)), Request: request, Progress: progress})
-	if !f.jsonOut && m.StderrTerminal {
-		fmt.Fprintf(m.Stderr, "\r%s\r", strings.Repeat(" ", 40))
-	}
-	if err != nil {
-		return err
-	}
+	res := specbench.Result{Target: f.modelPath, Draft: f.draftPath, Drafter: cfg.Spec.Drafter, Prompts: len(ids), NPredict: f.n, Reps: reps}
+	o := specbench.Options{Rows: rows, Prompts: ids, N: f.n, Reps: reps, Warmup: time.Duration(warmup * float64(time.Second))}
 	if curve {
-		if res.VerifyMs, res.DraftStepMs, err = bench.VerifyCurve(st.Target, st.Draft, curveRows); err != nil {
-			return err
-		}
+		o.CurveRows = curveRows
+	}
+	if !f.jsonOut && m.StderrTerminal {
+		o.Progress = m.Stderr
+	}
+	if err := specbench.Run(ctx, st, cfg, o, &res); err != nil {
+		return err
 	}
 	if f.jsonOut {
 		return json.NewEncoder(m.Stdout).Encode(res)
 	}
-	printSpecbench(m, &res)
+	res.WriteTable(m.Stdout)
 	return nil
-}
-
-func printSpecbench(m *Main, r *specbenchResult) {
-	draft := r.Draft
-	if draft == "" {
-		draft = "none"
-	}
-	if r.Drafter != "" {
-		draft += ", drafter " + r.Drafter
-	}
-	fmt.Fprintf(m.Stdout, "target %s, draft %s: %d prompts × %d tokens, %d repetitions\n\n", r.Target, draft, r.Prompts, r.NPredict, r.Reps)
-	w := len("depth")
-	for _, d := range r.Depths {
-		w = max(w, len([]rune(d.Depth)))
-	}
-	fmt.Fprintf(m.Stdout, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", w, "depth", "tokens/s")
-	fmt.Fprintf(m.Stdout, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", dashes(w), dashes(18))
-	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
-	base := slices.ContainsFunc(r.Depths, func(d bench.RowResult) bool { return d.Depth == "0" })
-	for _, d := range r.Depths {
-		speedup, same := fmt.Sprintf("%6.2fx", d.Speedup), fmt.Sprint(d.Identical)
-		if !base {
-			speedup, same = "-", "-"
-		}
-		fmt.Fprintf(m.Stdout, "| %*s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", w, d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
-			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins)
-	}
-	for _, d := range r.Depths {
-		if len(d.RoundsByDrafter) > 1 {
-			var parts []string
-			for _, name := range slices.Sorted(maps.Keys(d.RoundsByDrafter)) {
-				parts = append(parts, fmt.Sprintf("%s %d", name, d.RoundsByDrafter[name]))
-			}
-			fmt.Fprintf(m.Stdout, "%s: drafting rounds by drafter: %s\n", d.Depth, strings.Join(parts, ", "))
-		}
-	}
-	if len(r.VerifyMs) == 0 {
-		return
-	}
-	fmt.Fprintf(m.Stdout, "\nverify cost C_T(nt), ms per target forward:\n")
-	for i, ms := range r.VerifyMs {
-		fmt.Fprintf(m.Stdout, "  nt %2d: %7.3f ms (%.2f× nt=1)\n", i+1, ms, ms/r.VerifyMs[0])
-	}
-	if r.Draft != "" {
-		fmt.Fprintf(m.Stdout, "draft step: %.3f ms\n", r.DraftStepMs)
-	}
-}
-
-// specRows makes the table's rows: one per depth, then one per depth policy of
-// policyList (comma-separated names declared in cfg, or sources, which it declares in
-// cfg as the --policy flag of run does). cfg's own policy is left as it was.
-func specRows(cfg *config.Config, depths []config.Depth, policyList string) ([]bench.Row, error) {
-	var rows []bench.Row
-	for _, d := range depths {
-		rows = append(rows, bench.Row{Label: d.String(), Depth: d})
-	}
-	if policyList == "" {
-		return rows, nil
-	}
-	configured := cfg.Spec.Policy
-	defer func() { cfg.Spec.Policy = configured }()
-	for _, arg := range strings.Split(policyList, ",") {
-		arg = strings.TrimSpace(arg)
-		if arg == "" {
-			return nil, usagef("specbench: --policies %q: an empty name", policyList)
-		}
-		if err := cfg.UsePlugin(sdk.RolePolicy, arg); err != nil {
-			return nil, usagef("specbench: --policies: %v", err)
-		}
-		rows = append(rows, bench.Row{Label: "auto:" + arg, Depth: config.DepthAuto, Policy: cfg.Spec.Policy})
-	}
-	return rows, nil
-}
-
-// drafterRows appends the rows of drafterList (see the usage): drafter:model, one per
-// drafter plugin (declared in cfg, or a source, which it declares as --drafter does),
-// and drafter:auto (the draft model and every plugin listed, or cfg's [spec] drafter
-// when the list names none). cfg's own [spec] drafter is left as it was.
-func drafterRows(cfg *config.Config, rows []bench.Row, drafterList string) ([]bench.Row, error) {
-	if drafterList == "" {
-		return rows, nil
-	}
-	configured := cfg.Spec.Drafter
-	defer func() { cfg.Spec.Drafter = configured }()
-	var plugins []string
-	auto := false
-	for _, arg := range strings.Split(drafterList, ",") {
-		switch arg = strings.TrimSpace(arg); arg {
-		case "":
-			return nil, usagef("specbench: --drafters %q: an empty name", drafterList)
-		case "model":
-			if cfg.Draft.Path == "" {
-				return nil, usagef("specbench: --drafters model: no draft model (give --draft DRAFT)")
-			}
-			rows = append(rows, bench.Row{Label: "drafter:model", Depth: config.DepthAuto, Drafter: "-"})
-		case "auto":
-			auto = true
-		default:
-			if err := cfg.UseDrafters(arg); err != nil {
-				return nil, usagef("specbench: --drafters: %v", err)
-			}
-			plugins = append(plugins, cfg.Spec.Drafter)
-			rows = append(rows, bench.Row{Label: "drafter:" + arg, Depth: config.DepthAuto, Drafter: cfg.Spec.Drafter, NoDraftModel: true})
-		}
-	}
-	if auto {
-		all := strings.Join(plugins, ",")
-		if all == "" {
-			all = configured
-		}
-		if all == "" {
-			all = "-"
-		}
-		rows = append(rows, bench.Row{Label: "drafter:auto", Depth: config.DepthAuto, Drafter: all})
-	}
-	return rows, nil
-}
-
-// parseDepths reads "0,1,2,auto".
-func parseDepths(s string) ([]config.Depth, error) {
-	var out []config.Depth
-	for _, p := range strings.Split(s, ",") {
-		var d config.Depth
-		if err := d.UnmarshalText([]byte(strings.TrimSpace(p))); err != nil {
-			return nil, usagef("specbench: --depths: %v", err)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-// specPrompts tokenizes the prompts: count evenly spaced windows of ptoks tokens per
-// file, each followed by its own first copy tokens when copy > 0 (a copy-heavy prompt:
-// the continuation repeats what the prompt holds, as in code editing and quoting), or
-// the built-in prompts when there are no files.
-// linePrompts reads one prompt per non-blank line of file: plain text, or in a .jsonl
-// file a JSON string or an object with a "prompt" (or "text") field per line. Each is
-// encoded as run encodes a prompt (BOS where the vocabulary asks for it).
-func linePrompts(st *stack.Stack, file string) ([][]int32, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("specbench: %w", err)
-	}
-	var out [][]int32
-	jsonl := strings.HasSuffix(file, ".jsonl")
-	for n, line := range strings.Split(string(b), "\n") {
-		text := strings.TrimRight(line, "\r")
-		if strings.TrimSpace(text) == "" {
-			continue
-		}
-		if jsonl {
-			var v any
-			if err := json.Unmarshal([]byte(text), &v); err != nil {
-				return nil, fmt.Errorf("specbench: %s:%d: %v", file, n+1, err)
-			}
-			switch x := v.(type) {
-			case string:
-				text = x
-			case map[string]any:
-				p, ok := x["prompt"].(string)
-				if !ok {
-					p, ok = x["text"].(string)
-				}
-				if !ok {
-					return nil, fmt.Errorf("specbench: %s:%d: want a string or an object with a \"prompt\" string", file, n+1)
-				}
-				text = p
-			default:
-				return nil, fmt.Errorf("specbench: %s:%d: want a string or an object with a \"prompt\" string", file, n+1)
-			}
-		}
-		ids, err := st.Tok.Encode(text, true, false)
-		if err != nil {
-			return nil, fmt.Errorf("specbench: %s:%d: %w", file, n+1, err)
-		}
-		out = append(out, ids)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("specbench: %s holds no prompt (one per non-blank line)", file)
-	}
-	return out, nil
-}
-
-func specPrompts(st *stack.Stack, files []string, count, ptoks, copy int) ([][]int32, error) {
-	var out [][]int32
-	bos := []int32{}
-	if st.Tok.AddBOS() {
-		bos = append(bos, st.Tok.BOS())
-	}
-	if len(files) == 0 {
-		for _, p := range defaultSpecPrompts {
-			ids, err := st.Tok.Encode(p, true, false)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ids)
-		}
-		return out, nil
-	}
-	for _, f := range files {
-		text, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("specbench: %w", err)
-		}
-		ids, err := st.Tok.Encode(string(text), false, false)
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) < ptoks {
-			return nil, fmt.Errorf("specbench: %s has %d tokens, fewer than --prompt-tokens %d (--prompts cuts a corpus into windows; for one prompt per line give --prompt-lines %s)", f, len(ids), ptoks, f)
-		}
-		for i := range count {
-			off := i * (len(ids) - ptoks) / count // the offsets of train-report.json's simulation
-			p := append(append([]int32{}, bos...), ids[off:off+ptoks]...)
-			out = append(out, append(p, ids[off:off+copy]...))
-		}
-	}
-	return out, nil
 }

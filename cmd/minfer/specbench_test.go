@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/internal/specbench"
 	"github.com/minfer/minfer/internal/testpath"
 )
 
@@ -19,11 +20,11 @@ func TestSpecbenchDraftIsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var got specbenchResult
+	var got specbench.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
-	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || got.Prompts != len(defaultSpecPrompts) {
+	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || got.Prompts != len(specbench.DefaultPrompts) {
 		t.Fatalf("got %+v", got)
 	}
 	d0, d3 := got.Depths[0], got.Depths[1] // depth 0 is moved first
@@ -70,7 +71,7 @@ func TestSpecbenchPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var got specbenchResult
+	var got specbench.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
@@ -118,14 +119,14 @@ func TestSpecbenchErrors(t *testing.T) {
 // the drafter:model row drafts with it alone.
 func TestSpecbenchDrafters(t *testing.T) {
 	model := testpath.Path(t, "models", "stories260K.gguf")
-	run := func(args ...string) specbenchResult {
+	run := func(args ...string) specbench.Result {
 		t.Helper()
 		all := append([]string{"specbench", "--config", emptyConfig(t), "-m", model, "-n", "12", "-r", "1", "--warmup", "0", "-t", "1", "--curve=false", "--json"}, args...)
 		out, stderr, err := runCLI(t, "", all...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
-		var got specbenchResult
+		var got specbench.Result
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v in %q", err, out)
 		}
@@ -172,7 +173,7 @@ func TestSpecbenchCopyPrompts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var got specbenchResult
+	var got specbench.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
@@ -206,7 +207,7 @@ func TestSpecbenchPromptLines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", tc.args, err, stderr)
 		}
-		var got specbenchResult
+		var got specbench.Result
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v in %q", err, out)
 		}
