@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/minfer/minfer/core/config"
@@ -111,16 +108,6 @@ func runPlugin(ctx context.Context, m *Main, args []string) error {
 	return usagef("plugin: unknown subcommand %q (want list, check or new)", pos[0])
 }
 
-type pluginRow struct {
-	Name     string   `json:"name"`
-	Roles    []string `json:"roles"`
-	Version  string   `json:"version"`
-	Source   string   `json:"source"`
-	ABI      string   `json:"abi,omitempty"`
-	Checksum string   `json:"sha256,omitempty"`
-	TopK     *int     `json:"top_k,omitempty"`
-}
-
 func pluginList(ctx context.Context, m *Main, f pluginFlags) error {
 	cfg, _, err := config.LoadOrDefault(f.config)
 	if err != nil {
@@ -131,41 +118,7 @@ func pluginList(ctx context.Context, m *Main, f pluginFlags) error {
 		return err
 	}
 	defer reg.Close()
-	var rows []pluginRow
-	for _, name := range reg.Names() {
-		info, _ := reg.Info(name)
-		r := pluginRow{Name: name, Version: info.Version, Source: info.Source, Checksum: info.Checksum}
-		for _, role := range info.Roles {
-			r.Roles = append(r.Roles, string(role))
-		}
-		if info.ABIMajor > 0 {
-			r.ABI = fmt.Sprintf("v%d.%d", info.ABIMajor, info.ABIMinor)
-		}
-		if info.Has(sdk.RoleSampler) {
-			k := info.Needs.TopK
-			r.TopK = &k
-		}
-		rows = append(rows, r)
-	}
-	if f.json {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLES\tVERSION\tSOURCE\tABI\tSHA256")
-	for _, r := range rows {
-		sum := r.Checksum
-		if len(sum) > 12 {
-			sum = sum[:12]
-		}
-		abi := r.ABI
-		if abi == "" {
-			abi = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum)
-	}
-	return tw.Flush()
+	return plugins.WriteList(m.Stdout, reg, f.json)
 }
 
 // errChecksFailed makes `plugin check` exit 1 after printing its report.
@@ -189,66 +142,18 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if err != nil {
 		return fmt.Errorf("plugin check %s: %w", file, err)
 	}
-	failed := 0
-	for _, r := range results {
-		if r.Err != nil {
-			failed++
-		}
-	}
+	failed := check.Failed(results)
 	if f.json {
-		type jr struct {
-			Plugin string `json:"plugin"`
-			Role   string `json:"role"`
-			Check  string `json:"check"`
-			OK     bool   `json:"ok"`
-			Error  string `json:"error,omitempty"`
-			Note   string `json:"note,omitempty"`
-		}
-		var out []jr
-		for _, r := range results {
-			j := jr{Plugin: r.Plugin, Role: string(r.Role), Check: r.Name, OK: r.Err == nil, Note: r.Note}
-			if r.Err != nil {
-				j.Error = r.Err.Error()
-			}
-			out = append(out, j)
-		}
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := check.WriteJSON(m.Stdout, results); err != nil {
 			return err
 		}
 	} else {
-		printCheck(m.Stdout, file, infos, results)
+		check.WriteReport(m.Stdout, file, infos, results)
 	}
 	if failed > 0 {
 		return errChecksFailed(failed)
 	}
 	return nil
-}
-
-func printCheck(w io.Writer, file string, infos []sdk.Info, results []check.CheckResult) {
-	fmt.Fprintf(w, "module %s: ABI v%d.%d, sha256 %s\n", file, infos[0].ABIMajor, infos[0].ABIMinor, infos[0].Checksum)
-	for _, i := range infos {
-		fmt.Fprintf(w, "  plugin %s %s: %v\n", i.Name, i.Version, i.Roles)
-	}
-	failed := 0
-	for _, r := range results {
-		status := "ok  "
-		detail := r.Note
-		if r.Err != nil {
-			status, detail = "FAIL", r.Err.Error()
-			failed++
-		}
-		if detail != "" {
-			detail = ": " + detail
-		}
-		fmt.Fprintf(w, "%s %s (%s) %s%s\n", status, r.Plugin, r.Role, r.Name, detail)
-	}
-	if failed == 0 {
-		fmt.Fprintf(w, "all %d checks passed\n", len(results))
-	} else {
-		fmt.Fprintf(w, "%d of %d checks failed\n", failed, len(results))
-	}
 }
 
 func pluginNew(m *Main, f pluginFlags, role, dir string) error {
@@ -259,7 +164,7 @@ func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 	}
 	checkout := f.minfer
 	if checkout == "" {
-		checkout = knownCheckout()
+		checkout = scaffold.KnownCheckout()
 	}
 	files, err := scaffold.Scaffold(scaffold.ScaffoldOptions{Role: sdk.Role(role), Dir: dir, Name: f.name,
 		Module: f.module, MinferDir: checkout})
@@ -279,42 +184,6 @@ func pluginNew(m *Main, f pluginFlags, role, dir string) error {
 		}
 	}
 	fmt.Fprintf(m.Stdout, "next, build it and check it (README.md has the details):\n  cd %s\n  %s\n  minfer plugin check %s.wasm\n",
-		shellQuote(dir), scaffoldBuild(name), name)
+		scaffold.ShellQuote(dir), scaffold.BuildCommand(name), name)
 	return nil
-}
-
-// scaffoldBuild is the command that builds a scaffolded plugin in its directory.
-func scaffoldBuild(name string) string {
-	return "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o " + name + ".wasm ."
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./~+:@") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// knownCheckout is the minfer checkout a scaffold outside it points at: the one the
-// working directory lies in, else the one this binary was built from (its source
-// path, known unless it was built with -trimpath); "" when neither is known.
-func knownCheckout() string {
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := scaffold.MinferCheckout(d); err == nil {
-				return d
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		d := filepath.Dir(filepath.Dir(filepath.Dir(file))) // cmd/minfer/plugin.go
-		if _, err := scaffold.MinferCheckout(d); err == nil {
-			return d
-		}
-	}
-	return ""
 }
