@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
 	"github.com/minfer/minfer/core/kv"
-	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/cli"
 	"github.com/minfer/minfer/internal/stack"
 )
@@ -142,7 +140,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	defer cache.Close()
-	base := benchResult{Model: filepath.Base(path), SizeBytes: md.WeightBytes, Params: paramCount(md), KV: kt.String(), Threads: threads}
+	base := bench.Result{Model: filepath.Base(path), SizeBytes: md.WeightBytes, Params: bench.ParamCount(md), KV: kt.String(), Threads: threads}
 	if path == "" {
 		base.Model = embeddedName
 	}
@@ -153,33 +151,10 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if base.Threads == 0 {
 		base.Threads = cpuThreads(b)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	type benchTest struct {
-		name   string
-		n      int
-		chunk  int
-		pp, tg int
-	}
-	var tests []benchTest
-	for _, np := range nps.Vals {
-		tests = append(tests, benchTest{"pp", np, batch, np, 0})
-	}
-	for _, ng := range ngs.Vals {
-		tests = append(tests, benchTest{"tg", ng, 1, 0, ng})
-	}
 	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, b.Name(), reps)
-	var results []benchResult
-	for _, test := range tests {
-		if test.n == 0 {
-			continue
-		}
-		r := base
-		r.Test, r.NPrompt, r.NGen = fmt.Sprintf("%s%d", test.name, test.n), test.pp, test.tg
-		if r.SamplesTS, err = bench.Run(ctx, b, md, cache, bench.Test{N: test.n, Chunk: test.chunk, Reps: reps}, rng); err != nil {
-			return err
-		}
-		r.AvgTS, r.StddevTS = bench.MeanStd(r.SamplesTS)
-		results = append(results, r)
+	results, err := bench.Suite(ctx, b, md, cache, bench.SuiteOptions{Prompt: nps.Vals, Gen: ngs.Vals, Batch: batch, Reps: reps, Base: base})
+	if err != nil {
+		return err
 	}
 	if ledger {
 		led.WriteLedger(m.Stderr)
@@ -187,33 +162,11 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if jsonOut {
 		return json.NewEncoder(m.Stdout).Encode(results)
 	}
-	fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %10s | %8s | %7s | %4s | %8s | %20s |\n", "model", "type", "size", "params", "backend", "kv", "test", "t/s")
-	fmt.Fprintf(m.Stdout, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", dashes(28), dashes(8), dashes(10), dashes(8), dashes(7), dashes(4), dashes(8), dashes(20))
-	for _, r := range results {
-		fmt.Fprintf(m.Stdout, "| %-28s | %-8s | %6.2f MiB | %6.2f M | %-4s%3d | %4s | %8s | %20s |\n", r.Model, r.Type,
-			float64(r.SizeBytes)/(1<<20), float64(r.Params)/1e6, b.Name(), r.Threads, r.KV, r.Test, fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS))
-	}
+	bench.WriteTable(m.Stdout, results, b.Name())
 	return nil
 }
 
-func dashes(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = '-'
-	}
-	return string(b)
-}
-
 type intList = cli.IntList
-
-// paramCount is the number of weights of the model (its tensors' elements).
-func paramCount(md *model.Model) int64 {
-	var n int64
-	for _, t := range md.File().Tensors {
-		n += int64(t.Elements())
-	}
-	return n
-}
 
 // fileTypeName names llama.cpp's general.file_type values minfer meets most.
 func fileTypeName(ft uint64) string {

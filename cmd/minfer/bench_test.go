@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/minfer/minfer/core/engine/bench"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ func TestBenchJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	var got []benchResult
+	var got []bench.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
