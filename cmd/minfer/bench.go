@@ -11,6 +11,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
+	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/internal/cli"
 	"github.com/minfer/minfer/internal/stack"
@@ -168,11 +169,9 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 
 type intList = cli.IntList
 
-// fileTypeName names llama.cpp's general.file_type values minfer meets most.
+// fileTypeName names a general.file_type value as llama-quantize does.
 func fileTypeName(ft uint64) string {
-	names := map[uint64]string{0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-		10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
-	if n, ok := names[ft]; ok {
+	if n, ok := gguf.FileTypeName(ft); ok {
 		return n
 	}
 	return fmt.Sprintf("ftype %d", ft)

@@ -42,30 +42,13 @@ func Write(ctx context.Context, w io.Writer, path string, f *gguf.File, o Option
 	return err
 }
 
-// fileTypes maps general.file_type (llama.h, enum llama_ftype) to llama-quantize's
-// names. Ids 4-6 and 33-35 were removed upstream.
-var fileTypes = map[uint64]string{
-	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-	10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
-	16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S",
-	22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M",
-	28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
-	37: "TQ2_0", 38: "MXFP4_MOE", 1024: "GUESSED",
-}
-
-// FileTypeName is llama-quantize's name of the general.file_type id.
-func FileTypeName(id uint64) (string, bool) {
-	name, ok := fileTypes[id]
-	return name, ok
-}
-
-// FileTypeLabel names general.file_type (FileTypeName), or "" when the key is absent.
+// FileTypeLabel names general.file_type (gguf.FileTypeName), or "" when the key is absent.
 func FileTypeLabel(f *gguf.File) (uint64, string) {
 	id, err := f.GetUint("general.file_type")
 	if err != nil {
 		return 0, ""
 	}
-	if name, ok := FileTypeName(id); ok {
+	if name, ok := gguf.FileTypeName(id); ok {
 		return id, name
 	}
 	return id, fmt.Sprintf("unknown(%d)", id)
