@@ -2,9 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/minfer/minfer/core/engine/bench"
 	"strings"
 	"testing"
+
+	"github.com/minfer/minfer/core/engine/bench"
 )
 
 func TestBenchJSON(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minfer/minfer/internal/cli"
 )
 
 // TestChatHelperProcess is the minfer binary for TestChatTmux: the test binary runs
@@ -30,7 +32,7 @@ func TestChatHelperProcess(t *testing.T) {
 	// as main() does
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: isTerminal(os.Stderr)}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: cli.IsTerminal(os.Stderr)}
 	err := m.Run(ctx, args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "minfer: %v\n", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/stack"
 )
 
 // TestFlagErrorsAreOneLine: a bad flag or value gets one line naming the flag as typed
@@ -142,7 +143,7 @@ func TestRunLlamaCppHabits(t *testing.T) {
 	}
 	tokens := func(args ...string) string {
 		out, _ := run("", append(args, "--json")...)
-		var r runJSON
+		var r stack.RunJSON
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -135,8 +134,8 @@ func exitCode(err error) int { return cli.ExitCode(err) }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: isTerminal(os.Stderr)}
-	stopProfile, err := startProfile(os.Getenv("MINFER_CPUPROFILE"))
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, StderrTerminal: cli.IsTerminal(os.Stderr)}
+	stopProfile, err := cli.StartProfile(os.Getenv("MINFER_CPUPROFILE"))
 	if err == nil {
 		err = m.Run(ctx, os.Args[1:])
 		stopProfile()
@@ -145,29 +144,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "minfer: %v\n", err)
 	}
 	os.Exit(exitCode(err))
-}
-
-// startProfile writes a CPU profile of the whole command to path (MINFER_CPUPROFILE;
-// read it with go tool pprof); "" profiles nothing.
-func startProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("MINFER_CPUPROFILE: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("MINFER_CPUPROFILE: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

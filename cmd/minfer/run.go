@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/kv"
-	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/repl"
 	"github.com/minfer/minfer/internal/stack"
@@ -345,22 +343,8 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 			System: f.system, Stop: f.stops, TopLogits: f.topLogits, Verbose: f.verbose})
 	}
 	var ids []int32
-	if f.chat {
-		// the server's rendering and tokenization, so run, the REPL and the server agree
-		var msgs []tokenizer.Message
-		if f.system != "" {
-			msgs = append(msgs, tokenizer.Message{Role: "system", Content: f.system})
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "user", Content: prompt})
-		p, err := server.RenderChat(ctx, st.Tok, st.ChatTemplate, msgs)
-		if err != nil {
-			return err
-		}
-		prompt = p.Text
-		ids, err = server.EncodePrompt(ctx, st.Tok, p)
-		if err != nil {
-			return err
-		}
+	if f.chat { // the server's rendering and tokenization, so run, the REPL and the server agree
+		prompt, ids, err = st.ChatPrompt(ctx, f.system, prompt)
 	} else {
 		ids, err = st.Tok.Encode(prompt, true, false)
 	}
@@ -395,7 +379,7 @@ func runRun(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if f.jsonOut {
-		if jerr := writeRunJSON(m.Stdout, res, st.Speculates(cfg)); jerr != nil {
+		if jerr := stack.WriteJSON(m.Stdout, res, st.Speculates(cfg)); jerr != nil {
 			return jerr
 		}
 	} else {
@@ -414,29 +398,6 @@ func inputName(path string) string {
 		return "stdin"
 	}
 	return path
-}
-
-// runJSON is run --json's output.
-type runJSON struct {
-	PromptTokens int               `json:"prompt_tokens"`
-	Tokens       []int32           `json:"tokens"`
-	Text         string            `json:"text"`
-	Stop         engine.StopReason `json:"stop"`
-	Timings      engine.Timings    `json:"timings"`
-	TopLogits    []engine.TopLogit `json:"top_logits,omitempty"`
-	Spec         *engine.SpecStats `json:"spec,omitempty"`
-}
-
-func writeRunJSON(w io.Writer, r *engine.Result, spec bool) error {
-	out := runJSON{PromptTokens: r.PromptTokens, Tokens: r.Tokens, Text: r.Text, Stop: r.Stop,
-		Timings: r.Timings, TopLogits: r.TopLogits}
-	if out.Tokens == nil {
-		out.Tokens = []int32{}
-	}
-	if spec {
-		out.Spec = &r.Spec
-	}
-	return json.NewEncoder(w).Encode(out)
 }
 
 // stackOptions are the options of every stack a command opens: stderr, and the

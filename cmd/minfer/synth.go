@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -127,7 +126,7 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 		return err
 	}
 	if dryRun {
-		printPlan(m.Stdout, plan)
+		plan.WriteTable(m.Stdout)
 		return nil
 	}
 	start := time.Now()
@@ -154,23 +153,4 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	}
 	fmt.Fprintf(m.Stderr, "synth: wrote %s (%s, %s) in %.1fs\n", out, inspect.HumanBytes(uint64(n)), opts.Type, time.Since(start).Seconds())
 	return nil
-}
-
-// printPlan writes the plan as a table: name, type, shape, bytes, then totals.
-func printPlan(w io.Writer, p *synth.Plan) {
-	o := p.Opts
-	fmt.Fprintf(w, "%s %s: n_embd %d, %d layers, %d/%d heads of %d, n_ff %d, n_vocab %d, ctx %d, tied %v, type %s\n",
-		o.Arch, o.Name, o.NEmbd, o.NLayer, o.NHead, o.NHeadKV, o.HeadDim, o.NFF, o.NVocab, o.Ctx, o.Tied, o.Type)
-	nameW := 0
-	for _, t := range p.Tensors {
-		nameW = max(nameW, len(t.Name))
-	}
-	var total uint64
-	for _, t := range p.Tensors {
-		size := t.Bytes()
-		total += size
-		fmt.Fprintf(w, "  %-*s  %-5s  %-16s  %12d\n", nameW, t.Name, t.Type, inspect.ShapeString(t.Dims), size)
-	}
-	fmt.Fprintf(w, "%d tensors, %s params, %s of tensor data, %d metadata keys\n",
-		len(p.Tensors), inspect.HumanCount(p.Params()), inspect.HumanBytes(total), len(p.KVs))
 }

@@ -217,6 +217,27 @@ func (st *Stack) Request(ctx context.Context, cfg *config.Config, ids []int32) (
 		Drafters: EngineDrafters(roles)}, nil
 }
 
+// ChatPrompt renders the conversation of system (none when "") and user with the
+// stack's chat template and encodes it as the server does (server.RenderChat,
+// server.EncodePrompt), so run, the REPL and the server agree. It returns the rendered
+// text and its tokens.
+func (st *Stack) ChatPrompt(ctx context.Context, system, user string) (string, []int32, error) {
+	var msgs []tokenizer.Message
+	if system != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
+	}
+	msgs = append(msgs, tokenizer.Message{Role: "user", Content: user})
+	p, err := server.RenderChat(ctx, st.Tok, st.ChatTemplate, msgs)
+	if err != nil {
+		return "", nil, err
+	}
+	ids, err := server.EncodePrompt(ctx, st.Tok, p)
+	if err != nil {
+		return "", nil, err
+	}
+	return p.Text, ids, nil
+}
+
 // CloseRequest releases the plugin instances of the last Request.
 func (st *Stack) CloseRequest() { st.closeRequest() }
 

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -29,4 +30,28 @@ func PrintTimings(w io.Writer, r *engine.Result, spec bool) {
 			fmt.Fprintf(w, "  drafter %s: %d rounds, drafted %d, accepted %d\n", name, ds.Rounds, ds.Drafted, ds.Accepted)
 		}
 	}
+}
+
+// RunJSON is run --json's output.
+type RunJSON struct {
+	PromptTokens int               `json:"prompt_tokens"`
+	Tokens       []int32           `json:"tokens"`
+	Text         string            `json:"text"`
+	Stop         engine.StopReason `json:"stop"`
+	Timings      engine.Timings    `json:"timings"`
+	TopLogits    []engine.TopLogit `json:"top_logits,omitempty"`
+	Spec         *engine.SpecStats `json:"spec,omitempty"`
+}
+
+// WriteJSON writes r as run --json prints it (with spec, its speculative statistics).
+func WriteJSON(w io.Writer, r *engine.Result, spec bool) error {
+	out := RunJSON{PromptTokens: r.PromptTokens, Tokens: r.Tokens, Text: r.Text, Stop: r.Stop,
+		Timings: r.Timings, TopLogits: r.TopLogits}
+	if out.Tokens == nil {
+		out.Tokens = []int32{}
+	}
+	if spec {
+		out.Spec = &r.Spec
+	}
+	return json.NewEncoder(w).Encode(out)
 }
