@@ -44,22 +44,6 @@ Examples:
   minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 8 -n 0 -r 3 --ledger
 `
 
-// benchResult is one test's line (llama-bench's JSON field names where they exist).
-type benchResult struct {
-	Model     string    `json:"model_filename"`
-	Type      string    `json:"model_type"`
-	SizeBytes int64     `json:"model_size"`
-	Params    int64     `json:"model_n_params"`
-	Threads   int       `json:"n_threads"`
-	KV        string    `json:"type_kv"`
-	Test      string    `json:"test"`
-	NPrompt   int       `json:"n_prompt"`
-	NGen      int       `json:"n_gen"`
-	AvgTS     float64   `json:"avg_ts"`
-	StddevTS  float64   `json:"stddev_ts"`
-	SamplesTS []float64 `json:"samples_ts"`
-}
-
 func runBench(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("bench", benchUsage+cudaSwitchHelp())
 	var (

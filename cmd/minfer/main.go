@@ -54,7 +54,7 @@ type usageError = cli.UsageError
 
 func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-var errInterrupted, errHelp = cli.ErrInterrupted, cli.ErrHelp
+var errHelp = cli.ErrHelp
 
 func interrupted(ctx context.Context) error { return cli.Interrupted(ctx) }
 
