@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,36 @@ func TestMeanStdMedian(t *testing.T) {
 	}
 	if got := Median([]float64{5, 1, 3, 2}); got != 3 {
 		t.Errorf("Median = %v, want 3 (the upper middle)", got)
+	}
+}
+
+// TestSuite: a line per pp and tg size (0 skipped), each with the shared fields, its
+// repetitions and their mean; the table has a row per line.
+func TestSuite(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/stories260K.gguf", "target")
+	cache, err := m.NewKV(16, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	base := Result{Model: "stories", Type: "F32", Threads: 1, KV: "f16", Params: ParamCount(m)}
+	got, err := Suite(context.Background(), b, m, cache, SuiteOptions{Prompt: []int{16, 0}, Gen: []int{4}, Batch: 8, Reps: 2, Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Test != "pp16" || got[0].NPrompt != 16 || got[1].Test != "tg4" || got[1].NGen != 4 {
+		t.Fatalf("got %+v, want pp16 and tg4 (pp0 skipped)", got)
+	}
+	for _, r := range got {
+		if r.Model != "stories" || r.Params == 0 || len(r.SamplesTS) != 2 || !(r.AvgTS > 0) {
+			t.Errorf("%s: %+v, want the base fields, 2 samples and a mean", r.Test, r)
+		}
+	}
+	var out strings.Builder
+	WriteTable(&out, got, b.Name())
+	if n := strings.Count(out.String(), "\n"); n != 4 || !strings.Contains(out.String(), "| stories") {
+		t.Errorf("table of %d lines, want a header, a rule and 2 rows:\n%s", n, out.String())
 	}
 }
