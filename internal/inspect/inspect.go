@@ -274,7 +274,7 @@ func inspectTensor(ctx context.Context, w io.Writer, f *gguf.File, o Options) er
 	return writeTensorText(ctx, w, f, t)
 }
 
-// dequantRows decodes t row by row (a row is Dims[0] values) and calls fn with each;
+// DequantRows decodes t row by row (a row is Dims[0] values) and calls fn with each;
 // row is reused between calls.
 func DequantRows(ctx context.Context, f *gguf.File, t *gguf.TensorInfo, fn func(row []float32) error) error {
 	n := uint64(1)

@@ -234,7 +234,7 @@ func checkCLIDequant(t *testing.T, path string, ti *gguf.TensorInfo, want []floa
 		t.Errorf("CLI header %q %q %v, want %q %q %v", got.Name, got.Type, got.Shape, ti.Name, ti.Type, ti.Dims)
 	}
 	if !reflect.DeepEqual(got.Values, want) {
-		t.Errorf("%s: CLI values differ from dequantRows (%d vs %d values)", ti.Name, len(got.Values), len(want))
+		t.Errorf("%s: CLI values differ from DequantRows (%d vs %d values)", ti.Name, len(got.Values), len(want))
 	}
 }
 
