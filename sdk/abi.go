@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 )
 
@@ -22,7 +23,7 @@ import (
 // module whose major is ABIMajor and whose minor is ≤ ABIMinor.
 const (
 	ABIMajor = 1
-	ABIMinor = 2 // 1: the policy response's flags (keep_cut); 2: the drafter role, the policy's drafter choice
+	ABIMinor = 3 // 1: the policy response's flags (keep_cut); 2: the drafter role, the policy's drafter choice; 3: the verify forward's batch in the policy request, declared params
 )
 
 // Exports of an ABI v1 module. ExportABI is the version marker: a module of another
@@ -58,15 +59,18 @@ const (
 	MaxPlugins    = 256  // plugins per module
 	MaxErrorLen   = 4096 // longer error messages are cut
 	MaxDrafters   = 256  // drafters a sequence may offer (a policy's drafter index is below it)
+	MaxParams     = 256  // params keys a plugin may declare (v1.3), each a name of at most MaxNameLen bytes
 )
 
-// Fixed header sizes of ABI v1.1 messages (see ABI.md).
+// Fixed header sizes of ABI v1.3 messages (see ABI.md).
 const (
 	infoHdr         = 16
-	infoEntryHdr    = 16
+	infoEntryHdr    = 24
+	infoEntryHdrV2  = 16 // v1.2: no params declaration (the plugin declares none)
 	initHdr         = 12
-	policyReqHdr    = 52
-	policyReqHdrV1  = 44 // v1.1: no drafter fields (read as 0)
+	policyReqHdr    = 60
+	policyReqHdrV2  = 52 // v1.2: no batch fields (read as 0)
+	policyReqHdrV1  = 44 // v1.1: no drafter fields either (read as 0)
 	policyRespHdr   = 20
 	policyRespHdrV1 = 16 // v1.1: no drafter (read as drafter 0)
 	policyRespHdrV0 = 12 // v1.0: no flags either (read as no flags set)
@@ -132,6 +136,13 @@ type Info struct {
 	// Needs is the sampler's declared default (the instance reports its actual needs
 	// after init, which may depend on params).
 	Needs Needs
+	// Params are the keys of its params object the plugin reads, the role settings the
+	// host merges among them (draft_max, temperature, …), when ParamsDeclared (ABI
+	// v1.3, or a process plugin's Declare): the host then merges only those settings
+	// and refuses a [plugins.NAME] params key outside them, naming it. A plugin that
+	// declares nothing is offered every setting of its roles and every key.
+	Params         []string
+	ParamsDeclared bool
 	// ABIMajor.ABIMinor is the ABI version of the module (0.0 for native plugins).
 	ABIMajor, ABIMinor int
 	// Source is the config source ("builtin:adaptive", "file:/abs/x.wasm", …) and
@@ -168,10 +179,37 @@ func AppendInfo(dst []byte, plugins []Info) []byte {
 		dst = le32(dst, uint32(int32(p.Needs.TopK)))
 		dst = le32(dst, uint32(len(p.Name)))
 		dst = le32(dst, uint32(len(p.Version)))
+		var flags uint32
+		if p.ParamsDeclared {
+			flags |= infoParamsDeclared
+		}
+		keys := strings.Join(p.Params, ",")
+		dst = le32(dst, flags)
+		dst = le32(dst, uint32(len(keys)))
 		dst = append(dst, p.Name...)
 		dst = append(dst, p.Version...)
+		dst = append(dst, keys...)
 	}
 	return dst
+}
+
+// infoParamsDeclared is the info entry flag saying the plugin declares its params.
+const infoParamsDeclared = 1
+
+// CheckParamNames validates a params declaration: at most MaxParams keys, each a
+// non-empty name of at most MaxNameLen bytes of [a-z0-9._-], none repeated.
+func CheckParamNames(keys []string) error {
+	if len(keys) > MaxParams {
+		return fmt.Errorf("%d params declared, at most %d", len(keys), MaxParams)
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if len(k) > MaxNameLen || !validName(k) || seen[k] {
+			return fmt.Errorf("param %q: want a unique name of 1-%d bytes of [a-z0-9._-]", k, MaxNameLen)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // ParseInfo decodes and validates an info record: names non-empty, unique and at most
@@ -187,7 +225,7 @@ func ParseInfo(b []byte) (ModuleInfo, error) {
 		return m, headerError("info record", b, hdr, infoHdr, "hdr, ABI major and minor, n_plugins, entry_hdr")
 	}
 	m.ABIMajor, m.ABIMinor = int(major), int(minor)
-	if n == 0 || n > MaxPlugins || ehdr < infoEntryHdr {
+	if n == 0 || n > MaxPlugins || ehdr < infoEntryHdrV2 {
 		return m, fmt.Errorf("info record: %w: %d plugins, entry header %d", ErrMalformed, n, ehdr)
 	}
 	r.off = int(hdr)
@@ -195,13 +233,27 @@ func ParseInfo(b []byte) (ModuleInfo, error) {
 	for i := 0; i < int(n); i++ {
 		start := r.off
 		bits, topK, nl, vl := r.u32(), int32(r.u32()), r.u32(), r.u32()
-		if r.err != nil || nl == 0 || nl > MaxNameLen || vl > MaxNameLen {
+		var flags, pl uint32
+		if ehdr >= infoEntryHdr && minor >= 3 { // v1.3 (an older module's padding is not read)
+			flags, pl = r.u32(), r.u32()
+		}
+		if r.err != nil || nl == 0 || nl > MaxNameLen || vl > MaxNameLen || pl > MaxParams*(MaxNameLen+1) {
 			return m, fmt.Errorf("info record: %w: entry %d", ErrMalformed, i)
 		}
+		if flags&^infoParamsDeclared != 0 || flags == 0 && pl != 0 {
+			return m, fmt.Errorf("info record: %w: entry %d: flags %#x with %d bytes of params (bit 0 declares params, other bits must be 0)", ErrMalformed, i, flags, pl)
+		}
 		r.off = start + int(ehdr)
-		name, version := string(r.bytes(int(nl))), string(r.bytes(int(vl)))
+		name, version, keys := string(r.bytes(int(nl))), string(r.bytes(int(vl))), string(r.bytes(int(pl)))
 		if r.err != nil {
 			return m, fmt.Errorf("info record: %w: entry %d truncated", ErrMalformed, i)
+		}
+		var params []string
+		if keys != "" {
+			params = strings.Split(keys, ",")
+		}
+		if err := CheckParamNames(params); err != nil {
+			return m, fmt.Errorf("info record: %w: plugin %q: %v", ErrMalformed, name, err)
 		}
 		if !validName(name) || seen[name] {
 			return m, fmt.Errorf("info record: %w: plugin name %q invalid or repeated", ErrMalformed, name)
@@ -212,7 +264,8 @@ func ParseInfo(b []byte) (ModuleInfo, error) {
 			return m, fmt.Errorf("info record: %w: plugin %q: roles %#x, top-k %d", ErrMalformed, name, bits, topK)
 		}
 		m.Plugins = append(m.Plugins, Info{Name: name, Version: version, Roles: roles,
-			Needs: Needs{TopK: int(topK)}, ABIMajor: m.ABIMajor, ABIMinor: m.ABIMinor})
+			Needs: Needs{TopK: int(topK)}, ABIMajor: m.ABIMajor, ABIMinor: m.ABIMinor,
+			Params: params, ParamsDeclared: flags&infoParamsDeclared != 0})
 	}
 	return m, nil
 }
@@ -262,6 +315,8 @@ func AppendPolicyRequest(dst []byte, o *RoundOutcome) []byte {
 	dst = le32(dst, uint32(len(o.DraftConf)))
 	dst = le32(dst, uint32(int32(o.Drafter)))
 	dst = le32(dst, uint32(int32(o.Drafters)))
+	dst = le32(dst, uint32(int32(o.BatchSeqs)))
+	dst = le32(dst, uint32(int32(o.BatchRows)))
 	for _, c := range o.DraftConf {
 		dst = le32(dst, math.Float32bits(c))
 	}
@@ -276,9 +331,12 @@ func DecodePolicyRequest(b []byte, o *RoundOutcome) error {
 	o.Accepted, o.MaxDepth = int(r.i32()), int(r.i32())
 	o.DraftNs, o.VerifyNs = int64(r.u64()), int64(r.u64())
 	n := r.u32()
-	o.Drafter, o.Drafters = 0, 0
-	if hdr >= policyReqHdr { // v1.2
+	o.Drafter, o.Drafters, o.BatchSeqs, o.BatchRows = 0, 0, 0, 0
+	if hdr >= policyReqHdrV2 { // v1.2
 		o.Drafter, o.Drafters = int(r.i32()), int(r.i32())
+	}
+	if hdr >= policyReqHdr { // v1.3
+		o.BatchSeqs, o.BatchRows = int(r.i32()), int(r.i32())
 	}
 	if r.err != nil || hdr < policyReqHdrV1 {
 		return fmt.Errorf("policy request: %w: header", ErrMalformed)

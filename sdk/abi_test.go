@@ -258,3 +258,61 @@ func TestHeaderErrorsSayWhatIsWrong(t *testing.T) {
 		})
 	}
 }
+
+// A v1.3 policy request carries the verify forward's batch; a v1.2 one (hdr 52) reads
+// them as 0 and keeps its drafter fields.
+func TestPolicyBatchFields(t *testing.T) {
+	o := RoundOutcome{Round: 3, Depth: 2, Drafted: 2, Accepted: 1, DraftConf: []float32{1, 0.5}, VerifyNs: 9, MaxDepth: 4,
+		Drafter: 1, Drafters: 2, BatchSeqs: 5, BatchRows: 17}
+	b := AppendPolicyRequest(nil, &o)
+	var got RoundOutcome
+	if err := DecodePolicyRequest(b, &got); err != nil || !reflect.DeepEqual(got, o) {
+		t.Fatalf("got %+v %v, want %+v", got, err, o)
+	}
+	old := append(append([]byte(nil), b[:policyReqHdrV2]...), b[policyReqHdr:]...)
+	old[0] = policyReqHdrV2
+	want := o
+	want.BatchSeqs, want.BatchRows = 0, 0
+	if err := DecodePolicyRequest(old, &got); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("v1.2 request: got %+v %v, want %+v", got, err, want)
+	}
+}
+
+// TestInfoParams: a v1.3 entry declares the params its plugin reads (none is a
+// declaration too); an entry of a v1.2 record (entry_hdr 16) declares nothing; bad
+// declarations are malformed.
+func TestInfoParams(t *testing.T) {
+	in := []Info{
+		{Name: "mine", Roles: []Role{RolePolicy}, Params: []string{"threshold", "draft_max"}, ParamsDeclared: true},
+		{Name: "none", Roles: []Role{RoleSampler}, ParamsDeclared: true},
+		{Name: "open", Roles: []Role{RolePenalty}},
+	}
+	m, err := ParseInfo(AppendInfo(nil, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range m.Plugins {
+		if !reflect.DeepEqual(p.Params, in[i].Params) || p.ParamsDeclared != in[i].ParamsDeclared {
+			t.Errorf("plugin %s: got params %q declared %v, want %q %v", p.Name, p.Params, p.ParamsDeclared, in[i].Params, in[i].ParamsDeclared)
+		}
+	}
+	// the same record as a v1.2 module writes it: entry_hdr 16, no flags, no params
+	v2 := le32(nil, infoHdr)
+	v2 = append(v2, 1, 0, 2, 0)
+	v2 = le32(le32(v2, 1), infoEntryHdrV2)
+	v2 = le32(le32(le32(le32(v2, RoleBitPolicy), 0), 4), 0)
+	v2 = append(v2, "mine"...)
+	if m, err := ParseInfo(v2); err != nil || m.Plugins[0].ParamsDeclared || m.Plugins[0].Params != nil {
+		t.Fatalf("v1.2 record: got %+v %v, want no declaration", m, err)
+	}
+	for name, bad := range map[string]Info{
+		"bad key":              {Name: "x", Roles: []Role{RolePolicy}, Params: []string{"Thres hold"}, ParamsDeclared: true},
+		"repeated":             {Name: "x", Roles: []Role{RolePolicy}, Params: []string{"a", "a"}, ParamsDeclared: true},
+		"empty":                {Name: "x", Roles: []Role{RolePolicy}, Params: []string{"a", ""}, ParamsDeclared: true},
+		"undeclared with keys": {Name: "x", Roles: []Role{RolePolicy}, Params: []string{"a"}},
+	} {
+		if _, err := ParseInfo(AppendInfo(nil, []Info{bad})); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+}

@@ -48,6 +48,12 @@ type RoundOutcome struct {
 	// Drafters counts them: the draft model first when there is one, then the plugin
 	// drafters in the configured order ([spec] drafter); 0 when none can draft.
 	Drafter, Drafters int
+	// BatchSeqs and BatchRows are the sequences and rows the finished round's verify
+	// forward served (VerifyNs is that whole forward's time): 1 and Drafted+1 when the
+	// sequence ran alone, more when continuous batching ran other sequences' rows in
+	// the same forward. 0 when the host does not say (a host before ABI v1.3, or
+	// before the first round).
+	BatchSeqs, BatchRows int
 }
 
 // DepthDecision is a DepthPolicy's answer.

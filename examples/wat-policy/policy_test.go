@@ -12,6 +12,8 @@ import (
 
 	"github.com/minfer/minfer/examples/internal/extest"
 	"github.com/minfer/minfer/plugins/check"
+	"github.com/minfer/minfer/plugins/wasm"
+	"github.com/minfer/minfer/sdk"
 )
 
 // build compiles policy.wat with wat2wasm, or skips the test where wabt is absent.
@@ -91,5 +93,47 @@ source = "file:%s"
 	floored := extest.Generate(t, extest.Config(t, conf(0.99)), opts)
 	if floored.Spec.Drafted >= res.Spec.Drafted || !slices.Equal(floored.Tokens, plain.Tokens) {
 		t.Errorf("[spec] min_conf 0.99: drafted %d (without it %d), want fewer (rounds ending early) and the same tokens", floored.Spec.Drafted, res.Spec.Drafted)
+	}
+}
+
+// TestOldLayoutSeesNoBatch: the module speaks ABI v1.1, whose policy request is 44
+// bytes of header; this host writes v1.3's 60 (with the verify forward's batch). The
+// module reads what it knows through hdr and answers exactly as to an outcome without
+// batch fields: a module of an older minor keeps working unchanged.
+func TestOldLayoutSeesNoBatch(t *testing.T) {
+	bin, err := os.ReadFile(build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m, err := wasm.Load(ctx, bin, wasm.Options{Name: "wat-policy", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	depths := func(batch bool) []int {
+		p, err := m.Policy(ctx, "wat-policy", []byte("{}"), wasm.CallOptions{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		var got []int
+		last := sdk.RoundOutcome{Round: -1, MaxDepth: 6}
+		for r := range 8 {
+			d, err := p.NextDepth(ctx, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.Depth)
+			last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: d.Depth, Accepted: d.Depth - r%2,
+				DraftConf: make([]float32, d.Depth), VerifyNs: 1e6, MaxDepth: 6}
+			if batch {
+				last.BatchSeqs, last.BatchRows = 4, 4*(d.Depth+1)
+			}
+		}
+		return got
+	}
+	if plain, batched := depths(false), depths(true); !slices.Equal(plain, batched) {
+		t.Errorf("depths with batch fields %v, without %v: want the same", batched, plain)
 	}
 }

@@ -75,6 +75,23 @@ func RegisterDrafter(name, version string, f func(params []byte) (sdk.Drafter, e
 	register(&entry{info: sdk.Info{Name: name, Version: version, Roles: []sdk.Role{sdk.RoleDrafter}}, newDrafter: f})
 }
 
+// DeclareParams declares the keys of the params object that the registered plugin
+// name reads (ABI v1.3), the role settings it wants merged in among them (draft_max,
+// temperature, …; sdk/ABI.md lists them). The host then merges only those settings
+// and refuses a [plugins.NAME] params key outside keys, naming it, so a misspelt key
+// fails at start instead of being ignored. Without a declaration the plugin is offered
+// every setting and every key. Call it from init, after the Register call.
+func DeclareParams(name string, keys ...string) {
+	e := byName[name]
+	if e == nil {
+		panic("BUG: guest: DeclareParams for a plugin not registered: " + name)
+	}
+	if err := sdk.CheckParamNames(keys); err != nil {
+		panic("BUG: guest: DeclareParams " + name + ": " + err.Error())
+	}
+	e.info.Params, e.info.ParamsDeclared = append([]string(nil), keys...), true
+}
+
 // Registered returns the info of every registered plugin, in registration order.
 func Registered() []sdk.Info {
 	out := make([]sdk.Info, len(entries))

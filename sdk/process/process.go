@@ -48,6 +48,12 @@ import (
 // plugin built against another version is refused at start with a clear error.
 const ProtocolVersion = 1
 
+// ProtocolMinor is the minor version of protocol 1 this package speaks. Minors only
+// add: 1 added Meta/Caps (the minor and the params declaration) and the policy
+// request's batch fields. A host learns a plugin's minor from Caps (0 when the plugin
+// does not serve it) and writes each message as that minor reads it.
+const ProtocolMinor = 1
+
 // Handshake is the go-plugin handshake shared by host and plugins. The magic cookie is
 // not security: it stops a plugin binary from being run by hand by mistake.
 var Handshake = plugin.HandshakeConfig{
@@ -67,6 +73,13 @@ const MaxMessageBytes = 512 << 20
 type Plugins struct {
 	Name    string // shown in host messages and `minfer plugin list`
 	Version string // the plugin's own version
+
+	// Params are the keys of the params object the plugin reads, the role settings it
+	// wants merged in among them (see sdk.Info.Params), when ParamsDeclared: the host
+	// then merges only those settings and refuses a [plugins.NAME] params key outside
+	// them, naming it. Without a declaration every setting and key is passed.
+	Params         []string
+	ParamsDeclared bool
 
 	Policy  func(params []byte) (sdk.DepthPolicy, error)
 	Sampler func(params []byte) (sdk.Sampler, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,7 +15,7 @@ import (
 
 // gRPC services (version 1), hand-written descriptors with the minfer1 codec:
 //
-//	minfer.process.v1.Meta     Info(empty) infoResponse
+//	minfer.process.v1.Meta     Info(empty) infoResponse; Caps(empty) capsResponse (minor 1)
 //	minfer.process.v1.Policy   New(newRequest) newResponse; Free(idRequest) empty;
 //	                           NextDepth(policyRequest) policyResponse
 //	minfer.process.v1.Sampler  New, Free; Sample(sampleRequest) sampleResponse
@@ -81,10 +82,16 @@ func (s *server) registerMeta(g *grpc.Server) {
 		}
 		return resp, nil
 	}
+	caps := func(context.Context, *empty) (message, error) {
+		return &capsResponse{Minor: ProtocolMinor, Declared: s.p.ParamsDeclared, Params: s.p.Params}, nil
+	}
 	g.RegisterService(&grpc.ServiceDesc{
 		ServiceName: metaService,
 		HandlerType: (*any)(nil),
-		Methods:     []grpc.MethodDesc{{MethodName: "Info", Handler: unary("/"+metaService+"/Info", info)}},
+		Methods: []grpc.MethodDesc{
+			{MethodName: "Info", Handler: unary("/"+metaService+"/Info", info)},
+			{MethodName: "Caps", Handler: unary("/"+metaService+"/Caps", caps)},
+		},
 	}, s)
 }
 
@@ -195,17 +202,25 @@ func (s *server) newInstance(role sdk.Role, params []byte) (message, error) {
 // It is safe for concurrent use. Errors are gRPC status errors (status.Code tells a
 // deadline from a plugin error from a dead process); plugins/process wraps them with
 // the plugin's name and role.
-type Conn struct{ cc *grpc.ClientConn }
+type Conn struct {
+	cc    *grpc.ClientConn
+	minor atomic.Uint32 // the plugin's protocol minor, from Caps
+}
 
 // ErrMalformed marks a reply whose shape does not fit the request.
 var ErrMalformed = errors.New("malformed result")
 
-// Info is what a plugin binary says about itself.
+// Info is what a plugin binary says about itself. Minor is the protocol minor it
+// speaks (0 before Caps); Params and ParamsDeclared its params declaration (see
+// sdk.Info).
 type Info struct {
-	Protocol int
-	Name     string
-	Version  string
-	Roles    []sdk.Role
+	Protocol       int
+	Minor          int
+	Name           string
+	Version        string
+	Roles          []sdk.Role
+	Params         []string
+	ParamsDeclared bool
 }
 
 // Instance is a role instance living in the plugin process.
@@ -220,7 +235,9 @@ func (c *Conn) invoke(ctx context.Context, method string, req, resp message) err
 	return c.cc.Invoke(ctx, method, req, resp, grpc.CallContentSubtype(CodecName))
 }
 
-// Info asks the plugin for its name, version and roles.
+// Info asks the plugin for its name, version and roles, then (Caps) for its protocol
+// minor and params declaration; a plugin built before Caps answers Unimplemented, and
+// is minor 0 and declares nothing.
 func (c *Conn) Info(ctx context.Context) (Info, error) {
 	var resp infoResponse
 	if err := c.invoke(ctx, "/"+metaService+"/Info", &empty{}, &resp); err != nil {
@@ -229,6 +246,15 @@ func (c *Conn) Info(ctx context.Context) (Info, error) {
 	info := Info{Protocol: int(resp.Protocol), Name: resp.Name, Version: resp.Version}
 	for _, r := range resp.Roles {
 		info.Roles = append(info.Roles, sdk.Role(r))
+	}
+	var caps capsResponse
+	switch err := c.invoke(ctx, "/"+metaService+"/Caps", &empty{}, &caps); {
+	case status.Code(err) == codes.Unimplemented:
+	case err != nil:
+		return Info{}, fmt.Errorf("caps: %w", err)
+	default:
+		info.Minor, info.Params, info.ParamsDeclared = int(caps.Minor), caps.Params, caps.Declared
+		c.minor.Store(caps.Minor)
 	}
 	return info, nil
 }
@@ -254,7 +280,7 @@ func (c *Conn) Free(ctx context.Context, in Instance) error {
 // NextDepth calls a policy instance.
 func (c *Conn) NextDepth(ctx context.Context, in Instance, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
 	var resp policyResponse
-	err := c.invoke(ctx, "/"+serviceOf[sdk.RolePolicy]+"/NextDepth", &policyRequest{ID: in.ID, Last: last}, &resp)
+	err := c.invoke(ctx, "/"+serviceOf[sdk.RolePolicy]+"/NextDepth", &policyRequest{ID: in.ID, Last: last, Minor: c.minor.Load()}, &resp)
 	return resp.DepthDecision, err
 }
 

@@ -214,10 +214,56 @@ type idRequest struct{ ID uint64 }
 func (m *idRequest) appendTo(b []byte) []byte { return putU64(b, m.ID) }
 func (m *idRequest) decode(d *decoder)        { m.ID = d.u64() }
 
-// policyRequest is one sdk.DepthPolicy.NextDepth call.
+// capsResponse is the Meta/Caps answer (protocol minor 1; a plugin before it does not
+// serve Caps): the protocol minor the plugin reads, and the params it declares.
+type capsResponse struct {
+	Minor    uint32
+	Declared bool
+	Params   []string
+}
+
+func (m *capsResponse) appendTo(b []byte) []byte {
+	var flags uint32
+	if m.Declared {
+		flags = 1
+	}
+	b = putU32(putU32(b, m.Minor), flags)
+	b = putU32(b, uint32(len(m.Params)))
+	for _, k := range m.Params {
+		b = putBytes(b, []byte(k))
+	}
+	return b
+}
+
+func (m *capsResponse) decode(d *decoder) {
+	m.Minor = d.u32()
+	flags := d.u32()
+	if flags&^1 != 0 && d.err == nil {
+		d.err = fmt.Errorf("caps: unknown flags %#x", flags&^1)
+	}
+	m.Declared = flags&1 != 0
+	n := d.count(4)
+	m.Params = make([]string, 0, n)
+	for range n {
+		m.Params = append(m.Params, d.str())
+	}
+	if d.err == nil && (!m.Declared && n > 0) {
+		d.err = fmt.Errorf("caps: %d params with no declaration flag", n)
+	}
+	if d.err == nil {
+		if err := sdk.CheckParamNames(m.Params); err != nil {
+			d.err = fmt.Errorf("caps: %v", err)
+		}
+	}
+}
+
+// policyRequest is one sdk.DepthPolicy.NextDepth call. Minor is the protocol minor of
+// the plugin it goes to (not sent): from 1 the request always carries the drafter and
+// batch trailer.
 type policyRequest struct {
-	ID   uint64
-	Last sdk.RoundOutcome
+	ID    uint64
+	Last  sdk.RoundOutcome
+	Minor uint32
 }
 
 func (m *policyRequest) appendTo(b []byte) []byte {
@@ -227,8 +273,13 @@ func (m *policyRequest) appendTo(b []byte) []byte {
 		b = putI64(b, v)
 	}
 	b = putWords(b, o.DraftConf)
-	if o.Drafters > 1 { // only then: a plugin built before drafters reads no trailer
+	// A plugin before minor 1 reads the drafter trailer only, and only when the
+	// sequence offers several drafters (a plugin built before drafters reads none).
+	if m.Minor >= 1 || o.Drafters > 1 {
 		b = putI64(putI64(b, int64(o.Drafter)), int64(o.Drafters))
+	}
+	if m.Minor >= 1 {
+		b = putI64(putI64(b, int64(o.BatchSeqs)), int64(o.BatchRows))
 	}
 	return b
 }
@@ -239,9 +290,13 @@ func (m *policyRequest) decode(d *decoder) {
 	o.Round, o.Depth, o.Drafted, o.Accepted = int(d.i64()), int(d.i64()), int(d.i64()), int(d.i64())
 	o.DraftNs, o.VerifyNs, o.MaxDepth = d.i64(), d.i64(), int(d.i64())
 	o.DraftConf = words[float32](d)
-	o.Drafter, o.Drafters = 0, 0
+	o.Drafter, o.Drafters, o.BatchSeqs, o.BatchRows = 0, 0, 0, 0
 	if d.err == nil && len(d.b) > 0 {
 		o.Drafter, o.Drafters = int(d.i64()), int(d.i64())
+	}
+	if d.err == nil && len(d.b) > 0 {
+		o.BatchSeqs, o.BatchRows = int(d.i64()), int(d.i64())
+		m.Minor = 1 // written for a plugin of minor 1: so it encodes back
 	}
 }
 
