@@ -146,6 +146,12 @@ type Spec struct {
 	// "ngram,suffix") that draft besides (or, without a [draft] path, instead of) the
 	// draft model; the depth policy picks each round's drafter. "" = the draft model only.
 	Drafter string `toml:"drafter"`
+	// MaxBatchRows bounds the verify rows of one step over all the sequences generating
+	// together (a server's batched slots): while n sequences generate, each round's
+	// depth is capped at max_batch_rows/n − 1, so speculation shrinks as the batch
+	// grows instead of a step's rows growing with it. 0 = no bound (draft_max and
+	// [server] batch_rows only).
+	MaxBatchRows int `toml:"max_batch_rows"`
 }
 
 // PolicySettings are the [spec] values the depth policy receives as params defaults

@@ -52,6 +52,8 @@ type job struct {
 	read func(model.Logits) error
 	err  error
 	done chan struct{}
+	// seqs, rows: the sequences and rows of the forward that ran the job
+	seqs, rows int
 }
 
 // Batching is what the sessions whose forwards are batched together share (a server's
@@ -106,6 +108,13 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 // little for the others' forwards only while there are others.
 func (b *batcher) enter() { b.mu.Lock(); b.active++; b.mu.Unlock() }
 func (b *batcher) leave() { b.mu.Lock(); b.active--; b.mu.Unlock() }
+
+// generating is the number of sessions generating on the model (at least 1).
+func (b *batcher) generating() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.active, 1)
+}
 
 // do runs j, batched with whatever other sessions ask for meanwhile.
 func (b *batcher) do(j *job) error {
@@ -203,11 +212,14 @@ func (b *batcher) run(g []*job, all bool) {
 			close(j.done)
 		}
 	}()
+	rows := 0
+	for _, j := range g {
+		rows += len(j.ids)
+	}
+	for _, j := range g {
+		j.seqs, j.rows = len(g), rows
+	}
 	if fn := b.observer.Load(); fn != nil {
-		rows := 0
-		for _, j := range g {
-			rows += len(j.ids)
-		}
 		(*fn)(len(g), rows)
 	}
 	if len(g) == 1 { // alone: as without batching, graphs and all

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/golden"
+	"github.com/minfer/minfer/sdk"
 )
 
 // TestBatchInvariance: sessions sharing a Batching, generating at the same time —
@@ -46,6 +48,15 @@ func TestBatchInvariance(t *testing.T) {
 				}
 				return r
 			}
+			seen := make([]*outcomes, seqs)
+			batchedReq := func(i int) Request {
+				r := req(i)
+				if r.Policy != nil {
+					seen[i] = &outcomes{DepthPolicy: r.Policy}
+					r.Policy = seen[i]
+				}
+				return r
+			}
 			newSession := func(bt *Batching) *Session {
 				s, err := NewSession(Config{Target: target, Draft: tc.draft, Vocab: fakeVocab{}, Ctx: 128, Batch: 8, Batching: bt})
 				if err != nil {
@@ -72,7 +83,7 @@ func TestBatchInvariance(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range sessions {
 				wg.Go(func() {
-					res, err := sessions[i].Generate(bg, req(i))
+					res, err := sessions[i].Generate(bg, batchedReq(i))
 					if err == nil {
 						got[i] = res.Tokens
 					}
@@ -92,6 +103,25 @@ func TestBatchInvariance(t *testing.T) {
 			t.Logf("%d batched target forwards served %d sequence forwards", batches, jobs)
 			if batches == 0 {
 				t.Errorf("no target forward was batched")
+			}
+			// Each policy is told the batch its verify forward served: never less than
+			// its own rows, and, where forwards were batched, other sequences too.
+			shared := 0
+			for i, o := range seen {
+				if o == nil {
+					continue
+				}
+				for _, out := range o.got[1:] {
+					if out.BatchSeqs < 1 || out.BatchSeqs > seqs || out.BatchRows < out.Drafted+1 || out.BatchRows < out.BatchSeqs {
+						t.Fatalf("sequence %d round %d: told %d sequences and %d rows for %d drafted tokens", i, out.Round, out.BatchSeqs, out.BatchRows, out.Drafted)
+					}
+					if out.BatchSeqs > 1 {
+						shared++
+					}
+				}
+			}
+			if tc.draft != nil && shared == 0 {
+				t.Errorf("no policy was told of a verify forward shared with another sequence")
 			}
 		})
 	}
@@ -142,5 +172,78 @@ func TestBatchedRefusal(t *testing.T) {
 	}
 	if batches, jobs := bt.Stats(m); batches != 1 || jobs != 2 {
 		t.Errorf("stats: %d batches of %d jobs, want 1 of 2", batches, jobs)
+	}
+	if good.seqs != 2 || good.rows != 5 || other.seqs != 2 || other.rows != 5 {
+		t.Errorf("served: good %d sequences %d rows, other %d, %d; want 2 and 5 each", good.seqs, good.rows, other.seqs, other.rows)
+	}
+}
+
+// outcomes is a depth policy that records the outcomes it is told.
+type outcomes struct {
+	sdk.DepthPolicy
+	mu  sync.Mutex
+	got []sdk.RoundOutcome
+}
+
+func (o *outcomes) NextDepth(ctx context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	o.mu.Lock()
+	o.got = append(o.got, last)
+	o.mu.Unlock()
+	return o.DepthPolicy.NextDepth(ctx, last)
+}
+
+// TestMaxBatchRows: with [spec] max_batch_rows = 8, a round's depth bound is
+// 8/n − 1 while n sequences generate together (7 alone, 0 at five), every policy is
+// told that bound, and the output is still each request's own greedy output.
+func TestMaxBatchRows(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	const n, seqs, maxRows = 16, 5, 8
+	bt := NewBatching(64)
+	run := func(i int, bt *Batching, o *outcomes) []int32 {
+		s, err := NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: 128, Batch: 8, Batching: bt, MaxBatchRows: maxRows})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		defer s.Close()
+		res, err := s.Generate(bg, Request{Prompt: []int32{int32(3 + i), 17, 29, int32(40 + 7*i)}, NPredict: n, Sampler: greedy{}, Policy: o})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return res.Tokens
+	}
+	alone := &outcomes{DepthPolicy: FixedDepth(6)}
+	want0 := run(0, nil, alone)
+	if alone.got[1].MaxDepth != maxRows-1 {
+		t.Errorf("alone: max depth %d, want %d", alone.got[1].MaxDepth, maxRows-1)
+	}
+	seen := make([]*outcomes, seqs)
+	got := make([][]int32, seqs)
+	var wg sync.WaitGroup
+	for i := range seqs {
+		seen[i] = &outcomes{DepthPolicy: FixedDepth(6)}
+		wg.Go(func() { got[i] = run(i, bt, seen[i]) })
+	}
+	wg.Wait()
+	if !slices.Equal(got[0], want0) {
+		t.Errorf("sequence 0: batched %v, alone %v", got[0], want0)
+	}
+	low := 0
+	for i, o := range seen {
+		for _, out := range o.got {
+			if out.MaxDepth > maxRows-1 || out.Depth > maxRows-1 {
+				t.Fatalf("sequence %d round %d: max depth %d, depth %d: want at most %d", i, out.Round, out.MaxDepth, out.Depth, maxRows-1)
+			}
+			if out.MaxDepth <= maxRows/2-1 {
+				low++
+			}
+		}
+	}
+	if low == 0 {
+		t.Errorf("no round's bound fell below %d while %d sequences generated", maxRows/2, seqs)
 	}
 }

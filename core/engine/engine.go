@@ -44,6 +44,10 @@ type Config struct {
 	// Batching, when set, batches this session's forwards with those of the other
 	// sessions given the same Batching (continuous batching; see batch.go).
 	Batching *Batching
+	// MaxBatchRows, when > 0, bounds the verify rows of a step over the sequences
+	// generating together on the target ([spec] max_batch_rows): while n generate
+	// (n = 1 without Batching), a round's depth is at most MaxBatchRows/n − 1.
+	MaxBatchRows int
 }
 
 // Request is one generation.
@@ -119,6 +123,9 @@ type lm interface {
 	truncate(n int) error
 	ctx() int
 	vocab() int
+	// served is the number of sequences and rows the last forward served: 1 and its
+	// own rows when it ran alone, more when a batcher ran it with others'.
+	served() (seqs, rows int)
 }
 
 // seq is a real model and its KV cache.
@@ -128,6 +135,8 @@ type seq struct {
 	b    *batcher // nil: forwards run alone
 	host []float32
 	st   model.RowStats
+	// seqs, rows: what the last forward served (lm.served)
+	seqs, rows int
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
@@ -158,8 +167,12 @@ func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.R
 // read: one wait for both. When the read fails, the cache goes back to its length
 // before the forward.
 func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
+	s.seqs, s.rows = 1, len(ids)
 	if s.b != nil {
-		return s.b.do(&job{c: s.c, ids: ids, all: all, read: read})
+		j := &job{c: s.c, ids: ids, all: all, read: read}
+		err := s.b.do(j)
+		s.seqs, s.rows = max(j.seqs, 1), max(j.rows, len(ids))
+		return err
 	}
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
@@ -186,6 +199,7 @@ func (s *seq) len() int             { return s.c.Len() }
 func (s *seq) truncate(n int) error { return s.c.Truncate(n) }
 func (s *seq) ctx() int             { return s.c.Ctx() }
 func (s *seq) vocab() int           { return s.m.Params.Vocab }
+func (s *seq) served() (int, int)   { return s.seqs, s.rows }
 
 // Session is one sequence on a target (and optional draft) model.
 type Session struct {
@@ -193,6 +207,7 @@ type Session struct {
 	vocab         Vocab
 	batch         int
 	draftMax      int
+	maxBatchRows  int
 	hist          []int32 // tokens in the sequence; the target cache holds all but the last
 	caches        []*kv.Cache
 	// warmed[n] marks the forward sizes warm ran (nil when the backend captures no
@@ -226,7 +241,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Target == nil || cfg.Vocab == nil {
 		return nil, errors.New("engine: a session needs a target model and a vocabulary")
 	}
-	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax}
+	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax, maxBatchRows: cfg.MaxBatchRows}
 	tc, err := cfg.Target.NewKV(cfg.Ctx, cfg.KVType)
 	if err != nil {
 		return nil, err
@@ -466,4 +481,13 @@ func feedStats(ctx context.Context, m lm, ids []int32, batch, k int) (*model.Row
 func feed(ctx context.Context, m lm, ids []int32, batch int) error {
 	_, err := feedLast(ctx, m, ids, batch)
 	return err
+}
+
+// generating is the number of sessions generating on the target now, this one among
+// them: 1 without batching.
+func (s *Session) generating() int {
+	if sq, ok := s.target.(*seq); ok && sq.b != nil {
+		return sq.b.generating()
+	}
+	return 1
 }

@@ -135,6 +135,13 @@ func (f *fakeLM) truncate(n int) error {
 func (f *fakeLM) ctx() int   { return f.n }
 func (f *fakeLM) vocab() int { return f.v }
 
+func (f *fakeLM) served() (int, int) {
+	if len(f.sizes) == 0 {
+		return 0, 0
+	}
+	return 1, f.sizes[len(f.sizes)-1]
+}
+
 // fakeVocab: token i reads as tok[i] (or "<i>"), eog ids end a generation.
 type fakeVocab struct {
 	tok map[int32]string

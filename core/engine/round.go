@@ -88,6 +88,9 @@ func (g *gen) maxDepth() int {
 	if g.req.NPredict > 0 {
 		d = min(d, g.req.NPredict-g.produced-1)
 	}
+	if s.maxBatchRows > 0 {
+		d = min(d, s.maxBatchRows/s.generating()-1)
+	}
 	return max(d, 0)
 }
 
@@ -147,9 +150,10 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	}
 	g.res.Spec.Ms.Draft += ms(t1.Sub(t0))
 	g.res.Spec.Ms.Verify += ms(t2.Sub(t1))
+	seqs, rows := s.target.served()
 	g.last = sdk.RoundOutcome{Round: round, Depth: d, Drafted: len(g.drafts), Accepted: r.Accepted,
 		DraftConf: g.conf, DraftNs: t1.Sub(t0).Nanoseconds(), VerifyNs: t2.Sub(t1).Nanoseconds(),
-		Drafter: k, Drafters: g.drafters()}
+		Drafter: k, Drafters: g.drafters(), BatchSeqs: seqs, BatchRows: rows}
 	// 6. emit the accepted run one token at a time, exactly as plain decoding would
 	toks := append(g.drafts[:r.Accepted:r.Accepted], r.Next)
 	emitted, done, err := g.push(toks)

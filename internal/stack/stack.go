@@ -125,7 +125,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 		vocab = noEOG{vocab}
 	}
 	st.SessCfg = engine.Config{Target: st.Target, Draft: st.Draft, Vocab: vocab,
-		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.Batching}
+		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.Batching,
+		MaxBatchRows: cfg.Spec.MaxBatchRows}
 	st.Sess, err = engine.NewSession(st.SessCfg)
 	if err != nil {
 		return fail(err)
