@@ -140,9 +140,12 @@ func (r *Registry) load(ctx context.Context, name string, decl config.Plugin) er
 		r.procs = append(r.procs, c)
 		e.proc = c
 		pi := c.Info()
-		e.info = Info{Name: pi.Name, Version: pi.Version, Roles: c.Roles()}
+		e.info = Info{Name: pi.Name, Version: pi.Version, Roles: c.Roles(), Params: pi.Params, ParamsDeclared: pi.ParamsDeclared}
 	}
 	e.info.Source = decl.Source
+	if err := checkDeclaredParams(name, decl, e.info); err != nil {
+		return err
+	}
 	for _, role := range decl.Roles {
 		if !e.info.Has(sdk.Role(role)) {
 			return fmt.Errorf("roles: %s is declared for it, but the plugin offers %v", role, e.info.Roles)

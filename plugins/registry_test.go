@@ -2,9 +2,12 @@ package plugins
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,6 +166,50 @@ func TestProcessSource(t *testing.T) {
 	}
 	if _, _, err := r.Sampler(ctx, "step", nil); err == nil {
 		t.Error("a policy-only process plugin served as a sampler")
+	}
+}
+
+// TestDeclaredParams: a process plugin that declares its params (the example does) is
+// offered only the [spec] settings among them (not keep_cut, which it does not read),
+// and a [plugins.NAME] params key outside them fails the registry, naming the key and
+// what the plugin reads. A plugin that declares nothing is offered everything.
+func TestDeclaredParams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a plugin executable")
+	}
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "step")
+	if out, err := exec.Command("go", "build", "-o", bin, "../examples/process-plugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg, err := config.Parse([]byte("[spec]\npolicy = \"step\"\nmin_conf = 0.5\nkeep_cut = true\n[plugins.step]\nsource = \"process:"+bin+"\"\nparams = { start = 2 }\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry(ctx, cfg.Plugins, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if info, _ := r.Info("step"); !info.ParamsDeclared || !slices.Contains(info.Params, "start") {
+		t.Fatalf("info: got %+v, want the example's declared params", info)
+	}
+	got, err := r.Params(cfg, "step")
+	if want := map[string]any{"draft_max": 16, "min_conf": 0.5, "start": int64(2)}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("params: got %v %v, want %v", got, err, want)
+	}
+	if all, err := Params(cfg, "step"); err != nil || all["keep_cut"] != true {
+		t.Errorf("undeclared: got %v %v, want keep_cut offered", all, err)
+	}
+	decls := maps.Clone(cfg.Plugins)
+	bad := decls["step"]
+	bad.Params = map[string]any{"strat": 3}
+	decls["step"] = bad
+	_, err = NewRegistry(ctx, decls, nil)
+	for _, want := range []string{"[plugins.step]", `unknown key "strat"`, "start, min, draft_max"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("misspelt key: got %v, want it to say %q", err, want)
+		}
 	}
 }
 

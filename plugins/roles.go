@@ -49,7 +49,7 @@ type RolesOptions struct {
 // An error names the plugin; instances started before it are released.
 func (r *Registry) Roles(ctx context.Context, cfg *config.Config, o RolesOptions) (*Roles, error) {
 	rs := &Roles{}
-	params := func(name string) (map[string]any, error) { return Params(cfg, name) }
+	params := func(name string) (map[string]any, error) { return r.Params(cfg, name) }
 	fail := func(err error) (*Roles, error) { rs.Close(); return nil, err }
 	name := cfg.Sampling.SamplerName()
 	ov, err := params(name)

@@ -16,6 +16,10 @@ func main() {
 	process.Serve(process.Plugins{
 		Name:    "step",
 		Version: "1.0.0",
+		// The keys of stepParams: minfer then passes only the [spec] settings among
+		// them and refuses a misspelt key in [plugins.NAME] params, naming it.
+		Params:         []string{"start", "min", "draft_max", "up", "down", "window", "min_conf"},
+		ParamsDeclared: true,
 		Policy: func(params []byte) (sdk.DepthPolicy, error) {
 			return newStep(params)
 		},
