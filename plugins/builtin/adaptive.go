@@ -30,12 +30,16 @@ import (
 //
 // step is the minimum draft time per token over the last `window` drafting rounds, and
 // verify(nt) the minimum verify time over the last `window` rounds with nt rows; an nt not
-// measured yet is interpolated linearly between measured neighbours, and extrapolated
-// flat beyond them (optimistic for deeper depths: they get tried and measured).
+// measured yet takes the nearest measurement below (optimistic for deeper depths: they
+// get tried and measured), as does one whose measurement went stale while the policy
+// played shallower depths (so that rows that became cheap mid-request get tried). In a
+// batch (the host says the verify forward served other sequences, ABI v1.3) verify is
+// the batch's, and a depth is charged what it would cost if every sequence of the
+// batch chose it (adaptive_verify.go): where rows cost, depth falls as the batch grows.
 //
 // The policy keeps its depth unless another scores more than `hysteresis` better or is
 // better in expectation than the current depth is optimistically (into depth 0 only by
-// `park_margin`), with two exceptions: a depth never run is tried as soon as it scores
+// `park_margin`, which shrinks as the first position's evidence grows), with two exceptions: a depth never run is tried as soon as it scores
 // best (the hysteresis is against flapping between measured depths), and depth 0 is
 // left as soon as another depth scores better optimistically (plain rounds observe no
 // acceptance, so parking there would freeze the estimates on a few early rounds).
@@ -114,11 +118,20 @@ type Adaptive struct {
 	active int
 	ds     []drafterProbe // by drafter, with several (see probeDrafter)
 	// verify cost is the target's: one estimate for every drafter
-	verify   []ring    // by nt
-	est      []float64 // verify cost by nt (see verifyEstimates)
+	verify   []ring    // by the verify forward's rows (this sequence's and the batch's others')
+	seen     []int     // by the forward's rows: the round whose forward last had that many
+	ran      []bool    // by nt: a round of this sequence's nt rows was measured
+	rows     []float64 // scratch: verify cost by the forward's rows (see verifyEstimates)
+	est      []float64 // verify cost charged to a round of nt rows (see verifyEstimates)
 	estFresh bool      // est is up to date with verify (len(est) says for which bound)
-	mean     []float64 // scratch: expected tokens per ns by depth (see score)
-	opt      []float64
+	// The batch of the last verify forward (RoundOutcome.BatchSeqs, BatchRows): others
+	// the rows of the other sequences in it, seqs the sequences (≥ 1); and the values
+	// est was made for.
+	others, seqs       int
+	estOthers, estSeqs int
+	rounds             int       // rounds observed, the clock of seen
+	mean               []float64 // scratch: expected tokens per ns by depth (see score)
+	opt                []float64
 }
 
 // drafterState is what the adaptive policy learns of one drafter: its acceptance,
@@ -530,9 +543,26 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 	if steps > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(steps))
 	}
-	if a.verify[drafted+1].push(float64(o.VerifyNs)) {
+	a.rounds++
+	nt := drafted + 1
+	a.ran[nt] = true
+	// The forward's rows: this sequence's and the other sequences' of the batch (a
+	// host before ABI v1.3 says nothing: a forward of this sequence alone).
+	total, seqs := nt, 1
+	if o.BatchRows > nt && o.BatchSeqs > 1 {
+		total, seqs = min(o.BatchRows, maxBatchRows), min(o.BatchSeqs, maxBatchSeqs)
+	}
+	if total-nt != a.others || seqs != a.seqs {
+		a.others, a.seqs, a.estFresh = total-nt, seqs, false
+	}
+	a.growRows(total + 1)
+	if a.verify[total].push(float64(o.VerifyNs)) {
 		a.estFresh = false
 	}
+	if a.seen[total] < a.rounds-a.staleAfter() {
+		a.estFresh = false // an estimate that had gone stale is fresh again
+	}
+	a.seen[total] = a.rounds
 }
 
 // fold multiplies the scale into the counts.
@@ -557,9 +587,10 @@ func (a *Adaptive) grow(n int) {
 		a.have = append(a.have, 0)
 		a.out = append(a.out, 0)
 	}
-	for len(a.verify) < n {
-		a.verify = append(a.verify, newRing(a.p.Window))
+	for len(a.ran) < n {
+		a.ran = append(a.ran, false)
 	}
+	a.growRows(n)
 }
 
 // score fills a.mean and a.opt with the expected tokens per ns of every depth
@@ -576,7 +607,8 @@ func (a *Adaptive) grow(n int) {
 //	cost(d)   = step·Σ_{k≤d} Π_{j<k} g_j + Σ_n P(n drafted)·verify(n+1)
 func (a *Adaptive) score(bound int) {
 	a.grow(bound + 2)
-	if !a.estFresh || len(a.est) != bound+2 {
+	if !a.estFresh || len(a.est) != bound+2 || a.estOthers != a.others || a.estSeqs != a.seqs ||
+		a.rounds&31 == 0 { // (every 32 rounds: measurements go stale)
 		a.verifyEstimates(bound + 1)
 	}
 	step, ok := a.steps.min()
@@ -670,7 +702,7 @@ func (a *Adaptive) choose(bound int) int {
 	if best != 0 && a.mean[best] > a.opt[a.cur] {
 		return best
 	}
-	if best == 0 && a.mean[0] > a.opt[a.cur]*(1+a.p.ParkMargin) {
+	if best == 0 && a.mean[0] > a.opt[a.cur]*(1+a.parkMargin()) {
 		return best
 	}
 	// A depth never run scores on optimism alone; the hysteresis guards against flapping
@@ -686,77 +718,24 @@ func (a *Adaptive) choose(bound int) int {
 	return a.cur
 }
 
+// parkMargin is how much better depth 0 must score before the policy parks there:
+// park_margin while position 1 is little observed, shrinking as its evidence grows
+// (park_margin·k/(k+n), n the discounted observations of position 1, k the prior
+// strength). The margin guards against parking on a few unlucky early rounds, since
+// depth 0 observes nothing; once position 1 has been rejected round after round, the
+// evidence is in, probes (probeFromZero) watch for the draft agreeing again, and a
+// full margin would keep the policy drafting a token a round that is nearly never
+// accepted, for good (up to park_margin slower than plain decoding).
+func (a *Adaptive) parkMargin() float64 {
+	if len(a.succ) < 2 {
+		return a.p.ParkMargin
+	}
+	k := a.p.PriorStrength
+	return a.p.ParkMargin * k / (k + (a.succ[1]+a.fail[1])*a.scale)
+}
+
 // tried reports whether a round of depth d has been measured (a verify of d+1 rows).
-func (a *Adaptive) tried(d int) bool {
-	_, ok := a.verify[d+1].min()
-	return ok
-}
-
-// verifyEstimates fills a.est[nt] for nt = 1..maxNT from the measured minima. An nt not
-// measured yet gets the optimistic lower bound that monotonicity allows (verify cost
-// does not fall as nt grows): the nearest measurement below it, or 0 below every
-// measurement; so it scores well and gets tried once. Since timings only err upwards,
-// every estimate is also capped by the estimates of larger nt. The estimates change
-// only when a verify window's minimum does, so score calls this only then (or when the
-// bound changes).
-func (a *Adaptive) verifyEstimates(maxNT int) {
-	a.est = resize(a.est, maxNT+1)
-	est, below := a.est, 0.0
-	for nt := range est {
-		if v, ok := a.verify[nt].min(); ok {
-			below = v
-		}
-		est[nt] = below
-	}
-	for nt := maxNT - 1; nt >= 0; nt-- {
-		if est[nt+1] < est[nt] {
-			est[nt] = est[nt+1]
-		}
-	}
-	a.estFresh = true
-}
-
-// ring keeps the last n values and their minimum (recomputed only when the minimum
-// leaves the window: plain comparisons, since every call costs in WebAssembly).
-type ring struct {
-	v    []float64
-	next int
-	n    int
-	lo   float64
-}
-
-func newRing(n int) ring { return ring{v: make([]float64, n)} }
-
-// push adds x, dropping the oldest value once the window is full, and reports whether
-// the minimum changed.
-func (r *ring) push(x float64) bool {
-	lo, n := r.lo, r.n
-	old := r.v[r.next]
-	r.v[r.next] = x
-	r.next++
-	if r.next == len(r.v) {
-		r.next = 0
-	}
-	switch {
-	case r.n < len(r.v):
-		r.n++
-		if r.n == 1 || x < r.lo {
-			r.lo = x
-		}
-	case x <= r.lo:
-		r.lo = x
-	case old == r.lo: // the minimum left the window
-		r.lo = r.v[0]
-		for _, y := range r.v[1:] {
-			if y < r.lo {
-				r.lo = y
-			}
-		}
-	}
-	return n == 0 || r.lo != lo
-}
-
-func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
+func (a *Adaptive) tried(d int) bool { return a.ran[d+1] }
 
 // String describes the policy's parameters (for logs).
 func (a *Adaptive) String() string {
