@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -359,3 +360,16 @@ func reportLoad(t *testing.T, results []loadResult, clients, perClient int, wall
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// metricValue is the value of the unlabelled series name in a /metrics text, or -1.
+func metricValue(m, name string) float64 {
+	for _, l := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}

@@ -41,6 +41,10 @@ func TestLoadgenAgainstServe(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, grepLines(m, "batch", "per_output"))
 		}
 	}
+	// Every forward counted in the batch sizes has its time recorded.
+	if n := metricValue(m, "minfer_batch_sequences_count"); n < 1 || metricValue(m, "minfer_forward_seconds_count") != n || metricValue(m, "minfer_forward_seconds_sum") <= 0 {
+		t.Errorf("forward times do not cover the forwards:\n%s", grepLines(m, "batch_sequences_count", "forward_seconds_"))
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

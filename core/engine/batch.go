@@ -39,7 +39,7 @@ type batcher struct {
 	lastDur time.Duration // the last batched forward's time, for the gathering wait
 
 	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
-	observer *atomic.Pointer[func(seqs, rows int)]
+	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
 
 	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
 }
@@ -62,13 +62,15 @@ type Batching struct {
 	maxRows  int
 	mu       sync.Mutex
 	by       map[*model.Model]*batcher
-	observer atomic.Pointer[func(seqs, rows int)]
+	observer atomic.Pointer[func(seqs, rows int, d time.Duration)]
 }
 
 // Observe has fn called after every forward the batchers run (lone or batched) with
-// the number of sequences and rows it served: a server's batch-size metrics. fn must
-// be quick and safe for concurrent use.
-func (bt *Batching) Observe(fn func(seqs, rows int)) { bt.observer.Store(&fn) }
+// the number of sequences and rows it served and its time (the forward and the
+// hand-over of each sequence's logits: the time the model was busy with it): a
+// server's batch-size and busy-time metrics. fn must be quick and safe for concurrent
+// use.
+func (bt *Batching) Observe(fn func(seqs, rows int, d time.Duration)) { bt.observer.Store(&fn) }
 
 // NewBatching batches forwards of up to maxRows rows (at least 2; the backend's
 // identity bound, Caps.IdentityRows, lowers it, so batching never changes a bit).
@@ -207,11 +209,6 @@ func (b *batcher) step(jobs []*job) {
 
 // run runs one group as one forward and hands each job its rows.
 func (b *batcher) run(g []*job, all bool) {
-	defer func() {
-		for _, j := range g {
-			close(j.done)
-		}
-	}()
 	rows := 0
 	for _, j := range g {
 		rows += len(j.ids)
@@ -219,9 +216,15 @@ func (b *batcher) run(g []*job, all bool) {
 	for _, j := range g {
 		j.seqs, j.rows = len(g), rows
 	}
-	if fn := b.observer.Load(); fn != nil {
-		(*fn)(len(g), rows)
-	}
+	start := time.Now()
+	defer func() {
+		if fn := b.observer.Load(); fn != nil {
+			(*fn)(len(g), rows, time.Since(start))
+		}
+		for _, j := range g {
+			close(j.done)
+		}
+	}()
 	if len(g) == 1 { // alone: as without batching, graphs and all
 		j := g[0]
 		j.err = forwardRead(b.m, j.c, j.ids, all, j.read)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
@@ -160,7 +161,18 @@ func TestBatchedRefusal(t *testing.T) {
 	other := &job{c: newCache(16), ids: []int32{1, 2}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
 	badID := &job{c: newCache(16), ids: []int32{1, -4}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
 	full := &job{c: newCache(2), ids: []int32{1, 2, 3}, read: func(model.Logits) error { return nil }, done: make(chan struct{})}
+	type observed struct {
+		seqs, rows int
+		d          time.Duration
+	}
+	var obs []observed
+	bt.Observe(func(seqs, rows int, d time.Duration) { obs = append(obs, observed{seqs, rows, d}) })
 	bb.step([]*job{other, badID, good, full})
+	// The observer is told of the one forward that ran (not of the refused jobs), after
+	// it ran: with its time.
+	if len(obs) != 1 || obs[0].seqs != 2 || obs[0].rows != 5 || obs[0].d <= 0 {
+		t.Errorf("observed forwards %+v, want one of 2 sequences, 5 rows and a measured time", obs)
+	}
 	if badID.err == nil || full.err == nil {
 		t.Fatalf("refused jobs: id %v, full %v; want errors", badID.err, full.err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +22,7 @@ type metrics struct {
 	tps        prometheus.Histogram
 	batchSeqs  prometheus.Histogram
 	batchRows  prometheus.Histogram
+	forwardSec prometheus.Histogram
 	queue      prometheus.Gauge
 	inflight   prometheus.Gauge
 	rounds     prometheus.Counter
@@ -53,6 +55,12 @@ func newMetrics() *metrics {
 			Name: "minfer_batch_rows", Help: "Rows (tokens) of each target or draft forward.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 		}),
+		forwardSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_forward_seconds",
+			Help: "Time of each target or draft forward (continuous batching), its logits' hand-over included. " +
+				"rate(minfer_forward_seconds_sum) is the share of time the models computed; the rest of the wall time went to host work (plugins, HTTP) and waiting.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
 		tps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "minfer_generation_tokens_per_second", Help: "Generation speed per request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
@@ -70,7 +78,7 @@ func newMetrics() *metrics {
 			Name: "minfer_spec_rounds_by_depth_total", Help: "Speculative rounds by depth.",
 		}, []string{"depth"}),
 	}
-	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.queue, m.inflight,
+	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,
 		m.rounds, m.drafted, m.accepted, m.depthRound)
 	return m
 }
@@ -80,10 +88,11 @@ func (m *metrics) handler() http.Handler {
 }
 
 // ObserveForward records one target or draft forward serving seqs sequences in rows
-// rows (engine.Batching.Observe).
-func (s *Server) ObserveForward(seqs, rows int) {
+// rows, which took d (engine.Batching.Observe).
+func (s *Server) ObserveForward(seqs, rows int, d time.Duration) {
 	s.metrics.batchSeqs.Observe(float64(seqs))
 	s.metrics.batchRows.Observe(float64(rows))
+	s.metrics.forwardSec.Observe(d.Seconds())
 }
 
 // observe records a finished generation.
