@@ -163,3 +163,11 @@ extern "C" __global__ void __launch_bounds__(256) gemm_f16w(const u16 *w, const 
 }
 // The per-type instantiations (EMBED/DEQUANT/MMVQ lines) are appended at compile time
 // from the weight-type table, core/backend/cuda/types.go.
+
+// f16_from_f32: out[i] = x[i] rounded to f16 (the activations of the cuBLAS GEMM,
+// core/backend/cuda/blas.go); grid ceil(n/256) × 256 threads.
+extern "C" __global__ void f16_from_f32(const float *x, u16 *out, int n) {
+    grid_dep_sync();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = f2h(x[i]);
+}

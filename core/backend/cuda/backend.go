@@ -15,8 +15,9 @@
 // layout (Hopper: 6 for Q5_K, 8 for Q8_0, 12 for Q4_K, Q4_0 and Q5_0; none for
 // Q6_K) to GEMMMinRows - 1 (64) on sm_80+, quantized weights go to the int8 tensor-core
 // kernel (mmq.cu) with the same 8-bit activations. From GEMMMinRows on, weights are dequantized
-// to an f16 copy and multiplied on the tensor cores (mma.sync, f32 accumulation;
-// activations rounded to f16, so |x| must stay below 65504). Other weight types are
+// to an f16 copy and multiplied on the tensor cores (f32 accumulation; activations
+// rounded to f16, so |x| must stay below 65504): by cuBLAS where libcublas loads
+// (blas.go), else by gemm.cu's mma.sync kernel. Other weight types are
 // dequantized to F32 at upload. Results track the CPU backend within the bounds stated
 // in the tests, not bit for bit (the CPU uses Q8_K activations for K-quants and ggml's
 // summation orders).
@@ -99,8 +100,9 @@ type Backend struct {
 	sw        switches
 	epoch     uint64 // bumped at graph capture start/end and replay (see Buffer)
 	led       ledger
-	pend      []pendingMM // matmuls not yet launched (see flush)
-	padd      *pendingAdd // a residual add not yet launched
+	pend      []pendingMM  // matmuls not yet launched (see flush)
+	blas      *driver.BLAS // the prefill GEMM's cuBLAS handle; nil: gemm_f16w (blas.go)
+	padd      *pendingAdd  // a residual add not yet launched
 }
 
 var (
@@ -200,6 +202,7 @@ func (b *Backend) init(opts Options) error {
 	if err := b.loadKernels(opts.CacheDir); err != nil {
 		return err
 	}
+	b.initBLAS()
 	if b.errWord, err = b.alloc("error word", 8); err != nil {
 		return err
 	}
@@ -331,6 +334,8 @@ func (b *Backend) closeLocked() error {
 	if b.stream != nil {
 		errs = append(errs, b.stream.Synchronize())
 	}
+	errs = append(errs, b.blas.Destroy())
+	b.blas = nil
 	for k, g := range b.graphs {
 		errs = append(errs, g.Destroy())
 		delete(b.graphs, k)

@@ -19,7 +19,7 @@ func kernelNames() map[string][]string {
 		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},
 		"topk.cu":        {"topk"},
 		"rowstats.cu":    {"rowstats_part", "rowstats_merge"},
-		"gemm.cu":        {"gemm_f16w"},
+		"gemm.cu":        {"gemm_f16w", "f16_from_f32"},
 		"embed.cu":       nil,
 		"mmvq.cu":        nil,
 		"mmq.cu":         nil,

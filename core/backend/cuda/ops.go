@@ -21,12 +21,13 @@ type switches struct {
 	noPDL      bool   // launches: no programmatic dependent launch
 	noMerge    bool   // matmul: one mat-vec launch per weight
 	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
+	noCUBLAS   bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
-		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS")}
+		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS")}
 }
 
 // mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not 1 or 2).
@@ -53,6 +54,7 @@ func Switches() map[string]string {
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 		"MINFER_MMQ_G":            "=1 or =2: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
+		"MINFER_NO_CUBLAS":        "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
 		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 	}
 }
@@ -67,8 +69,9 @@ type launchSpec struct {
 	name        string
 	grid, block driver.Dim3
 	args        []driver.Arg
-	bias        bool    // the last argument (or mv's bias) is the bias pointer
-	mv          *mvSpec // a mat-vec launch (mmvq.cu): args are built at flush
+	bias        bool      // the last argument (or mv's bias) is the bias pointer
+	mv          *mvSpec   // a mat-vec launch (mmvq.cu): args are built at flush
+	blas        *blasSpec // a cuBLAS GEMM (blas.go): args hold only the bias
 }
 
 // mvSpec is a mat-vec launch: one x (its 8-bit form xq/xd or f32 xf) times up to
@@ -135,6 +138,10 @@ func (b *Backend) flush() {
 	}
 	pairUp(ls, pairRule{warps: b.tier.MMVQWarps, minBlocks: b.ctx.Props.SMs, force: b.sw.pairRows == "all"})
 	for _, l := range ls {
+		if l.blas != nil {
+			b.launchBLAS(l)
+			continue
+		}
 		args := l.args
 		if l.mv != nil {
 			args = l.mv.args()
@@ -471,6 +478,7 @@ type mmPlan struct {
 	path   mmPath
 	kernel string // pathMV: the mat-vec kernel (mmvq_KERNEL_n); pathMMQ: the kernel; pathGEMM: the dequant kernel, "" for F16
 	step   int    // pathMV: activation rows per launch
+	blas   bool   // pathGEMM: cuBLAS (blas.go) instead of gemm_f16w
 	groups int    // pathMMQ: activation groups (of G tiles of 8 rows) per weight tile
 	// scratch is the device scratch the path needs, in bytes (the GEMM's f16 copy).
 	scratch int64
@@ -493,7 +501,9 @@ const (
 //
 // The thresholds and their measurements live in the tier table (driver.Tier).
 func (b *Backend) planMatMul(layout string, rows, cols, nt int) mmPlan {
-	return planMatMul(b.tier, b.ctx.Props.Major*10+b.ctx.Props.Minor, b.sw, layout, rows, cols, nt)
+	p := planMatMul(b.tier, b.ctx.Props.Major*10+b.ctx.Props.Minor, b.sw, layout, rows, cols, nt)
+	p.blas = p.path == pathGEMM && b.blas != nil
+	return p
 }
 
 func planMatMul(tier driver.Tier, cc int, sw switches, layout string, rows, cols, nt int) mmPlan {
@@ -536,6 +546,11 @@ func (b *Backend) gemm(W *Weight, xs, ds *Buffer, nt int, p mmPlan) {
 		mm.launches = append(mm.launches, launchSpec{name: p.kernel,
 			grid: driver.Dim3{X: W.rows, Y: ceilDiv(W.cols, 2048)}, block: driver.Dim3{X: 256},
 			args: []driver.Arg{driver.P(W.q), driver.P(W.d), driver.P(W.e), driver.P(wf), driver.I(W.rows), driver.I(W.cols)}})
+	}
+	if p.blas {
+		b.gemmBLAS(&mm, W, wf, xs, ds, nt)
+		b.pend = append(b.pend, mm)
+		return
 	}
 	mm.launches = append(mm.launches, launchSpec{name: "gemm_f16w", bias: true,
 		grid: driver.Dim3{X: ceilDiv(W.rows, 128), Y: ceilDiv(nt, 128)}, block: driver.Dim3{X: 256},
