@@ -325,6 +325,12 @@ type Server struct {
 	// run as one (continuous batching) up to this many rows; 0 = each slot's forwards
 	// run alone. The backend's identity bound lowers it.
 	BatchRows int `toml:"batch_rows"`
+	// KVPoolMB is the KV memory of all the slots together, in MiB: their caches take
+	// blocks of it as their sequences grow, so no slot reserves a whole context up
+	// front; a request it cannot serve now gets 503 kv_pool_full. 0 = as much as
+	// parallel whole contexts (never refused, taken as the sequences grow). A backend
+	// that cannot page (CUDA) reserves each slot's context at start, as before.
+	KVPoolMB int `toml:"kv_pool_mb"`
 	// APIKeyEnv names the environment variable holding the API key clients must send as
 	// "Authorization: Bearer KEY"; "" = no authentication.
 	APIKeyEnv string `toml:"api_key_env"`

@@ -290,6 +290,7 @@ func (c *Config) validateServer(v *checker) {
 	v.inRange("server.queue", s.Queue, 0, maxQueue)
 	v.inRange("server.max_conns", s.MaxConns, 0, maxConns)
 	v.inRange("server.batch_rows", s.BatchRows, 0, maxBatchRows)
+	v.inRange("server.kv_pool_mb", s.KVPoolMB, 0, 1<<24)
 	for _, d := range []struct {
 		key string
 		d   time.Duration

@@ -31,6 +31,7 @@ func TestInvalidValues(t *testing.T) {
 		{"threads", "[model]\nthreads = -1\n", 2, []string{"[model] threads = -1"}},
 		{"draft_max", "[spec]\ndraft_max = 0\n", 2, []string{"[spec] draft_max = 0: want an integer in [1, 256]"}},
 		{"max_batch_rows", "[spec]\nmax_batch_rows = -1\n", 2, []string{"[spec] max_batch_rows = -1: want an integer in [0, 4096]"}},
+		{"kv_pool_mb", "[server]\nkv_pool_mb = -1\n", 2, []string{"[server] kv_pool_mb = -1: want an integer in [0, 16777216]"}},
 		{"huge max_batch_rows", "[spec]\nmax_batch_rows = 5000\n", 2, []string{"[spec] max_batch_rows = 5000: want an integer in [0, 4096]"}},
 		{"depth over max", "[spec]\ndraft_max = 4\ndepth = 8\n", 3, []string{"[spec] depth = 8", "draft_max = 4"}},
 		{"unknown policy", "[spec]\npolicy = \"wizard\"\n", 2, []string{`[spec] policy = "wizard": no plugin "wizard" declared`, "adaptive"}},

@@ -44,6 +44,12 @@ type Config struct {
 	// Batching, when set, batches this session's forwards with those of the other
 	// sessions given the same Batching (continuous batching; see batch.go).
 	Batching *Batching
+	// Pool, when set, makes the session's caches take their memory from a pool of
+	// fixed-size blocks shared with other sessions (a server's slots; see pool.go):
+	// nothing is allocated up front, and the caches grow as the sequence does. A
+	// backend that captures graphs (CUDA) cannot page: its caches stay whole contexts
+	// allocated at start, and Pool is ignored.
+	Pool *kv.Pool
 	// MaxBatchRows, when > 0, bounds the verify rows of a step over the sequences
 	// generating together on the target ([spec] max_batch_rows): while n generate
 	// (n = 1 without Batching), a round's depth is at most MaxBatchRows/n − 1.
@@ -130,11 +136,15 @@ type lm interface {
 
 // seq is a real model and its KV cache.
 type seq struct {
-	m    *model.Model
-	c    *kv.Cache
-	b    *batcher // nil: forwards run alone
-	host []float32
-	st   model.RowStats
+	m *model.Model
+	// c is the cache; with a pool (pool.go) it holds room for c.Ctx() ≤ logical
+	// positions, and nil means no storage yet (or the pool took it back)
+	c       *kv.Cache
+	logical int // the context length the sequence may reach (ctx)
+	kt      backend.KVType
+	b       *batcher // nil: forwards run alone
+	host    []float32
+	st      model.RowStats
 	// seqs, rows: what the last forward served (lm.served)
 	seqs, rows int
 }
@@ -168,6 +178,9 @@ func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.R
 // before the forward.
 func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
 	s.seqs, s.rows = 1, len(ids)
+	if s.c == nil {
+		return errors.New("BUG: engine: forward on a pooled cache before its blocks were taken")
+	}
 	if s.b != nil {
 		j := &job{c: s.c, ids: ids, all: all, read: read}
 		err := s.b.do(j)
@@ -195,11 +208,26 @@ func forwardRead(m *model.Model, c *kv.Cache, ids []int32, all bool, read func(m
 	return nil
 }
 
-func (s *seq) len() int             { return s.c.Len() }
-func (s *seq) truncate(n int) error { return s.c.Truncate(n) }
-func (s *seq) ctx() int             { return s.c.Ctx() }
-func (s *seq) vocab() int           { return s.m.Params.Vocab }
-func (s *seq) served() (int, int)   { return s.seqs, s.rows }
+func (s *seq) len() int {
+	if s.c == nil {
+		return 0
+	}
+	return s.c.Len()
+}
+
+func (s *seq) truncate(n int) error {
+	if s.c == nil {
+		if n == 0 {
+			return nil
+		}
+		return fmt.Errorf("kv: truncate to %d outside [0, 0]", n)
+	}
+	return s.c.Truncate(n)
+}
+
+func (s *seq) ctx() int           { return s.logical }
+func (s *seq) vocab() int         { return s.m.Params.Vocab }
+func (s *seq) served() (int, int) { return s.seqs, s.rows }
 
 // Session is one sequence on a target (and optional draft) model.
 type Session struct {
@@ -209,7 +237,11 @@ type Session struct {
 	draftMax      int
 	maxBatchRows  int
 	hist          []int32 // tokens in the sequence; the target cache holds all but the last
-	caches        []*kv.Cache
+	// pool is Config.Pool when the caches page (pool.go); blocks is how many of its
+	// blocks they hold
+	pool   *kv.Pool
+	blocks int
+	want   int // positions the request starts with room for (prefill reserves them)
 	// warmed[n] marks the forward sizes warm ran (nil when the backend captures no
 	// graphs): draft catch-ups are split into them.
 	warmed map[int]bool
@@ -242,12 +274,23 @@ func NewSession(cfg Config) (*Session, error) {
 		return nil, errors.New("engine: a session needs a target model and a vocabulary")
 	}
 	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax, maxBatchRows: cfg.MaxBatchRows}
-	tc, err := cfg.Target.NewKV(cfg.Ctx, cfg.KVType)
-	if err != nil {
+	ctxN := cfg.Ctx
+	if ctxN <= 0 {
+		ctxN = cfg.Target.Params.CtxTrain
+	}
+	if cfg.Pool != nil && !cfg.Target.CapturesGraphs() && (cfg.Draft == nil || !cfg.Draft.CapturesGraphs()) {
+		s.pool = cfg.Pool
+	}
+	var tc *kv.Cache
+	if s.pool == nil {
+		var err error
+		if tc, err = cfg.Target.NewKV(ctxN, cfg.KVType); err != nil {
+			return nil, err
+		}
+	} else if err := kv.CheckSpec(cfg.Target.KVSpec(ctxN, cfg.KVType)); err != nil {
 		return nil, err
 	}
-	s.caches = append(s.caches, tc)
-	s.target = &seq{m: cfg.Target, c: tc}
+	s.target = &seq{m: cfg.Target, c: tc, logical: ctxN, kt: cfg.KVType}
 	if cfg.Batching != nil {
 		s.target.(*seq).b = cfg.Batching.batcher(cfg.Target)
 	}
@@ -256,13 +299,18 @@ func NewSession(cfg Config) (*Session, error) {
 			s.Close()
 			return nil, fmt.Errorf("engine: draft vocabulary (%d) larger than the target's (%d)", cfg.Draft.Params.Vocab, cfg.Target.Params.Vocab)
 		}
-		dc, err := cfg.Draft.NewKV(tc.Ctx(), cfg.DraftKVType)
-		if err != nil {
+		var dc *kv.Cache
+		if s.pool == nil {
+			var err error
+			if dc, err = cfg.Draft.NewKV(ctxN, cfg.DraftKVType); err != nil {
+				s.Close()
+				return nil, err
+			}
+		} else if err := kv.CheckSpec(cfg.Draft.KVSpec(ctxN, cfg.DraftKVType)); err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.caches = append(s.caches, dc)
-		s.draft = &seq{m: cfg.Draft, c: dc}
+		s.draft = &seq{m: cfg.Draft, c: dc, logical: ctxN, kt: cfg.DraftKVType}
 		if cfg.Batching != nil {
 			s.draft.(*seq).b = cfg.Batching.batcher(cfg.Draft)
 		}
@@ -338,12 +386,14 @@ func (s *Session) drafterNames(req *Request) []string {
 	return names
 }
 
-// Close frees the caches.
+// Close frees the caches (and gives a pool its blocks back).
 func (s *Session) Close() {
-	for _, c := range s.caches {
-		c.Close()
+	if s.pool != nil {
+		s.pool.Busy(s)
+		s.pool.Give(s.freeCaches())
+		return
 	}
-	s.caches = nil
+	s.freeCaches()
 }
 
 // Reset forgets the cached sequence.
@@ -392,6 +442,15 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 			return nil, fmt.Errorf("engine: drafter %d (%q) is nil", i, d.Name)
 		}
 	}
+	if s.pool != nil {
+		s.pool.Busy(s) // its blocks are its own again (or the pool took them: hist is empty)
+		defer s.pool.Idle(s)
+		n := len(req.Prompt) + s.draftMax + 1
+		if req.NPredict > 0 {
+			n += req.NPredict
+		}
+		s.want = min(n, s.Ctx()) // taken by prefill, once the shared prefix is known
+	}
 	for _, m := range []lm{s.target, s.draft} {
 		if sq, ok := m.(*seq); ok && sq.b != nil {
 			sq.b.enter()
@@ -425,6 +484,9 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) error
 		}
 	}
 	s.hist = append(s.hist[:0], prompt...)
+	if err := s.reserve(s.want); err != nil {
+		return err
+	}
 	if err := feed(ctx, s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
 		return err
 	}

@@ -125,6 +125,10 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	if d == 0 {
 		k = 0
 	}
+	// room for the round's rows (a pooled session's caches grow here; see pool.go)
+	if err := s.reserve(s.target.len() + d + 1); err != nil {
+		return true, err
+	}
 	// 2. draft
 	t0 := time.Now()
 	if err := g.draft(ctx, k, d, dec); err != nil {

@@ -38,13 +38,21 @@ type Cache struct {
 
 var nextID atomic.Uint64
 
-// New allocates the device storage for spec on a and returns an empty cache.
-func New(a Allocator, spec backend.KVSpec) (*Cache, error) {
+// CheckSpec reports what is wrong with spec for a cache, if anything (New checks it).
+func CheckSpec(spec backend.KVSpec) error {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Ctx <= 0 {
-		return nil, fmt.Errorf("kv: invalid spec %+v", spec)
+		return fmt.Errorf("kv: invalid spec %+v", spec)
 	}
 	if spec.Type == backend.KVQ8_0 && spec.HeadDim%32 != 0 {
-		return nil, fmt.Errorf("kv: q8_0 cache needs a head size that is a multiple of 32, have %d", spec.HeadDim)
+		return fmt.Errorf("kv: q8_0 cache needs a head size that is a multiple of 32, have %d", spec.HeadDim)
+	}
+	return nil
+}
+
+// New allocates the device storage for spec on a and returns an empty cache.
+func New(a Allocator, spec backend.KVSpec) (*Cache, error) {
+	if err := CheckSpec(spec); err != nil {
+		return nil, err
 	}
 	dev, err := a.NewKV(spec)
 	if err != nil {

@@ -426,6 +426,11 @@ func (s *Server) genError(w http.ResponseWriter, j *job, err error) int {
 	if errors.Is(err, engine.ErrContextFull) {
 		return writeError(w, &RequestError{Param: "messages", Code: "context_length_exceeded", Message: err.Error()})
 	}
+	if errors.Is(err, engine.ErrPoolFull) {
+		s.logf("%s %s: %v", j.endpoint, j.id, err)
+		return writeError(w, &RequestError{Status: http.StatusServiceUnavailable, Code: "kv_pool_full",
+			Message: "server busy: the KV memory of the running requests is spent; retry shortly (" + err.Error() + ")"})
+	}
 	s.logf("%s %s: %v", j.endpoint, j.id, err)
 	return writeError(w, &RequestError{Status: http.StatusInternalServerError, Message: err.Error(), Code: "internal_error"})
 }

@@ -83,6 +83,17 @@ func newMetrics() *metrics {
 	return m
 }
 
+// poolGauges reports the KV pool's use at each scrape.
+func (m *metrics) poolGauges(p KVPool) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_bytes", Help: "KV memory budget of the slots' block pool."},
+			func() float64 { return float64(p.Bytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_bytes", Help: "KV memory the slots' caches hold from the pool (running and idle slots; an idle slot's blocks are taken back when needed)."},
+			func() float64 { return float64(p.UsedBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_ratio", Help: "Share of the KV pool's blocks in use."},
+			func() float64 { return float64(p.Used()) / float64(p.Blocks()) }))
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

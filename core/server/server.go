@@ -56,6 +56,14 @@ type Resolver interface {
 	Resolve(ctx context.Context, p Params, hasDraft bool) (*Plugins, error)
 }
 
+// KVPool is what the server reads of a KV block pool (kv.Pool) for /metrics.
+type KVPool interface {
+	Bytes() int64
+	UsedBytes() int64
+	Used() int
+	Blocks() int
+}
+
 // Options configure a Server.
 type Options struct {
 	// ModelID is the name reported by /v1/models and in responses.
@@ -73,6 +81,10 @@ type Options struct {
 	Resolver  Resolver
 	// MaxTokens caps max_tokens (0: up to the context).
 	MaxTokens int
+	// KVPool, when set, is the block pool the slots' caches take their memory from
+	// (engine.Config.Pool, a *kv.Pool): /metrics reports its use. A request the pool
+	// cannot serve gets 503 kv_pool_full with Retry-After.
+	KVPool KVPool
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY".
 	APIKey string
 	// Log receives one line per request and errors; nil discards.
@@ -179,6 +191,9 @@ func New(opts Options) (*Server, error) {
 		bigTok:  make(chan struct{}, 1),
 		metrics: newMetrics(),
 		created: time.Now().Unix(),
+	}
+	if opts.KVPool != nil {
+		s.metrics.poolGauges(opts.KVPool)
 	}
 	for i := 0; i < opts.Parallel; i++ {
 		sess, err := opts.NewSession()

@@ -18,6 +18,7 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/testpath"
@@ -404,5 +405,89 @@ func TestNoOpFormatFieldsAccepted(t *testing.T) {
 	code, out := post(t, hs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":2,"response_format":{"type":"text"},"tools":[],"tool_choice":"none"}`)
 	if code != 200 {
 		t.Fatalf("status %d: %v", code, out)
+	}
+}
+
+// TestKVPool: slots whose caches come from a block pool serve as before, /metrics
+// reports the pool, and a request the pool cannot serve now (every block held by
+// running sequences) gets 503 kv_pool_full with Retry-After — whole or streamed — and
+// the server keeps serving once blocks are free again.
+func TestKVPool(t *testing.T) {
+	pool, err := kv.NewPool(32, 16, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := model.Load(b, f, model.Options{Name: "target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); b.Close() })
+	srv, err := New(Options{ModelID: "stories260K", Parallel: 2, QueueSize: 8, Resolver: testResolver{}, KVPool: pool, Tokenizer: tok,
+		NewSession: func() (*engine.Session, error) {
+			return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16, Pool: pool})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	if pool.Used() != 0 {
+		t.Fatalf("%d blocks taken before any request, want 0", pool.Used())
+	}
+	body := `{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}`
+	code, ok := post(t, hs.URL+"/v1/completions", body)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %v", code, ok)
+	}
+	if pool.Used() == 0 {
+		t.Fatal("the request took no blocks")
+	}
+	// every block held by running sequences (taking them back from the idle slot
+	// first, as another sequence's Take would): nothing left to take back
+	held := pool.Blocks()
+	if err := pool.Take(held); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []bool{false, true} {
+		b := strings.Replace(body, "Once upon", "Far away", 1) // not the cached prefix
+		if stream {
+			b = strings.Replace(b, "{", `{"stream": true, `, 1)
+		}
+		resp, err := http.Post(hs.URL+"/v1/completions", "application/json", strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), "kv_pool_full") {
+			t.Errorf("stream %v: status %d, body %s: want kv_pool_full", stream, resp.StatusCode, raw)
+		}
+		if !stream && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "") {
+			t.Errorf("status %d, Retry-After %q: want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"minfer_kv_pool_bytes 65536", "minfer_kv_pool_used_bytes", "minfer_kv_pool_used_ratio 1"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	pool.Give(held)
+	if code, out := post(t, hs.URL+"/v1/completions", body); code != http.StatusOK {
+		t.Fatalf("after blocks came back: status %d: %v", code, out)
 	}
 }

@@ -116,6 +116,9 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 		if !errors.As(err, &re) && errors.Is(err, engine.ErrContextFull) {
 			re = &RequestError{Message: err.Error(), Code: "context_length_exceeded"}
 		}
+		if errors.Is(err, engine.ErrPoolFull) {
+			re = &RequestError{Message: "server busy: the KV memory of the running requests is spent; retry shortly (" + err.Error() + ")", Code: "kv_pool_full"}
+		}
 		_ = ev.send(map[string]any{"error": map[string]any{"message": re.Error(), "type": "server_error", "param": nil, "code": re.Code}})
 		ev.done()
 		return http.StatusOK

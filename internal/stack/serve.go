@@ -9,6 +9,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/sdk"
 )
@@ -52,7 +53,16 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		st.Close()
 		return nil, nil, err
 	}
-	if n := cfg.Server.Parallel; n > 1 { // a session, and its caches, per slot
+	pool, err := st.kvPool(cfg)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	switch n := cfg.Server.Parallel; {
+	case pool != nil:
+		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow\n",
+			pool.Blocks(), pool.Block(), float64(pool.Bytes())/(1<<20), n)
+	case n > 1: // a session, and its caches, per slot
 		fmt.Fprintf(so.Log, "kv cache: %d slots × %.1f MiB = %.1f MiB\n", n, float64(st.KVBytes())/(1<<20), float64(n)*float64(st.KVBytes())/(1<<20))
 	}
 	apiKey := ""
@@ -79,7 +89,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		},
 		Parallel: cfg.Server.Parallel, QueueSize: queueSize(cfg.Server.Queue),
 		Resolver:  &resolver{st: st, cfg: cfg},
-		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw,
+		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw, KVPool: poolStats(pool),
 		ReadTimeout: cfg.Server.ReadTimeout, WriteTimeout: cfg.Server.WriteTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, SendTimeout: cfg.Server.SendTimeout, MaxConns: cfg.Server.MaxConns,
 	})
@@ -91,6 +101,49 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		so.Batching.Observe(srv.ObserveForward)
 	}
 	return srv, st, nil
+}
+
+// kvPool makes the slots' KV block pool ([server] kv_pool_mb) and has the stack's
+// sessions take their caches from it: nil with one slot, or on a backend that cannot
+// page (one that captures graphs: CUDA), where each slot keeps a whole context.
+func (st *Stack) kvPool(cfg *config.Config) (*kv.Pool, error) {
+	if cfg.Server.Parallel < 2 || st.Target.CapturesGraphs() || st.Draft != nil && st.Draft.CapturesGraphs() {
+		return nil, nil
+	}
+	c := st.SessCfg
+	ctxN := c.Ctx
+	if st.Sess != nil {
+		ctxN = st.Sess.Ctx()
+	}
+	block := kv.DefaultBlock
+	blockBytes := kv.SpecBytes(st.Target.KVSpec(block, c.KVType))
+	if st.Draft != nil {
+		blockBytes += kv.SpecBytes(st.Draft.KVSpec(block, c.DraftKVType))
+	}
+	blocks := cfg.Server.Parallel * ((ctxN + block - 1) / block)
+	if mb := cfg.Server.KVPoolMB; mb > 0 {
+		if blocks = int((int64(mb) << 20) / blockBytes); blocks < 1 {
+			return nil, fmt.Errorf("serve: [server] kv_pool_mb = %d holds no block of %d positions (%.2f MiB)", mb, block, float64(blockBytes)/(1<<20))
+		}
+	}
+	pool, err := kv.NewPool(block, blocks, blockBytes)
+	if err != nil {
+		return nil, err
+	}
+	if st.Sess != nil { // the stack's session has a whole context: the slots page instead
+		st.Sess.Close()
+		st.Sess = nil
+	}
+	st.SessCfg.Pool = pool
+	return pool, nil
+}
+
+// poolStats is pool as the server reads it (nil stays nil, not a typed nil).
+func poolStats(p *kv.Pool) server.KVPool {
+	if p == nil {
+		return nil
+	}
+	return p
 }
 
 // resolver turns a request's sampling parameters and plugin choices into plugin

@@ -110,7 +110,7 @@ func TestServeAliasAndChatTemplate(t *testing.T) {
 		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
 	}
 	want, _ := tokenizer.BuiltinTemplate("llama3")
-	if st.ChatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv cache: 3 slots × ") {
+	if st.ChatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv pool: 3 blocks of 256 positions, 0.5 MiB for 3 slots") {
 		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
 	}
 }

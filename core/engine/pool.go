@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+)
+
+// KV memory from a pool (Config.Pool). A pooled session allocates no cache up front.
+// A request takes, when it starts, the blocks for its prompt and the tokens it may
+// generate (max_tokens, when bounded, plus a round's draft), so a bounded request never
+// grows again; an unbounded one grows at the start of a round that would not fit,
+// doubling, its caches reallocated and the tokens they held recomputed (one prefill of
+// the sequence so far: with row identity the recomputed entries have the bits the first
+// ones had, so the output is the same). At its end the session keeps its blocks, and
+// with them its cached prefix for the slot's next request, until the pool needs them
+// for another sequence (kv.Pool.Take takes back idle sessions' blocks, oldest first);
+// a request the pool cannot serve fails with kv.ErrPoolFull, never a wrong answer.
+//
+// Paging here is by cache: a sequence's cache is one allocation of whole blocks, not
+// blocks scattered in a shared arena (the backends' attention reads a contiguous cache
+// per sequence). What the pool gives is the budget: memory is taken as sequences
+// grow, returned when they end, and bounded over all of them.
+
+var _ kv.Holder = (*Session)(nil)
+
+// ErrPoolFull is wrapped by the error of a request the KV pool cannot serve now
+// (kv.ErrPoolFull): a server answers 503.
+var ErrPoolFull = kv.ErrPoolFull
+
+// seqs are the session's real models.
+func (s *Session) seqs() []*seq {
+	var out []*seq
+	for _, m := range []lm{s.target, s.draft} {
+		if sq, ok := m.(*seq); ok {
+			out = append(out, sq)
+		}
+	}
+	return out
+}
+
+// capacity is the positions the session's caches hold room for.
+func (s *Session) capacity() int {
+	if sq, ok := s.target.(*seq); ok && sq.c != nil {
+		return sq.c.Ctx()
+	}
+	return 0
+}
+
+// reserve makes the caches hold room for n positions (at most the context), taking
+// blocks from the pool: the room rounded up to whole blocks, at least double what the
+// caches held. Without a pool the caches hold the whole context already.
+func (s *Session) reserve(n int) error {
+	have := s.capacity()
+	if s.pool == nil || n <= have {
+		return nil
+	}
+	b := s.pool.Block()
+	room := min(s.Ctx(), max(n, 2*have))
+	room = min(s.Ctx(), s.pool.BlocksFor(room)*b)
+	need := s.pool.BlocksFor(room) - s.blocks
+	if err := s.pool.Take(need); err != nil {
+		return fmt.Errorf("engine: %d more positions (%d in the caches): %w", n-have, have, err)
+	}
+	for _, sq := range s.seqs() {
+		if err := s.regrow(sq, room); err != nil {
+			s.pool.Give(need)
+			return err
+		}
+	}
+	s.blocks += need
+	return nil
+}
+
+// regrow reallocates sq's cache with room positions and recomputes what it held, the
+// sequence's first sq.len() tokens.
+func (s *Session) regrow(sq *seq, room int) error {
+	nc, err := sq.m.NewKV(room, sq.kt)
+	if err != nil {
+		return fmt.Errorf("engine: growing the KV cache to %d positions: %w", room, err)
+	}
+	ids := s.hist[:sq.len()]
+	tmp := &seq{m: sq.m, c: nc, logical: room, kt: sq.kt}
+	for len(ids) > 0 {
+		n := min(len(ids), s.batch)
+		if err := tmp.run(ids[:n], false, func(model.Logits) error { return nil }); err != nil {
+			nc.Close()
+			return fmt.Errorf("engine: recomputing the KV cache after growing it: %w", err)
+		}
+		ids = ids[n:]
+	}
+	if sq.c != nil {
+		sq.c.Close()
+	}
+	sq.c = nc
+	return nil
+}
+
+// freeCaches frees the caches and returns the blocks they held.
+func (s *Session) freeCaches() int {
+	for _, sq := range s.seqs() {
+		if sq.c != nil {
+			sq.c.Close()
+		}
+		if s.pool != nil {
+			sq.c = nil
+		}
+	}
+	n := s.blocks
+	s.blocks = 0
+	return n
+}
+
+// ReleaseLocked is the pool taking an idle session's blocks back: the caches are
+// freed and the session forgets its sequence (its next request prefills in full).
+func (s *Session) ReleaseLocked() {
+	s.pool.GiveLocked(s.freeCaches())
+	s.hist = s.hist[:0]
+}
+
+// PoolBlocks is the number of pool blocks the session holds (0 without a pool).
+func (s *Session) PoolBlocks() int { return s.blocks }

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/internal/golden"
+)
+
+// TestPooledCaches: sessions whose caches come from a block pool — nothing allocated
+// up front, bounded requests taking their blocks at start, unbounded ones growing by
+// doubling with the cache recomputed — generate exactly what sessions with whole
+// caches do, alone and batched, plain and speculative; the pool's count of taken
+// blocks is the sum of what the sessions hold, and it all comes back on Close.
+func TestPooledCaches(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	const ctx, seqs = 96, 4
+	prompt := func(i int) []int32 { return []int32{int32(5 + i), 40, 41, int32(90 + 3*i), 7} }
+	req := func(i int) Request {
+		r := Request{Prompt: prompt(i), NPredict: 20 + 10*i, Sampler: greedy{}}
+		if i%2 == 1 {
+			r.NPredict = -1 // until the context is full: the caches grow as it goes
+		}
+		if i >= 2 {
+			r.Policy = FixedDepth(3)
+		}
+		return r
+	}
+	want := make([][]int32, seqs)
+	for i := range want {
+		s, err := NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Generate(bg, req(i))
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = res.Tokens
+	}
+	pool, err := kv.NewPool(8, 4*ctx/8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := NewBatching(64)
+	sessions := make([]*Session, seqs)
+	for i := range sessions {
+		if sessions[i], err = NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 8, Batching: bt, Pool: pool}); err != nil {
+			t.Fatal(err)
+		}
+		if sessions[i].capacity() != 0 {
+			t.Fatalf("a pooled session allocated %d positions up front", sessions[i].capacity())
+		}
+	}
+	for round := range 2 { // the second time each slot reuses its cached prefix
+		got := make([][]int32, seqs)
+		errs := make([]error, seqs)
+		var wg sync.WaitGroup
+		for i := range sessions {
+			wg.Go(func() {
+				res, err := sessions[i].Generate(bg, req(i))
+				if err == nil {
+					got[i] = res.Tokens
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		held := 0
+		for i := range got {
+			if errs[i] != nil {
+				t.Fatalf("round %d, sequence %d: %v", round, i, errs[i])
+			}
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("round %d, sequence %d: pooled %v, whole caches %v", round, i, got[i], want[i])
+			}
+			held += sessions[i].PoolBlocks()
+			if c := sessions[i].capacity(); c < len(prompt(i))+len(got[i])-1 || c > ctx { // (the cache holds all but the last token)
+				t.Errorf("sequence %d: caches of %d positions for %d tokens (context %d)", i, c, len(prompt(i))+len(got[i]), ctx)
+			}
+		}
+		if pool.Used() != held {
+			t.Errorf("round %d: the pool counts %d blocks taken, the sessions hold %d", round, pool.Used(), held)
+		}
+	}
+	for _, s := range sessions {
+		s.Close()
+	}
+	if pool.Used() != 0 {
+		t.Errorf("after Close the pool counts %d blocks taken, want 0", pool.Used())
+	}
+}
+
+// TestPoolFull: when running sequences hold the whole pool, another request fails
+// with ErrPoolFull (not a context error, not a panic, not a wrong answer), and once an
+// idle session's blocks can be taken back the same request succeeds with its own
+// greedy output.
+func TestPoolFull(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
+	pool, err := kv.NewPool(16, 4, 1) // 64 positions in all
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSession := func() *Session {
+		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: 64, Batch: 8, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, c := newSession(), newSession()
+	big := Request{Prompt: []int32{1, 2, 3, 4}, NPredict: 40, Sampler: greedy{}} // 4+40+17 positions: all 4 blocks
+	small := Request{Prompt: []int32{9, 8, 7}, NPredict: 5, Sampler: greedy{}}
+	alone, err := newSession().Generate(bg, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a runs: hold its blocks as a running sequence does by marking it busy
+	if _, err := a.Generate(bg, big); err != nil {
+		t.Fatal(err)
+	}
+	pool.Busy(a)
+	if _, err := c.Generate(bg, small); !errors.Is(err, ErrPoolFull) || errors.Is(err, ErrContextFull) {
+		t.Fatalf("pool held by a running sequence: got %v, want ErrPoolFull", err)
+	}
+	pool.Idle(a) // a ended: its blocks may be taken back
+	res, err := c.Generate(bg, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Tokens, alone.Tokens) {
+		t.Errorf("after taking a's blocks back: %v, alone %v", res.Tokens, alone.Tokens)
+	}
+	if a.PoolBlocks() != 0 || a.capacity() != 0 || len(a.hist) != 0 {
+		t.Errorf("a gave its blocks back but holds %d blocks, %d positions, %d tokens", a.PoolBlocks(), a.capacity(), len(a.hist))
+	}
+	if _, err := a.Generate(bg, small); err != nil { // c is idle now: a takes its blocks
+		t.Fatal(err)
+	}
+}
