@@ -243,13 +243,15 @@ func dotQ5_0(n int, w, x []byte) float32 {
 }
 
 // dotQ4_1 and dotQ5_1 add Σ m·s in a separate scalar sum, after the lanes (ggml's
-// "summs"); that sum is computed without fusing, as ISO C compiles it.
+// "summs"); each term is fused into that sum, summs = fma(m, s, summs), as GCC compiles
+// ggml (-std=gnu11 contracts; the disassembly of ggml_vec_dot_q4_1_q8_1 shows
+// vfmadd231ss).
 func dotQ4_1(n int, w, x []byte) float32 {
 	var acc lanes8
 	var summs float32
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q4_1Bytes:(b+1)*q4_1Bytes], x[b*q8_1Bytes:(b+1)*q8_1Bytes]
-		summs += float32(f16At(wb[2:]) * f16At(xb[2:]))
+		summs = fma32(f16At(wb[2:]), f16At(xb[2:]), summs)
 		var l laneInts
 		l.addLanes(func(j int) int32 { return q4Value(wb[4:], j, 0) }, xb[4:], 1)
 		acc.fmaLanes(f16At(wb)*f16At(xb), &l)
@@ -262,7 +264,7 @@ func dotQ5_1(n int, w, x []byte) float32 {
 	var summs float32
 	for b := 0; b < n/qk; b++ {
 		wb, xb := w[b*q5_1Bytes:(b+1)*q5_1Bytes], x[b*q8_1Bytes:(b+1)*q8_1Bytes]
-		summs += float32(f16At(wb[2:]) * f16At(xb[2:]))
+		summs = fma32(f16At(wb[2:]), f16At(xb[2:]), summs)
 		qh := binary.LittleEndian.Uint32(wb[4:])
 		var l laneInts
 		l.addLanes(func(j int) int32 { return q5Value(qh, wb[8:], j, 0) }, xb[4:], 1)

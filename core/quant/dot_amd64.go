@@ -195,7 +195,7 @@ func dotQ5_1SIMD(n int, w, x []byte) float32 {
 func minSums(nb int, w, x []byte, wBytes int) float32 {
 	var summs float32
 	for b := 0; b < nb; b++ {
-		summs += float32(f16At(w[b*wBytes+2:]) * f16At(x[b*q8_1Bytes+2:]))
+		summs = fma32(f16At(w[b*wBytes+2:]), f16At(x[b*q8_1Bytes+2:]), summs)
 	}
 	return summs
 }

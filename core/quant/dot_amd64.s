@@ -3049,8 +3049,7 @@ q5k_loop:
 	VCVTPH2PS    X4, X4
 	VMULSS       X4, X3, X4
 	VXORPS       signBit<>+0(SB), X4, X4
-	VMULSS       X2, X4, X2
-	VADDSS       X2, X1, X1
+	VFMADD231SS  X2, X4, X1
 	VMOVDQU      16(AX), Y2
 	VPXOR        Y4, Y4, Y4
 	VMOVDQU      48(AX), Y5

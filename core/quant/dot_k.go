@@ -143,7 +143,8 @@ func dotQ4_K(n int, w, x []byte) float32 {
 	return acc.sum() + ((accM[0] + accM[2]) + (accM[1] + accM[3]))
 }
 
-// dotQ5_K adds dmin·Σ(min·bsums) to a scalar sum (ggml's summs), unfused.
+// dotQ5_K adds dmin·Σ(min·bsums) to a scalar sum (ggml's summs), fused as GCC
+// contracts summs += dmin*x in ggml's build (vfmadd231ss).
 func dotQ5_K(n int, w, x []byte) float32 {
 	var acc lanes8
 	var summs float32
@@ -154,7 +155,7 @@ func dotQ5_K(n int, w, x []byte) float32 {
 		dmin := -xd * f16At(wb[2:])
 		sc, mn := k4Scales(wb[4:16])
 		p := k4MinProd(&mn, xb)
-		summs += float32(dmin * float32((p[0]+p[1])+(p[2]+p[3])))
+		summs = fma32(dmin, float32((p[0]+p[1])+(p[2]+p[3])), summs)
 		qh, q, xq := wb[16:48], wb[48:176], q8KQs(xb)
 		var l laneInts
 		for j := 0; j < 4; j++ {

@@ -20,7 +20,7 @@ func hsumInt32x4(v reg.VecVirtual) {
 
 // q5KDot emits func(w, x *byte, nb int, acc *[8]float32, summs *float32): ggml's AVX2
 // ggml_vec_dot_q5_K_q8_K loop: the lanes into acc, dmin·Σ(min·bsums) into the scalar
-// summs (unfused, as core/quant's dotQ5_K); the caller reduces acc and adds summs.
+// summs (fused, as core/quant's dotQ5_K); the caller reduces acc and adds summs.
 func q5KDot() {
 	const wBytes = 176
 	TEXT("dotQ5_KAVX2", NOSPLIT, "func(w, x *byte, nb int, acc *[8]float32, summs *float32)")
@@ -48,9 +48,8 @@ func q5KDot() {
 	xd := XMM()
 	VMOVSS(Mem{Base: xp}, xd)
 	dmin := f16Scalar(Mem{Base: wp, Disp: 2}, xd)
-	VXORPS(signBit, dmin, dmin) // −y.d·FP16(x.dmin)
-	VMULSS(mins, dmin, mins)
-	VADDSS(mins, summs, summs)
+	VXORPS(signBit, dmin, dmin)    // −y.d·FP16(x.dmin)
+	VFMADD231SS(mins, dmin, summs) // contracted, as GCC compiles ggml (-std=gnu11)
 	// sumi lanes: chunk c holds nibble c%2 of q[32(c/2)..] | bit c of qh << 4, scale sc[c]
 	qh := YMM()
 	VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
