@@ -21,7 +21,7 @@ var flagConfigKeys = map[string]string{
 	"top-k": "sampling.top_k", "top-p": "sampling.top_p", "min-p": "sampling.min_p",
 	"repeat-penalty": "sampling.repeat_penalty", "repeat-last-n": "sampling.repeat_last_n",
 	"presence-penalty": "sampling.presence_penalty", "frequency-penalty": "sampling.frequency_penalty",
-	"device": "model.device", "depth": "spec.depth", "draft-max": "spec.draft_max", "draft-n": "spec.draft_max",
+	"device": "model.device", "cpu-order": "model.cpu_order", "depth": "spec.depth", "draft-max": "spec.draft_max", "draft-n": "spec.draft_max",
 	"draft-min": "spec.draft_min", "draft-p-min": "spec.min_conf",
 	"policy": "spec.policy", "sampler": "sampling.sampler", "penalty": "sampling.penalty",
 	"parallel": "server.parallel", "np": "server.parallel", "max-tokens": "server.max_tokens",

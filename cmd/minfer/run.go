@@ -58,7 +58,7 @@ type runFlags struct {
 	presencePenalty, frequencyPenalty, draftPMin   float64
 	seed                                           int64
 	kvType, depth, policy, sampler, penalty        string
-	device, trace, system, chatTemplate            string
+	device, trace, system, chatTemplate, cpuOrder  string
 	draftMax, draftMin, topLogits, ngl, ngld       int
 	chat, jsonOut, verbose, escape, ignoreEOS      bool
 	stops                                          stringList
@@ -79,6 +79,7 @@ func (f *runFlags) defineModel(fs *flag.FlagSet) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: physical cores)")
 	fs.IntVar(&f.threads, "t", 0, "alias of --threads")
 	fs.StringVar(&f.kvType, "kv", "", "KV cache type: f16 or q8_0")
+	fs.StringVar(&f.cpuOrder, "cpu-order", "", "llama.cpp CPU build whose rounding the CPU backend reproduces: avx512 or avx2")
 	fs.StringVar(&f.device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
 	fs.IntVar(&f.ngl, "ngl", -1, "llama.cpp's GPU layers: minfer runs every layer on one device; 0 means --device cpu, other values are ignored")
 	fs.IntVar(&f.ngl, "n-gpu-layers", -1, "alias of -ngl")
@@ -209,6 +210,8 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Model.KV, cfg.Draft.KV = f.kvType, f.kvType
 		case "device":
 			cfg.Model.Device = f.device
+		case "cpu-order":
+			cfg.Model.CPUOrder = f.cpuOrder
 		case "trace":
 			cfg.Log.Trace = absPath(f.trace)
 		case "depth":

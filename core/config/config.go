@@ -52,6 +52,12 @@ const (
 	KVQ8_0 = "q8_0"
 )
 
+// [model] cpu_order values.
+const (
+	CPUOrderAVX512 = "avx512"
+	CPUOrderAVX2   = "avx2"
+)
+
 // Model is [model]: the target model.
 type Model struct {
 	Path    string `toml:"path"`    // GGUF file; "" = the embedded default model
@@ -60,6 +66,9 @@ type Model struct {
 	Batch   int    `toml:"batch"`   // prompt tokens per prefill forward (llama.cpp -b)
 	Threads int    `toml:"threads"` // CPU threads; 0 = the number of physical cores
 	KV      string `toml:"kv"`      // KV cache type: KVF16 or KVQ8_0
+	// CPUOrder is which llama.cpp CPU build's float rounding the CPU backend
+	// reproduces: CPUOrderAVX512 or CPUOrderAVX2 (core/backend/cpu.Order).
+	CPUOrder string `toml:"cpu_order"`
 }
 
 // Draft is [draft]: the draft model for speculative decoding.
@@ -365,7 +374,7 @@ type Log struct {
 // returns a fresh value that the caller owns.
 func Default() *Config {
 	c := &Config{
-		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16},
+		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16, CPUOrder: CPUOrderAVX512},
 		Draft: Draft{KV: KVF16},
 		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16},
 		Sampling: Sampling{

@@ -123,6 +123,7 @@ func (c *Config) validateModels(v *checker) {
 	v.inRange("model.batch", c.Model.Batch, 1, maxBatch)
 	v.inRange("model.threads", c.Model.Threads, 0, maxThreads)
 	v.oneOf("model.kv", c.Model.KV, KVF16, KVQ8_0)
+	v.oneOf("model.cpu_order", c.Model.CPUOrder, CPUOrderAVX512, CPUOrderAVX2)
 	if c.Draft.Device != "" {
 		v.oneOf("draft.device", c.Draft.Device, DeviceAuto, DeviceCPU, DeviceCUDA)
 	}

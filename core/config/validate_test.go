@@ -102,12 +102,14 @@ func TestValidConfigs(t *testing.T) {
 func TestValidateAfterChange(t *testing.T) {
 	c := Default()
 	c.Model.KV = "q4"
+	c.Model.CPUOrder = "avx1024"
 	c.Spec.Policy = "nope"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("got no error")
 	}
-	for _, want := range []string{`config: [model] kv = "q4": want "f16" or "q8_0"`, `config: [spec] policy = "nope"`} {
+	for _, want := range []string{`config: [model] kv = "q4": want "f16" or "q8_0"`,
+		`config: [model] cpu_order = "avx1024": want "avx512" or "avx2"`, `config: [spec] policy = "nope"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

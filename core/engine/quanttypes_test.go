@@ -23,13 +23,14 @@ type quantTypeCase struct {
 
 // TestQuantTypesGreedy: on the files of quant-types (the block formats beyond the golden
 // set: Q4_1, Q5_1, Q2_K, Q3_K_M, Q5_K_M, IQ4_NL, IQ4_XS, IQ3_S, BF16) the engine's
-// greedy 24-token text equals llama.cpp's in at least 5 of 6 cases overall and in at
+// greedy 24-token text equals llama.cpp's in at least 53 of the 54 cases and in at
 // least 4 of the 6 cases (2 models × 3 prompts) of every type; a wrong kernel or
-// dequantizer loses all of a type's cases. Measured: 46 of 54 (IQ4_XS and IQ3_S 6 of 6,
-// IQ4_NL 5, Q4_1 4, the others 5). Every miss is a qwen3 case but one, and parts from
-// llama.cpp late (step 13-21 of 24, but Q2_K at step 2) at a step whose top-2 gap in
-// minfer is 0.003-0.07: the decode steps of these files are not all bit-identical to
-// llama.cpp's (the golden files' are), and the cause is not found yet.
+// dequantizer loses all of a type's cases. expected.json was recorded by an AVX2-only
+// build of llama.cpp (an AVX2 build reproduces it, an AVX-512 one gets 42-46 of 54), so
+// the backend runs in cpu.OrderAVX2, the float rounding of that build. Measured: 53 of
+// 54 (with cpu.OrderAVX512 47). The one miss, qwen3 IQ4_NL "The weather today is", is
+// also where llama.cpp's prompt batch takes tinyBLAS (one accumulator) and its decode
+// steps ggml_vec_dot_iq4_nl_q8_0 (two); minfer keeps the decode order for every row.
 func TestQuantTypesGreedy(t *testing.T) {
 	var exp struct {
 		Cases []quantTypeCase `json:"cases"`
@@ -38,7 +39,7 @@ func TestQuantTypesGreedy(t *testing.T) {
 	if len(exp.Cases) == 0 {
 		t.Fatal("no cases in quant-types/expected.json")
 	}
-	b := cpu.New(cpu.Options{Threads: 2})
+	b := cpu.New(cpu.Options{Threads: 2, Order: cpu.OrderAVX2})
 	defer b.Close()
 	matched, perType, casesPerType := 0, map[string]int{}, map[string]int{}
 	for _, c := range exp.Cases {
@@ -81,7 +82,7 @@ func TestQuantTypesGreedy(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d greedy texts equal llama.cpp's (%s: %v)", matched, len(exp.Cases), strings.Join(types, " "), perType)
-	if 6*matched < 5*len(exp.Cases) {
-		t.Errorf("%d of %d greedy texts equal llama.cpp's, want ≥ 5 in 6", matched, len(exp.Cases))
+	if want := len(exp.Cases) - 1; matched < want {
+		t.Errorf("%d of %d greedy texts equal llama.cpp's, want ≥ %d", matched, len(exp.Cases), want)
 	}
 }

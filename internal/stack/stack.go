@@ -269,7 +269,11 @@ func NewBackend(cfg *config.Config) (backend.Backend, error) {
 	}
 	switch dev {
 	case config.DeviceCPU:
-		return cpu.New(cpu.Options{Threads: cfg.Model.Threads}), nil
+		order, err := cpu.ParseOrder(cfg.Model.CPUOrder)
+		if err != nil {
+			return nil, err
+		}
+		return cpu.New(cpu.Options{Threads: cfg.Model.Threads, Order: order}), nil
 	case config.DeviceCUDA:
 		b, err := cuda.Open(cuda.Options{})
 		if err != nil {

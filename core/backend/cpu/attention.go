@@ -171,7 +171,8 @@ func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, p
 	for _, p := range pos {
 		work += (int(p) + 1) * a.Heads * hd
 	}
-	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 {
+	avx2 := b.order == OrderAVX2
+	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 && !avx2 {
 		// Items of up to four query heads sharing a KV head (attendF16Z4).
 		blocks := (group + 3) / 4 // per KV head
 		b.pool.chunksWork(work, nt*a.KVHeads*blocks, 1, func(w, lo, hi int) {
@@ -197,7 +198,7 @@ func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, p
 			qr := q[item*hd : (item+1)*hd]
 			out := d[item*hd : (item+1)*hd]
 			if kv.k16 != nil {
-				kv.attendF16(out, qr, sc, layer, h/group, int(pos[t]), a.Scale)
+				kv.attendF16(out, qr, sc, layer, h/group, int(pos[t]), a.Scale, avx2)
 			} else {
 				kv.attendQ8(out, qr, sc, layer, h/group, int(pos[t]), a.Scale, q8dot)
 			}
@@ -218,13 +219,14 @@ func (b *Backend) workerScratch(w, hd int) *scratch {
 
 // attendF16 is ggml_compute_forward_flash_attn_ext_f16_one_chunk for an F16 cache: Q
 // rounded to F16, scores by ggml_vec_dot_f16, V accumulated in F16 (every update
-// rounded, as ggml_vec_mad_f16 / ggml_vec_scale_f16 store F16).
-func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale float32) {
+// rounded, as ggml_vec_mad_f16 / ggml_vec_scale_f16 store F16). avx2 takes the scores
+// in the order of ggml's AVX2 build (OrderAVX2).
+func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale float32, avx2 bool) {
 	hd := kv.spec.HeadDim
 	acc := sc.acc[:hd]
 	clear(acc)
 	base := kv.vec(layer, head, 0)
-	if (useAVX512 || useAVX2) && hd%64 == 0 {
+	if (useAVX512 || useAVX2) && hd%64 == 0 && !avx2 {
 		kv.attendF16Z(out, q, acc, sc, base, p, scale)
 		return
 	}
@@ -232,17 +234,21 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 	for j, x := range q {
 		q16[j] = quant.F32ToF16(x)
 	}
-	kv.attendF16Loop(out, q16, acc, base, p, scale)
+	kv.attendF16Loop(out, q16, acc, base, p, scale, avx2)
 }
 
 // attendF16Loop is ggml's loop as written, one key at a time.
-func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p int, scale float32) {
+func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p int, scale float32, avx2 bool) {
+	dot := dotVecF16
+	if avx2 {
+		dot = dotVec8F16
+	}
 	hd := kv.spec.HeadDim
 	var S float32
 	M := float32(math.Inf(-1))
 	for ic := 0; ic <= p; ic++ {
 		kr := kv.k16[(base+ic)*hd : (base+ic+1)*hd]
-		s := dotVecF16(kr, q16) * scale
+		s := dot(kr, q16) * scale
 		ms, vs := float32(1), float32(1)
 		if s > M {
 			Mold := M

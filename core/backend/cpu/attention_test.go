@@ -59,7 +59,7 @@ func attendF16ZMatchesLoop(t *testing.T) {
 				acc := make([]float32, hd)
 				kv.attendF16Z(got, q, acc, sc, 0, p, scale)
 				clear(acc)
-				kv.attendF16Loop(want, q16, acc, 0, p, scale)
+				kv.attendF16Loop(want, q16, acc, 0, p, scale, false)
 				for j := range got {
 					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
 						t.Fatalf("hd %d p %d scale %g: out[%d] = %g, want %g (the loop's bits)", hd, p, scale, j, got[j], want[j])
@@ -89,7 +89,7 @@ func attendF16ZMatchesLoop(t *testing.T) {
 							q16[i] = quant.F32ToF16(x)
 						}
 						want, acc := make([]float32, hd), make([]float32, hd)
-						kv.attendF16Loop(want, q16, acc, 0, p, 0.125)
+						kv.attendF16Loop(want, q16, acc, 0, p, 0.125, false)
 						for i := range want {
 							if math.Float32bits(outs[j][i]) != math.Float32bits(want[i]) {
 								t.Fatalf("%d heads, head %d, p %d: out[%d] = %g, want %g (the loop's bits)", nh, j, p, i, outs[j][i], want[i])

@@ -17,6 +17,7 @@ func TestConformance(t *testing.T) {
 		{"threads=1", cpu.Options{Threads: 1}, false},
 		{"threads=3", cpu.Options{Threads: 3}, true},
 		{"threads=2/default", cpu.Options{Threads: 2}, false},
+		{"threads=2/avx2-order", cpu.Options{Threads: 2, Order: cpu.OrderAVX2}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.parallel {

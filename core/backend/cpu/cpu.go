@@ -56,11 +56,15 @@ type Options struct {
 	// Threads is the number of goroutines an op runs on (the caller included).
 	// 0 means one per physical core (PhysicalCores).
 	Threads int
+	// Order is which ggml build's float rounding the ops reproduce (OrderAVX512 when
+	// zero).
+	Order Order
 }
 
 // Backend executes core/backend's ops on the CPU. Make one with New.
 type Backend struct {
 	threads int
+	order   Order
 	pool    *pool
 
 	mu     sync.Mutex // guards err only: ops run on one goroutine, workers record errors
@@ -97,10 +101,13 @@ func New(opts Options) *Backend {
 	if n <= 0 {
 		n = PhysicalCores()
 	}
-	b := &Backend{threads: n, pool: newPool(n)}
+	b := &Backend{threads: n, order: opts.Order, pool: newPool(n)}
 	b.workers = make([]scratch, n)
 	return b
 }
+
+// Order is the float rounding order the backend reproduces.
+func (b *Backend) Order() Order { return b.order }
 
 // Threads is the number of goroutines ops run on.
 func (b *Backend) Threads() int { return b.threads }

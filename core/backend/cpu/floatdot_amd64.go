@@ -15,6 +15,13 @@ var useAVX2 = !useAVX512 && hasAVX2
 // machines too).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// useDPBF16 selects dpLanesBF16AVX2, the VDPBF16PS emulation of the BF16 dots, on any
+// CPU with AVX2 and FMA (AVX-512 ones included).
+var useDPBF16 = hasAVX2
+
+//go:noescape
+func dpLanesBF16AVX2(w, x *uint16, chunks, stride int, acc *[16]float32)
+
 //go:noescape
 func lanes16F16AVX2(w, x *uint16, n int, acc *[16]float32)
 

@@ -585,3 +585,44 @@ loop2:
 	JNZ loop2
 	VZEROUPPER
 	RET
+
+// func dpLanesBF16AVX2(w, x *uint16, chunks, stride int, acc *[16]float32)
+// VDPBF16PS on 16 lanes, emulated: for each of chunks steps of 32 bfloat16 values
+// (pointers advanced by stride bytes), lane l += w[2l+1]·x[2l+1], then += w[2l]·x[2l],
+// each an FMA (the products of bfloat16 values are exact in float32).
+TEXT ·dpLanesBF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ chunks+16(FP), CX
+	MOVQ stride+24(FP), BX
+	MOVQ acc+32(FP), DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVL $0xffff0000, AX
+	MOVL AX, X15
+	VPBROADCASTD X15, Y15
+loopbf16:
+	VMOVDQU (SI), Y2
+	VMOVDQU (DI), Y3
+	VPAND Y15, Y2, Y4
+	VPAND Y15, Y3, Y5
+	VFMADD231PS Y5, Y4, Y0
+	VPSLLD $16, Y2, Y6
+	VPSLLD $16, Y3, Y7
+	VFMADD231PS Y7, Y6, Y0
+	VMOVDQU 32(SI), Y8
+	VMOVDQU 32(DI), Y9
+	VPAND Y15, Y8, Y10
+	VPAND Y15, Y9, Y11
+	VFMADD231PS Y11, Y10, Y1
+	VPSLLD $16, Y8, Y12
+	VPSLLD $16, Y9, Y13
+	VFMADD231PS Y13, Y12, Y1
+	ADDQ BX, SI
+	ADDQ BX, DI
+	DECQ CX
+	JNZ loopbf16
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VZEROUPPER
+	RET

@@ -4,6 +4,9 @@ package cpu
 
 const useAVX512 = false
 const useAVX2 = false
+const useDPBF16 = false
+
+func dpLanesBF16AVX2(w, x *uint16, chunks, stride int, acc *[16]float32) { panic("BUG: cpu: no AVX2") }
 
 func lanes16F16AVX2(w, x *uint16, n int, acc *[16]float32) { panic("BUG: cpu: no AVX2") }
 func lanes16F16x4AVX2(w *uint16, stride int, x *uint16, n int, acc *[4][16]float32) {

@@ -22,14 +22,6 @@ import (
 
 func h16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-func hsum8(a *[8]float32) float32 {
-	r0 := a[4] + a[0]
-	r1 := a[5] + a[1]
-	r2 := a[6] + a[2]
-	r3 := a[7] + a[3]
-	return (r0 + r2) + (r1 + r3)
-}
-
 // legacyDot is the AVX2 loop of the 32-value formats: vals fills the block's integer
 // weights q[0..31] (value order); x holds Q8_0 blocks.
 func legacyDot(n int, w, x []byte, wb int, vals func(blk []byte, q *[32]int32)) float32 {

@@ -14,13 +14,15 @@ const (
 	kindNone  kernelKind = iota // no matmul for this type
 	kindF32                     // float32 weights × float32 activations
 	kindF16                     // binary16 weights × activations rounded to binary16
+	kindBF16                    // bfloat16 weights × activations rounded to bfloat16
 	kindQuant                   // block weights × activations quantized to VecDotType
 )
 
 // matKernel is how MatMul multiplies by one weight: chosen once, in NewWeight.
 type matKernel struct {
 	kind        kernelKind
-	lanes16     bool       // kindF32/kindF16: tinyBLAS summation order (else ggml_vec_dot's)
+	lanes16     bool       // kindF32/kindF16/kindBF16: tinyBLAS summation order (else ggml_vec_dot's)
+	avx2        bool       // kindF32/kindF16/kindBF16: the orders of ggml's AVX2 build (OrderAVX2)
 	vdt         quant.Type // kindQuant: the activation type
 	actRowBytes int        // kindQuant: bytes of one quantized activation row
 	quantize    func(dst []byte, src []float32)
@@ -28,16 +30,25 @@ type matKernel struct {
 	tile        bool // kindQuant: use quant.DotTile (same bits as dot, weights reused across rows)
 }
 
-// matKernelFor picks the kernel for w, or kindNone when the type has no dot product.
-func matKernelFor(w *Weight) matKernel {
-	// llama.cpp runs tinyBLAS for batches when k%16 == 0 and m%4 == 0 and
-	// ggml_vec_dot_* otherwise; using one order for every nt keeps row identity.
-	lanes := w.cols%16 == 0 && w.rows%4 == 0
+// matKernelFor picks the kernel for w in order o, or kindNone when the type has no dot
+// product.
+func matKernelFor(w *Weight, o Order) matKernel {
+	// llama.cpp runs tinyBLAS for batches when k%KN == 0 and m%4 == 0 and
+	// ggml_vec_dot_* otherwise; using one order for every nt keeps row identity. KN is
+	// the vector's float count: 16 for F32/F16 (AVX-512), 32 for BF16 (AVX512-BF16),
+	// 8 for all three in an AVX2 build.
+	kn, kn16 := 16, 32
+	if o == OrderAVX2 {
+		kn, kn16 = 8, 8
+	}
+	avx2 := o == OrderAVX2
 	switch w.typ {
 	case quant.F32:
-		return matKernel{kind: kindF32, lanes16: lanes}
+		return matKernel{kind: kindF32, lanes16: w.cols%kn == 0 && w.rows%4 == 0, avx2: avx2}
 	case quant.F16:
-		return matKernel{kind: kindF16, lanes16: lanes}
+		return matKernel{kind: kindF16, lanes16: w.cols%kn == 0 && w.rows%4 == 0, avx2: avx2}
+	case quant.BF16:
+		return matKernel{kind: kindBF16, lanes16: w.cols%kn16 == 0 && w.rows%4 == 0, avx2: avx2}
 	}
 	vdt, dot := vecDotOf(w.tr)
 	if dot == nil {
@@ -87,9 +98,14 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 				out := d[t*w.rows : (t+1)*w.rows]
 				for r := lo; r < hi; r++ {
 					wr := w.f32[r*w.cols : (r+1)*w.cols]
-					if w.mm.lanes16 {
+					switch {
+					case w.mm.avx2 && w.mm.lanes16:
+						out[r] = dotLanes8F32(wr, xr)
+					case w.mm.avx2:
+						out[r] = dotVec8F32(wr, xr)
+					case w.mm.lanes16:
 						out[r] = dotLanes16F32(wr, xr)
-					} else {
+					default:
 						out[r] = dotVecF32(wr, xr)
 					}
 				}
@@ -110,6 +126,16 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 				xr := a16[t*w.cols : (t+1)*w.cols]
 				out := d[t*w.rows : (t+1)*w.rows]
 				r := lo
+				if w.mm.avx2 {
+					for ; r < hi; r++ {
+						wr := w.f16[r*w.cols : (r+1)*w.cols]
+						if w.mm.lanes16 {
+							out[r] = dotLanes8F16(wr, xr)
+						} else {
+							out[r] = dotVec8F16(wr, xr)
+						}
+					}
+				}
 				if w.mm.lanes16 {
 					for ; r+4 <= hi; r += 4 {
 						dotLanes16F16x4(out[r:r+4], w.f16[r*w.cols:(r+4)*w.cols], xr)
@@ -122,6 +148,34 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 					} else {
 						out[r] = dotVecF16(wr, xr)
 					}
+				}
+			}
+		})
+	case kindBF16:
+		act := b.actScratch(nt * w.cols * 2)
+		a16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(act))), nt*w.cols)
+		b.parallelRows(nt, func(t int) {
+			xr := x[t*w.cols : (t+1)*w.cols]
+			ar := a16[t*w.cols : (t+1)*w.cols]
+			for i, v := range xr {
+				ar[i] = quant.F32ToBF16(v) // ggml_cpu_fp32_to_bf16
+			}
+		})
+		dot := dotVecBF16
+		switch {
+		case w.mm.avx2 && w.mm.lanes16:
+			dot = dotLanes8BF16
+		case w.mm.avx2:
+			dot = dotVec8BF16
+		case w.mm.lanes16:
+			dot = dotLanes32BF16
+		}
+		b.pool.chunksWork(work, w.rows, chunk, func(_, lo, hi int) {
+			for t := range nt {
+				xr := a16[t*w.cols : (t+1)*w.cols]
+				out := d[t*w.rows : (t+1)*w.rows]
+				for r := lo; r < hi; r++ {
+					out[r] = dot(w.bf16[r*w.cols:(r+1)*w.cols], xr)
 				}
 			}
 		})

@@ -131,14 +131,19 @@ func (b *Backend) AddBias(x backend.Buffer, bias backend.Weight, nt int) {
 }
 
 // SwiGLU: dst[i] = silu(gate[i]) · up[i] over nt rows of n values (ggml_vec_swiglu_f32:
-// the AVX-512 silu on groups of 16, the scalar one on the rest of each row).
+// the AVX-512 silu on groups of 16, the scalar one on the rest of each row; with
+// OrderAVX2 the AVX2 silu on groups of 8).
 func (b *Backend) SwiGLU(dst, gate, up backend.Buffer, nt, n int) {
 	checkNT(nt, "SwiGLU")
 	g := f32(gate, nt*n, "SwiGLU gate")
 	u := f32(up, nt*n, "SwiGLU up")
 	d := f32(dst, nt*n, "SwiGLU dst")
+	row := swigluRow
+	if b.order == OrderAVX2 {
+		row = swigluRow8
+	}
 	b.parallelRows(nt, func(t int) {
-		swigluRow(d[t*n:(t+1)*n], g[t*n:(t+1)*n], u[t*n:(t+1)*n])
+		row(d[t*n:(t+1)*n], g[t*n:(t+1)*n], u[t*n:(t+1)*n])
 	})
 }
 

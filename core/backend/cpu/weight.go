@@ -18,6 +18,7 @@ type Weight struct {
 	data       []byte
 	f32        []float32 // F32 weights: data viewed as float32 (nil otherwise)
 	f16        []uint16  // F16 weights: data viewed as binary16 bits (nil otherwise)
+	bf16       []uint16  // BF16 weights: data viewed as bfloat16 bits (nil otherwise)
 	vec        []float32 // 1×n weights not stored as F32 (norms, biases): dequantized once
 	tr         *quant.Traits
 	mm         matKernel // how MatMul multiplies by this weight; kind == kindNone if it cannot
@@ -40,7 +41,7 @@ func (w *Weight) Name() string { return w.name }
 
 // NewWeight wraps rows × cols values of type t stored in data (exactly
 // t.RowBytes(cols)·rows bytes). Quantized and F16 data is referenced, not copied, and
-// must stay valid until the weight is freed or the backend closed; F32/F16 data that is
+// must stay valid until the weight is freed or the backend closed; F32/F16/BF16 data that is
 // not aligned for its element type is copied. It fails for an unknown or unsupported
 // type, a row length that is not a multiple of the block size, or a wrong byte count.
 func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []byte) (backend.Weight, error) {
@@ -71,13 +72,18 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 			w.data = append([]byte(nil), data...)
 		}
 		w.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
-	case quant.F16:
+	case quant.F16, quant.BF16:
 		if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%2 != 0 {
 			w.data = append([]byte(nil), data...)
 		}
-		w.f16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
+		v := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.data))), rows*cols)
+		if t == quant.F16 {
+			w.f16 = v
+		} else {
+			w.bf16 = v
+		}
 	}
-	w.mm = matKernelFor(w)
+	w.mm = matKernelFor(w, b.order)
 	if rows == 1 && w.f32 == nil && tr.Dequant != nil {
 		w.vec = make([]float32, cols)
 		if err := quant.Dequantize(t, w.vec, data); err != nil {
