@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/minfer/minfer/core/engine"
@@ -80,6 +81,10 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,
 		m.rounds, m.drafted, m.accepted, m.depthRound)
+	// The standard process and Go runtime series (process_cpu_seconds_total,
+	// process_resident_memory_bytes, go_goroutines, GC): CPU seconds per completion
+	// token is a server's cost that a shared machine's load disturbs less than tokens/s.
+	m.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return m
 }
 

@@ -286,6 +286,8 @@ func TestModelsHealthMetrics(t *testing.T) {
 		{"/v1/models", `"stories260K"`},
 		{"/health", `"ok"`},
 		{"/metrics", "minfer_requests_total"},
+		{"/metrics", "process_cpu_seconds_total"},
+		{"/metrics", "go_goroutines"},
 	} {
 		resp, err := http.Get(hs.URL + tc.path)
 		if err != nil {
