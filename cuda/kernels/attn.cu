@@ -109,3 +109,192 @@ extern "C" __global__ void attn_combine(const float *part, const int *pos, float
         if (q) q8_store(v, q, qd, ((i64)r * heads + h) * hd + d);
     }
 }
+
+// attn_flash_f16_HD: causal attention for many rows (prefill, the backend's
+// GEMMMinRows rows or more) over an f16 cache in one pass with online softmax, on the
+// tensor cores. Grid (ceil(nt/64), heads), 128 threads: warp w takes rows
+// r0 + 16w … r0 + 16w + 15 of the block's 64. The block walks the cache in tiles of 64
+// positions up to the largest position its rows see (tiles past it are never loaded);
+// K and V tiles sit in shared memory; S = Q·Kᵀ and O += P·V are m16n8k16 mma with f32
+// accumulation (q and p rounded to f16). Each row masks the positions past its own. A
+// row's result depends on the rows of its 64-row tile only through which tiles are
+// loaded, never on timing: no atomics, a fixed order, so a prefill has the same bits run
+// to run. dst[r][h][d] = Σ p·v / Σ p; rows whose position is outside the cache are
+// recorded (ERR_ATTN_POS) and written as zeros.
+#define FA_ROWS 64
+#define FA_KEYS 64
+template <int HD>
+static __device__ void attn_flash(const float *q, const u16 *kc, const u16 *vc, const int *pos, float *dst, int heads,
+                                  int kvheads, int nt, float scale, int ctx, int *err) {
+    constexpr int LD = HD + 8;  // shared row stride in halves: conflict-free fragment loads
+    __shared__ __align__(16) u16 sk[FA_KEYS * LD];
+    __shared__ __align__(16) u16 sv[FA_KEYS * LD];
+    __shared__ int spos[FA_ROWS];
+    const int h = blockIdx.y, r0 = blockIdx.x * FA_ROWS;
+    const int kvh = h / (heads / kvheads), kvdim = kvheads * HD;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+    if (threadIdx.x < FA_ROWS) {
+        const int r = r0 + threadIdx.x;
+        int p = -1;
+        if (r < nt) {
+            p = pos[r];
+            if (p < 0 || p >= ctx) {
+                if (h == 0) set_error(err, ERR_ATTN_POS, p);
+                p = -1;
+            }
+        }
+        spos[threadIdx.x] = p;
+    }
+    __syncthreads();
+    int bmax = -1, wmax = -1;
+    for (int i = 0; i < FA_ROWS; i++) bmax = max(bmax, spos[i]);
+    for (int i = 0; i < 16; i++) wmax = max(wmax, spos[warp * 16 + i]);
+    const int pa = spos[warp * 16 + g], pb = spos[warp * 16 + g + 8];  // this thread's two rows
+    const int ra = r0 + warp * 16 + g, rb = ra + 8;
+
+    // Q fragments (A, row-major 16 × HD): rows ra, rb; k slice kk holds columns
+    // 16kk + 2t, +1 (regs 0, 1) and 16kk + 8 + 2t, +1 (regs 2, 3).
+    u32 qa[HD / 16][4];
+    {
+        const float *qra = q + ((i64)(ra < nt ? ra : 0) * heads + h) * HD;
+        const float *qrb = q + ((i64)(rb < nt ? rb : 0) * heads + h) * HD;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int c = 16 * kk + 2 * t;
+            qa[kk][0] = pack2(qra[c], qra[c + 1]);
+            qa[kk][1] = pack2(qrb[c], qrb[c + 1]);
+            qa[kk][2] = pack2(qra[c + 8], qra[c + 9]);
+            qa[kk][3] = pack2(qrb[c + 8], qrb[c + 9]);
+        }
+    }
+    float o[HD / 8][4];
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float ma = NEG_INF, mb = NEG_INF, la = 0.0f, lb = 0.0f;  // running max (log2 units) and partial sums
+    const float sl2 = scale * 1.4426950408889634f;
+
+    for (int j0 = 0; j0 <= bmax; j0 += FA_KEYS) {
+        __syncthreads();  // the previous tile's readers are done
+        // Load K and V positions j0 … j0+63 (16 bytes a thread a step; zeros past the cache).
+        for (int i = threadIdx.x; i < FA_KEYS * HD / 8; i += blockDim.x) {
+            const int row = i / (HD / 8), c8 = (i % (HD / 8)) * 8, p = j0 + row;
+            int4 kv4 = make_int4(0, 0, 0, 0), vv4 = make_int4(0, 0, 0, 0);
+            if (p < ctx) {
+                kv4 = *(const int4 *)(kc + (i64)p * kvdim + (i64)kvh * HD + c8);
+                vv4 = *(const int4 *)(vc + (i64)p * kvdim + (i64)kvh * HD + c8);
+            }
+            *(int4 *)(sk + row * LD + c8) = kv4;
+            *(int4 *)(sv + row * LD + c8) = vv4;
+        }
+        __syncthreads();
+        if (j0 > wmax) continue;  // every row of this warp is past (or invalid)
+        // S = Q·Kᵀ: 8 tiles of 8 positions; c0, c1: row ra, positions 2t, 2t+1; c2, c3: row rb.
+        float s[FA_KEYS / 8][4];
+#pragma unroll
+        for (int n = 0; n < FA_KEYS / 8; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            const u16 *kr = sk + (n * 8 + g) * LD + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                u32 b[2];
+                b[0] = *(const u32 *)(kr + 16 * kk);
+                b[1] = *(const u32 *)(kr + 16 * kk + 8);
+                mma16816(s[n], qa[kk], b);
+            }
+        }
+        // Mask, scale to log2 units, tile maxima.
+        float ta = NEG_INF, tb = NEG_INF;
+#pragma unroll
+        for (int n = 0; n < FA_KEYS / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int kp = j0 + n * 8 + 2 * t + (e & 1);
+                const int rp = e < 2 ? pa : pb;
+                const float v = kp <= rp ? s[n][e] * sl2 : NEG_INF;
+                s[n][e] = v;
+                if (e < 2) ta = fmaxf(ta, v);
+                else tb = fmaxf(tb, v);
+            }
+#pragma unroll
+        for (int o2 = 1; o2 < 4; o2 <<= 1) {
+            ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, o2));
+            tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, o2));
+        }
+        const float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
+        const float ua = na == NEG_INF ? 0.0f : na, ub = nb == NEG_INF ? 0.0f : nb;  // all masked so far
+        const float aa = exp2f(ma - ua), ab = exp2f(mb - ub);
+        ma = na;
+        mb = nb;
+        la *= aa;
+        lb *= ab;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++) {
+            o[j][0] *= aa;
+            o[j][1] *= aa;
+            o[j][2] *= ab;
+            o[j][3] *= ab;
+        }
+#pragma unroll
+        for (int n = 0; n < FA_KEYS / 8; n++) {
+            s[n][0] = exp2f(s[n][0] - ua);
+            s[n][1] = exp2f(s[n][1] - ua);
+            s[n][2] = exp2f(s[n][2] - ub);
+            s[n][3] = exp2f(s[n][3] - ub);
+            la += s[n][0] + s[n][1];
+            lb += s[n][2] + s[n][3];
+        }
+        // O += P·V: P's accumulator layout is the A layout of the next mma (k slice kk2
+        // = positions 16kk2 … 16kk2+15 = S tiles 2kk2 and 2kk2+1).
+#pragma unroll
+        for (int kk2 = 0; kk2 < FA_KEYS / 16; kk2++) {
+            u32 a[4];
+            a[0] = pack2(s[2 * kk2][0], s[2 * kk2][1]);
+            a[1] = pack2(s[2 * kk2][2], s[2 * kk2][3]);
+            a[2] = pack2(s[2 * kk2 + 1][0], s[2 * kk2 + 1][1]);
+            a[3] = pack2(s[2 * kk2 + 1][2], s[2 * kk2 + 1][3]);
+            const u16 *v0 = sv + (16 * kk2 + 2 * t) * LD + g;
+#pragma unroll
+            for (int j = 0; j < HD / 8; j++) {
+                // B (16 positions × 8 dims, "col"): b0 = positions 2t, 2t+1 of dim 8j+g; b1 = +8.
+                const u16 *vp = v0 + 8 * j;
+                u32 b[2];
+                b[0] = (u32)vp[0] | ((u32)vp[LD] << 16);
+                b[1] = (u32)vp[8 * LD] | ((u32)vp[9 * LD] << 16);
+                mma16816(o[j], a, b);
+            }
+        }
+    }
+    la += __shfl_xor_sync(0xffffffffu, la, 1);
+    la += __shfl_xor_sync(0xffffffffu, la, 2);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+    const float ia = pa >= 0 ? 1.0f / la : 0.0f, ib = pb >= 0 ? 1.0f / lb : 0.0f;
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) {
+        const int d = 8 * j + 2 * t;
+        if (ra < nt) {
+            float *out = dst + ((i64)ra * heads + h) * HD + d;
+            out[0] = o[j][0] * ia;
+            out[1] = o[j][1] * ia;
+        }
+        if (rb < nt) {
+            float *out = dst + ((i64)rb * heads + h) * HD + d;
+            out[0] = o[j][2] * ib;
+            out[1] = o[j][3] * ib;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) attn_flash_f16_64(const float *q, const u16 *kc, const u16 *vc,
+                                                                    const int *pos, float *dst, int heads, int kvheads,
+                                                                    int nt, float scale, int ctx, int *err) {
+    grid_dep_sync();
+    attn_flash<64>(q, kc, vc, pos, dst, heads, kvheads, nt, scale, ctx, err);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attn_flash_f16_128(const float *q, const u16 *kc, const u16 *vc,
+                                                                     const int *pos, float *dst, int heads, int kvheads,
+                                                                     int nt, float scale, int ctx, int *err) {
+    grid_dep_sync();
+    attn_flash<128>(q, kc, vc, pos, dst, heads, kvheads, nt, scale, ctx, err);
+}

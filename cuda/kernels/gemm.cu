@@ -41,30 +41,6 @@ static __device__ void dequant(const void *q, const void *d, const void *e, u16 
         dequant<T>(q, d, e, out, rows, cols);                                                            \
     }
 
-// mma16816: c += a · b for a 16 × 16 f16 tile of a and a 16 × 8 one of b (f32 c). sm_80+
-// has m16n8k16; Turing (sm_75) has only m16n8k8, so there it is two of those over the
-// k halves (a's registers 0-1 and b's 0 hold k 0-7, a's 2-3 and b's 1 hold k 8-15).
-static __device__ __forceinline__ void mma16816(float *c, const u32 *a, const u32 *b) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[2]), "r"(a[3]), "r"(b[1]));
-#endif
-}
-
-static __device__ __forceinline__ u32 pack2(float lo, float hi) { return (u32)f2h(lo) | ((u32)f2h(hi) << 16); }
-
 extern "C" __global__ void __launch_bounds__(256) gemm_f16w(const u16 *w, const float *x, float *dst, int nt, int rows,
                                                              int cols, const float *bias) {
     grid_dep_sync();

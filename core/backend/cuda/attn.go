@@ -119,6 +119,14 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	ds, qs := f32(dst, nt*a.Heads*hd, "Attention dst"), f32(q, nt*a.Heads*hd, "Attention q")
 	ps := i32(pos, nt, "Attention pos")
 	defer b.enter()()
+	if b.flash(kv, nt, hd) {
+		kc, vc, _, _ := kv.layerPtrs(layer)
+		ds.wrote()
+		b.launch(fmt.Sprintf("attn_flash_f16_%d", hd), driver.Dim3{X: ceilDiv(nt, 64), Y: a.Heads}, driver.Dim3{X: 128}, 0,
+			driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p), driver.P(ds.p), driver.I(a.Heads), driver.I(a.KVHeads),
+			driver.I(nt), driver.F(a.Scale), driver.I(kv.spec.Ctx), driver.P(b.errWord))
+		return
+	}
 	part := b.scratchFor("attn", int64(nt)*int64(a.Heads)*int64(kv.nsplit)*int64(hd+2)*4)
 	if part == 0 {
 		return
@@ -147,6 +155,16 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
+}
+
+// flash says whether Attention takes the one-pass tensor-core kernel (attn.cu
+// attn_flash_f16_HD): prefill calls (the tier's GEMMMinRows rows or more) on an f16
+// cache with head dim 64 or 128, sm_80+, unless MINFER_NO_FLASH=1. Its rows are not
+// bitwise equal to the split-K kernels' (which serve every call below GEMMMinRows, so
+// Caps().IdentityRows holds).
+func (b *Backend) flash(kv *KV, nt, hd int) bool {
+	return nt >= b.tier.GEMMMinRows && kv.spec.Type == backend.KVF16 && (hd == 64 || hd == 128) &&
+		b.ctx.Props.Major >= 8 && !b.sw.noFlash
 }
 
 // attnParams are the attention launch's smallest chunk, splits and largest chunk for

@@ -35,7 +35,9 @@
 // kernels' order with their rounding (common.cuh fold1/foldk), so its rows have the bits
 // of a 1-row mat-vec call; attention splits the cache in chunks fixed by the cache size,
 // and norms pick their block size from the row length. So rows are bitwise for every nt
-// below GEMMMinRows; the GEMM is not. Caps().IdentityRows declares GEMMMinRows - 1 of the
+// below GEMMMinRows; the GEMM and the prefill attention (attn.cu attn_flash_f16_*, one
+// pass over 64-position tiles with online softmax on the tensor cores, f16 cache,
+// from GEMMMinRows rows) are not. Caps().IdentityRows declares GEMMMinRows - 1 of the
 // tier (64 on sm_80+, 39 on Turing), which TestMatMulRowIdentity and the conformance
 // kit check up to that bound.
 //

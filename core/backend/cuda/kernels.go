@@ -16,7 +16,7 @@ func kernelNames() map[string][]string {
 		"norm.cu":        {"rmsnorm", "add_rmsnorm"},
 		"elementwise.cu": {"swiglu", "add", "add_bias"},
 		"rope.cu":        {"rope_store"},
-		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine"},
+		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine", "attn_flash_f16_64", "attn_flash_f16_128"},
 		"topk.cu":        {"topk"},
 		"rowstats.cu":    {"rowstats_part", "rowstats_merge"},
 		"gemm.cu":        {"gemm_f16w", "f16_from_f32"},

@@ -22,12 +22,13 @@ type switches struct {
 	noMerge    bool   // matmul: one mat-vec launch per weight
 	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
 	noCUBLAS   bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
+	noFlash    bool   // attention: the split-K kernels for prefill too
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
-		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS")}
+		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH")}
 }
 
 // mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not 1 or 2).
@@ -55,6 +56,7 @@ func Switches() map[string]string {
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 		"MINFER_MMQ_G":            "=1 or =2: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
 		"MINFER_NO_CUBLAS":        "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
+		"MINFER_NO_FLASH":         "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
 		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 	}
 }
