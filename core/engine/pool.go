@@ -40,12 +40,19 @@ func (s *Session) seqs() []*seq {
 	return out
 }
 
-// capacity is the positions the session's caches hold room for.
+// capacity is the positions the session's caches all hold room for.
 func (s *Session) capacity() int {
-	if sq, ok := s.target.(*seq); ok && sq.c != nil {
-		return sq.c.Ctx()
+	room := -1
+	for _, sq := range s.seqs() {
+		n := 0
+		if sq.c != nil {
+			n = sq.c.Ctx()
+		}
+		if room < 0 || n < room {
+			room = n
+		}
 	}
-	return 0
+	return max(room, 0)
 }
 
 // reserve makes the caches hold room for n positions (at most the context), taking
@@ -63,13 +70,15 @@ func (s *Session) reserve(n int) error {
 	if err := s.pool.Take(need); err != nil {
 		return fmt.Errorf("engine: %d more positions (%d in the caches): %w", n-have, have, err)
 	}
+	s.blocks += need // (a cache that failed to grow keeps its old room, within these)
 	for _, sq := range s.seqs() {
+		if sq.c != nil && sq.c.Ctx() >= room {
+			continue
+		}
 		if err := s.regrow(sq, room); err != nil {
-			s.pool.Give(need)
 			return err
 		}
 	}
-	s.blocks += need
 	return nil
 }
 
