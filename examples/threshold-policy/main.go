@@ -68,6 +68,11 @@ func (p *Threshold) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.Dep
 	return sdk.DepthDecision{Depth: p.depth, MinConf: float32(p.MinConf)}, nil
 }
 
-func init() { guest.RegisterPolicy("threshold", "1.0.0", New) }
+func init() {
+	guest.RegisterPolicy("threshold", "1.0.0", New)
+	// The keys of Params (ABI v1.3): minfer passes only the [spec] settings among them
+	// (draft_max, min_conf) and refuses a misspelt key in [plugins.NAME] params.
+	guest.DeclareParams("threshold", "start", "step", "up", "down", "min", "draft_max", "min_conf")
+}
 
 func main() {}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/examples/internal/extest"
+	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -77,6 +79,23 @@ params = { depth = 3 }
 	for k, v := range res.Spec.ByDepth {
 		if k != "3" && v.Rounds > 1 { // the last round may draft fewer near the token budget
 			t.Errorf("static: %d rounds drafted %s tokens, want depth 3 only: %v", v.Rounds, k, res.Spec.ByDepth)
+		}
+	}
+}
+
+// TestMisspeltParam: the module declares its params, so a [plugins.NAME] params key it
+// does not read fails the config at load, naming the key and the declared ones,
+// instead of being ignored.
+func TestMisspeltParam(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	wasm := extest.BuildWasm(t, ".")
+	cfg := extest.Config(t, fmt.Sprintf("[plugins.threshold]\nsource = \"file:%s\"\nparams = { strat = 1 }\n", wasm))
+	_, err := plugins.NewRegistry(context.Background(), cfg.Plugins, nil)
+	for _, want := range []string{"[plugins.threshold]", `unknown key "strat"`, "start, step, up, down"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want it to say %q", err, want)
 		}
 	}
 }

@@ -98,7 +98,13 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	params := func(name string) map[string]any { return Params(t, cfg, name) }
+	params := func(name string) map[string]any {
+		m, err := reg.Params(cfg, name) // as the CLI does: a declaring plugin gets only its keys
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 
 	req := engine.Request{NPredict: o.Tokens, Seed: o.Seed}
 	name := cfg.Sampling.SamplerName()
