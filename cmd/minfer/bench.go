@@ -136,7 +136,15 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if base.Threads == 0 {
 		base.Threads = cpuThreads(b)
 	}
-	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, b.Name(), reps)
+	on := b.Name()
+	if bl, ok := b.(interface{ BLAS() (bool, string) }); ok { // CUDA: which prefill GEMM runs
+		if yes, ver := bl.BLAS(); yes {
+			on += " (prefill GEMM: cuBLAS " + ver + ")"
+		} else {
+			on += " (prefill GEMM: minfer's kernel, no cuBLAS)"
+		}
+	}
+	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, on, reps)
 	results, err := bench.Suite(ctx, b, md, cache, bench.SuiteOptions{Prompt: nps.Vals, Gen: ngs.Vals, Batch: batch, Reps: reps, Base: base})
 	if err != nil {
 		return err
