@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -178,38 +179,101 @@ func TestDrafterOutcome(t *testing.T) {
 	}
 }
 
-// TestDrafterErrors: a hostile drafter's answer, a failing drafter and a policy naming
-// a drafter that is not there end the request with an error naming the problem.
+// TestDrafterErrors: a policy naming a drafter that is not there ends the request with
+// an error naming the problem (a policy's mistake, not a drafter's failure).
 func TestDrafterErrors(t *testing.T) {
-	const v = 30
+	d := &seenDrafter{propose: func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) { return sdk.DraftResult{}, nil }}
+	s := newFakeSession(&fakeLM{v: 30, n: 64}, nil, fakeVocab{}, 16)
+	_, err := s.Generate(bg, Request{Prompt: []int32{1, 2}, NPredict: 5, Sampler: greedy{},
+		Policy: &recOutcomes{dec: sdk.DepthDecision{Depth: 1, Drafter: 1}}, Drafters: []Drafter{{Name: "evil", Drafter: d}}})
+	if want := "drafter 1 chosen, the request has 1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
+	}
+}
+
+// TestDrafterFallback: a drafter that errors or answers a hostile draft never fails
+// the request: its round falls back to the draft model, else to plain decoding, and the
+// greedy output is plain decoding's. The first failure is reported once, naming the
+// drafter and the problem; every failure is counted, and DrafterFailLimit consecutive
+// ones turn the drafter off (it is not called again). A drafter that fails now and then
+// stays on.
+func TestDrafterFallback(t *testing.T) {
+	const v, np = 30, 24
+	prompt := []int32{1, 2, 3}
+	plain := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np})
 	nan := float32(math.NaN())
-	fixed := func(res sdk.DraftResult, err error) *seenDrafter {
-		return &seenDrafter{propose: func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) { return res, err }}
+	fixed := func(res sdk.DraftResult, err error) func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) {
+		return func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) { return res, err }
 	}
 	for _, tc := range []struct {
-		name   string
-		d      *seenDrafter
-		policy sdk.DepthPolicy
-		want   string
+		name    string
+		propose func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error)
+		want    string
 	}{
-		{"too many", fixed(sdk.DraftResult{Tokens: []int32{1, 2, 3}, Conf: []float32{1, 1, 1}}, nil), FixedDepth(2), `drafter "evil": 3 draft tokens, at most 2`},
-		{"outside vocab", fixed(sdk.DraftResult{Tokens: []int32{v}, Conf: []float32{1}}, nil), FixedDepth(2), "outside the vocabulary"},
-		{"negative id", fixed(sdk.DraftResult{Tokens: []int32{-1}, Conf: []float32{1}}, nil), FixedDepth(2), "outside the vocabulary"},
-		{"nan conf", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{nan}}, nil), FixedDepth(2), "confidence NaN"},
-		{"conf above 1", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{1.5}}, nil), FixedDepth(2), "confidence 1.5"},
-		{"conf count", fixed(sdk.DraftResult{Tokens: []int32{1, 2}, Conf: []float32{1}}, nil), FixedDepth(2), "1 confidences for 2"},
-		{"error", fixed(sdk.DraftResult{}, errors.New("out of ideas")), FixedDepth(2), `drafter "evil": out of ideas`},
-		{"no such drafter", fixed(sdk.DraftResult{}, nil), &recOutcomes{dec: sdk.DepthDecision{Depth: 1, Drafter: 1}}, "drafter 1 chosen, the request has 1"},
+		{"too many", fixed(sdk.DraftResult{Tokens: []int32{1, 2, 3}, Conf: []float32{1, 1, 1}}, nil), `drafter "evil": 3 draft tokens, at most 2`},
+		{"outside vocab", fixed(sdk.DraftResult{Tokens: []int32{v}, Conf: []float32{1}}, nil), "outside the vocabulary"},
+		{"negative id", fixed(sdk.DraftResult{Tokens: []int32{-1}, Conf: []float32{1}}, nil), "outside the vocabulary"},
+		{"nan conf", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{nan}}, nil), "confidence NaN"},
+		{"conf above 1", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{1.5}}, nil), "confidence 1.5"},
+		{"conf count", fixed(sdk.DraftResult{Tokens: []int32{1, 2}, Conf: []float32{1}}, nil), "1 confidences for 2"},
+		{"error", fixed(sdk.DraftResult{}, errors.New("out of ideas")), `drafter "evil": out of ideas`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newFakeSession(&fakeLM{v: v, n: 64}, nil, fakeVocab{}, 16)
-			_, err := s.Generate(bg, Request{Prompt: []int32{1, 2}, NPredict: 5, Sampler: greedy{}, Policy: tc.policy,
-				Drafters: []Drafter{{Name: "evil", Drafter: tc.d}}})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an error containing %q", err, tc.want)
-			}
-		})
+		for _, withModel := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/model=%v", tc.name, withModel), func(t *testing.T) {
+				var dm *fakeLM
+				pol := &recOutcomes{dec: sdk.DepthDecision{Depth: 2}}
+				if withModel {
+					dm = &fakeLM{v: v, n: 64, noise: 1, salt: 3}
+					pol.dec.Drafter = 1 // the plugin, never the model
+				}
+				d := &seenDrafter{propose: tc.propose}
+				var told []string
+				got := generate(t, &fakeLM{v: v, n: 64}, dm, fakeVocab{}, Request{Prompt: prompt, NPredict: np, Policy: pol,
+					Drafters:         []Drafter{{Name: "evil", Drafter: d}},
+					OnDrafterFailure: func(name string, err error) { told = append(told, name+": "+err.Error()) }})
+				if !slices.Equal(got.Tokens, plain.Tokens) {
+					t.Fatalf("got %v, want %v", got.Tokens, plain.Tokens)
+				}
+				if len(told) != 1 || !strings.HasPrefix(told[0], "evil: ") || !strings.Contains(told[0], tc.want) {
+					t.Fatalf("failures reported %q, want one naming evil and containing %q", told, tc.want)
+				}
+				st := got.Spec.ByDrafter["evil"]
+				if d.calls != DrafterFailLimit || st.Failed != DrafterFailLimit || !st.Off || st.Rounds != 0 {
+					t.Fatalf("%d calls, stats %+v; want %d failed calls, then off", d.calls, st, DrafterFailLimit)
+				}
+				m, drafting := got.Spec.ByDrafter[ModelDrafter], got.Spec.Rounds-got.Spec.ByDepth["0"].Rounds
+				if withModel && (m.Rounds != drafting || dm.calls == 0) || !withModel && got.Spec.Drafted != 0 {
+					t.Fatalf("rounds %d, by drafter %+v, drafted %d: want every round from the draft model if there is one, else none drafted",
+						got.Spec.Rounds, got.Spec.ByDrafter, got.Spec.Drafted)
+				}
+				for _, o := range pol.seen[1:] {
+					if want := map[bool]int{false: 0, true: 0}[withModel]; o.Drafter != want || !withModel && o.Drafted != 0 {
+						t.Fatalf("outcome %+v: want drafter %d (the model when there is one)", o, want)
+					}
+				}
+			})
+		}
 	}
+	// Failing every other call: never DrafterFailLimit in a row, so it stays on and
+	// its good answers (the true continuation) are accepted.
+	n := 0
+	honest := oracle(prompt, plain.Tokens)
+	d := &seenDrafter{propose: func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		n++
+		if n%2 == 0 {
+			return sdk.DraftResult{}, errors.New("hiccup")
+		}
+		return honest(seq, q)
+	}}
+	reports := 0
+	got := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np, Policy: FixedDepth(2),
+		Drafters: []Drafter{{Name: "flaky", Drafter: d}}, OnDrafterFailure: func(string, error) { reports++ }})
+	st := got.Spec.ByDrafter["flaky"]
+	if !slices.Equal(got.Tokens, plain.Tokens) || st.Off || st.Failed != d.calls/2 || st.Rounds != d.calls-st.Failed || st.Accepted == 0 || reports != 1 {
+		t.Fatalf("tokens %v (want %v), %d calls, stats %+v, %d reports: want it on, every other call failed, reported once",
+			got.Tokens, plain.Tokens, d.calls, st, reports)
+	}
+	checkTold(t, d.seq, prompt, got.Tokens)
 }
 
 // TestNoDraftModel: a request that keeps the draft model out drafts with its plugins
@@ -226,5 +290,34 @@ func TestNoDraftModel(t *testing.T) {
 	if !slices.Equal(got.Tokens, plain.Tokens) || dm.calls != 0 || pol.seen[0].Drafters != 1 || got.Spec.ByDrafter["x"].Rounds == 0 {
 		t.Fatalf("tokens %v (want %v), draft model forwards %d, drafters %d, by drafter %v; want the plugin alone",
 			got.Tokens, plain.Tokens, dm.calls, pol.seen[0].Drafters, got.Spec.ByDrafter)
+	}
+}
+
+// deadDrafter fails and then reports, as the plugin hosts do, that its instance is
+// discarded (Err).
+type deadDrafter struct {
+	calls int
+	err   error
+}
+
+func (d *deadDrafter) Draft(context.Context, *sdk.DraftRequest) (sdk.DraftResult, error) {
+	d.calls++
+	d.err = errors.New("wasm: trap")
+	return sdk.DraftResult{}, d.err
+}
+
+func (d *deadDrafter) Err() error { return d.err }
+
+// TestDrafterDiscarded: a drafter whose host discarded the failed instance is off at
+// its first failure, not called again; the output is plain decoding's.
+func TestDrafterDiscarded(t *testing.T) {
+	const v, np = 30, 12
+	prompt := []int32{1, 2, 3}
+	plain := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np})
+	d := &deadDrafter{}
+	got := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np, Policy: FixedDepth(3),
+		Drafters: []Drafter{{Name: "trap", Drafter: d}}})
+	if st := got.Spec.ByDrafter["trap"]; !slices.Equal(got.Tokens, plain.Tokens) || d.calls != 1 || st.Failed != 1 || !st.Off {
+		t.Fatalf("tokens %v (want %v), %d calls, stats %+v: want one failed call, then off", got.Tokens, plain.Tokens, d.calls, st)
 	}
 }

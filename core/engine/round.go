@@ -34,6 +34,9 @@ type gen struct {
 	names []string
 	fed   []int
 	dq    sdk.DraftRequest
+	// fails[i] counts drafter plugin i's consecutive failed calls; at DrafterFailLimit
+	// it is off for the rest of the request.
+	fails []int
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
@@ -41,6 +44,7 @@ func (g *gen) run(ctx context.Context) error {
 	s := g.s
 	g.names = s.drafterNames(&g.req)
 	g.fed = make([]int, len(g.req.Drafters))
+	g.fails = make([]int, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
 	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel); err != nil {
@@ -131,7 +135,8 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	}
 	// 2. draft
 	t0 := time.Now()
-	if err := g.draft(ctx, k, d, dec); err != nil {
+	used, err := g.draft(ctx, k, d, dec)
+	if err != nil {
 		return true, fmt.Errorf("engine: draft: %w", err)
 	}
 	t1 := time.Now()
@@ -155,9 +160,16 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	g.res.Spec.Ms.Draft += ms(t1.Sub(t0))
 	g.res.Spec.Ms.Verify += ms(t2.Sub(t1))
 	seqs, rows := s.target.served()
+	// The policy is told the drafter that drafted (the draft model when a failed
+	// plugin's round fell back to it); a round that fell back to plain decoding keeps
+	// the drafter it chose, with nothing drafted.
+	told := k
+	if used >= 0 {
+		told = used
+	}
 	g.last = sdk.RoundOutcome{Round: round, Depth: d, Drafted: len(g.drafts), Accepted: r.Accepted,
 		DraftConf: g.conf, DraftNs: t1.Sub(t0).Nanoseconds(), VerifyNs: t2.Sub(t1).Nanoseconds(),
-		Drafter: k, Drafters: g.drafters(), BatchSeqs: seqs, BatchRows: rows}
+		Drafter: told, Drafters: g.drafters(), BatchSeqs: seqs, BatchRows: rows}
 	// 6. emit the accepted run one token at a time, exactly as plain decoding would
 	toks := append(g.drafts[:r.Accepted:r.Accepted], r.Next)
 	emitted, done, err := g.push(toks)
@@ -165,8 +177,8 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 		g.firstRound = g.produced
 	}
 	name := ""
-	if d > 0 {
-		name = g.names[k]
+	if d > 0 && used >= 0 {
+		name = g.names[used]
 	}
 	g.res.Spec.addRound(name, len(g.drafts), r.Accepted, emitted)
 	return done, err
@@ -251,19 +263,64 @@ func (g *gen) push(toks []int32) (int, bool, error) {
 
 // draft proposes up to d tokens with drafter k (see Request.Drafters) into g.drafts
 // and g.conf, stopping early where a token's confidence falls below dec.MinConf:
-// before that token, or after it when dec.KeepCut.
-func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) error {
+// before that token, or after it when dec.KeepCut. It returns the drafter that drafted:
+// k, or, when drafter plugin k failed or is off (DrafterFailLimit), the draft model
+// (0) if the request has one, else -1 (the round has no draft tokens: plain decoding).
+// A drafter plugin's failure is never the request's; only the request's own end
+// (ctx) and the draft model's errors are.
+func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) (int, error) {
 	g.drafts, g.conf = g.drafts[:0], g.conf[:0]
 	if d == 0 {
-		return nil
+		return k, nil
 	}
-	if g.s.draft != nil && !g.req.NoDraftModel {
+	model := g.s.draft != nil && !g.req.NoDraftModel
+	i := k
+	if model {
 		if k == 0 {
-			return g.draftTokens(d, dec.MinConf, dec.KeepCut)
+			return 0, g.draftTokens(d, dec.MinConf, dec.KeepCut)
 		}
-		k--
+		i--
 	}
-	return g.draftPlugin(ctx, k, d, dec.MinConf, dec.KeepCut)
+	if g.fails[i] < DrafterFailLimit {
+		err := g.draftPlugin(ctx, i, d, dec.MinConf, dec.KeepCut)
+		if err == nil {
+			g.fails[i] = 0
+			return k, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return k, cerr // the request is ending: not the drafter's failure
+		}
+		g.drafterFailed(i, err)
+		g.drafts, g.conf = g.drafts[:0], g.conf[:0]
+	}
+	if model {
+		return 0, g.draftTokens(d, dec.MinConf, dec.KeepCut)
+	}
+	return -1, nil
+}
+
+// drafterFailed counts a failed call of drafter plugin i, tells the request's
+// OnDrafterFailure of the first one, and turns the drafter off at DrafterFailLimit
+// consecutive failures (at once when its host discarded the instance).
+func (g *gen) drafterFailed(i int, err error) {
+	name := g.req.Drafters[i].Name
+	st := &g.res.Spec
+	if st.ByDrafter == nil {
+		st.ByDrafter = map[string]DrafterStats{}
+	}
+	b := st.ByDrafter[name]
+	if b.Failed == 0 && g.req.OnDrafterFailure != nil {
+		g.req.OnDrafterFailure(name, err)
+	}
+	b.Failed++
+	g.fails[i]++
+	// A plugin host that discards a failed instance says so (Err): every later call
+	// would fail at once, so the drafter is off now.
+	if e, ok := g.req.Drafters[i].Drafter.(interface{ Err() error }); ok && e.Err() != nil {
+		g.fails[i] = DrafterFailLimit
+	}
+	b.Off = g.fails[i] >= DrafterFailLimit
+	st.ByDrafter[name] = b
 }
 
 // draftPlugin asks drafter plugin i (req.Drafters[i]) for up to d tokens, telling it
@@ -274,13 +331,15 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 	g.dq.Appended, g.dq.MaxDepth, g.dq.Vocab = s.hist[g.fed[i]:], d, s.target.vocab()
 	res, err := dr.Draft(ctx, &g.dq)
 	g.dq.Appended = nil
+	// A failed call's tokens count as told too: a drafter that answers badly has
+	// taken them in (and a plugin host discards an instance that fails).
+	g.fed[i] = len(s.hist)
 	if err == nil {
 		err = sdk.CheckDraft(&g.dq, res)
 	}
 	if err != nil {
 		return fmt.Errorf("drafter %q: %w", dr.Name, err)
 	}
-	g.fed[i] = len(s.hist)
 	for j, tok := range res.Tokens {
 		cut := minConf > 0 && res.Conf[j] < minConf
 		if cut && !keepCut {

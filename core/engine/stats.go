@@ -52,6 +52,11 @@ type DrafterStats struct {
 	Rounds   int `json:"rounds"`
 	Drafted  int `json:"drafted"`
 	Accepted int `json:"accepted"`
+	// Failed counts the drafter plugin's failed calls (their rounds fell back and
+	// count under the drafter that drafted them, if any); Off is set once
+	// DrafterFailLimit consecutive failures turned it off for the request.
+	Failed int  `json:"failed,omitempty"`
+	Off    bool `json:"off,omitempty"`
 }
 
 // addRound counts a round; drafter is the name of its drafter ("" for a depth-0 round).

@@ -41,6 +41,9 @@ type job struct {
 	created    int64
 	endpoint   string
 	promptText string
+	// onDrafterFailure logs a drafter plugin's first failure in the request (the
+	// round falls back; engine.DrafterFailLimit).
+	onDrafterFailure func(name string, err error)
 }
 
 var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -290,6 +293,10 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		status = writeError(w, err)
 		return
 	}
+	j.onDrafterFailure = func(name string, err error) {
+		s.logf("%s: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v",
+			j.id, name, engine.DrafterFailLimit, err)
+	}
 	if j.assertID && !pl.Greedy {
 		status = writeError(w, badRequest("minfer.assert_identity", "needs the greedy sampler (temperature 0 or sampler \"greedy\")"))
 		return
@@ -333,7 +340,7 @@ func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *
 	req := engine.Request{
 		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop,
 		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName, Drafters: pl.Drafters,
-		Seed: pl.Seed, OnText: onText, DraftMax: j.params.DraftMax,
+		Seed: pl.Seed, OnText: onText, DraftMax: j.params.DraftMax, OnDrafterFailure: j.onDrafterFailure,
 	}
 	var lp *lpSampler
 	if j.logprobs != 0 {

@@ -30,6 +30,8 @@ type metrics struct {
 	drafted    *prometheus.CounterVec
 	accepted   *prometheus.CounterVec
 	depthRound *prometheus.CounterVec
+	drFailed   *prometheus.CounterVec
+	drOff      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -78,9 +80,15 @@ func newMetrics() *metrics {
 		depthRound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "minfer_spec_rounds_by_depth_total", Help: "Speculative rounds by depth.",
 		}, []string{"depth"}),
+		drFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_drafter_failures_total", Help: "Failed drafter plugin calls (an error, trap, timeout or hostile answer), by drafter; each one's round fell back to the draft model or plain decoding.",
+		}, []string{"drafter"}),
+		drOff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "minfer_drafter_off_total", Help: "Requests in which a drafter plugin was turned off after failing (its host discarded the instance, or failures in a row), by drafter.",
+		}, []string{"drafter"}),
 	}
 	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,
-		m.rounds, m.drafted, m.accepted, m.depthRound)
+		m.rounds, m.drafted, m.accepted, m.depthRound, m.drFailed, m.drOff)
 	// The standard process and Go runtime series (process_cpu_seconds_total,
 	// process_resident_memory_bytes, go_goroutines, GC): CPU seconds per completion
 	// token is a server's cost that a shared machine's load disturbs less than tokens/s.
@@ -123,6 +131,14 @@ func (m *metrics) observe(res *engine.Result) {
 		m.tpot.Observe(1 / res.Timings.GenTPS)
 	}
 	m.rounds.Add(float64(res.Spec.Rounds))
+	for name, st := range res.Spec.ByDrafter {
+		if st.Failed > 0 {
+			m.drFailed.WithLabelValues(name).Add(float64(st.Failed))
+		}
+		if st.Off {
+			m.drOff.WithLabelValues(name).Inc()
+		}
+	}
 	for d, st := range res.Spec.ByDepth {
 		depth, err := strconv.Atoi(d)
 		if err != nil {

@@ -215,7 +215,14 @@ func (st *Stack) Request(ctx context.Context, cfg *config.Config, ids []int32) (
 	st.closeRequest = roles.Close
 	return engine.Request{Prompt: ids, NPredict: cfg.Sampling.NPredict, Seed: Seed(cfg.Sampling.Seed),
 		Sampler: roles.Sampler, Penalty: roles.Penalty, Policy: roles.Policy, PolicyName: roles.PolicyName,
-		Drafters: EngineDrafters(roles)}, nil
+		Drafters: EngineDrafters(roles), OnDrafterFailure: st.drafterFailed}, nil
+}
+
+// drafterFailed reports a drafter plugin's first failure in a request (its rounds fall
+// back, engine.DrafterFailLimit).
+func (st *Stack) drafterFailed(name string, err error) {
+	fmt.Fprintf(st.log, "minfer: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v\n",
+		name, engine.DrafterFailLimit, err)
 }
 
 // ChatPrompt renders the conversation of system (none when "") and user with the

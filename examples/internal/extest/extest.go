@@ -139,6 +139,9 @@ func Generate(t *testing.T, cfg *config.Config, o Options) *engine.Result {
 		t.Cleanup(func() { plugins.Release(p) })
 		req.Policy, req.PolicyName = plugins.WithFloors(p, plugins.SpecFloors(cfg)), name // as minfer's commands run it
 	}
+	// A failing drafter's rounds fall back and the output stays right; an example's
+	// drafter must not fail at all.
+	req.OnDrafterFailure = func(name string, err error) { t.Errorf("drafter %q failed: %v", name, err) }
 	if req.Prompt, err = tok.Encode(o.Prompt, true, true); err != nil {
 		t.Fatal(err)
 	}
