@@ -96,11 +96,15 @@ type chatMessage struct {
 // Extension is the request's "minfer" field: plugin choices among those the config
 // allows, a depth bound, and the greedy-identity assertion.
 type Extension struct {
-	Policy         string `json:"policy"`
-	Sampler        string `json:"sampler"`
-	Penalty        string `json:"penalty"`
-	DraftMax       *int   `json:"draft_max"`
-	AssertIdentity bool   `json:"assert_identity"`
+	Policy   string `json:"policy"`
+	Sampler  string `json:"sampler"`
+	Penalty  string `json:"penalty"`
+	DraftMax *int   `json:"draft_max"`
+	// Drafter replaces [spec] drafter for the request: drafter plugin names,
+	// comma-separated ("ngram", "ngram,suffix"), or "none" (or "") for none; the
+	// draft model, when the server has one, drafts as well.
+	Drafter        *string `json:"drafter"`
+	AssertIdentity bool    `json:"assert_identity"`
 }
 
 // UnmarshalJSON decodes strictly: an unknown key in the extension is a mistake worth
@@ -113,7 +117,7 @@ func (x *Extension) UnmarshalJSON(b []byte) error {
 	if err := d.Decode(&v); err != nil {
 		msg := err.Error()
 		if k, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			return badRequest("minfer."+strings.Trim(k, `"`), "unknown field (known: policy, sampler, penalty, draft_max, assert_identity)")
+			return badRequest("minfer."+strings.Trim(k, `"`), "unknown field (known: policy, sampler, penalty, drafter, draft_max, assert_identity)")
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
@@ -214,6 +218,7 @@ type Params struct {
 	Sampler          string
 	Penalty          string
 	DraftMax         *int
+	Drafter          *string // nil = configured default ([spec] drafter)
 }
 
 // validate checks the shared fields and returns the generation budget and Params.
@@ -331,7 +336,7 @@ func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Par
 		RepeatPenalty: r.RepeatPenalty, RepeatLastN: r.RepeatLastN,
 	}
 	if x := r.Minfer; x != nil {
-		p.Policy, p.Sampler, p.Penalty, p.DraftMax = x.Policy, x.Sampler, x.Penalty, x.DraftMax
+		p.Policy, p.Sampler, p.Penalty, p.DraftMax, p.Drafter = x.Policy, x.Sampler, x.Penalty, x.DraftMax, x.Drafter
 		if x.DraftMax != nil && (*x.DraftMax < 0 || *x.DraftMax > 64) {
 			return 0, 0, p, badRequest("minfer.draft_max", "must be in [0, 64], got %d", *x.DraftMax)
 		}

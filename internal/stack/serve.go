@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
@@ -174,6 +176,13 @@ func (r *resolver) Resolve(ctx context.Context, p server.Params, hasDraft bool) 
 		}
 		*ch.dst = ch.name
 	}
+	if p.Drafter != nil {
+		names, err := r.requestDrafters(*p.Drafter)
+		if err != nil {
+			return nil, &server.RequestError{Param: "minfer.drafter", Message: err.Error()}
+		}
+		c.Spec.Drafter = strings.Join(names, ",")
+	}
 	setF := func(dst *float64, v *float64) {
 		if v != nil {
 			*dst = *v
@@ -213,6 +222,30 @@ func (r *resolver) Resolve(ctx context.Context, p server.Params, hasDraft bool) 
 		Seed: seed, Release: roles.Close,
 	}
 	return pl, nil
+}
+
+// requestDrafters checks a request's minfer.drafter: comma-separated drafter plugins
+// the config declares and [server] allow_plugins allows, each once; "" or "none" is
+// none.
+func (r *resolver) requestDrafters(arg string) ([]string, error) {
+	if a := strings.TrimSpace(arg); a == "" || a == "none" {
+		return nil, nil
+	}
+	var names []string
+	for _, name := range strings.Split(arg, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, fmt.Errorf("empty name in %q (want names such as \"ngram,suffix\", or \"none\")", arg)
+		}
+		if slices.Contains(names, name) {
+			return nil, fmt.Errorf("names %q twice", name)
+		}
+		if err := r.cfg.CheckRequestPlugin(sdk.RoleDrafter, name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
 }
 
 // ModelID is the model id the server reports: --alias, else the model file's name
