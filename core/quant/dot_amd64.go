@@ -405,15 +405,19 @@ func init() {
 	if !hasAVX2 || hasTileZ {
 		return
 	}
-	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2) }
-	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2) }
 }
 
+// rows4Func is the signature of the generated four-activation-row kernels.
+type rows4Func func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)
+
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
-// a time (each weight block unpacked once for the four), then one at a time.
+// a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
+// weight rows at a time sharing each activation load), then one at a time.
 func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
-	rows4 func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)) {
+	rows4 rows4Func, rows4x2 rows4Func) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -423,7 +427,15 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 	}
 	t := 0
 	for ; t+4 <= tl.NX; t += 4 {
-		rows4(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], tl.XStride, nb, &tl.Out[t*tl.OutStride], tl.OutStride)
+		x, out := &tl.X[t*tl.XStride], tl.Out[t*tl.OutStride:]
+		r := 0
+		if rows4x2 != nil && tl.Rows >= 2 {
+			r = tl.Rows &^ 1
+			rows4x2(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &out[0], tl.OutStride)
+		}
+		if r < tl.Rows {
+			rows4(&tl.W[r*tl.WStride], tl.WStride, tl.Rows-r, x, tl.XStride, nb, &out[r], tl.OutStride)
+		}
 	}
 	for ; t < tl.NX; t++ {
 		rows(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], nb, &tl.Out[t*tl.OutStride])

@@ -83,18 +83,20 @@ func TestFromFloatSIMDMatchesGo(t *testing.T) {
 // TestRowsAVX2MatchVecDot runs the AVX2 row loops of DotTile (the tile kernels of CPUs
 // without AVX-512, called here directly whatever the CPU) and wants VecDot's bits for
 // every weight row and activation row, at every block count up to 20, with output and
-// activation strides wider than a row.
+// activation strides wider than a row (1-5 weight rows: the two-weight-row kernels of
+// Q4_0/Q5_0 and their odd last row).
 func TestRowsAVX2MatchVecDot(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2/F16C on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	type kernels struct {
-		rows  func(*byte, int, int, *byte, int, *float32)
-		rows4 func(*byte, int, int, *byte, int, int, *float32, int)
+		rows           func(*byte, int, int, *byte, int, *float32)
+		rows4, rows4x2 rows4Func
 	}
 	for typ, k := range map[Type]kernels{
-		Q8_0: {rowsQ8_0AVX2, rows4Q8_0AVX2}, Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2}, Q5_0: {rowsQ5_0AVX2, rows4Q5_0AVX2},
+		Q8_0: {rowsQ8_0AVX2, rows4Q8_0AVX2, nil}, Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2},
+		Q5_0: {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2},
 	} {
 		tr, _ := typ.Lookup()
 		for nb := 1; nb <= 20; nb++ {
@@ -105,7 +107,7 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 			tl := &Tile{N: n, W: randomRow(rng, typ, n*rows), WStride: rb, Rows: rows,
 				X: randomRow(rng, tr.VecDotType, (n+qk)*nx), XStride: xs, NX: nx,
 				Out: make([]float32, nx*os), OutStride: os}
-			tileRowsAVX2(tl, k.rows, k.rows4)
+			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2)
 			for x := 0; x < nx; x++ {
 				for r := 0; r < rows; r++ {
 					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xs:])
