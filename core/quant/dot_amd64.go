@@ -2,6 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -410,14 +411,36 @@ func init() {
 	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2) }
 }
 
-// rows4Func is the signature of the generated four-activation-row kernels.
-type rows4Func func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)
+// rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func
+// that of the two-weight-row ones, which read the activation scales prepared by
+// prepScales4.
+type (
+	rows4Func   func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)
+	rows4x2Func func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)
+)
+
+// scalesPool holds prepScales4's buffers.
+var scalesPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// prepScales4 writes f16(x_a.d) of block b of the four Q8_0 activation rows at x (a·xs
+// bytes apart), broadcast to eight floats, at xd[(4b+a)·8].
+func prepScales4(xd []float32, x []byte, xs, nb int) {
+	for b := 0; b < nb; b++ {
+		for a := 0; a < 4; a++ {
+			d := f16At(x[a*xs+b*q8_0Bytes:])
+			v := xd[(4*b+a)*8 : (4*b+a)*8+8 : (4*b+a)*8+8]
+			for i := range v {
+				v[i] = d
+			}
+		}
+	}
+}
 
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
 // a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
 // weight rows at a time sharing each activation load), then one at a time.
 func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
-	rows4 rows4Func, rows4x2 rows4Func) {
+	rows4 rows4Func, rows4x2 rows4x2Func) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -425,13 +448,23 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		}
 		return
 	}
+	var xd []float32
+	if rows4x2 != nil && tl.Rows >= 2 && tl.NX >= 4 {
+		bp := scalesPool.Get().(*[]float32)
+		defer scalesPool.Put(bp)
+		if cap(*bp) < 32*nb {
+			*bp = make([]float32, 32*nb)
+		}
+		xd = (*bp)[:32*nb]
+	}
 	t := 0
 	for ; t+4 <= tl.NX; t += 4 {
 		x, out := &tl.X[t*tl.XStride], tl.Out[t*tl.OutStride:]
 		r := 0
-		if rows4x2 != nil && tl.Rows >= 2 {
+		if xd != nil {
+			prepScales4(xd, tl.X[t*tl.XStride:], tl.XStride, nb)
 			r = tl.Rows &^ 1
-			rows4x2(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &out[0], tl.OutStride)
+			rows4x2(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &xd[0], &out[0], tl.OutStride)
 		}
 		if r < tl.Rows {
 			rows4(&tl.W[r*tl.WStride], tl.WStride, tl.Rows-r, x, tl.XStride, nb, &out[r], tl.OutStride)

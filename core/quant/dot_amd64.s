@@ -2640,26 +2640,28 @@ rows4Q5_0AVX2_block:
 	VZEROUPPER
 	RET
 
-// func rows4x2Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+// func rows4x2Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·rows4x2Q4_0AVX2(SB), NOSPLIT, $8-64
+TEXT ·rows4x2Q4_0AVX2(SB), NOSPLIT, $8-72
 	MOVQ    w+0(FP), AX
 	MOVQ    wStride+8(FP), CX
 	MOVQ    rows+16(FP), DX
 	MOVQ    x+24(FP), BX
 	MOVQ    xStride+32(FP), SI
 	MOVQ    nb+40(FP), DI
-	MOVQ    out+48(FP), R8
-	MOVQ    outStride+56(FP), R9
-	SHLQ    $0x02, R9
+	MOVQ    xd+48(FP), R8
+	MOVQ    out+56(FP), R9
+	MOVQ    outStride+64(FP), R10
+	SHLQ    $0x02, R10
 	VMOVDQU eights<>+0(SB), Y0
 
 rows4x2Q4_0AVX2_row:
-	MOVQ   AX, R10
-	LEAQ   (AX)(CX*1), R11
-	MOVQ   BX, R12
-	LEAQ   (BX)(SI*2), R13
-	MOVQ   DI, R14
+	MOVQ   AX, R11
+	LEAQ   (AX)(CX*1), R12
+	MOVQ   BX, R13
+	LEAQ   (BX)(SI*2), R14
+	MOVQ   R8, R15
+	MOVQ   DI, BP
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
@@ -2670,187 +2672,170 @@ rows4x2Q4_0AVX2_row:
 	VXORPS Y8, Y8, Y8
 
 rows4x2Q4_0AVX2_block:
-	PREFETCHT1     4096(R10)
 	PREFETCHT1     4096(R11)
-	VBROADCASTI128 2(R10), Y9
+	PREFETCHT1     4096(R12)
+	VBROADCASTI128 2(R11), Y9
 	VPSRLW         $0x04, Y9, Y10
 	VPBLENDD       $0xf0, Y10, Y9, Y9
 	VPAND          mask0F<>+0(SB), Y9, Y9
-	VBROADCASTI128 2(R11), Y10
+	VBROADCASTI128 2(R12), Y10
 	VPSRLW         $0x04, Y10, Y11
 	VPBLENDD       $0xf0, Y11, Y10, Y10
 	VPAND          mask0F<>+0(SB), Y10, Y10
 	VPXOR          X11, X11, X11
-	VPINSRW        $0x00, (R10), X11, X11
-	VCVTPH2PS      X11, X11
-	VMOVSS         X11, (SP)
-	VPXOR          X11, X11, X11
 	VPINSRW        $0x00, (R11), X11, X11
 	VCVTPH2PS      X11, X11
-	VMOVSS         X11, 4(SP)
-	VPMADDUBSW     2(R12), Y0, Y11
+	VBROADCASTSS   X11, Y11
 	VPXOR          X12, X12, X12
 	VPINSRW        $0x00, (R12), X12, X12
 	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R12), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y1
-	VPMADDUBSW     2(R12), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y5
-	VPMADDUBSW     2(R12)(SI*1), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R12)(SI*1), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R12)(SI*1), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y2
-	VPMADDUBSW     2(R12)(SI*1), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y6
-	VPMADDUBSW     2(R13), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R13), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R13), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y3
-	VPMADDUBSW     2(R13), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y7
-	VPMADDUBSW     2(R13)(SI*1), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R13)(SI*1), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R13)(SI*1), Y9, Y9
-	VPSUBW         Y11, Y9, Y9
+	VBROADCASTSS   X12, Y12
+	VPMADDUBSW     2(R13), Y0, Y13
+	VPMADDUBSW     2(R13), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         (R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y1
+	VPMADDUBSW     2(R13), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         (R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y5
+	VPMADDUBSW     2(R13)(SI*1), Y0, Y13
+	VPMADDUBSW     2(R13)(SI*1), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         32(R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y2
+	VPMADDUBSW     2(R13)(SI*1), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         32(R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y6
+	VPMADDUBSW     2(R14), Y0, Y13
+	VPMADDUBSW     2(R14), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         64(R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y3
+	VPMADDUBSW     2(R14), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         64(R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y7
+	VPMADDUBSW     2(R14)(SI*1), Y0, Y13
+	VPMADDUBSW     2(R14)(SI*1), Y9, Y9
+	VPSUBW         Y13, Y9, Y9
 	VPMADDWD       ones16<>+0(SB), Y9, Y9
-	VMULSS         (SP), X12, X13
+	VMULPS         96(R15), Y11, Y11
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   X13, Y13
-	VFMADD231PS    Y9, Y13, Y4
-	VPMADDUBSW     2(R13)(SI*1), Y10, Y9
-	VPSUBW         Y11, Y9, Y9
+	VFMADD231PS    Y9, Y11, Y4
+	VPMADDUBSW     2(R14)(SI*1), Y10, Y9
+	VPSUBW         Y13, Y9, Y9
 	VPMADDWD       ones16<>+0(SB), Y9, Y9
-	VMULSS         4(SP), X12, X10
+	VMULPS         96(R15), Y12, Y10
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   X10, Y10
 	VFMADD231PS    Y9, Y10, Y8
-	ADDQ           $0x00000012, R10
 	ADDQ           $0x00000012, R11
-	ADDQ           $0x22, R12
+	ADDQ           $0x00000012, R12
 	ADDQ           $0x22, R13
-	DECQ           R14
+	ADDQ           $0x22, R14
+	ADDQ           $0x80, R15
+	DECQ           BP
 	JNZ            rows4x2Q4_0AVX2_block
-	LEAQ           (R8)(R9*2), R10
+	LEAQ           (R9)(R10*2), R11
 	VEXTRACTF128   $0x01, Y1, X9
 	VADDPS         X9, X1, X1
 	VMOVHLPS       X1, X1, X9
 	VADDPS         X9, X1, X1
 	VMOVSHDUP      X1, X9
 	VADDSS         X9, X1, X1
-	VMOVSS         X1, (R8)
+	VMOVSS         X1, (R9)
 	VEXTRACTF128   $0x01, Y2, X1
 	VADDPS         X1, X2, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R8)(R9*1)
+	VMOVSS         X2, (R9)(R10*1)
 	VEXTRACTF128   $0x01, Y3, X1
 	VADDPS         X1, X3, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R10)
+	VMOVSS         X2, (R11)
 	VEXTRACTF128   $0x01, Y4, X1
 	VADDPS         X1, X4, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R10)(R9*1)
-	LEAQ           (R8)(R9*2), R10
+	VMOVSS         X2, (R11)(R10*1)
+	LEAQ           (R9)(R10*2), R11
 	VEXTRACTF128   $0x01, Y5, X1
 	VADDPS         X1, X5, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R8)
+	VMOVSS         X2, 4(R9)
 	VEXTRACTF128   $0x01, Y6, X1
 	VADDPS         X1, X6, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R8)(R9*1)
+	VMOVSS         X2, 4(R9)(R10*1)
 	VEXTRACTF128   $0x01, Y7, X1
 	VADDPS         X1, X7, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R10)
+	VMOVSS         X2, 4(R11)
 	VEXTRACTF128   $0x01, Y8, X1
 	VADDPS         X1, X8, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R10)(R9*1)
+	VMOVSS         X2, 4(R11)(R10*1)
 	LEAQ           (AX)(CX*2), AX
-	ADDQ           $0x08, R8
+	ADDQ           $0x08, R9
 	SUBQ           $0x02, DX
 	JNZ            rows4x2Q4_0AVX2_row
 	VZEROUPPER
 	RET
 
-// func rows4x2Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+// func rows4x2Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·rows4x2Q5_0AVX2(SB), NOSPLIT, $8-64
+TEXT ·rows4x2Q5_0AVX2(SB), NOSPLIT, $8-72
 	MOVQ    w+0(FP), AX
 	MOVQ    wStride+8(FP), CX
 	MOVQ    rows+16(FP), DX
 	MOVQ    x+24(FP), BX
 	MOVQ    xStride+32(FP), SI
 	MOVQ    nb+40(FP), DI
-	MOVQ    out+48(FP), R8
-	MOVQ    outStride+56(FP), R9
-	SHLQ    $0x02, R9
+	MOVQ    xd+48(FP), R8
+	MOVQ    out+56(FP), R9
+	MOVQ    outStride+64(FP), R10
+	SHLQ    $0x02, R10
 	VMOVDQU sixteens<>+0(SB), Y0
 
 rows4x2Q5_0AVX2_row:
-	MOVQ   AX, R10
-	LEAQ   (AX)(CX*1), R11
-	MOVQ   BX, R12
-	LEAQ   (BX)(SI*2), R13
-	MOVQ   DI, R14
+	MOVQ   AX, R11
+	LEAQ   (AX)(CX*1), R12
+	MOVQ   BX, R13
+	LEAQ   (BX)(SI*2), R14
+	MOVQ   R8, R15
+	MOVQ   DI, BP
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
@@ -2861,174 +2846,155 @@ rows4x2Q5_0AVX2_row:
 	VXORPS Y8, Y8, Y8
 
 rows4x2Q5_0AVX2_block:
-	PREFETCHT1     4096(R10)
 	PREFETCHT1     4096(R11)
-	VBROADCASTI128 6(R10), Y9
+	PREFETCHT1     4096(R12)
+	VBROADCASTI128 6(R11), Y9
 	VPSRLW         $0x04, Y9, Y10
 	VPBLENDD       $0xf0, Y10, Y9, Y9
 	VPAND          mask0F<>+0(SB), Y9, Y9
-	VPBROADCASTD   2(R10), Y10
+	VPBROADCASTD   2(R11), Y10
 	VPSHUFB        bitsShuf<>+0(SB), Y10, Y10
 	VPOR           bitsMask<>+0(SB), Y10, Y10
 	VPCMPEQB       allOnes<>+0(SB), Y10, Y10
 	VPAND          sixteen<>+0(SB), Y10, Y10
 	VPOR           Y10, Y9, Y9
-	VBROADCASTI128 6(R11), Y10
+	VBROADCASTI128 6(R12), Y10
 	VPSRLW         $0x04, Y10, Y11
 	VPBLENDD       $0xf0, Y11, Y10, Y10
 	VPAND          mask0F<>+0(SB), Y10, Y10
-	VPBROADCASTD   2(R11), Y11
+	VPBROADCASTD   2(R12), Y11
 	VPSHUFB        bitsShuf<>+0(SB), Y11, Y11
 	VPOR           bitsMask<>+0(SB), Y11, Y11
 	VPCMPEQB       allOnes<>+0(SB), Y11, Y11
 	VPAND          sixteen<>+0(SB), Y11, Y11
 	VPOR           Y11, Y10, Y10
 	VPXOR          X11, X11, X11
-	VPINSRW        $0x00, (R10), X11, X11
-	VCVTPH2PS      X11, X11
-	VMOVSS         X11, (SP)
-	VPXOR          X11, X11, X11
 	VPINSRW        $0x00, (R11), X11, X11
 	VCVTPH2PS      X11, X11
-	VMOVSS         X11, 4(SP)
-	VPMADDUBSW     2(R12), Y0, Y11
+	VBROADCASTSS   X11, Y11
 	VPXOR          X12, X12, X12
 	VPINSRW        $0x00, (R12), X12, X12
 	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R12), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y1
-	VPMADDUBSW     2(R12), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y5
-	VPMADDUBSW     2(R12)(SI*1), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R12)(SI*1), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R12)(SI*1), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y2
-	VPMADDUBSW     2(R12)(SI*1), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y6
-	VPMADDUBSW     2(R13), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R13), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R13), Y9, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         (SP), X12, X14
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X14, Y14
-	VFMADD231PS    Y13, Y14, Y3
-	VPMADDUBSW     2(R13), Y10, Y13
-	VPSUBW         Y11, Y13, Y13
-	VPMADDWD       ones16<>+0(SB), Y13, Y13
-	VMULSS         4(SP), X12, X11
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   X11, Y11
-	VFMADD231PS    Y13, Y11, Y7
-	VPMADDUBSW     2(R13)(SI*1), Y0, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R13)(SI*1), X12, X12
-	VCVTPH2PS      X12, X12
-	VPMADDUBSW     2(R13)(SI*1), Y9, Y9
-	VPSUBW         Y11, Y9, Y9
+	VBROADCASTSS   X12, Y12
+	VPMADDUBSW     2(R13), Y0, Y13
+	VPMADDUBSW     2(R13), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         (R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y1
+	VPMADDUBSW     2(R13), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         (R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y5
+	VPMADDUBSW     2(R13)(SI*1), Y0, Y13
+	VPMADDUBSW     2(R13)(SI*1), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         32(R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y2
+	VPMADDUBSW     2(R13)(SI*1), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         32(R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y6
+	VPMADDUBSW     2(R14), Y0, Y13
+	VPMADDUBSW     2(R14), Y9, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         64(R15), Y11, Y15
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y15, Y3
+	VPMADDUBSW     2(R14), Y10, Y14
+	VPSUBW         Y13, Y14, Y14
+	VPMADDWD       ones16<>+0(SB), Y14, Y14
+	VMULPS         64(R15), Y12, Y13
+	VCVTDQ2PS      Y14, Y14
+	VFMADD231PS    Y14, Y13, Y7
+	VPMADDUBSW     2(R14)(SI*1), Y0, Y13
+	VPMADDUBSW     2(R14)(SI*1), Y9, Y9
+	VPSUBW         Y13, Y9, Y9
 	VPMADDWD       ones16<>+0(SB), Y9, Y9
-	VMULSS         (SP), X12, X13
+	VMULPS         96(R15), Y11, Y11
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   X13, Y13
-	VFMADD231PS    Y9, Y13, Y4
-	VPMADDUBSW     2(R13)(SI*1), Y10, Y9
-	VPSUBW         Y11, Y9, Y9
+	VFMADD231PS    Y9, Y11, Y4
+	VPMADDUBSW     2(R14)(SI*1), Y10, Y9
+	VPSUBW         Y13, Y9, Y9
 	VPMADDWD       ones16<>+0(SB), Y9, Y9
-	VMULSS         4(SP), X12, X10
+	VMULPS         96(R15), Y12, Y10
 	VCVTDQ2PS      Y9, Y9
-	VBROADCASTSS   X10, Y10
 	VFMADD231PS    Y9, Y10, Y8
-	ADDQ           $0x00000016, R10
 	ADDQ           $0x00000016, R11
-	ADDQ           $0x22, R12
+	ADDQ           $0x00000016, R12
 	ADDQ           $0x22, R13
-	DECQ           R14
+	ADDQ           $0x22, R14
+	ADDQ           $0x80, R15
+	DECQ           BP
 	JNZ            rows4x2Q5_0AVX2_block
-	LEAQ           (R8)(R9*2), R10
+	LEAQ           (R9)(R10*2), R11
 	VEXTRACTF128   $0x01, Y1, X9
 	VADDPS         X9, X1, X1
 	VMOVHLPS       X1, X1, X9
 	VADDPS         X9, X1, X1
 	VMOVSHDUP      X1, X9
 	VADDSS         X9, X1, X1
-	VMOVSS         X1, (R8)
+	VMOVSS         X1, (R9)
 	VEXTRACTF128   $0x01, Y2, X1
 	VADDPS         X1, X2, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R8)(R9*1)
+	VMOVSS         X2, (R9)(R10*1)
 	VEXTRACTF128   $0x01, Y3, X1
 	VADDPS         X1, X3, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R10)
+	VMOVSS         X2, (R11)
 	VEXTRACTF128   $0x01, Y4, X1
 	VADDPS         X1, X4, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, (R10)(R9*1)
-	LEAQ           (R8)(R9*2), R10
+	VMOVSS         X2, (R11)(R10*1)
+	LEAQ           (R9)(R10*2), R11
 	VEXTRACTF128   $0x01, Y5, X1
 	VADDPS         X1, X5, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R8)
+	VMOVSS         X2, 4(R9)
 	VEXTRACTF128   $0x01, Y6, X1
 	VADDPS         X1, X6, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R8)(R9*1)
+	VMOVSS         X2, 4(R9)(R10*1)
 	VEXTRACTF128   $0x01, Y7, X1
 	VADDPS         X1, X7, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R10)
+	VMOVSS         X2, 4(R11)
 	VEXTRACTF128   $0x01, Y8, X1
 	VADDPS         X1, X8, X2
 	VMOVHLPS       X2, X2, X1
 	VADDPS         X1, X2, X2
 	VMOVSHDUP      X2, X1
 	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(R10)(R9*1)
+	VMOVSS         X2, 4(R11)(R10*1)
 	LEAQ           (AX)(CX*2), AX
-	ADDQ           $0x08, R8
+	ADDQ           $0x08, R9
 	SUBQ           $0x02, DX
 	JNZ            rows4x2Q5_0AVX2_row
 	VZEROUPPER

@@ -91,8 +91,9 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	type kernels struct {
-		rows           func(*byte, int, int, *byte, int, *float32)
-		rows4, rows4x2 rows4Func
+		rows    func(*byte, int, int, *byte, int, *float32)
+		rows4   rows4Func
+		rows4x2 rows4x2Func
 	}
 	for typ, k := range map[Type]kernels{
 		Q8_0: {rowsQ8_0AVX2, rows4Q8_0AVX2, nil}, Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2},

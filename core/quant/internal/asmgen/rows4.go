@@ -141,26 +141,30 @@ func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
 
 // blockDotRows4x2 is blockDotRows4 for two weight rows at a time (rows even): each
 // activation block is loaded once for both weight rows, and its bias products
-// (maddubs of the bias bytes, which depend on the activation only) computed once. Every
-// (weight row, activation row) keeps its own FMA chain in block order, so the results
-// are blockDotRows4's bits. Only for the biased formats (Q4_0, Q5_0: unpack returns one
-// register, dot is biasedDot).
+// (maddubs of the bias bytes, which depend on the activation only) computed once; the
+// activation scales come prepared, f16(x_a.d) of block b broadcast to eight floats at
+// xd[(4b+a)·8], so each dot's scale is one VMULPS by the broadcast f16(w.d). Every
+// (weight row, activation row) keeps its own FMA chain in block order, and
+// f16(w.d)·f16(x.d) is the same product in every lane, so the results are
+// blockDotRows4's bits. Only for the biased formats (Q4_0, Q5_0: unpack returns one
+// register, the dot is biasedDot's).
 func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtual, corrConst Mem) {
-	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)")
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)")
 	Pragma("noescape")
 	Doc(name + " runs ggml's block loop for rows (even) weight rows, two at a time, against four activation rows (AVX2, FMA, F16C).")
 	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
 	x0, xs, nb0 := Load(Param("x"), GP64()), Load(Param("xStride"), GP64()), Load(Param("nb"), GP64())
+	xd0 := Load(Param("xd"), GP64())
 	op, os := Load(Param("out"), GP64()), Load(Param("outStride"), GP64())
-	SHLQ(Imm(2), os)    // bytes
-	wd := AllocLocal(8) // the two weight blocks' f16(d) as float32
+	SHLQ(Imm(2), os) // bytes
 	corr := loadCorr(corrConst)
-	wp, wq, xa, xb, nb, op2 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	wp, wq, xa, xb, xdp, nb, op2 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Label(name + "_row")
 	MOVQ(w0, wp)
 	LEAQ(Mem{Base: w0, Index: stride, Scale: 1}, wq)
 	MOVQ(x0, xa)
 	LEAQ(Mem{Base: x0, Index: xs, Scale: 2}, xb)
+	MOVQ(xd0, xdp)
 	MOVQ(nb0, nb)
 	var acc [2][4]reg.VecVirtual
 	for r := range acc {
@@ -173,8 +177,11 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	prefetchW(wp, wBytes)
 	prefetchW(wq, wBytes)
 	u := [2]reg.VecVirtual{unpack(Mem{Base: wp})[0], unpack(Mem{Base: wq})[0]}
-	VMOVSS(f16ToScalar(Mem{Base: wp}), wd)
-	VMOVSS(f16ToScalar(Mem{Base: wq}), wd.Offset(4))
+	var wdv [2]reg.VecVirtual
+	for r, m := range []Mem{{Base: wp}, {Base: wq}} {
+		wdv[r] = YMM()
+		VBROADCASTSS(f16ToScalar(m), wdv[r])
+	}
 	for a := 0; a < 4; a++ {
 		x := Mem{Base: xa}
 		switch a {
@@ -187,15 +194,13 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 		}
 		c := YMM()
 		VPMADDUBSW(x.Offset(2), corr, c) // bias·x, shared by both weight rows
-		s := f16ToScalar(x)
 		for r := 0; r < 2; r++ {
 			p, d := YMM(), YMM()
 			VPMADDUBSW(x.Offset(2), u[r], p)
 			VPSUBW(c, p, p)
 			VPMADDWD(ones16, p, p)
-			VMULSS(wd.Offset(4*r), s, d.AsX()) // f16(w.d)·f16(x.d)
+			VMULPS(Mem{Base: xdp, Disp: 32 * a}, wdv[r], d) // f16(w.d)·f16(x.d)
 			VCVTDQ2PS(p, p)
-			VBROADCASTSS(d.AsX(), d)
 			VFMADD231PS(p, d, acc[r][a])
 		}
 	}
@@ -203,12 +208,12 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	ADDQ(U32(wBytes), wq)
 	ADDQ(Imm(q8_0Bytes), xa)
 	ADDQ(Imm(q8_0Bytes), xb)
+	ADDQ(Imm(128), xdp)
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
 	for r := 0; r < 2; r++ {
-		base := Mem{Base: op, Disp: 4 * r}
 		LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
-		hsumStore(acc[r][0], base)
+		hsumStore(acc[r][0], Mem{Base: op, Disp: 4 * r})
 		hsumStore(acc[r][1], Mem{Base: op, Index: os, Scale: 1, Disp: 4 * r})
 		hsumStore(acc[r][2], Mem{Base: op2, Disp: 4 * r})
 		hsumStore(acc[r][3], Mem{Base: op2, Index: os, Scale: 1, Disp: 4 * r})
