@@ -406,9 +406,9 @@ func init() {
 	if !hasAVX2 || hasTileZ {
 		return
 	}
-	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil) }
-	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil) }
 }
 
 // rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func
@@ -438,9 +438,10 @@ func prepScales4(xd []float32, x []byte, xs, nb int) {
 
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
 // a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
-// weight rows at a time sharing each activation load), then one at a time.
+// weight rows at a time sharing each activation load; rows4p, Q8_0, one weight row with
+// the prepared scales), then one at a time.
 func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
-	rows4 rows4Func, rows4x2 rows4x2Func) {
+	rows4 rows4Func, rows4x2, rows4p rows4x2Func) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -449,7 +450,7 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		return
 	}
 	var xd []float32
-	if rows4x2 != nil && tl.Rows >= 2 && tl.NX >= 4 {
+	if (rows4x2 != nil && tl.Rows >= 2 || rows4p != nil) && tl.NX >= 4 {
 		bp := scalesPool.Get().(*[]float32)
 		defer scalesPool.Put(bp)
 		if cap(*bp) < 32*nb {
@@ -463,10 +464,16 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		r := 0
 		if xd != nil {
 			prepScales4(xd, tl.X[t*tl.XStride:], tl.XStride, nb)
+		}
+		if xd != nil && rows4x2 != nil && tl.Rows >= 2 {
 			r = tl.Rows &^ 1
 			rows4x2(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &xd[0], &out[0], tl.OutStride)
 		}
-		if r < tl.Rows {
+		switch {
+		case r == tl.Rows:
+		case xd != nil && rows4p != nil:
+			rows4p(&tl.W[r*tl.WStride], tl.WStride, tl.Rows-r, x, tl.XStride, nb, &xd[0], &out[r], tl.OutStride)
+		default:
 			rows4(&tl.W[r*tl.WStride], tl.WStride, tl.Rows-r, x, tl.XStride, nb, &out[r], tl.OutStride)
 		}
 	}

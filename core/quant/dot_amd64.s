@@ -2313,8 +2313,8 @@ rows4Q8_0AVX2_block:
 	VPINSRW      $0x00, (R11), X8, X8
 	VCVTPH2PS    X8, X8
 	VMULSS       X8, X6, X8
-	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y8, Y0
 	VMOVDQU      2(R11)(SI*1), Y7
 	VPSIGNB      Y4, Y7, Y7
@@ -2324,8 +2324,8 @@ rows4Q8_0AVX2_block:
 	VPINSRW      $0x00, (R11)(SI*1), X8, X8
 	VCVTPH2PS    X8, X8
 	VMULSS       X8, X6, X8
-	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVDQU      2(R12), Y7
 	VPSIGNB      Y4, Y7, Y7
@@ -2335,8 +2335,8 @@ rows4Q8_0AVX2_block:
 	VPINSRW      $0x00, (R12), X8, X8
 	VCVTPH2PS    X8, X8
 	VMULSS       X8, X6, X8
-	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y8, Y2
 	VMOVDQU      2(R12)(SI*1), Y7
 	VPSIGNB      Y4, Y7, Y7
@@ -2346,8 +2346,8 @@ rows4Q8_0AVX2_block:
 	VPINSRW      $0x00, (R12)(SI*1), X5, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       X5, X6, X5
-	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS X5, Y5
+	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y4, Y5, Y3
 	ADDQ         $0x00000022, R10
 	ADDQ         $0x22, R11
@@ -2432,8 +2432,8 @@ rows4Q4_0AVX2_block:
 	VPINSRW        $0x00, (R11), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y1
 	VMOVDQU        2(R11)(SI*1), Y7
 	VPMADDUBSW     Y7, Y5, Y8
@@ -2444,8 +2444,8 @@ rows4Q4_0AVX2_block:
 	VPINSRW        $0x00, (R11)(SI*1), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y2
 	VMOVDQU        2(R12), Y7
 	VPMADDUBSW     Y7, Y5, Y8
@@ -2456,8 +2456,8 @@ rows4Q4_0AVX2_block:
 	VPINSRW        $0x00, (R12), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y3
 	VMOVDQU        2(R12)(SI*1), Y7
 	VPMADDUBSW     Y7, Y5, Y5
@@ -2468,8 +2468,8 @@ rows4Q4_0AVX2_block:
 	VPINSRW        $0x00, (R12)(SI*1), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y5, Y5
 	VBROADCASTSS   X7, Y6
+	VCVTDQ2PS      Y5, Y5
 	VFMADD231PS    Y5, Y6, Y4
 	ADDQ           $0x00000012, R10
 	ADDQ           $0x22, R11
@@ -2560,8 +2560,8 @@ rows4Q5_0AVX2_block:
 	VPINSRW        $0x00, (R11), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y1
 	VMOVDQU        2(R11)(SI*1), Y7
 	VPMADDUBSW     Y7, Y5, Y8
@@ -2572,8 +2572,8 @@ rows4Q5_0AVX2_block:
 	VPINSRW        $0x00, (R11)(SI*1), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y2
 	VMOVDQU        2(R12), Y7
 	VPMADDUBSW     Y7, Y5, Y8
@@ -2584,8 +2584,8 @@ rows4Q5_0AVX2_block:
 	VPINSRW        $0x00, (R12), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y8, Y8
 	VBROADCASTSS   X7, Y7
+	VCVTDQ2PS      Y8, Y8
 	VFMADD231PS    Y8, Y7, Y3
 	VMOVDQU        2(R12)(SI*1), Y7
 	VPMADDUBSW     Y7, Y5, Y5
@@ -2596,8 +2596,8 @@ rows4Q5_0AVX2_block:
 	VPINSRW        $0x00, (R12)(SI*1), X7, X7
 	VCVTPH2PS      X7, X7
 	VMULSS         X7, X6, X7
-	VCVTDQ2PS      Y5, Y5
 	VBROADCASTSS   X7, Y6
+	VCVTDQ2PS      Y5, Y5
 	VFMADD231PS    Y5, Y6, Y4
 	ADDQ           $0x00000016, R10
 	ADDQ           $0x22, R11
@@ -2637,6 +2637,109 @@ rows4Q5_0AVX2_block:
 	ADDQ           $0x04, R8
 	DECQ           DX
 	JNZ            rows4Q5_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rows4pQ8_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4pQ8_0AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ xStride+32(FP), SI
+	MOVQ nb+40(FP), DI
+	MOVQ xd+48(FP), R8
+	MOVQ out+56(FP), R10
+	MOVQ outStride+64(FP), R11
+	SHLQ $0x02, R11
+
+rows4pQ8_0AVX2_row:
+	MOVQ   AX, R12
+	MOVQ   BX, R13
+	LEAQ   (BX)(SI*2), R14
+	MOVQ   R8, R9
+	MOVQ   DI, R15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+rows4pQ8_0AVX2_block:
+	PREFETCHT1   4096(R12)
+	VMOVDQU      2(R12), Y4
+	VPSIGNB      Y4, Y4, Y5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (R12), X6, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      2(R13), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VMULPS       (R9), Y6, Y8
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y0
+	VMOVDQU      2(R13)(SI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VMULPS       32(R9), Y6, Y8
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVDQU      2(R14), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VMULPS       64(R9), Y6, Y8
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y2
+	VMOVDQU      2(R14)(SI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y4
+	VPMADDWD     ones16<>+0(SB), Y4, Y4
+	VMULPS       96(R9), Y6, Y5
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000022, R12
+	ADDQ         $0x22, R13
+	ADDQ         $0x22, R14
+	ADDQ         $0x80, R9
+	DECQ         R15
+	JNZ          rows4pQ8_0AVX2_block
+	LEAQ         (R10)(R11*2), R9
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (R10)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R10)(R11*1)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R9)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R9)(R11*1)
+	ADDQ         CX, AX
+	ADDQ         $0x04, R10
+	DECQ         DX
+	JNZ          rows4pQ8_0AVX2_row
 	VZEROUPPER
 	RET
 

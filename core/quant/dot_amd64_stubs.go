@@ -59,6 +59,11 @@ func rows4Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int,
 //go:noescape
 func rows4Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
 
+// rows4pQ8_0AVX2 runs ggml's block loop for rows weight rows against four activation rows (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4pQ8_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
+
 // rows4x2Q4_0AVX2 runs ggml's block loop for rows (even) weight rows, two at a time, against four activation rows (AVX2, FMA, F16C).
 //
 //go:noescape

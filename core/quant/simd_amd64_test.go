@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -91,14 +92,16 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	type kernels struct {
-		rows    func(*byte, int, int, *byte, int, *float32)
-		rows4   rows4Func
-		rows4x2 rows4x2Func
+		rows            func(*byte, int, int, *byte, int, *float32)
+		rows4           rows4Func
+		rows4x2, rows4p rows4x2Func
 	}
-	for typ, k := range map[Type]kernels{
-		Q8_0: {rowsQ8_0AVX2, rows4Q8_0AVX2, nil}, Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2},
-		Q5_0: {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2},
+	for name, k := range map[string]kernels{
+		"Q8_0": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil}, "Q8_0/prepared": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2},
+		"Q4_0": {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil}, "Q4_0/rows4": {rowsQ4_0AVX2, rows4Q4_0AVX2, nil, nil},
+		"Q5_0": {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil}, "Q5_0/rows4": {rowsQ5_0AVX2, rows4Q5_0AVX2, nil, nil},
 	} {
+		typ := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q5_0": Q5_0}[strings.Split(name, "/")[0]]
 		tr, _ := typ.Lookup()
 		for nb := 1; nb <= 20; nb++ {
 			n, rows, nx := 32*nb, 1+nb%5, 1+nb%7 // 1-7 activation rows: groups of four and the rest
@@ -108,12 +111,12 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 			tl := &Tile{N: n, W: randomRow(rng, typ, n*rows), WStride: rb, Rows: rows,
 				X: randomRow(rng, tr.VecDotType, (n+qk)*nx), XStride: xs, NX: nx,
 				Out: make([]float32, nx*os), OutStride: os}
-			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2)
+			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, k.rows4p)
 			for x := 0; x < nx; x++ {
 				for r := 0; r < rows; r++ {
 					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xs:])
 					if got := tl.Out[x*os+r]; math.Float32bits(got) != math.Float32bits(want) {
-						t.Fatalf("%s n=%d row %d act %d: %v, VecDot %v", typ, n, r, x, got, want)
+						t.Fatalf("%s n=%d row %d act %d: %v, VecDot %v", name, n, r, x, got, want)
 					}
 				}
 			}

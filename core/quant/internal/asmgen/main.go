@@ -44,6 +44,7 @@ func main() {
 	blockDotRows4("rows4Q8_0AVX2", 34, splitQ8_0, Mem{})
 	blockDotRows4("rows4Q4_0AVX2", 18, splitQ4_0, eights)
 	blockDotRows4("rows4Q5_0AVX2", 22, splitQ5_0, sixteens)
+	blockDotRows4P("rows4pQ8_0AVX2", 34, splitQ8_0, Mem{})
 	blockDotRows4x2("rows4x2Q4_0AVX2", 18, splitQ4_0.unpack, eights)
 	blockDotRows4x2("rows4x2Q5_0AVX2", 22, splitQ5_0.unpack, sixteens)
 	dotF16()

@@ -80,11 +80,29 @@ func hsumStore(acc reg.VecVirtual, m Mem) {
 // block acc_a = fma(f16(w.d)·f16(x_a.d), float32(lanes), acc_a), then hsum_float_8. Each
 // weight block is unpacked once for the four rows.
 func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
-	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)")
+	blockDotRows4Scales(name, wBytes, body, corrConst, false)
+}
+
+// blockDotRows4P is blockDotRows4 with the activation scales prepared as for
+// blockDotRows4x2 (an extra xd *float32 argument before out): one VMULPS per dot.
+func blockDotRows4P(name string, wBytes int, body splitBody, corrConst Mem) {
+	blockDotRows4Scales(name, wBytes, body, corrConst, true)
+}
+
+func blockDotRows4Scales(name string, wBytes int, body splitBody, corrConst Mem, prepared bool) {
+	sig := "func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)"
+	if prepared {
+		sig = "func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
 	Doc(name + " runs ggml's block loop for rows weight rows against four activation rows (AVX2, FMA, F16C).")
 	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
 	x0, xs, nb0 := Load(Param("x"), GP64()), Load(Param("xStride"), GP64()), Load(Param("nb"), GP64())
+	var xd0, xdp reg.Register
+	if prepared {
+		xd0, xdp = Load(Param("xd"), GP64()), GP64()
+	}
 	op, os := Load(Param("out"), GP64()), Load(Param("outStride"), GP64())
 	SHLQ(Imm(2), os) // bytes
 	corr := loadCorr(corrConst)
@@ -93,6 +111,9 @@ func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
 	MOVQ(w0, wp)
 	MOVQ(x0, xa)
 	LEAQ(Mem{Base: x0, Index: xs, Scale: 2}, xb)
+	if prepared {
+		MOVQ(xd0, xdp)
+	}
 	MOVQ(nb0, nb)
 	var acc [4]reg.VecVirtual
 	for a := range acc {
@@ -103,6 +124,11 @@ func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
 	prefetchW(wp, wBytes)
 	u := body.unpack(Mem{Base: wp})
 	wd := f16ToScalar(Mem{Base: wp})
+	var wdv reg.VecVirtual
+	if prepared {
+		wdv = YMM()
+		VBROADCASTSS(wd, wdv)
+	}
 	for a := 0; a < 4; a++ {
 		x := Mem{Base: xa}
 		switch a {
@@ -114,16 +140,23 @@ func blockDotRows4(name string, wBytes int, body splitBody, corrConst Mem) {
 			x = Mem{Base: xb, Index: xs, Scale: 1}
 		}
 		p := body.dot(u, x, corr)
-		s := f16ToScalar(x)
-		VMULSS(s, wd, s) // f16(w.d)·f16(x.d)
 		f, d := YMM(), YMM()
+		if prepared {
+			VMULPS(Mem{Base: xdp, Disp: 32 * a}, wdv, d) // f16(w.d)·f16(x.d)
+		} else {
+			s := f16ToScalar(x)
+			VMULSS(s, wd, s) // f16(w.d)·f16(x.d)
+			VBROADCASTSS(s, d)
+		}
 		VCVTDQ2PS(p, f)
-		VBROADCASTSS(s, d)
 		VFMADD231PS(f, d, acc[a])
 	}
 	ADDQ(U32(wBytes), wp)
 	ADDQ(Imm(q8_0Bytes), xa)
 	ADDQ(Imm(q8_0Bytes), xb)
+	if prepared {
+		ADDQ(Imm(128), xdp)
+	}
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
 	LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
