@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/minfer/minfer/core/backend"
@@ -252,7 +253,10 @@ type Session struct {
 	// blocks they hold
 	pool   *kv.Pool
 	blocks int
-	want   int // positions the request starts with room for (prefill reserves them)
+	// reclaims counts the pool taking the caches back (ReleaseLocked runs on another
+	// request's goroutine, so it is atomic)
+	reclaims atomic.Uint64
+	want     int // positions the request starts with room for (prefill reserves them)
 	// warmed[n] marks the forward sizes warm ran (nil when the backend captures no
 	// graphs): draft catch-ups are split into them.
 	warmed map[int]bool

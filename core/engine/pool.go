@@ -126,7 +126,14 @@ func (s *Session) freeCaches() int {
 func (s *Session) ReleaseLocked() {
 	s.pool.GiveLocked(s.freeCaches())
 	s.hist = s.hist[:0]
+	s.reclaims.Add(1)
 }
+
+// Reclaims counts the times the pool took the session's blocks back while it was idle
+// (each time it forgot its sequence). A caller that keeps its own record of what the
+// session holds (a server's cached prefix) reads it before and after: a change means
+// the record is stale. Safe to call from any goroutine.
+func (s *Session) Reclaims() uint64 { return s.reclaims.Load() }
 
 // PoolBlocks is the number of pool blocks the session holds (0 without a pool).
 func (s *Session) PoolBlocks() int { return s.blocks }

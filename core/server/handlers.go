@@ -451,12 +451,13 @@ func (s *Server) extension(pl *Plugins, res *engine.Result) map[string]any {
 
 // generate runs req on the slot and records what its cache holds afterwards.
 func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Request) (*engine.Result, error) {
+	before := sl.sess.Reclaims()
 	res, err := sl.sess.Generate(ctx, req)
 	if err != nil || res == nil {
 		sl.held = sl.held[:0] // unknown: count nothing as cached next time
 		return res, err
 	}
-	sl.remember(j.prompt, res)
+	sl.remember(j.prompt, res, before)
 	return res, nil
 }
 

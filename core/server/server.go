@@ -130,16 +130,29 @@ type slot struct {
 	// end-of-generation token, which the session holds too but held does not.
 	held    []int32
 	heldEOG bool
+	// reclaims is the session's Reclaims() when held was recorded: once the KV pool
+	// takes the idle session's blocks back (it then forgets its sequence) the count
+	// moves on and held no longer says what the session holds.
+	reclaims uint64
 }
 
-// remember records what the slot's session holds after a generation.
-func (sl *slot) remember(prompt []int32, res *engine.Result) {
+// remember records what the slot's session holds after a generation; before is the
+// session's Reclaims() read before the generation began. A reclaim after that (the
+// pool may take the blocks back as soon as the generation ends) leaves the record
+// stale from the start; one in the moment before the generation took its blocks only
+// makes it look stale, so the next request counts nothing as cached — never too much.
+func (sl *slot) remember(prompt []int32, res *engine.Result, before uint64) {
 	sl.held = append(append(sl.held[:0], prompt...), res.Tokens...)
 	sl.heldEOG = res.Stop == engine.StopEOG
+	sl.reclaims = before
 }
 
-// cached is how many tokens of prompt the slot's session reuses.
+// cached is how many tokens of prompt the slot's session reuses: none once the pool
+// took the session's blocks back since held was recorded (the record is dropped).
 func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
+	if sl.sess.Reclaims() != sl.reclaims {
+		sl.held, sl.heldEOG = sl.held[:0], false
+	}
 	return CachedTokens(sl.held, sl.heldEOG, prompt, isEOG)
 }
 

@@ -415,33 +415,7 @@ func TestNoOpFormatFieldsAccepted(t *testing.T) {
 // running sequences) gets 503 kv_pool_full with Retry-After — whole or streamed — and
 // the server keeps serving once blocks are free again.
 func TestKVPool(t *testing.T) {
-	pool, err := kv.NewPool(32, 16, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := cpu.New(cpu.Options{Threads: 1})
-	m, err := model.Load(b, f, model.Options{Name: "target"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); b.Close() })
-	srv, err := New(Options{ModelID: "stories260K", Parallel: 2, QueueSize: 8, Resolver: testResolver{}, KVPool: pool, Tokenizer: tok,
-		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16, Pool: pool})
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); srv.Close() })
+	pool, hs := servePooled(t)
 	if pool.Used() != 0 {
 		t.Fatalf("%d blocks taken before any request, want 0", pool.Used())
 	}
@@ -491,5 +465,77 @@ func TestKVPool(t *testing.T) {
 	pool.Give(held)
 	if code, out := post(t, hs.URL+"/v1/completions", body); code != http.StatusOK {
 		t.Fatalf("after blocks came back: status %d: %v", code, out)
+	}
+}
+
+// servePooled serves stories260K on two slots whose caches come from a pool of 16
+// blocks of 32 positions.
+func servePooled(t *testing.T) (*kv.Pool, *httptest.Server) {
+	t.Helper()
+	pool, err := kv.NewPool(32, 16, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(testpath.Path(t, "models", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := model.Load(b, f, model.Options{Name: "target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); b.Close() })
+	srv, err := New(Options{ModelID: "stories260K", Parallel: 2, QueueSize: 8, Resolver: testResolver{}, KVPool: pool, Tokenizer: tok,
+		NewSession: func() (*engine.Session, error) {
+			return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16, Pool: pool})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return pool, hs
+}
+
+// TestKVPoolReclaimForgetsPrefix: once the pool takes an idle slot's blocks back (its
+// session forgets the sequence), the server no longer counts that slot's old prefix as
+// cached: the repeated request reports cached_tokens 0, as the engine recomputed it,
+// and the request after it (nothing taken back) reuses the prefix again.
+func TestKVPoolReclaimForgetsPrefix(t *testing.T) {
+	pool, hs := servePooled(t)
+	body := `{"prompt": "Once upon a time there was", "max_tokens": 4, "temperature": 0}`
+	cached := func() int {
+		t.Helper()
+		code, out := post(t, hs.URL+"/v1/completions", body)
+		if code != http.StatusOK {
+			t.Fatalf("status %d: %v", code, out)
+		}
+		usage, _ := out["usage"].(map[string]any)
+		details, _ := usage["prompt_tokens_details"].(map[string]any)
+		n, ok := details["cached_tokens"].(float64)
+		if !ok {
+			t.Fatalf("no usage.prompt_tokens_details.cached_tokens in %v", out)
+		}
+		return int(n)
+	}
+	cached()
+	if got := cached(); got == 0 {
+		t.Fatal("the repeated request reused nothing, want its prompt's prefix")
+	}
+	all := pool.Blocks() // takes back every idle slot's blocks
+	if err := pool.Take(all); err != nil {
+		t.Fatal(err)
+	}
+	pool.Give(all)
+	if got := cached(); got != 0 {
+		t.Errorf("after the pool took the slots' blocks back: cached_tokens %d, want 0", got)
+	}
+	if got := cached(); got == 0 {
+		t.Error("the next repeat reused nothing, want its prompt's prefix")
 	}
 }
