@@ -47,6 +47,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 	if cfg.Server.BatchRows > 0 && cfg.Server.Parallel > 1 {
 		so.Batching = engine.NewBatching(cfg.Server.BatchRows)
 	}
+	so.Pooled = true
 	st, err := Open(ctx, cfg, so)
 	if err != nil {
 		return nil, nil, err
@@ -55,11 +56,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		st.Close()
 		return nil, nil, err
 	}
-	pool, err := st.kvPool(cfg)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
+	pool := st.Pool
 	switch n := cfg.Server.Parallel; {
 	case pool != nil:
 		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow\n",
@@ -107,16 +104,14 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 
 // kvPool makes the slots' KV block pool ([server] kv_pool_mb) and has the stack's
 // sessions take their caches from it: nil with one slot, or on a backend that cannot
-// page (one that captures graphs: CUDA), where each slot keeps a whole context.
+// page (one that captures graphs: CUDA), where each slot keeps a whole context. Open
+// calls it before it would make the stack's session, so none is made only to be freed.
 func (st *Stack) kvPool(cfg *config.Config) (*kv.Pool, error) {
 	if cfg.Server.Parallel < 2 || st.Target.CapturesGraphs() || st.Draft != nil && st.Draft.CapturesGraphs() {
 		return nil, nil
 	}
 	c := st.SessCfg
 	ctxN := c.Ctx
-	if st.Sess != nil {
-		ctxN = st.Sess.Ctx()
-	}
 	block := kv.DefaultBlock
 	blockBytes := kv.SpecBytes(st.Target.KVSpec(block, c.KVType))
 	if st.Draft != nil {
@@ -131,10 +126,6 @@ func (st *Stack) kvPool(cfg *config.Config) (*kv.Pool, error) {
 	pool, err := kv.NewPool(block, blocks, blockBytes)
 	if err != nil {
 		return nil, err
-	}
-	if st.Sess != nil { // the stack's session has a whole context: the slots page instead
-		st.Sess.Close()
-		st.Sess = nil
 	}
 	st.SessCfg.Pool = pool
 	return pool, nil

@@ -32,8 +32,12 @@ type Stack struct {
 	Target *model.Model
 	Draft  *model.Model // nil without a draft model
 	Tok    *tokenizer.Tokenizer
-	// Sess is the stack's session (serve hands it to its first slot and sets it nil).
+	// Sess is the stack's session (serve hands it to its first slot and sets it nil);
+	// nil when the sessions take their caches from Pool.
 	Sess *engine.Session
+	// Pool is the KV block pool SessCfg's sessions take their caches from (Options.Pooled),
+	// or nil.
+	Pool *kv.Pool
 	Plug *Plugins
 	// SessCfg makes a session on the stack's models (the server makes one per slot).
 	SessCfg engine.Config
@@ -60,6 +64,10 @@ type Options struct {
 	// Embedded opens the model run when [model] path is "" (named EmbeddedName).
 	Embedded     func() (*gguf.File, error)
 	EmbeddedName string
+	// Pooled (serve) has the sessions take their caches from a KV block pool where
+	// [server] and the backend allow it (Stack.Pool): the stack then makes no session
+	// of its own, whose whole context the slots would not use.
+	Pooled bool
 }
 
 // DefaultCtx caps the context when [model] ctx is 0: the model's training context
@@ -127,12 +135,19 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	st.SessCfg = engine.Config{Target: st.Target, Draft: st.Draft, Vocab: vocab,
 		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.Batching,
 		MaxBatchRows: cfg.Spec.MaxBatchRows}
-	st.Sess, err = engine.NewSession(st.SessCfg)
-	if err != nil {
-		return fail(err)
+	if o.Pooled {
+		if st.Pool, err = st.kvPool(cfg); err != nil {
+			return fail(err)
+		}
+	}
+	if st.Pool == nil {
+		if st.Sess, err = engine.NewSession(st.SessCfg); err != nil {
+			return fail(err)
+		}
+		ctxN = st.Sess.Ctx()
 	}
 	if o.Verbose {
-		fmt.Fprintf(o.Log, "kv cache: %d positions%s, %s, %.1f MiB\n", st.Sess.Ctx(), ctxNote, kt, float64(st.KVBytes())/(1<<20))
+		fmt.Fprintf(o.Log, "kv cache: %d positions%s, %s, %.1f MiB\n", ctxN, ctxNote, kt, float64(st.KVBytes())/(1<<20))
 	}
 	if st.Plug, err = NewPlugins(ctx, cfg, o.Log); err != nil {
 		return fail(err)

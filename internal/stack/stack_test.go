@@ -5,9 +5,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/tokenizer"
@@ -112,5 +115,48 @@ func TestServeAliasAndChatTemplate(t *testing.T) {
 	want, _ := tokenizer.BuiltinTemplate("llama3")
 	if st.ChatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv pool: 3 blocks of 256 positions, 0.5 MiB for 3 slots") {
 		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
+	}
+}
+
+// kvCounter is a CPU backend that records the positions of every KV cache allocated.
+type kvCounter struct {
+	backend.Backend
+	ctxs []int
+}
+
+func (k *kvCounter) NewKV(spec backend.KVSpec) (backend.KV, error) {
+	k.ctxs = append(k.ctxs, spec.Ctx)
+	return k.Backend.NewKV(spec)
+}
+
+// TestServePoolAllocatesNoWholeContext: serve with its slots on a KV pool allocates no
+// cache at start (the stack makes no whole-context session only to free it), while
+// without a pool (one slot) the stack's session holds its whole context.
+func TestServePoolAllocatesNoWholeContext(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		parallel int
+		want     []int
+	}{
+		{"pool", 3, nil},
+		{"one slot", 1, []int{256}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.Ctx = 256
+			cfg.Server.Parallel = tc.parallel
+			kc := &kvCounter{Backend: cpu.New(cpu.Options{Threads: 1})}
+			o := testOptions(t)
+			o.Backend = kc
+			srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			defer srv.Close()
+			if (st.Pool != nil) != (tc.want == nil) || !slices.Equal(kc.ctxs, tc.want) {
+				t.Errorf("pool %v, caches allocated at start: got %v, want %v", st.Pool != nil, kc.ctxs, tc.want)
+			}
+		})
 	}
 }
