@@ -2,6 +2,8 @@ package builtin
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -78,6 +80,120 @@ func TestSuffixParams(t *testing.T) {
 	} {
 		if _, err := NewSuffix([]byte(params)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want an error containing %q", params, err, want)
+		}
+	}
+}
+
+// TestSuffixMatchesTrie: the suffix automaton proposes exactly what the suffix trie of
+// the same depth proposed (suffix_ref_test.go), token for token and confidence for
+// confidence, over random sequences rich in repeats and copies, told in random chunks
+// with random depth bounds and params; and past max_tokens exactly what a trie started
+// afresh over the newest half proposes.
+func TestSuffixMatchesTrie(t *testing.T) {
+	r := rand.New(rand.NewPCG(22, 1))
+	for trial := range 300 {
+		depth := 2 + r.IntN(40)
+		maxTokens := 1 << 17
+		if trial%3 == 0 {
+			maxTokens = 64 + r.IntN(100)
+		}
+		refParams := fmt.Sprintf(`{"depth":%d,"max_pattern":%d,"min_prob":%g,"factor":%g,"offset":%d}`,
+			depth, 1+r.IntN(depth-1), []float64{0, 0.1, 0.5}[r.IntN(3)], []float64{0, 1, 2.5}[r.IntN(3)], r.IntN(4))
+		params := fmt.Sprintf(`%s,"max_tokens":%d}`, strings.TrimSuffix(refParams, "}"), maxTokens)
+		s, err := NewSuffix([]byte(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := newSuffixTrie([]byte(refParams))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := randomCopySeq(r, 50+r.IntN(400), 2+r.IntN(8))
+		for at := 0; at < len(seq); {
+			n := 1 + r.IntN(12)
+			if at == 0 {
+				n = 1 + r.IntN(len(seq)/2)
+			}
+			chunk := seq[at:min(at+n, len(seq))]
+			at += len(chunk)
+			for _, tok := range chunk { // the reference restarts as the automaton does
+				if len(ref.seq) >= maxTokens {
+					keep := slices.Clone(ref.seq[len(ref.seq)-maxTokens/2:])
+					ref, _ = newSuffixTrie([]byte(refParams))
+					for _, k := range keep {
+						ref.add(k)
+					}
+				}
+				ref.add(tok)
+			}
+			q := sdk.DraftRequest{MaxDepth: 1 + r.IntN(24), Vocab: 64}
+			want, _ := ref.Draft(context.Background(), &q)
+			q.Appended = chunk
+			got, _ := s.Draft(context.Background(), &q)
+			if !slices.Equal(got.Tokens, want.Tokens) || !slices.Equal(got.Conf, want.Conf) {
+				t.Fatalf("trial %d %s after %d tokens: got %v %v, the trie %v %v", trial, params, at, got.Tokens, got.Conf, want.Tokens, want.Conf)
+			}
+		}
+	}
+}
+
+// randomCopySeq is n tokens of a vocab-token alphabet: random runs, and copies of
+// earlier stretches (some with a token changed), as edited text and code repeat.
+func randomCopySeq(r *rand.Rand, n, vocab int) []int32 {
+	var seq []int32
+	for len(seq) < n {
+		if len(seq) > 8 && r.IntN(2) == 0 {
+			from := r.IntN(len(seq) - 4)
+			k := min(4+r.IntN(30), len(seq)-from)
+			seq = append(seq, seq[from:from+k]...)
+			if r.IntN(3) == 0 {
+				seq[len(seq)-1-r.IntN(k)] = int32(r.IntN(vocab))
+			}
+			continue
+		}
+		for range 1 + r.IntN(10) {
+			seq = append(seq, int32(r.IntN(vocab)))
+		}
+	}
+	return seq[:n]
+}
+
+// zipfSeq is n prose-like tokens: Zipf-distributed (s = 1.1) over a 4096-token
+// vocabulary, so short n-grams recur and long ones almost never do, as in prose.
+func zipfSeq(n int) []int32 {
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 7)), 1.1, 1, 4095)
+	seq := make([]int32, n)
+	for i := range seq {
+		seq[i] = int32(z.Uint64())
+	}
+	return seq
+}
+
+// BenchmarkSuffixBuild: a first prompt of 10K or 100K tokens, prose-like or copy-heavy,
+// told at once, then one proposal: the suffix trie of depth 32 that the drafter was
+// against its suffix automaton. struct-B/op is the structure's memory.
+func BenchmarkSuffixBuild(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, kind := range []string{"prose", "copy"} {
+			seq := zipfSeq(n)
+			if kind == "copy" {
+				seq = randomCopySeq(rand.New(rand.NewPCG(8, 8)), n, 4096)
+			}
+			q := sdk.DraftRequest{Appended: seq, MaxDepth: 8, Vocab: 4096}
+			b.Run(fmt.Sprintf("trie/%s/%dK", kind, n/1000), func(b *testing.B) {
+				for b.Loop() {
+					s, _ := newSuffixTrie(nil)
+					s.Draft(context.Background(), &q)
+					b.ReportMetric(float64(cap(s.nodes)*20+len(s.root.keys)*12+cap(s.seq)*4), "struct-B/op")
+				}
+			})
+			b.Run(fmt.Sprintf("automaton/%s/%dK", kind, n/1000), func(b *testing.B) {
+				for b.Loop() {
+					s, _ := NewSuffix(nil)
+					s.Draft(context.Background(), &q)
+					b.ReportMetric(float64(s.bytes()), "struct-B/op")
+				}
+			})
 		}
 	}
 }
