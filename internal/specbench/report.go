@@ -38,7 +38,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	for _, d := range r.Depths {
 		wd = max(wd, len([]rune(d.Depth)))
 	}
-	fmt.Fprintf(w, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", w, "depth", "tokens/s")
+	fmt.Fprintf(w, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", wd, "depth", "tokens/s")
 	fmt.Fprintf(w, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", strings.Repeat("-", wd), strings.Repeat("-", 18))
 	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
 	base := slices.ContainsFunc(r.Depths, func(d bench.RowResult) bool { return d.Depth == "0" })

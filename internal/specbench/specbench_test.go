@@ -143,4 +143,7 @@ func TestWriteTable(t *testing.T) {
 	if strings.Contains(out, "verify cost") {
 		t.Errorf("a curve printed without one:\n%s", out)
 	}
+	if !strings.Contains(out, "| depth |           tokens/s |") || strings.Contains(out, "%!") {
+		t.Errorf("header not padded to the depth column, or a formatting error:\n%s", out)
+	}
 }
