@@ -294,7 +294,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		return
 	}
 	j.onDrafterFailure = func(name string, err error) {
-		s.logf("%s: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v",
+		s.warnf("minfer: %s: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v",
 			j.id, name, engine.DrafterFailLimit, err)
 	}
 	if j.assertID && !pl.Greedy {

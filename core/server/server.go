@@ -89,6 +89,9 @@ type Options struct {
 	APIKey string
 	// Log receives one line per request and errors; nil discards.
 	Log io.Writer
+	// Warn receives what an operator should see whatever the verbosity (a drafter
+	// plugin's failure, whose rounds fell back); nil: Log.
+	Warn io.Writer
 	// Timeouts for the http.Server (0: none).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers (0: none): a client that
@@ -197,6 +200,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	if opts.Warn == nil {
+		opts.Warn = opts.Log
+	}
 	s := &Server{
 		opts:    opts,
 		slots:   make(chan *slot, opts.Parallel),
@@ -302,6 +308,13 @@ func (s *Server) logf(format string, args ...any) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	fmt.Fprintf(s.opts.Log, format+"\n", args...)
+}
+
+// warnf writes a line to Options.Warn.
+func (s *Server) warnf(format string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	fmt.Fprintf(s.opts.Warn, format+"\n", args...)
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {

@@ -88,7 +88,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		},
 		Parallel: cfg.Server.Parallel, QueueSize: queueSize(cfg.Server.Queue),
 		Resolver:  &resolver{st: st, cfg: cfg},
-		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw, KVPool: poolStats(pool),
+		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw, Warn: so.Log, KVPool: poolStats(pool),
 		ReadTimeout: cfg.Server.ReadTimeout, WriteTimeout: cfg.Server.WriteTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, SendTimeout: cfg.Server.SendTimeout, MaxConns: cfg.Server.MaxConns,
 	})

@@ -1,9 +1,13 @@
 package stack
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,5 +92,69 @@ func TestRequestDrafter(t *testing.T) {
 	}
 	if code, out := post(`,"minfer":{"drafter":3}`); code != 400 || out["error"].(map[string]any)["param"] != "minfer.drafter" {
 		t.Errorf("drafter 3: status %d, %v; want 400 on minfer.drafter", code, out)
+	}
+}
+
+// TestRequestDrafterTrap: a WebAssembly drafter that traps (examples/wat-drafter with
+// an unreachable at the top of minfer_draft) costs its request nothing but speed: the
+// server answers plain decoding's greedy text, reports the drafter off after its one
+// failed call (the host discarded the instance), and logs the failure, naming the
+// drafter, also when the server is not verbose.
+func TestRequestDrafterTrap(t *testing.T) {
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Skip("wat2wasm (wabt) not installed")
+	}
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "wat-drafter", "lookup.wat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = "(local $i i32) (local $k i32) (local $out i32)\n"
+	if !bytes.Contains(src, []byte(at)) {
+		t.Fatalf("lookup.wat changed: no %q to put the trap after", at)
+	}
+	dir := t.TempDir()
+	wat, wasm := filepath.Join(dir, "trap.wat"), filepath.Join(dir, "trap.wasm")
+	if err := os.WriteFile(wat, bytes.Replace(src, []byte(at), []byte(at+"    unreachable\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("wat2wasm", wat, "-o", wasm).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, b)
+	}
+	cfg := config.Default()
+	cfg.Model.Ctx = 256
+	cfg.Server.Parallel = 1
+	cfg.Plugins["trap"] = config.Plugin{Source: "file:" + wasm}.WithDefaults("trap")
+	var errb strings.Builder
+	o := testOptions(t)
+	o.Log = &errb
+	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer srv.Close()
+	post := func(ext string) map[string]any {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		body := `{"prompt":"Tom had a red ball. Tom had a red ball. Tom had a red","max_tokens":24,"temperature":0,"minfer":{` + ext + `}}`
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body)))
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || rec.Code != 200 {
+			t.Fatalf("%s: status %d: %s", ext, rec.Code, rec.Body.String())
+		}
+		return out
+	}
+	text := func(out map[string]any) string { return out["choices"].([]any)[0].(map[string]any)["text"].(string) }
+	plain := text(post(`"draft_max":0`))
+	out := post(`"drafter":"trap"`)
+	by := out["minfer"].(map[string]any)["spec"].(map[string]any)["by_drafter"].(map[string]any)
+	if text(out) != plain {
+		t.Fatalf("trapping drafter: text %q, want plain decoding's %q", text(out), plain)
+	}
+	if tr, _ := by["trap"].(map[string]any); tr == nil || tr["failed"] != 1.0 || tr["off"] != true {
+		t.Fatalf("by_drafter %v: want trap failed once, then off", by)
+	}
+	if log := errb.String(); strings.Count(log, `drafter "trap" failed`) != 1 || !strings.Contains(log, "unreachable") {
+		t.Fatalf("log %q: want the trap once, naming the drafter", log)
 	}
 }
