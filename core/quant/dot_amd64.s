@@ -20692,6 +20692,1260 @@ tileQ5_0Z_done:
 	VZEROUPPER
 	RET
 
+// func tileQ8_0ZD(a *uintptr)
+// Requires: AVX, AVX512F, AVX512_VNNI, MMX+
+TEXT ·tileQ8_0ZD(SB), NOSPLIT, $0-8
+	MOVQ            a+0(FP), R13
+	MOVQ            24(R13), R14
+	IMUL3Q          $0x000000c0, R14, R14
+	MOVQ            (R13), BX
+	VBROADCASTI64X4 signBits<>+0(SB), Z15
+	XORQ            R12, R12
+
+tileQ8_0ZD_rows4:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x04
+	JL   tileQ8_0ZD_rows2
+	XORQ R8, R8
+
+tileQ8_0ZD_rows4_pairs2:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0ZD_rows4_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z28, Z28, Z28
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows4_pairs2_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	PREFETCHT1      4096(DI)
+	VBROADCASTI64X4 (DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    8(AX), Z6
+	PREFETCHT1      4096(DI)(R9*1)
+	VBROADCASTI64X4 (DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    12(AX), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows4_pairs2_blkdone
+
+tileQ8_0ZD_rows4_pairs2_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	PREFETCHT1      4096(DI)
+	VBROADCASTI64X4 (DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    8(AX), Z6
+	PREFETCHT1      4096(DI)(R9*1)
+	VBROADCASTI64X4 (DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    12(AX), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VBROADCASTI64X4 34(SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    20(AX), Z25
+	VBROADCASTI64X4 34(DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    24(AX), Z6
+	VBROADCASTI64X4 34(DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    28(AX), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z4, Z22
+	VMULPS          Z11, Z6, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z13
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z5, Z31
+	VMULPS          Z11, Z7, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z28
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows4_pairs2_blk
+
+tileQ8_0ZD_rows4_pairs2_blkdone:
+	VSHUFF32X4    $0x88, Z17, Z16, Z4
+	VSHUFF32X4    $0xdd, Z17, Z16, Z5
+	VADDPS        Z5, Z4, Z0
+	VSHUFF32X4    $0x88, Z27, Z26, Z4
+	VSHUFF32X4    $0xdd, Z27, Z26, Z5
+	VADDPS        Z5, Z4, Z1
+	VSHUFF32X4    $0x88, Z13, Z12, Z4
+	VSHUFF32X4    $0xdd, Z13, Z12, Z5
+	VADDPS        Z5, Z4, Z2
+	VSHUFF32X4    $0x88, Z28, Z14, Z4
+	VSHUFF32X4    $0xdd, Z28, Z14, Z5
+	VADDPS        Z5, Z4, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z4
+	VSHUFPS       $0xee, Z1, Z0, Z5
+	VADDPS        Z5, Z4, Z6
+	VSHUFPS       $0x44, Z3, Z2, Z4
+	VSHUFPS       $0xee, Z3, Z2, Z5
+	VADDPS        Z5, Z4, Z7
+	VSHUFPS       $0x88, Z7, Z6, Z4
+	VSHUFPS       $0xdd, Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z8
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       X8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x01, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	VEXTRACTF32X4 $0x02, Z8, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows4_pairs2_row3
+	VEXTRACTF32X4 $0x03, Z8, (AX)(R9*4)
+
+tileQ8_0ZD_rows4_pairs2_row3:
+	ADDQ $0x02, R8
+	JMP  tileQ8_0ZD_rows4_pairs2
+
+tileQ8_0ZD_rows4_pairs1:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0ZD_rows4_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z14, Z14, Z14
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows4_pairs1_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	PREFETCHT1      4096(DI)
+	VBROADCASTI64X4 (DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    8(AX), Z6
+	PREFETCHT1      4096(DI)(R9*1)
+	VBROADCASTI64X4 (DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    12(AX), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows4_pairs1_blkdone
+
+tileQ8_0ZD_rows4_pairs1_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	PREFETCHT1      4096(DI)
+	VBROADCASTI64X4 (DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    8(AX), Z6
+	PREFETCHT1      4096(DI)(R9*1)
+	VBROADCASTI64X4 (DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    12(AX), Z7
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VBROADCASTI64X4 34(SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    20(AX), Z25
+	VBROADCASTI64X4 34(DI), Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTSS    24(AX), Z6
+	VBROADCASTI64X4 34(DI)(R9*1), Z5
+	VPXORD          Z15, Z5, Z5
+	VBROADCASTSS    28(AX), Z7
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z4, Z20
+	VMULPS          Z10, Z6, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z12
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z5, Z29
+	VMULPS          Z10, Z7, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z14
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows4_pairs1_blk
+
+tileQ8_0ZD_rows4_pairs1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows4_pairs1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows4_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows4_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows4_pairs1_r1_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x02, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z12, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows4_pairs1_r2_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows4_pairs1_r2_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x03, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z14, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows4_pairs1_r3_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows4_pairs1_r3_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0ZD_rows4_pairs1
+
+tileQ8_0ZD_rows4_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x04, R12
+	JMP  tileQ8_0ZD_rows4
+
+tileQ8_0ZD_rows2:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x02
+	JL   tileQ8_0ZD_rows1
+	XORQ R8, R8
+
+tileQ8_0ZD_rows2_pairs2:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0ZD_rows2_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z26, Z26, Z26
+	VPXORD          Z27, Z27, Z27
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows2_pairs2_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows2_pairs2_blkdone
+
+tileQ8_0ZD_rows2_pairs2_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       (R11), Z9
+	VMOVUPS         128(R11), Z11
+	VMOVDQU32       64(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VBROADCASTI64X4 34(SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    20(AX), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VMOVDQU32       192(R11), Z9
+	VMOVUPS         320(R11), Z11
+	VMOVDQU32       256(R11), Z1
+	VMOVDQA32       Z1, Z22
+	VPDPBUSD        Z9, Z18, Z22
+	VMULPS          Z11, Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VMOVDQA32       Z1, Z31
+	VPDPBUSD        Z9, Z24, Z31
+	VMULPS          Z11, Z25, Z3
+	VCVTDQ2PS       Z31, Z31
+	VFMADD231PS     Z31, Z3, Z27
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows2_pairs2_blk
+
+tileQ8_0ZD_rows2_pairs2_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs2_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs2_r0_p1_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs2_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs2_r1_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z27, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs2_r1_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs2_r1_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ8_0ZD_rows2_pairs2
+
+tileQ8_0ZD_rows2_pairs1:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0ZD_rows2_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z26, Z26, Z26
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows2_pairs1_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows2_pairs1_blkdone
+
+tileQ8_0ZD_rows2_pairs1_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	PREFETCHT1      4096(SI)(R9*1)
+	VBROADCASTI64X4 (SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    4(AX), Z25
+	VMOVDQU32       (R10), Z8
+	VMOVUPS         128(R10), Z10
+	VMOVDQU32       64(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VBROADCASTI64X4 34(SI)(R9*1), Z24
+	VPXORD          Z15, Z24, Z24
+	VBROADCASTSS    20(AX), Z25
+	VMOVDQU32       192(R10), Z8
+	VMOVUPS         320(R10), Z10
+	VMOVDQU32       256(R10), Z0
+	VMOVDQA32       Z0, Z20
+	VPDPBUSD        Z8, Z18, Z20
+	VMULPS          Z10, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQA32       Z0, Z29
+	VPDPBUSD        Z8, Z24, Z29
+	VMULPS          Z10, Z25, Z30
+	VCVTDQ2PS       Z29, Z29
+	VFMADD231PS     Z29, Z30, Z26
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows2_pairs1_blk
+
+tileQ8_0ZD_rows2_pairs1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs1_r0_p0_odd:
+	ADDQ          72(R13), R9
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	ADDQ          $0x01, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z26, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows2_pairs1_r1_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows2_pairs1_r1_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0ZD_rows2_pairs1
+
+tileQ8_0ZD_rows2_next:
+	ADDQ 8(R13), BX
+	ADDQ 8(R13), BX
+	ADDQ $0x02, R12
+	JMP  tileQ8_0ZD_rows2
+
+tileQ8_0ZD_rows1:
+	MOVQ 16(R13), R9
+	SUBQ R12, R9
+	CMPQ R9, $0x01
+	JL   tileQ8_0ZD_done
+	XORQ R8, R8
+
+tileQ8_0ZD_rows1_pairs2:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x02
+	JL              tileQ8_0ZD_rows1_pairs1
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows1_pairs2_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VMULPS          128(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows1_pairs2_blkdone
+
+tileQ8_0ZD_rows1_pairs2_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        (R11), Z18, Z22
+	VMULPS          128(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VMOVDQU32       256(R11), Z22
+	VPDPBUSD        192(R11), Z18, Z22
+	VMULPS          320(R11), Z19, Z23
+	VCVTDQ2PS       Z22, Z22
+	VFMADD231PS     Z22, Z23, Z17
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows1_pairs2_blk
+
+tileQ8_0ZD_rows1_pairs2_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows1_pairs2_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows1_pairs2_r0_p0_odd:
+	ADDQ          72(R13), R9
+	VMOVUPS       Z17, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          3(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows1_pairs2_r0_p1_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows1_pairs2_r0_p1_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x02, R8
+	JMP  tileQ8_0ZD_rows1_pairs2
+
+tileQ8_0ZD_rows1_pairs1:
+	MOVQ            56(R13), R9
+	SUBQ            R8, R9
+	CMPQ            R9, $0x01
+	JL              tileQ8_0ZD_rows1_next
+	MOVQ            R8, R10
+	IMULQ           R14, R10
+	ADDQ            48(R13), R10
+	LEAQ            (R10)(R14*1), R11
+	VPXORD          Z16, Z16, Z16
+	LEAQ            2(BX), SI
+	MOVQ            8(R13), R9
+	LEAQ            (SI)(R9*2), DI
+	MOVQ            R12, AX
+	SHRQ            $0x02, AX
+	IMULQ           24(R13), AX
+	SHLQ            $0x04, AX
+	ADDQ            40(R13), AX
+	MOVQ            R12, DX
+	ANDQ            $0x03, DX
+	LEAQ            (AX)(DX*4), AX
+	MOVQ            24(R13), CX
+	TESTQ           $0x00000001, CX
+	JZ              tileQ8_0ZD_rows1_pairs1_blk
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x00000010, AX
+	ADDQ            $0x000000c0, R10
+	ADDQ            $0x000000c0, R11
+	DECQ            CX
+	JZ              tileQ8_0ZD_rows1_pairs1_blkdone
+
+tileQ8_0ZD_rows1_pairs1_blk:
+	PREFETCHT1      4096(SI)
+	VBROADCASTI64X4 (SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    (AX), Z19
+	VMOVDQU32       64(R10), Z20
+	VPDPBUSD        (R10), Z18, Z20
+	VMULPS          128(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	VBROADCASTI64X4 34(SI), Z18
+	VPXORD          Z15, Z18, Z18
+	VBROADCASTSS    16(AX), Z19
+	VMOVDQU32       256(R10), Z20
+	VPDPBUSD        192(R10), Z18, Z20
+	VMULPS          320(R10), Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VFMADD231PS     Z20, Z21, Z16
+	ADDQ            $0x00000044, SI
+	ADDQ            $0x00000044, DI
+	ADDQ            $0x00000020, AX
+	ADDQ            $0x00000180, R10
+	ADDQ            $0x00000180, R11
+	SUBQ            $0x02, CX
+	JNZ             tileQ8_0ZD_rows1_pairs1_blk
+
+tileQ8_0ZD_rows1_pairs1_blkdone:
+	MOVQ          R8, R9
+	SHLQ          $0x01, R9
+	IMULQ         72(R13), R9
+	ADDQ          R12, R9
+	MOVQ          64(R13), AX
+	VMOVUPS       Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF128  $0x01, Y0, X3
+	VADDPS        X3, X0, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+	ADDQ          72(R13), R9
+	LEAQ          1(R8)(R8*1), DX
+	CMPQ          DX, 80(R13)
+	JGE           tileQ8_0ZD_rows1_pairs1_r0_p0_odd
+	VEXTRACTF128  $0x01, Y1, X3
+	VADDPS        X3, X1, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)(R9*4)
+
+tileQ8_0ZD_rows1_pairs1_r0_p0_odd:
+	ADDQ 72(R13), R9
+	ADDQ $0x01, R8
+	JMP  tileQ8_0ZD_rows1_pairs1
+
+tileQ8_0ZD_rows1_next:
+	ADDQ 8(R13), BX
+	ADDQ $0x01, R12
+	JMP  tileQ8_0ZD_rows1
+
+tileQ8_0ZD_done:
+	VZEROUPPER
+	RET
+
 // func prepPairsK(x *byte, xStride int, nx int, nb int, out *byte)
 // Requires: AVX
 TEXT ·prepPairsK(SB), NOSPLIT, $0-40

@@ -189,6 +189,11 @@ func tileQ4_0Z(a *uintptr)
 //go:noescape
 func tileQ5_0Z(a *uintptr)
 
+// tileQ8_0ZD computes a tile of Q8_0 dots in ggml's order from float32 block scales (AVX512F/BW/VL, AVX512_VNNI).
+//
+//go:noescape
+func tileQ8_0ZD(a *uintptr)
+
 // prepPairsK prepares Q8_K activation rows for the K-quant tile kernels (AVX2).
 //
 //go:noescape

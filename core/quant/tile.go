@@ -28,6 +28,34 @@ type Tile struct {
 	// TilePrep): DotTile then skips preparing them. It must have been Reset for this
 	// tile's type, N and NX, and its rows prepared from this X.
 	Prep *TilePrep
+
+	// WScales, when not nil, holds W's block scales as TileScales returns them for
+	// these rows (row 0 of the tile being row 0 of a group of four): a Q8_0 tile of 2 to
+	// 2·tileDirectMaxPairs activation rows then reads the weights in place instead of
+	// unpacking them first. The results are the same bits either way.
+	WScales []float32
+}
+
+// TileScales returns the block scales of rows weight rows of n values (wStride bytes
+// apart) in the layout DotTile's in-place Q8_0 kernel reads (Tile.WScales): per group
+// of four rows g, block b's four scales at [(g·nb + b)·4 + i] (nb = n/32 blocks; the
+// last group's missing rows 0), in float32. It is 4 bytes per 34-byte block (12 % of
+// the weight's bytes); it returns nil where DotTile would not use them (other types, a
+// CPU without the AVX-512 tile kernels, n not a multiple of 32).
+func TileScales(t Type, w []byte, wStride, rows, n int) []float32 {
+	if !hasTileZ || t != Q8_0 || n <= 0 || n%qk != 0 || rows <= 0 {
+		return nil
+	}
+	nb := n / qk
+	s := make([]float32, (rows+3)/4*nb*4)
+	for r := 0; r < rows; r++ {
+		row := w[r*wStride:]
+		base := r / 4 * nb * 4
+		for b := 0; b < nb; b++ {
+			s[base+b*4+r%4] = F16ToF32(uint16(row[b*34]) | uint16(row[b*34+1])<<8)
+		}
+	}
+	return s
 }
 
 // TilePrep holds the activation rows of a matrix product prepared once, in the layout
@@ -101,6 +129,9 @@ func DotTile(t Type, tl *Tile) error {
 	}
 	if tl.Rows == 0 || tl.NX == 0 {
 		return nil
+	}
+	if ws := tl.WScales; ws != nil && (t != Q8_0 || tl.N%qk != 0 || len(ws) < (tl.Rows+3)/4*(tl.N/qk)*4) {
+		return fmt.Errorf("quant: %s tile of %d×%d rows of %d values: %d weight scales do not fit it (Q8_0 only, TileScales' layout)", t, tl.Rows, tl.NX, tl.N, len(ws))
 	}
 	if p := tl.Prep; p != nil && (p.typ != t || p.n != tl.N || p.nx != tl.NX) {
 		return fmt.Errorf("quant: %s tile of %d×%d rows of %d values: Prep was made for %d %s rows of %d values", t, tl.Rows, tl.NX, tl.N, p.nx, p.typ, p.n)

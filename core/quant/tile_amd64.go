@@ -84,6 +84,10 @@ func tileZ(tl *Tile, typ Type) {
 	pairs := (tl.NX + 1) / 2
 	s := tileScratchPool.Get().(*tileScratch)
 	defer tileScratchPool.Put(s)
+	if typ == Q8_0 && tl.WScales != nil && pairs <= tileDirectMaxPairs {
+		tileDirectZ(tl, s, nb, pairs, &biasBytes)
+		return
+	}
 	s.wu = grow(s.wu, 16*nb*32) // up to sixteen weight rows at a time
 	s.dw = grow(s.dw, 16*nb)
 	var prep []byte
@@ -107,6 +111,32 @@ func tileZ(tl *Tile, typ Type) {
 	default:
 		tileQ5_0Z((*uintptr)(unsafe.Pointer(&a)))
 	}
+}
+
+// tileDirectMaxPairs is the most activation pairs for which a Q8_0 tile with
+// Tile.WScales runs tileQ8_0ZD (weights read in place, one VPXORD per block, row and
+// pass over two pairs) rather than tileQ8_0Z (one unpacking pass, then the dots).
+// BenchmarkDotTileScales (256×4864, fastest of 3, load 5-7): 2 rows 91 → 50 µs, 4 rows
+// 136 → 75, 6 rows 167 → 130, 8 rows 196 → 148, 10 rows 218 → 222 (so 4 pairs at most);
+// the one-row kernel takes ≈ 46 µs.
+const tileDirectMaxPairs = 4
+
+// tileDirectZ runs tileQ8_0ZD over tl, whose WScales are set.
+func tileDirectZ(tl *Tile, s *tileScratch, nb, pairs int, bias *[32]byte) {
+	var prep []byte
+	if tl.Prep != nil {
+		prep = tl.Prep.buf
+	} else {
+		s.prep = grow(s.prep, pairs*nb*pairBlock)
+		prepRowsZ(s.prep, tl.X, tl.XStride, 0, tl.NX, tl.NX, nb, bias)
+		prep = s.prep
+	}
+	a := tileArgs{
+		w: &tl.W[0], wStride: tl.WStride, rows: tl.Rows, nb: nb,
+		dw: &tl.WScales[0], xp: &prep[0], pairs: pairs,
+		out: &tl.Out[0], outStride: tl.OutStride, nx: tl.NX,
+	}
+	tileQ8_0ZD((*uintptr)(unsafe.Pointer(&a)))
 }
 
 // zBias is the bias the 32-block tile kernels' unsigned levels carry per weight type:

@@ -85,3 +85,41 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkMatMulFewRows runs the trained target's matmul shapes (Q8_0, 18.9M
+// parameters: hidden 512, FFN 768, vocabulary 4096) at the row counts of batched
+// decoding (one row per sequence): a step of S sequences should cost little more than
+// a one-row step, since each weight is read once either way.
+func BenchmarkMatMulFewRows(b *testing.B) {
+	shapes := []struct{ rows, cols int }{{512, 512}, {768, 512}, {512, 768}, {4096, 512}}
+	for _, s := range shapes {
+		rng := rand.New(rand.NewPCG(2, uint64(s.rows)))
+		w, err := backendtest.RandomWeight(rng, quant.Q8_0, s.rows, s.cols, 0.5)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, nt := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("%dx%d/nt=%d", s.rows, s.cols, nt), func(b *testing.B) {
+				be := cpu.New(cpu.Options{})
+				defer be.Close()
+				wt, err := be.NewWeight("w", quant.Q8_0, s.rows, s.cols, w.Data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				x, _ := be.NewF32(nt * s.cols)
+				xs := make([]float32, nt*s.cols)
+				for i := range xs {
+					xs[i] = float32(rng.NormFloat64())
+				}
+				be.WriteF32(x, 0, xs)
+				dst, _ := be.NewF32(nt * s.rows)
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				for range b.N {
+					be.MatMul(dst, wt, x, nt)
+				}
+				b.ReportMetric((cpuTime()-cpu0).Seconds()*1e6/float64(b.N), "cpu-µs/op")
+			})
+		}
+	}
+}

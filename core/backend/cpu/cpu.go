@@ -173,7 +173,7 @@ func (b *Backend) Free(x any) {
 	case *I32:
 		v.data, v.freed = nil, true
 	case *Weight:
-		v.data, v.f32, v.f16, v.vec, v.freed = nil, nil, nil, nil, true
+		v.data, v.f32, v.f16, v.vec, v.tileScales, v.freed = nil, nil, nil, nil, nil, true
 	case *KV:
 		v.k, v.v, v.k16, v.v16, v.freed = nil, nil, nil, nil, true
 	case nil:

@@ -209,6 +209,10 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 				tl := tilePool.Get().(*quant.Tile)
 				*tl = quant.Tile{N: cols, W: w.data[lo*rb : hi*rb], WStride: rb, Rows: hi - lo,
 					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows, Prep: prep}
+				if w.tileScales != nil && lo%4 == 0 {
+					// TileScales' groups of four rows: chunk lo starts group lo/4.
+					tl.WScales = w.tileScales[lo/4*w.cols/32*4:]
+				}
 				err := quant.DotTile(w.typ, tl)
 				*tl = quant.Tile{}
 				tilePool.Put(tl)

@@ -73,6 +73,7 @@ func tileKernels() {
 	tileKernel("tileQ8_0Z", 34, unpackQ8_0)
 	tileKernel("tileQ4_0Z", 18, unpackQ4_0)
 	tileKernel("tileQ5_0Z", 22, unpackQ5_0)
+	tileDirectQ8_0()
 	prepPairsK()
 	tileQ4K()
 	tileQ6K()
@@ -244,36 +245,7 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 			for g := 0; g < groups; g++ {
 				gl := loop + "_g" + strconv.Itoa(g)
 				tileBlocks(gl, nr, np, a, g)
-				if nr == 4 && np == 2 {
-					reduce4x4(gl, a, 4*g)
-					continue
-				}
-				// Reduce and store out[(2p+h)·outStride + r+i], skipping row 2p+1 = nx.
-				for i := 0; i < nr; i++ {
-					MOVQ(R8, R9)
-					SHLQ(Imm(1), R9)
-					IMULQ(Mem{Base: a, Disp: taOutStride}, R9)
-					ADDQ(R12, R9)
-					if off := g*nr + i; off > 0 {
-						ADDQ(Imm(uint64(off)), R9)
-					}
-					MOVQ(Mem{Base: a, Disp: taOut}, RAX)
-					for p := 0; p < np; p++ {
-						skip := gl + "_r" + strconv.Itoa(i) + "_p" + strconv.Itoa(p) + "_odd"
-						VMOVUPS(accs[i][p], Z0)
-						VEXTRACTF64X4(Imm(1), Z0, Y1)
-						lanesSum(Y0, X2, X3)
-						VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-						ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
-						LEAQ(Mem{Base: R8, Index: R8, Scale: 1, Disp: 2*p + 1}, RDX)
-						CMPQ(RDX, Mem{Base: a, Disp: taNX})
-						JGE(LabelRef(skip))
-						lanesSum(Y1, X2, X3)
-						VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
-						Label(skip)
-						ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
-					}
-				}
+				storeDots(gl, nr, np, a, g)
 			}
 			ADDQ(Imm(uint64(np)), R8)
 			JMP(LabelRef(loop))
@@ -289,6 +261,42 @@ func tileKernel(name string, wBytes int, unpack unpacker) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// storeDots reduces and stores the dots of group g's nr weight rows (at row R12 +
+// g·nr) with np activation pairs (from pair R8): out[(2p+h)·outStride + r+i],
+// skipping row 2p+1 = nx; gl is the label prefix of the calling block loop.
+func storeDots(gl string, nr, np int, a Register, g int) {
+	if nr == 4 && np == 2 {
+		reduce4x4(gl, a, 4*g)
+		return
+	}
+	// Reduce and store out[(2p+h)·outStride + r+i], skipping row 2p+1 = nx.
+	for i := 0; i < nr; i++ {
+		MOVQ(R8, R9)
+		SHLQ(Imm(1), R9)
+		IMULQ(Mem{Base: a, Disp: taOutStride}, R9)
+		ADDQ(R12, R9)
+		if off := g*nr + i; off > 0 {
+			ADDQ(Imm(uint64(off)), R9)
+		}
+		MOVQ(Mem{Base: a, Disp: taOut}, RAX)
+		for p := 0; p < np; p++ {
+			skip := gl + "_r" + strconv.Itoa(i) + "_p" + strconv.Itoa(p) + "_odd"
+			VMOVUPS(accs[i][p], Z0)
+			VEXTRACTF64X4(Imm(1), Z0, Y1)
+			lanesSum(Y0, X2, X3)
+			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+			ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
+			LEAQ(Mem{Base: R8, Index: R8, Scale: 1, Disp: 2*p + 1}, RDX)
+			CMPQ(RDX, Mem{Base: a, Disp: taNX})
+			JGE(LabelRef(skip))
+			lanesSum(Y1, X2, X3)
+			VMOVSS(X2, Mem{Base: RAX, Index: R9, Scale: 4})
+			Label(skip)
+			ADDQ(Mem{Base: a, Disp: taOutStride}, R9)
+		}
+	}
 }
 
 // reduce4x4 reduces the sixteen dots of four weight rows (i) and two activation pairs
@@ -414,6 +422,12 @@ func tileBlockBody(nr, np int, xs [2]Register, tmps [2][2][2]VecPhysical, ws, ds
 		VBROADCASTI64X4(Mem{Base: RSI, Disp: 32*i + u*32*nr}, ws[i])
 		VBROADCASTSS(Mem{Base: RDI, Disp: 4*i + u*4*nr}, ds[i])
 	}
+	tileBlockDots(nr, np, xs, tmps, ws, ds, u)
+}
+
+// tileBlockDots emits the dots of one block (the u-th of an iteration) once the nr
+// weight rows' levels are in ws and their scales in ds.
+func tileBlockDots(nr, np int, xs [2]Register, tmps [2][2][2]VecPhysical, ws, ds [4]VecPhysical, u int) {
 	// The pair's levels and scales are loaded once for all weight rows (Z8-Z11: EVEX
 	// reaches them too); the load ports, not the ALUs, were the limit.
 	// The pair's −bias·Σ4 lanes too (Z0, Z1), copied into each dot's accumulator by a
