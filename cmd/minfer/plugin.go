@@ -75,8 +75,8 @@ func runPlugin(ctx context.Context, m *Main, args []string) error {
 	fs.BoolVar(&f.json, "json", false, "list, check: print JSON")
 	fs.StringVar(&f.plugin, "plugin", "", "check: only the plugin `NAME` of the module")
 	fs.StringVar(&f.params, "params", "{}", "check: params as a `JSON` object")
-	fs.DurationVar(&f.timeout, "timeout", 0, "check: per-call deadline (default 100ms)")
-	fs.IntVar(&f.memoryMB, "memory-mb", 0, "check: memory cap in MB (default 64)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "check: per-call deadline (default 1s, as a declared plugin's)")
+	fs.IntVar(&f.memoryMB, "memory-mb", 0, "check: memory cap in MB (default 64, as a declared plugin's)")
 	fs.StringVar(&f.name, "name", "", "new: plugin `NAME` (default: DIR's base name)")
 	fs.StringVar(&f.module, "module", "", "new: Go module `PATH` (default example.com/NAME)")
 	fs.StringVar(&f.minfer, "minfer", "", "new: minfer checkout `DIR` for a replace directive")
@@ -137,8 +137,8 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if err != nil {
 		return err
 	}
-	infos, results, err := check.Check(ctx, bin, check.CheckOptions{Plugin: f.plugin, Params: []byte(f.params),
-		Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr})
+	opts := check.CheckOptions{Plugin: f.plugin, Params: []byte(f.params), Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr}
+	infos, results, err := check.Check(ctx, bin, opts)
 	if err != nil {
 		return fmt.Errorf("plugin check %s: %w", file, err)
 	}
@@ -148,6 +148,7 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 			return err
 		}
 	} else {
+		check.WriteLimits(m.Stdout, opts)
 		check.WriteReport(m.Stdout, file, infos, results)
 	}
 	if failed > 0 {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
@@ -55,10 +56,31 @@ func SimTraces() (map[string][]sdk.TraceRound, error) {
 type CheckOptions struct {
 	Plugin   string        // check only this plugin of the module ("" = all)
 	Params   []byte        // JSON params for init ("{}" when nil)
-	Timeout  time.Duration // per call (wasm.DefaultTimeout)
-	MemoryMB int           // memory cap (wasm.DefaultMemoryMB)
+	Timeout  time.Duration // per call (0: Deadline's default, the host's)
+	MemoryMB int           // memory cap (0: config.DefaultMemoryMB, the host's)
 	Log      io.Writer     // guest output
 	CacheDir string        // compilation cache (see wasm.Options)
+}
+
+// Deadline is the per-call deadline the checks run under: Timeout, else
+// config.DefaultWasmTimeout, the one minfer run, serve and specbench give a builtin: or
+// file: plugin whose [plugins.NAME] table sets none — so that a plugin passes its check
+// under the deadline it will meet (the calls made once per instance or sequence get
+// max(deadline, 1 s) in both: plugins/wasm).
+func (o CheckOptions) Deadline() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return config.DefaultWasmTimeout
+}
+
+// Memory is the memory cap in MiB the checks run under: MemoryMB, else the host's
+// config.DefaultMemoryMB.
+func (o CheckOptions) Memory() int {
+	if o.MemoryMB > 0 {
+		return o.MemoryMB
+	}
+	return config.DefaultMemoryMB
 }
 
 // CheckResult is the outcome of one conformance check.
@@ -78,7 +100,7 @@ type CheckResult struct {
 // over a copy-heavy sequence and determinism. The error is non-nil only when the
 // module cannot be loaded at all.
 func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []CheckResult, error) {
-	m, err := wasm.Load(ctx, bin, wasm.Options{Name: "check", Timeout: opts.Timeout, MemoryMB: opts.MemoryMB,
+	m, err := wasm.Load(ctx, bin, wasm.Options{Name: "check", Timeout: opts.Deadline(), MemoryMB: opts.Memory(),
 		Instances: 1, Log: opts.Log, CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, nil, err

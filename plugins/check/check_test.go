@@ -2,10 +2,12 @@ package check
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
 )
@@ -56,5 +58,34 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "[plugin lazy] lazy: started\n") {
 		t.Fatalf("guest stderr not in the log with the plugin's prefix: %q", log.String())
+	}
+}
+
+// TestCheckLimitsAreTheHosts: with no --timeout or --memory-mb a check runs under the
+// deadline and memory cap minfer run and serve give a declared plugin (config's
+// defaults for a builtin: or file: plugin), not under tighter ones of its own.
+func TestCheckLimitsAreTheHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     CheckOptions
+		deadline time.Duration
+		memory   int
+	}{
+		{"defaults", CheckOptions{}, config.Default().Plugins["adaptive"].Timeout, config.Default().Plugins["adaptive"].MemoryMB},
+		{"set", CheckOptions{Timeout: 5 * time.Second, MemoryMB: 128}, 5 * time.Second, 128},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.opts.Deadline(); got != tc.deadline {
+				t.Errorf("deadline: got %v, want %v", got, tc.deadline)
+			}
+			if got := tc.opts.Memory(); got != tc.memory {
+				t.Errorf("memory: got %d MiB, want %d", got, tc.memory)
+			}
+			var b strings.Builder
+			WriteLimits(&b, tc.opts)
+			if want := fmt.Sprintf("limits: %v a call, %d MiB", tc.deadline, tc.memory); !strings.HasPrefix(b.String(), want) {
+				t.Errorf("limits line: got %q, want it to start %q", b.String(), want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
 )
@@ -103,8 +104,8 @@ func (c *checker) drafter() {
 	}
 	c.add("determinism", err, note)
 
-	// A long prompt arrives in one call, under the deadline minfer.toml gives a plugin
-	// call by default (1 s; a check's own --timeout is the round's, 100 ms by default).
+	// A long prompt arrives in one call, under at least the deadline minfer.toml gives
+	// a plugin call by default (a shorter --timeout is the round's).
 	d3, err := c.m.Drafter(c.ctx, c.name, c.params, wasm.CallOptions{Timeout: max(c.m.Timeout(), drafterPromptDeadline)})
 	if err == nil {
 		err = drafterEdges(c, d3)
@@ -113,9 +114,9 @@ func (c *checker) drafter() {
 	c.add("edge-case requests", err, "")
 }
 
-// drafterPromptDeadline is config.DefaultWasmTimeout, the per-call deadline of a
-// declared plugin unless its table sets one (the first call tells the whole prompt).
-const drafterPromptDeadline = time.Second
+// drafterPromptDeadline is the per-call deadline of a declared plugin unless its
+// table sets one (the first call tells the whole prompt).
+const drafterPromptDeadline = config.DefaultWasmTimeout
 
 // drafterEdges sends valid but unusual requests: a one-token vocabulary, nothing
 // appended, depth 1 and the deepest depth, ids at the top of a large vocabulary, and a

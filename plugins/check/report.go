@@ -42,6 +42,13 @@ func WriteJSON(w io.Writer, results []CheckResult) error {
 	return enc.Encode(out)
 }
 
+// WriteLimits writes the limits the checks ran under, as minfer plugin check prints
+// them before the report.
+func WriteLimits(w io.Writer, opts CheckOptions) {
+	fmt.Fprintf(w, "limits: %v a call, %d MiB of memory (a declared plugin's defaults; --timeout, --memory-mb set others)\n",
+		opts.Deadline(), opts.Memory())
+}
+
 // WriteReport writes the checks of the module file (its plugins infos) as minfer plugin
 // check prints them: one line per check, then the count of failures.
 func WriteReport(w io.Writer, file string, infos []sdk.Info, results []CheckResult) {
