@@ -7,19 +7,16 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
+
+	"github.com/minfer/minfer/internal/usage"
 )
 
-// UsageError marks a mistake in the command line (exit code 2).
-type UsageError struct{ Err error }
-
-func (e UsageError) Error() string { return e.Err.Error() }
-func (e UsageError) Unwrap() error { return e.Err }
+// UsageError marks a mistake in the command line (exit code 2). It is usage.Error, the
+// type the packages behind the commands return without importing this one.
+type UsageError = usage.Error
 
 // Usagef returns a UsageError with a formatted message.
-func Usagef(format string, args ...any) error {
-	return UsageError{fmt.Errorf(format, args...)}
-}
+func Usagef(format string, args ...any) error { return usage.Errorf(format, args...) }
 
 // ErrInterrupted ends a command the user interrupted (Ctrl-C, SIGTERM): exit code 130,
 // as shells report a command ended by SIGINT.

@@ -29,7 +29,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 				usage()
 				return nil, ErrHelp
 			}
-			return nil, UsageError{flagError(fs, all, err)}
+			return nil, UsageError{Err: flagError(fs, all, err)}
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -45,6 +45,11 @@ var exceptions = map[[2]string]string{
 // caches or forwards.
 var throughEngine = map[string][]string{"core/server": {"core/kv", "core/model"}}
 
+// cliUsers are the packages that may import internal/cli, the command line's machinery
+// (flag parsing, exit codes, terminals): the commands and the chat REPL they run. A
+// package behind a command returns a usage mistake as internal/usage's Error instead.
+var cliUsers = []string{"cmd", "internal/repl"}
+
 // stageOf is the index of p's stage in stages (-1: none, e.g. cmd/, plugins/).
 func stageOf(p string) int {
 	for i, s := range stages {
@@ -110,7 +115,8 @@ func imports(t *testing.T) map[string][]string {
 
 // TestLayering: every stage imports only its own stage and the stages to its left
 // (and quant, config, sdk); quant, config and sdk import no stage; nothing in core,
-// cuda/ or sdk imports plugins/, cmd/ or examples/; sdk itself is standard library only.
+// cuda/ or sdk imports plugins/, cmd/ or examples/; sdk itself is standard library only;
+// only cliUsers import internal/cli.
 func TestLayering(t *testing.T) {
 	all := imports(t)
 	if len(all) < 10 {
@@ -128,6 +134,9 @@ func TestLayering(t *testing.T) {
 			}
 			if lower && (under(imp, "plugins") || under(imp, "cmd") || under(imp, "examples")) {
 				t.Errorf("%s imports %s: nothing in core, cuda/ or sdk imports plugins/, cmd/ or examples/", p, imp)
+			}
+			if under(imp, "internal/cli") && !slices.ContainsFunc(cliUsers, func(x string) bool { return under(p, x) }) {
+				t.Errorf("%s imports %s: only %v use the command line's machinery (return a usage mistake as internal/usage.Error)", p, imp, cliUsers)
 			}
 			if slices.ContainsFunc(throughEngine[p], func(x string) bool { return under(imp, x) }) {
 				t.Errorf("%s imports %s: it reaches the engine's parts through core/engine", p, imp)

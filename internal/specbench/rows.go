@@ -5,7 +5,7 @@ import (
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
-	"github.com/minfer/minfer/internal/cli"
+	"github.com/minfer/minfer/internal/usage"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -25,10 +25,10 @@ func Rows(cfg *config.Config, depths []config.Depth, policyList string) ([]bench
 	for _, arg := range strings.Split(policyList, ",") {
 		arg = strings.TrimSpace(arg)
 		if arg == "" {
-			return nil, cli.Usagef("specbench: --policies %q: an empty name", policyList)
+			return nil, usage.Errorf("specbench: --policies %q: an empty name", policyList)
 		}
 		if err := cfg.UsePlugin(sdk.RolePolicy, arg); err != nil {
-			return nil, cli.Usagef("specbench: --policies: %v", err)
+			return nil, usage.Errorf("specbench: --policies: %v", err)
 		}
 		rows = append(rows, bench.Row{Label: "auto:" + arg, Depth: config.DepthAuto, Policy: cfg.Spec.Policy})
 	}
@@ -50,17 +50,17 @@ func DrafterRows(cfg *config.Config, rows []bench.Row, drafterList string) ([]be
 	for _, arg := range strings.Split(drafterList, ",") {
 		switch arg = strings.TrimSpace(arg); arg {
 		case "":
-			return nil, cli.Usagef("specbench: --drafters %q: an empty name", drafterList)
+			return nil, usage.Errorf("specbench: --drafters %q: an empty name", drafterList)
 		case "model":
 			if cfg.Draft.Path == "" {
-				return nil, cli.Usagef("specbench: --drafters model: no draft model (give --draft DRAFT)")
+				return nil, usage.Errorf("specbench: --drafters model: no draft model (give --draft DRAFT)")
 			}
 			rows = append(rows, bench.Row{Label: "drafter:model", Depth: config.DepthAuto, Drafter: "-"})
 		case "auto":
 			auto = true
 		default:
 			if err := cfg.UseDrafters(arg); err != nil {
-				return nil, cli.Usagef("specbench: --drafters: %v", err)
+				return nil, usage.Errorf("specbench: --drafters: %v", err)
 			}
 			plugins = append(plugins, cfg.Spec.Drafter)
 			rows = append(rows, bench.Row{Label: "drafter:" + arg, Depth: config.DepthAuto, Drafter: cfg.Spec.Drafter, NoDraftModel: true})
@@ -85,7 +85,7 @@ func ParseDepths(s string) ([]config.Depth, error) {
 	for _, p := range strings.Split(s, ",") {
 		var d config.Depth
 		if err := d.UnmarshalText([]byte(strings.TrimSpace(p))); err != nil {
-			return nil, cli.Usagef("specbench: --depths: %v", err)
+			return nil, usage.Errorf("specbench: --depths: %v", err)
 		}
 		out = append(out, d)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
-	"github.com/minfer/minfer/internal/cli"
+	"github.com/minfer/minfer/internal/usage"
 )
 
 // Stack is everything a generating command holds: backend, models, tokenizer,
@@ -121,11 +121,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	kt, err := kv.ParseType(cfg.Model.KV)
 	if err != nil {
-		return fail(cli.Usagef("%v", err))
+		return fail(usage.Errorf("%v", err))
 	}
 	dkt, err := kv.ParseType(cfg.Draft.KV)
 	if err != nil {
-		return fail(cli.Usagef("%v", err))
+		return fail(usage.Errorf("%v", err))
 	}
 	ctxN, ctxNote := SessionCtx(cfg.Model.Ctx, st.Target.Params.CtxTrain)
 	var vocab engine.Vocab = server.TokenizerVocab(st.Tok)
@@ -188,7 +188,7 @@ func (st *Stack) UseChatTemplate(name string) error {
 		}
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return cli.Usagef("--chat-template %s: not a built-in template (%s) and not a readable file: %v",
+			return usage.Errorf("--chat-template %s: not a built-in template (%s) and not a readable file: %v",
 				name, strings.Join(tokenizer.BuiltinTemplateNames(), ", "), err)
 		}
 		st.ChatTemplate = string(b)

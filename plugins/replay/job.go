@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/minfer/minfer/core/config"
-	"github.com/minfer/minfer/internal/cli"
+	"github.com/minfer/minfer/internal/usage"
 	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/sdk"
 )
@@ -176,7 +176,7 @@ func (j *Job) walk(ctx context.Context, reg *plugins.Registry, names []string) e
 // usage error naming what is declared.
 func policyMaker(ctx context.Context, reg *plugins.Registry, name string, overrides map[string]any) (func() (sdk.DepthPolicy, error), error) {
 	if _, ok := reg.Info(name); !ok {
-		return nil, cli.Usagef("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
+		return nil, usage.Errorf("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
 	}
 	return func() (sdk.DepthPolicy, error) {
 		p, _, err := reg.Policy(ctx, name, overrides)
