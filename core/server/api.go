@@ -135,26 +135,29 @@ type streamOptions struct {
 
 // commonRequest holds the fields chat and text completions share.
 type commonRequest struct {
-	Model               string             `json:"model"`
-	MaxTokens           *int               `json:"max_tokens"`
-	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Temperature         *float64           `json:"temperature"`
-	TopP                *float64           `json:"top_p"`
-	TopK                *int               `json:"top_k"`
-	MinP                *float64           `json:"min_p"`
-	Seed                *int64             `json:"seed"`
-	Stop                stopList           `json:"stop"`
-	PresencePenalty     *float64           `json:"presence_penalty"`
-	FrequencyPenalty    *float64           `json:"frequency_penalty"`
-	RepeatPenalty       *float64           `json:"repeat_penalty"`
-	RepeatLastN         *int               `json:"repeat_last_n"`
-	Logprobs            json.RawMessage    `json:"logprobs"`
-	TopLogprobs         *int               `json:"top_logprobs"`
-	N                   *int               `json:"n"`
-	Stream              bool               `json:"stream"`
-	StreamOptions       *streamOptions     `json:"stream_options"`
-	Minfer              *Extension         `json:"minfer"`
-	LogitBias           map[string]float64 `json:"logit_bias"`
+	Model               string          `json:"model"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	MinP                *float64        `json:"min_p"`
+	Seed                *int64          `json:"seed"`
+	Stop                stopList        `json:"stop"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	RepeatPenalty       *float64        `json:"repeat_penalty"`
+	RepeatLastN         *int            `json:"repeat_last_n"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	Minfer              *Extension      `json:"minfer"`
+	// SpecNMax is llama-server's per-request depth bound, read as minfer.draft_max
+	// (which wins when both are set), so llama.cpp's clients bound speculation too.
+	SpecNMax  *int               `json:"speculative.n_max"`
+	LogitBias map[string]float64 `json:"logit_bias"`
 	// Not implemented, refused by name rather than ignored (a 200 with free text
 	// would read as JSON mode or tool calling working).
 	ResponseFormat json.RawMessage `json:"response_format"`
@@ -335,10 +338,19 @@ func (r *commonRequest) validate(maxCap int) (maxTokens int, logprobs int, p Par
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
 		RepeatPenalty: r.RepeatPenalty, RepeatLastN: r.RepeatLastN,
 	}
+	if n := r.SpecNMax; n != nil {
+		if *n < 0 || *n > 64 {
+			return 0, 0, p, badRequest("speculative.n_max", "must be in [0, 64], got %d", *n)
+		}
+		p.DraftMax = n
+	}
 	if x := r.Minfer; x != nil {
-		p.Policy, p.Sampler, p.Penalty, p.DraftMax, p.Drafter = x.Policy, x.Sampler, x.Penalty, x.DraftMax, x.Drafter
+		p.Policy, p.Sampler, p.Penalty, p.Drafter = x.Policy, x.Sampler, x.Penalty, x.Drafter
 		if x.DraftMax != nil && (*x.DraftMax < 0 || *x.DraftMax > 64) {
 			return 0, 0, p, badRequest("minfer.draft_max", "must be in [0, 64], got %d", *x.DraftMax)
+		}
+		if x.DraftMax != nil {
+			p.DraftMax = x.DraftMax
 		}
 	}
 	return maxTokens, logprobs, p, nil

@@ -257,6 +257,8 @@ func TestBadRequests(t *testing.T) {
 		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools", 400},
 		{"tool_choice", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tool_choice":"required"}`, "tool_choice", 400},
 		{"assert identity non-greedy", "/v1/completions", `{"prompt":"a","minfer":{"draft_max":99}}`, "minfer.draft_max", 400},
+		{"llama-server depth bound", "/v1/completions", `{"prompt":"a","speculative.n_max":-1}`, "speculative.n_max", 400},
+		{"llama-server depth bound type", "/v1/completions", `{"prompt":"a","speculative.n_max":"4"}`, "speculative.n_max", 400},
 		{"prompt missing", "/v1/completions", `{}`, "prompt", 400},
 		{"prompt too long", "/v1/completions", `{"prompt":"` + strings.Repeat("once upon a time ", 200) + `"}`, "prompt", 400},
 		{"chat too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("once upon a time ", 200) + `"}]}`, "messages", 400},

@@ -62,6 +62,8 @@ func TestRequestDrafter(t *testing.T) {
 		{`,"minfer":{"drafter":"ngram, suffix"}`, []string{"ngram", "suffix"}},
 		{`,"minfer":{"drafter":"none"}`, nil},
 		{`,"minfer":{"drafter":""}`, nil},
+		{`,"speculative.n_max":0`, nil}, // llama-server's bound: no drafting rounds
+		{`,"speculative.n_max":0,"minfer":{"draft_max":4}`, []string{"suffix"}},
 	} {
 		text, by := result(tc.ext)
 		if text != plain {
