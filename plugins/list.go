@@ -19,14 +19,35 @@ type ListRow struct {
 	ABI      string   `json:"abi,omitempty"`
 	Checksum string   `json:"sha256,omitempty"`
 	TopK     *int     `json:"top_k,omitempty"`
+	// Params are the keys the plugin declares it reads (ABI v1.3, a process plugin's
+	// Params); nil (left out of the JSON) when it declares none, [] when it declares
+	// that it reads none.
+	Params *[]string `json:"params,omitempty"`
+}
+
+// ParamsLabel says which params keys a plugin declares it reads, as plugin list and
+// plugin check print them: the keys, "none" (it declares that it reads none) or "-"
+// (it declares nothing: it is offered every setting of its roles and every key, and a
+// built-in checks its keys itself).
+func ParamsLabel(info Info) string {
+	switch {
+	case !info.ParamsDeclared:
+		return "-"
+	case len(info.Params) == 0:
+		return "none"
+	}
+	return strings.Join(info.Params, ",")
 }
 
 // WriteList writes every plugin reg declares (name, roles, version, source, ABI
-// version, checksum) as a table, or with asJSON as a JSON array of ListRow.
+// version, checksum, declared params: ParamsLabel) as a table, or with asJSON as a
+// JSON array of ListRow.
 func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 	var rows []ListRow
+	var infos []Info
 	for _, name := range reg.Names() {
 		info, _ := reg.Info(name)
+		infos = append(infos, info)
 		r := ListRow{Name: name, Version: info.Version, Source: info.Source, Checksum: info.Checksum}
 		for _, role := range info.Roles {
 			r.Roles = append(r.Roles, string(role))
@@ -38,6 +59,10 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 			k := info.Needs.TopK
 			r.TopK = &k
 		}
+		if info.ParamsDeclared {
+			keys := append([]string{}, info.Params...)
+			r.Params = &keys
+		}
 		rows = append(rows, r)
 	}
 	if asJSON {
@@ -46,8 +71,8 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLES\tVERSION\tSOURCE\tABI\tSHA256")
-	for _, r := range rows {
+	fmt.Fprintln(tw, "NAME\tROLES\tVERSION\tSOURCE\tABI\tSHA256\tPARAMS")
+	for i, r := range rows {
 		sum := r.Checksum
 		if len(sum) > 12 {
 			sum = sum[:12]
@@ -56,7 +81,7 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 		if abi == "" {
 			abi = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum, ParamsLabel(infos[i]))
 	}
 	return tw.Flush()
 }

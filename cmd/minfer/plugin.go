@@ -23,13 +23,16 @@ Usage:
   minfer plugin new   policy|sampler|penalty|drafter DIR [--name NAME] [--module PATH] [--minfer DIR]
 
 list loads every plugin declared in the config ([plugins.NAME]; the built-ins are always
-declared) and prints its name, roles, version, source, ABI version and checksum.
+declared) and prints its name, roles, version, source, ABI version, checksum and the
+params keys it declares it reads (none: it reads none; -: it declares nothing, so it is
+offered every setting and key — the built-ins check their keys themselves).
 
 check is the conformance kit for plugin authors: it loads a WebAssembly module, validates
-its exports, ABI version and info record, then for each plugin it declares runs a
-self-test round, edge-case inputs, the simulator traces (policies, with the counterfactual
-tokens/s) and, for samplers, determinism and the greedy identity check. It exits 1 if
-any check fails.
+its exports, ABI version and info record (each plugin's line shows the params it
+declares), then for each plugin runs a self-test round, edge-case inputs, the simulator
+traces (policies, with the counterfactual tokens/s) and, for samplers, determinism and
+the greedy identity check, under a declared plugin's deadline and memory cap. It exits
+1 if any check fails.
 
 new writes a plugin skeleton of the given role (main.go, README.md, .gitignore, and go.mod
 unless DIR lies inside the minfer module) that builds as it is, with no go mod tidy:

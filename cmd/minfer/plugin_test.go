@@ -90,12 +90,12 @@ func TestPluginNewBuilds(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { os.RemoveAll(inside) })
-	for _, tc := range []struct{ role, dir string }{
-		{"policy", filepath.Join(t.TempDir(), "my-policy")},
-		{"sampler", filepath.Join(t.TempDir(), "my-sampler")},
-		{"penalty", filepath.Join(t.TempDir(), "my penalty")},
-		{"drafter", filepath.Join(t.TempDir(), "my-drafter")},
-		{"policy", filepath.Join(inside, "my-inside")},
+	for _, tc := range []struct{ role, dir, params string }{
+		{"policy", filepath.Join(t.TempDir(), "my-policy"), "depth"},
+		{"sampler", filepath.Join(t.TempDir(), "my-sampler"), "none"},
+		{"penalty", filepath.Join(t.TempDir(), "my penalty"), "amount,last_n"},
+		{"drafter", filepath.Join(t.TempDir(), "my-drafter"), "none"},
+		{"policy", filepath.Join(inside, "my-inside"), "depth"},
 	} {
 		t.Run(filepath.Base(tc.dir), func(t *testing.T) {
 			out, _, err := runCLI(t, "", "plugin", "new", tc.role, tc.dir)
@@ -120,8 +120,17 @@ func TestPluginNewBuilds(t *testing.T) {
 			wasm := filepath.Join(tc.dir, strings.TrimPrefix(lines[2], "  minfer plugin check "))
 			name := strings.TrimSuffix(filepath.Base(wasm), ".wasm")
 			out, _, err = runCLI(t, "", "plugin", "check", "--timeout", "5s", wasm)
-			if err != nil || !strings.Contains(out, "plugin "+name+" 0.1.0: ["+tc.role+"]") {
+			if err != nil || !strings.Contains(out, "plugin "+name+" 0.1.0: ["+tc.role+"], params "+tc.params+"\n") {
 				t.Fatalf("plugin check: %v\n%s", err, out)
+			}
+			// the scaffold declares its params: a misspelt key is refused at start, by name
+			cfg := filepath.Join(tc.dir, "minfer.toml")
+			toml := fmt.Sprintf("[plugins.%s]\nsource = %q\nparams = { dpeth = 3 }\n", name, "file:"+wasm)
+			if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := runCLI(t, "", "plugin", "list", "--config", cfg); err == nil || !strings.Contains(err.Error(), `unknown key "dpeth"`) {
+				t.Errorf("a misspelt params key: got %v, want it refused by name", err)
 			}
 			if b, err := os.ReadFile(filepath.Join(tc.dir, ".gitignore")); err != nil || string(b) != "/"+name+".wasm\n" {
 				t.Errorf(".gitignore: got %q %v, want the .wasm output ignored", b, err)

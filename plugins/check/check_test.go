@@ -10,6 +10,7 @@ import (
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/internal/wasmtest"
 	"github.com/minfer/minfer/plugins/builtin"
+	"github.com/minfer/minfer/sdk"
 )
 
 func TestCheckBuiltins(t *testing.T) {
@@ -87,5 +88,23 @@ func TestCheckLimitsAreTheHosts(t *testing.T) {
 				t.Errorf("limits line: got %q, want it to start %q", b.String(), want)
 			}
 		})
+	}
+}
+
+// TestReportShowsDeclaredParams: each plugin's line of the report says which params
+// keys it declares it reads (plugins.ParamsLabel).
+func TestReportShowsDeclaredParams(t *testing.T) {
+	infos := []sdk.Info{
+		{Name: "keyed", Version: "0.1.0", Roles: []sdk.Role{sdk.RolePolicy}, Params: []string{"depth", "draft_max"}, ParamsDeclared: true},
+		{Name: "keyless", Version: "0.1.0", Roles: []sdk.Role{sdk.RoleSampler}, ParamsDeclared: true},
+		{Name: "open", Version: "0.1.0", Roles: []sdk.Role{sdk.RolePenalty}},
+	}
+	var b strings.Builder
+	WriteReport(&b, "m.wasm", infos, nil)
+	for _, want := range []string{"plugin keyed 0.1.0: [policy], params depth,draft_max\n",
+		"plugin keyless 0.1.0: [sampler], params none\n", "plugin open 0.1.0: [penalty], params -\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
 	}
 }

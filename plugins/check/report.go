@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -49,12 +50,13 @@ func WriteLimits(w io.Writer, opts CheckOptions) {
 		opts.Deadline(), opts.Memory())
 }
 
-// WriteReport writes the checks of the module file (its plugins infos) as minfer plugin
-// check prints them: one line per check, then the count of failures.
+// WriteReport writes the checks of the module file (its plugins infos, each with the
+// params it declares: plugins.ParamsLabel) as minfer plugin check prints them: one
+// line per check, then the count of failures.
 func WriteReport(w io.Writer, file string, infos []sdk.Info, results []CheckResult) {
 	fmt.Fprintf(w, "module %s: ABI v%d.%d, sha256 %s\n", file, infos[0].ABIMajor, infos[0].ABIMinor, infos[0].Checksum)
 	for _, i := range infos {
-		fmt.Fprintf(w, "  plugin %s %s: %v\n", i.Name, i.Version, i.Roles)
+		fmt.Fprintf(w, "  plugin %s %s: %v, params %s\n", i.Name, i.Version, i.Roles, plugins.ParamsLabel(i))
 	}
 	failed := 0
 	for _, r := range results {

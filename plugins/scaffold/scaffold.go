@@ -205,10 +205,12 @@ type {{.Ident}} struct {
 	Depth int ` + "`json:\"depth\"`" + `
 }
 
-// new{{.Ident}} reads the params. The host merges keys of its own into them
-// (draft_max, min_conf, …): json.Unmarshal ignores the ones this policy has no field
-// for, as a policy should. It applies [spec] min_conf, keep_cut and draft_min to every
-// decision itself (sdk/ABI.md), so this policy need not.
+// new{{.Ident}} reads the params: the keys init declares (guest.DeclareParams), so
+// the host merges in only the role settings among them ([spec] depth) and refuses a
+// [plugins.{{.Name}}] params key outside them, naming it — a misspelt "dpeth" fails at
+// start instead of being ignored. Add a key here and to DeclareParams together. The
+// host applies [spec] min_conf, keep_cut and draft_min to every decision itself
+// (sdk/ABI.md), so this policy need not.
 func new{{.Ident}}(params []byte) (sdk.DepthPolicy, error) {
 	p := &{{.Ident}}{Depth: 4}
 	if err := json.Unmarshal(params, p); err != nil {
@@ -229,7 +231,10 @@ func (p *{{.Ident}}) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.De
 	return sdk.DepthDecision{Depth: d}, nil
 }
 
-func init() { guest.RegisterPolicy("{{.Name}}", "0.1.0", new{{.Ident}}) }
+func init() {
+	guest.RegisterPolicy("{{.Name}}", "0.1.0", new{{.Ident}})
+	guest.DeclareParams("{{.Name}}", "depth") // every key new{{.Ident}} reads
+}
 
 func main() {}
 `
@@ -259,7 +264,12 @@ func ({{.Ident}}) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResul
 	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
 }
 
-func init() { guest.RegisterSampler("{{.Name}}", "0.1.0", sdk.Needs{TopK: 1}, new{{.Ident}}) }
+func init() {
+	guest.RegisterSampler("{{.Name}}", "0.1.0", sdk.Needs{TopK: 1}, new{{.Ident}})
+	// It reads no params: the host merges in no setting (temperature, …) and refuses
+	// any [plugins.{{.Name}}] params key. List the keys here once it reads some.
+	guest.DeclareParams("{{.Name}}")
+}
 
 func main() {}
 `
@@ -297,7 +307,12 @@ func (d *{{.Ident}}) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftRes
 	return res, nil
 }
 
-func init() { guest.RegisterDrafter("{{.Name}}", "0.1.0", new{{.Ident}}) }
+func init() {
+	guest.RegisterDrafter("{{.Name}}", "0.1.0", new{{.Ident}})
+	// It reads no params: any [plugins.{{.Name}}] params key is refused at start. List
+	// the keys here once it reads some.
+	guest.DeclareParams("{{.Name}}")
+}
 
 func main() {}
 `
@@ -319,6 +334,8 @@ type {{.Ident}} struct {
 	Last   int     ` + "`json:\"last_n\"`" + `
 }
 
+// new{{.Ident}} reads the params: the keys init declares (guest.DeclareParams), so a
+// misspelt [plugins.{{.Name}}] params key fails at start, naming it.
 func new{{.Ident}}(params []byte) (sdk.Penalty, error) {
 	p := &{{.Ident}}{Amount: 0.5, Last: 64}
 	if err := json.Unmarshal(params, p); err != nil {
@@ -342,7 +359,10 @@ func (p *{{.Ident}}) Apply(_ context.Context, rows []sdk.PenaltyRow) error {
 	return nil
 }
 
-func init() { guest.RegisterPenalty("{{.Name}}", "0.1.0", new{{.Ident}}) }
+func init() {
+	guest.RegisterPenalty("{{.Name}}", "0.1.0", new{{.Ident}})
+	guest.DeclareParams("{{.Name}}", "amount", "last_n") // every key new{{.Ident}} reads
+}
 
 func main() {}
 `
@@ -365,5 +385,8 @@ Then declare it in minfer.toml:
     params = { }
 
 Params from that table arrive as a JSON object at init (see new{{.Ident}} in main.go).
+init declares the keys the plugin reads (guest.DeclareParams, ABI v1.3): a key of the
+table outside them is refused at start, naming it, and ` + "`minfer plugin list`" + ` and
+` + "`minfer plugin check`" + ` show them. Add a key to new{{.Ident}} and to DeclareParams together.
 Register in init(), not main(): a -buildmode=c-shared module never runs main.
 `

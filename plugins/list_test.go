@@ -1,0 +1,81 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/wasmtest"
+	"github.com/minfer/minfer/sdk"
+)
+
+// TestListShowsDeclaredParams: plugin list shows the params keys a plugin declares it
+// reads (ABI v1.3) — the keys, "none" for a plugin that declares it reads none, "-" for
+// one that declares nothing (the built-ins) — in the table and in the JSON.
+func TestListShowsDeclaredParams(t *testing.T) {
+	dir := t.TempDir()
+	decls := map[string]config.Plugin{}
+	for _, tc := range []struct {
+		name string
+		keys []string
+	}{{"keyed", []string{"depth", "draft_max"}}, {"keyless", []string{}}} {
+		info := sdk.AppendInfo(nil, []sdk.Info{{Name: tc.name, Version: "0.1.0", Roles: []sdk.Role{sdk.RolePolicy},
+			Params: tc.keys, ParamsDeclared: true}})
+		mod := wasmtest.Plugin{Minor: sdk.ABIMinor, Info: info, Policy: wasmtest.I64Const(0)}
+		path := filepath.Join(dir, tc.name+".wasm")
+		if err := os.WriteFile(path, mod.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		decls[tc.name] = config.Plugin{Source: "file:" + path}
+	}
+	decls["static"] = config.Plugin{Source: "builtin:static"}
+	r, err := NewRegistry(context.Background(), decls, nil, WithInstances(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var table strings.Builder
+	if err := WriteList(&table, r, false); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for i, line := range strings.Split(strings.TrimSpace(table.String()), "\n") {
+		f := strings.Fields(line)
+		if i == 0 {
+			if f[len(f)-1] != "PARAMS" {
+				t.Fatalf("header %q: want a PARAMS column last", line)
+			}
+			continue
+		}
+		got[f[0]] = f[len(f)-1]
+	}
+	for name, want := range map[string]string{"keyed": "depth,draft_max", "keyless": "none", "static": "-"} {
+		if got[name] != want {
+			t.Errorf("table: %s params: got %q, want %q\n%s", name, got[name], want, table.String())
+		}
+	}
+	var js strings.Builder
+	if err := WriteList(&js, r, true); err != nil {
+		t.Fatal(err)
+	}
+	var rows []ListRow
+	if err := json.Unmarshal([]byte(js.String()), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		var want *[]string
+		switch row.Name {
+		case "keyed":
+			want = &[]string{"depth", "draft_max"}
+		case "keyless":
+			want = &[]string{}
+		}
+		if (row.Params == nil) != (want == nil) || want != nil && strings.Join(*row.Params, ",") != strings.Join(*want, ",") {
+			t.Errorf("json: %s params: got %v, want %v", row.Name, row.Params, want)
+		}
+	}
+}
