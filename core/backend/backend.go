@@ -196,6 +196,25 @@ type Backend interface {
 	Close() error
 }
 
+// SeqAttention is one sequence's share of a MultiAttention call: Attention's
+// arguments but the layer and the attention shape.
+type SeqAttention struct {
+	Dst, Q Buffer
+	KV     KV
+	Pos    Buffer
+	NT     int
+}
+
+// MultiAttention is implemented by backends that can run the attention of several
+// sequences' rows, each against its own cache and positions, as one op: exactly
+// Attention(s.Dst, s.Q, s.KV, layer, s.Pos, s.NT, a) for every s, in any order (the
+// sequences' outputs, caches and queries must not overlap). A batched forward of many
+// one-row sequences uses it so the work of all of them is spread over the backend's
+// threads at once.
+type MultiAttention interface {
+	AttentionSeqs(seqs []SeqAttention, layer int, a Attn)
+}
+
 // RowStatser is implemented by backends that can summarise logits rows where they live,
 // so a sampler that needs only a row's best candidates and its normaliser never costs a
 // copy of the whole row (150k floats for Qwen) to the host.

@@ -200,13 +200,28 @@ func (s *pass) attend(b backend.Backend, p *Params, l int, r rows) rows {
 		return r
 	}
 	qd, kd := p.QDim(), p.KVDim()
+	ma, multi := b.(backend.MultiAttention)
 	for _, q := range s.seqs {
 		b.CopyRows(q.q, 0, s.q, q.off, q.n, qd) // this sequence's rows (n, qdim)
 		b.CopyRows(q.k, 0, s.k, q.off, q.n, kd)
 		b.CopyRows(q.v, 0, s.v, q.off, q.n, kd)
 		b.RoPEStoreKV(q.q, q.k, q.v, q.kv, l, q.pos, q.n, p.Rope, p.Attn) // its cache ← k, v
-		b.Attention(q.att, q.q, q.kv, l, q.pos, q.n, p.Attn)              // att (n, heads*head_dim)
-		b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)                       // back into the batch's rows
+		if !multi {
+			b.Attention(q.att, q.q, q.kv, l, q.pos, q.n, p.Attn) // att (n, heads*head_dim)
+			b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)          // back into the batch's rows
+		}
+	}
+	if multi {
+		// All sequences' attention in one op: their few rows each are too little work
+		// to share the backend's threads one sequence at a time.
+		s.multi = s.multi[:0]
+		for _, q := range s.seqs {
+			s.multi = append(s.multi, backend.SeqAttention{Dst: q.att, Q: q.q, KV: q.kv, Pos: q.pos, NT: q.n})
+		}
+		ma.AttentionSeqs(s.multi, l, p.Attn)
+		for _, q := range s.seqs {
+			b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)
+		}
 	}
 	return r
 }

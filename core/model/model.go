@@ -408,6 +408,8 @@ type pass struct {
 	// sequence, kv); last then receives each sequence's last row and its logits.
 	seqs []*seqRows
 	last *batchOut
+	// multi holds the sequences' AttentionSeqs arguments (backend.MultiAttention).
+	multi []backend.SeqAttention
 }
 
 func (s *pass) logits(all bool) backend.Buffer {

@@ -140,70 +140,137 @@ func (kv *KV) store(layer, head, pos int, k, v []float32) {
 // with ggml's one-chunk flash attention numerics (see the package comment).
 func (b *Backend) Attention(dst, qb backend.Buffer, kvx backend.KV, layer int, posb backend.Buffer, nt int, a backend.Attn) {
 	checkNT(nt, "Attention")
-	kv := kvOf(kvx, "Attention")
-	if err := checkAttn(kv, layer, a); err != nil {
-		b.failf("Attention: %v", err)
+	j, ok := b.attnJob(backend.SeqAttention{Dst: dst, Q: qb, KV: kvx, Pos: posb, NT: nt}, layer, a)
+	if !ok {
 		return
 	}
+	b.pool.chunksWork(j.work, j.items, 1, func(w, lo, hi int) {
+		for item := lo; item < hi; item++ {
+			b.attnItem(&j, w, item, a)
+		}
+	})
+}
+
+// AttentionSeqs is Attention for several sequences' rows, each with its own cache and
+// positions, in one pool op (backend.MultiAttention): the items (row, KV head or query
+// head) of all sequences are handed out together, so that the workers share a batch's
+// attention instead of splitting each sequence's few items between them, op by op.
+// Every item is computed as Attention computes it: the same bits.
+func (b *Backend) AttentionSeqs(seqs []backend.SeqAttention, layer int, a backend.Attn) {
+	if len(seqs) == 0 {
+		return
+	}
+	jobs := b.attnJobs[:0]
+	total, work := 0, 0
+	for _, sq := range seqs {
+		checkNT(sq.NT, "AttentionSeqs")
+		j, ok := b.attnJob(sq, layer, a)
+		if !ok {
+			return
+		}
+		j.first = total
+		total += j.items
+		work += j.work
+		jobs = append(jobs, j)
+	}
+	b.attnJobs = jobs
+	b.pool.chunksWork(work, total, 1, func(w, lo, hi int) {
+		k := 0
+		for item := lo; item < hi; item++ {
+			for item >= jobs[k].first+jobs[k].items {
+				k++
+			}
+			b.attnItem(&jobs[k], w, item-jobs[k].first, a)
+		}
+	})
+	clear(b.attnJobs) // drop the buffers' slices
+}
+
+// attnJob is one Attention call's checked arguments and its items: nt·KVHeads·blocks
+// items of up to four query heads sharing a KV head (z4), else nt·Heads single heads.
+type attnJob struct {
+	kv          *KV
+	q, d        []float32
+	pos         []int32
+	layer       int
+	q8dot       func(n int, w, x []byte) float32
+	z4          bool
+	blocks      int // z4: items per KV head
+	avx2        bool
+	items, work int
+	first       int // AttentionSeqs: the job's first item in the op
+}
+
+// attnJob checks one sequence's Attention arguments (failing the backend and
+// reporting false if they are bad) and sizes its items.
+func (b *Backend) attnJob(sq backend.SeqAttention, layer int, a backend.Attn) (attnJob, bool) {
+	nt := sq.NT
+	kv := kvOf(sq.KV, "Attention")
+	if err := checkAttn(kv, layer, a); err != nil {
+		b.failf("Attention: %v", err)
+		return attnJob{}, false
+	}
 	hd := a.HeadDim
-	q := f32(qb, nt*a.Heads*hd, "Attention q")
-	d := f32(dst, nt*a.Heads*hd, "Attention dst")
+	q := f32(sq.Q, nt*a.Heads*hd, "Attention q")
+	d := f32(sq.Dst, nt*a.Heads*hd, "Attention dst")
 	if &q[0] == &d[0] {
 		panic("BUG: cpu: Attention: dst aliases q")
 	}
-	pos := i32(posb, nt, "Attention pos")
+	pos := i32(sq.Pos, nt, "Attention pos")
 	for t := range nt {
 		if p := pos[t]; p < 0 || int(p) >= kv.spec.Ctx {
 			b.failf("Attention: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
-			return
+			return attnJob{}, false
 		}
 	}
-	var q8dot func(n int, w, x []byte) float32
+	j := attnJob{kv: kv, q: q, d: d, pos: pos, layer: layer, avx2: b.order == OrderAVX2}
 	if kv.k16 == nil {
 		tr, _ := quant.Q8_0.Lookup()
-		if _, q8dot = vecDotOf(tr); q8dot == nil {
+		if _, j.q8dot = vecDotOf(tr); j.q8dot == nil {
 			b.failf("Attention: core/quant has no q8_0 dot product")
-			return
+			return attnJob{}, false
 		}
+	}
+	for _, p := range pos {
+		j.work += (int(p) + 1) * a.Heads * hd
 	}
 	group := a.Heads / a.KVHeads
-	work := 0
-	for _, p := range pos {
-		work += (int(p) + 1) * a.Heads * hd
+	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 && !j.avx2 {
+		j.z4, j.blocks = true, (group+3)/4 // per KV head
+		j.items = nt * a.KVHeads * j.blocks
+	} else {
+		j.items = nt * a.Heads
 	}
-	avx2 := b.order == OrderAVX2
-	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 && !avx2 {
-		// Items of up to four query heads sharing a KV head (attendF16Z4).
-		blocks := (group + 3) / 4 // per KV head
-		b.pool.chunksWork(work, nt*a.KVHeads*blocks, 1, func(w, lo, hi int) {
-			sc := b.workerScratch(w, hd)
-			var qs, outs [4][]float32
-			for item := lo; item < hi; item++ {
-				t, kvh, blk := item/(a.KVHeads*blocks), item/blocks%a.KVHeads, item%blocks
-				h0 := kvh*group + 4*blk
-				nh := min(4, (kvh+1)*group-h0)
-				for j := range nh {
-					r := t*a.Heads + h0 + j
-					qs[j], outs[j] = q[r*hd:(r+1)*hd], d[r*hd:(r+1)*hd]
-				}
-				kv.attendF16Z4(outs[:nh], qs[:nh], sc, kv.vec(layer, kvh, 0), int(pos[t]), a.Scale)
-			}
-		})
+	return j, true
+}
+
+// attnItem computes item of j on worker w.
+func (b *Backend) attnItem(j *attnJob, w, item int, a backend.Attn) {
+	hd := a.HeadDim
+	group := a.Heads / a.KVHeads
+	sc := b.workerScratch(w, hd)
+	kv, q, d := j.kv, j.q, j.d
+	if j.z4 {
+		// Up to four query heads sharing a KV head (attendF16Z4).
+		var qs, outs [4][]float32
+		t, kvh, blk := item/(a.KVHeads*j.blocks), item/j.blocks%a.KVHeads, item%j.blocks
+		h0 := kvh*group + 4*blk
+		nh := min(4, (kvh+1)*group-h0)
+		for i := range nh {
+			r := t*a.Heads + h0 + i
+			qs[i], outs[i] = q[r*hd:(r+1)*hd], d[r*hd:(r+1)*hd]
+		}
+		kv.attendF16Z4(outs[:nh], qs[:nh], sc, kv.vec(j.layer, kvh, 0), int(j.pos[t]), a.Scale)
 		return
 	}
-	b.pool.chunksWork(work, nt*a.Heads, 1, func(w, lo, hi int) {
-		sc := b.workerScratch(w, hd)
-		for item := lo; item < hi; item++ {
-			t, h := item/a.Heads, item%a.Heads
-			qr := q[item*hd : (item+1)*hd]
-			out := d[item*hd : (item+1)*hd]
-			if kv.k16 != nil {
-				kv.attendF16(out, qr, sc, layer, h/group, int(pos[t]), a.Scale, avx2)
-			} else {
-				kv.attendQ8(out, qr, sc, layer, h/group, int(pos[t]), a.Scale, q8dot)
-			}
-		}
-	})
+	t, h := item/a.Heads, item%a.Heads
+	qr := q[item*hd : (item+1)*hd]
+	out := d[item*hd : (item+1)*hd]
+	if kv.k16 != nil {
+		kv.attendF16(out, qr, sc, j.layer, h/group, int(j.pos[t]), a.Scale, j.avx2)
+	} else {
+		kv.attendQ8(out, qr, sc, j.layer, h/group, int(j.pos[t]), a.Scale, j.q8dot)
+	}
 }
 
 // workerScratch returns worker w's scratch sized for head dim hd.

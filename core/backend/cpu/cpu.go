@@ -72,10 +72,11 @@ type Backend struct {
 	closed bool
 
 	// Scratch reused across calls so the hot paths do not allocate.
-	actBuf  []byte         // quantized activation rows of MatMul
-	prep    quant.TilePrep // MatMul's activation rows in core/quant's tile layout
-	workers []scratch      // per worker scratch of Attention and RoPE
-	parts   []lsePart      // RowStats: every chunk's summary of the call's rows
+	actBuf   []byte         // quantized activation rows of MatMul
+	prep     quant.TilePrep // MatMul's activation rows in core/quant's tile layout
+	workers  []scratch      // per worker scratch of Attention and RoPE
+	attnJobs []attnJob      // AttentionSeqs' per-sequence jobs, reused
+	parts    []lsePart      // RowStats: every chunk's summary of the call's rows
 }
 
 // scratch is one worker's private buffers.
