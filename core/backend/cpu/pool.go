@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -59,7 +60,11 @@ func newPool(n int) *pool {
 	return p
 }
 
-// spin polls cond for up to spinFor; it reports whether cond became true.
+// spin polls cond for up to spinFor; it reports whether cond became true. Every 64
+// polls it yields its P (runtime.Gosched) to any other runnable goroutine: with as many
+// workers as cores (GOMAXPROCS 2 on a 2-core machine), a polling worker otherwise keeps
+// the server's other goroutines (HTTP handlers, sampler calls) off its P for the
+// whole spinFor after every op; when nothing else is runnable Gosched returns at once.
 func spin(cond func() bool) bool {
 	var start time.Time
 	for i := 0; ; i++ {
@@ -67,6 +72,7 @@ func spin(cond func() bool) bool {
 			return true
 		}
 		if i&63 == 63 {
+			runtime.Gosched()
 			if start.IsZero() {
 				start = time.Now()
 			} else if time.Since(start) > spinFor {
