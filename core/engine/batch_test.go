@@ -10,6 +10,7 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/sdk"
 )
@@ -43,7 +44,7 @@ func TestBatchInvariance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := func(i int) Request {
-				r := Request{Prompt: prompt(i), NPredict: n, Sampler: greedy{}}
+				r := Request{Prompt: prompt(i), NPredict: n, Sampler: enginetest.Greedy{}}
 				if tc.draft != nil && tc.depth(i) > 0 {
 					r.Policy = FixedDepth(tc.depth(i))
 				}
@@ -228,7 +229,7 @@ func TestMaxBatchRows(t *testing.T) {
 			return nil
 		}
 		defer s.Close()
-		res, err := s.Generate(bg, Request{Prompt: []int32{int32(3 + i), 17, 29, int32(40 + 7*i)}, NPredict: n, Sampler: greedy{}, Policy: o})
+		res, err := s.Generate(bg, Request{Prompt: []int32{int32(3 + i), 17, 29, int32(40 + 7*i)}, NPredict: n, Sampler: enginetest.Greedy{}, Policy: o})
 		if err != nil {
 			t.Error(err)
 			return nil

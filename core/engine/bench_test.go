@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/internal/enginetest"
 )
 
 // BenchmarkJudgeGreedy151k: the engine's per-round host work for one row of a
@@ -15,7 +16,7 @@ func BenchmarkJudgeGreedy151k(b *testing.B) {
 	for i := range row {
 		row[i] = float32(int64(mix(3, uint64(i))%8192)-4096) / 1024
 	}
-	j := judge{sampler: greedy{}, needs: greedy{}.Needs(), vocab: v}
+	j := judge{sampler: enginetest.Greedy{}, needs: enginetest.Greedy{}.Needs(), vocab: v}
 	rows := make([]float32, v)
 	for b.Loop() {
 		copy(rows, row)
@@ -39,7 +40,7 @@ func BenchmarkDecodeStories260K(b *testing.B) {
 	prompt := []int32{1, 403, 407, 261, 378}
 	for b.Loop() {
 		s.Reset()
-		if _, err := s.Generate(bg, Request{Prompt: prompt, NPredict: 64, Sampler: greedy{}}); err != nil {
+		if _, err := s.Generate(bg, Request{Prompt: prompt, NPredict: 64, Sampler: enginetest.Greedy{}}); err != nil {
 			b.Fatal(err)
 		}
 	}

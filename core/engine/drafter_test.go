@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -184,7 +185,7 @@ func TestDrafterOutcome(t *testing.T) {
 func TestDrafterErrors(t *testing.T) {
 	d := &seenDrafter{propose: func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error) { return sdk.DraftResult{}, nil }}
 	s := newFakeSession(&fakeLM{v: 30, n: 64}, nil, fakeVocab{}, 16)
-	_, err := s.Generate(bg, Request{Prompt: []int32{1, 2}, NPredict: 5, Sampler: greedy{},
+	_, err := s.Generate(bg, Request{Prompt: []int32{1, 2}, NPredict: 5, Sampler: enginetest.Greedy{},
 		Policy: &recOutcomes{dec: sdk.DepthDecision{Depth: 1, Drafter: 1}}, Drafters: []Drafter{{Name: "evil", Drafter: d}}})
 	if want := "drafter 1 chosen, the request has 1"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want an error containing %q", err, want)

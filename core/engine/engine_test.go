@@ -11,6 +11,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
 )
@@ -45,7 +46,7 @@ func TestJudgeHandBuiltRows(t *testing.T) {
 			[][]int32{{0, 7, 3}, {7, 3, 3}, {3, 3, 1}, {3, 1, 4}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := judge{sampler: greedy{}, needs: greedy{}.Needs(), vocab: v}
+			j := judge{sampler: enginetest.Greedy{}, needs: enginetest.Greedy{}.Needs(), vocab: v}
 			if tc.penalty != nil {
 				j.penalty = tc.penalty
 			}
@@ -148,7 +149,7 @@ func generate(t *testing.T, target, draft *fakeLM, v Vocab, req Request) *Result
 	t.Helper()
 	s := newFakeSession(target, draft, v, 16)
 	if req.Sampler == nil {
-		req.Sampler = greedy{}
+		req.Sampler = enginetest.Greedy{}
 	}
 	res, err := s.Generate(bg, req)
 	if err != nil {
@@ -211,9 +212,9 @@ func checkFullAcceptance(t *testing.T, r *Result, depth, n int) {
 func TestFullRowSamplerIdentity(t *testing.T) {
 	const v = 50
 	prompt := []int32{3, 4}
-	plain := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 30, Sampler: fullGreedy{}})
+	plain := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 30, Sampler: enginetest.FullGreedy{}})
 	got := generate(t, &fakeLM{v: v, n: 512}, &fakeLM{v: v, n: 512, noise: 1, salt: 5}, fakeVocab{},
-		Request{Prompt: prompt, NPredict: 30, Sampler: fullGreedy{}, Policy: FixedDepth(5)})
+		Request{Prompt: prompt, NPredict: 30, Sampler: enginetest.FullGreedy{}, Policy: FixedDepth(5)})
 	if !slices.Equal(plain.Tokens, got.Tokens) {
 		t.Fatalf("got %v, want %v", got.Tokens, plain.Tokens)
 	}
@@ -227,8 +228,8 @@ func scripted(v int, script []int32, wrong map[int]int32) (*fakeLM, *fakeLM) {
 
 func TestStopRulesInsideAcceptedRun(t *testing.T) {
 	vocab := fakeVocab{
-		tok: map[int32]string{1: "<s>", 10: "Hel", 11: "lo", 12: " wor", 13: "ld", 14: "!", 15: " again"},
-		eog: map[int32]bool{2: true},
+		Tok: map[int32]string{1: "<s>", 10: "Hel", 11: "lo", 12: " wor", 13: "ld", 14: "!", 15: " again"},
+		EOG: map[int32]bool{2: true},
 	}
 	script := []int32{1, 10, 11, 12, 13, 14, 15, 2, 10, 11}
 	for _, tc := range []struct {
@@ -276,11 +277,11 @@ func TestContextFullAndBudget(t *testing.T) {
 		}
 	}
 	s := newFakeSession(&fakeLM{v: v, n: 4}, nil, fakeVocab{}, 16)
-	if _, err := s.Generate(bg, Request{Prompt: []int32{1, 2, 3, 4, 5}, NPredict: 3, Sampler: greedy{}}); err == nil ||
+	if _, err := s.Generate(bg, Request{Prompt: []int32{1, 2, 3, 4, 5}, NPredict: 3, Sampler: enginetest.Greedy{}}); err == nil ||
 		!strings.Contains(err.Error(), "does not fit the context of 4") {
 		t.Fatalf("long prompt: got %v", err)
 	}
-	if _, err := s.Generate(bg, Request{NPredict: 3, Sampler: greedy{}}); err == nil {
+	if _, err := s.Generate(bg, Request{NPredict: 3, Sampler: enginetest.Greedy{}}); err == nil {
 		t.Fatal("empty prompt: got nil error")
 	}
 }
@@ -290,13 +291,13 @@ func TestPrefixReuse(t *testing.T) {
 	target := &fakeLM{v: v, n: 512}
 	s := newFakeSession(target, nil, fakeVocab{}, 16)
 	p1 := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-	r1, err := s.Generate(bg, Request{Prompt: p1, NPredict: 5, Sampler: greedy{}})
+	r1, err := s.Generate(bg, Request{Prompt: p1, NPredict: 5, Sampler: enginetest.Greedy{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p2 := append(append(slices.Clone(p1), r1.Tokens...), 20, 21)
 	before := target.rows
-	r2, err := s.Generate(bg, Request{Prompt: p2, NPredict: 5, Sampler: greedy{}})
+	r2, err := s.Generate(bg, Request{Prompt: p2, NPredict: 5, Sampler: enginetest.Greedy{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,10 +386,10 @@ func TestEmitterMatchesReference(t *testing.T) {
 		return string(b)
 	}
 	for trial := range 3000 {
-		v := fakeVocab{tok: map[int32]string{}}
+		v := fakeVocab{Tok: map[int32]string{}}
 		var toks []int32
 		for i := range 12 {
-			v.tok[int32(i)] = word(3)
+			v.Tok[int32(i)] = word(3)
 			toks = append(toks, int32(i))
 		}
 		stops := []string{word(4)}
@@ -399,7 +400,7 @@ func TestEmitterMatchesReference(t *testing.T) {
 		var full strings.Builder
 		want, reason := "", StopLength
 		for _, id := range toks {
-			full.WriteString(v.tok[id])
+			full.WriteString(v.Tok[id])
 			if cut := firstStop(full.String(), stops); cut >= 0 {
 				want, reason = full.String()[:cut], StopString
 				break
@@ -421,7 +422,7 @@ func TestEmitterMatchesReference(t *testing.T) {
 		e.finish()
 		if got := e.text.String(); got != want || streamed.String() != got || e.reason != reason {
 			t.Fatalf("trial %d: pieces %q stops %q: got %q (streamed %q, %s), want %q (%s)",
-				trial, v.tok, stops, got, streamed.String(), e.reason, want, reason)
+				trial, v.Tok, stops, got, streamed.String(), e.reason, want, reason)
 		}
 	}
 }
@@ -561,7 +562,7 @@ func TestWarm(t *testing.T) {
 			tgt.calls, tgt.rows, dr.calls, dr.rows, tgt.len(), dr.len())
 	}
 	want := generate(t, &fakeLM{v: v, n: n}, &fakeLM{v: v, n: n, noise: 1.5, salt: 3}, fakeVocab{}, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3)})
-	got, err := s.Generate(bg, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3), Sampler: greedy{}})
+	got, err := s.Generate(bg, Request{Prompt: prompt, NPredict: 40, Policy: FixedDepth(3), Sampler: enginetest.Greedy{}})
 	if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
 		t.Fatalf("after the warm-up: %v, %v; want %v", got.Tokens, err, want.Tokens)
 	}
@@ -572,7 +573,7 @@ func TestWarm(t *testing.T) {
 		plainThenDraft = append(plainThenDraft, map[bool]int{true: 0, false: 2}[i < 45])
 	}
 	want = generate(t, &fakeLM{v: v, n: n}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: 60})
-	got, err = s.Generate(bg, Request{Prompt: prompt, NPredict: 60, Policy: &plainThenDraft, Sampler: greedy{}})
+	got, err = s.Generate(bg, Request{Prompt: prompt, NPredict: 60, Policy: &plainThenDraft, Sampler: enginetest.Greedy{}})
 	if err != nil || !slices.Equal(got.Tokens, want.Tokens) {
 		t.Fatalf("plain then drafting: %v, %v; want %v", got.Tokens, err, want.Tokens)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -142,61 +143,8 @@ func (f *fakeLM) served() (int, int) {
 	return 1, f.sizes[len(f.sizes)-1]
 }
 
-// fakeVocab: token i reads as tok[i] (or "<i>"), eog ids end a generation.
-type fakeVocab struct {
-	tok map[int32]string
-	eog map[int32]bool
-}
-
-func (v fakeVocab) IsEOG(id int32) bool { return v.eog[id] }
-func (v fakeVocab) NewStream() TextStream {
-	return &fakeStream{v: v}
-}
-
-type fakeStream struct{ v fakeVocab }
-
-func (s *fakeStream) Next(id int32) string {
-	if t, ok := s.v.tok[id]; ok {
-		return t
-	}
-	return fmt.Sprintf("<%d>", id)
-}
-func (s *fakeStream) Flush() string { return "" }
-
-// greedy is a native greedy sampler (the engine's tests may not use plugins).
-type greedy struct{}
-
-func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
-func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
-	for i, d := range r.Draft {
-		if r.Rows[i].IDs[0] != d {
-			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
-		}
-	}
-	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
-}
-
-// fullGreedy asks for full rows and takes their argmax.
-type fullGreedy struct{}
-
-func (fullGreedy) Needs() sdk.Needs { return sdk.Needs{TopK: 0} }
-func (fullGreedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
-	arg := func(row sdk.SampleRow) int32 {
-		b := 0
-		for i, x := range row.Logits {
-			if x > row.Logits[b] {
-				b = i
-			}
-		}
-		return row.IDs[b]
-	}
-	for i, d := range r.Draft {
-		if a := arg(r.Rows[i]); a != d {
-			return sdk.SampleResult{Accepted: i, Next: a}, nil
-		}
-	}
-	return sdk.SampleResult{Accepted: len(r.Draft), Next: arg(r.Rows[len(r.Draft)])}, nil
-}
+// fakeVocab: token i reads as Tok[i] (or "<i>"), EOG ids end a generation.
+type fakeVocab = enginetest.Vocab[TextStream]
 
 // repPenalty is llama.cpp's repetition penalty (divide positive logits, multiply
 // negative ones) over a window, natively.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/testpath"
 )
@@ -45,7 +46,7 @@ func TestGoldenGreedy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			res, err := s.Generate(bg, Request{Prompt: c.PromptIDs, NPredict: len(g.IDs), Sampler: greedy{}})
+			res, err := s.Generate(bg, Request{Prompt: c.PromptIDs, NPredict: len(g.IDs), Sampler: enginetest.Greedy{}})
 			if err != nil {
 				t.Fatal(err)
 			}

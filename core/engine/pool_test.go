@@ -8,6 +8,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 )
 
@@ -24,7 +25,7 @@ func TestPooledCaches(t *testing.T) {
 	const ctx, seqs = 96, 4
 	prompt := func(i int) []int32 { return []int32{int32(5 + i), 40, 41, int32(90 + 3*i), 7} }
 	req := func(i int) Request {
-		r := Request{Prompt: prompt(i), NPredict: 20 + 10*i, Sampler: greedy{}}
+		r := Request{Prompt: prompt(i), NPredict: 20 + 10*i, Sampler: enginetest.Greedy{}}
 		if i%2 == 1 {
 			r.NPredict = -1 // until the context is full: the caches grow as it goes
 		}
@@ -120,8 +121,8 @@ func TestPoolFull(t *testing.T) {
 		return s
 	}
 	a, c := newSession(), newSession()
-	big := Request{Prompt: []int32{1, 2, 3, 4}, NPredict: 40, Sampler: greedy{}} // 4+40+17 positions: all 4 blocks
-	small := Request{Prompt: []int32{9, 8, 7}, NPredict: 5, Sampler: greedy{}}
+	big := Request{Prompt: []int32{1, 2, 3, 4}, NPredict: 40, Sampler: enginetest.Greedy{}} // 4+40+17 positions: all 4 blocks
+	small := Request{Prompt: []int32{9, 8, 7}, NPredict: 5, Sampler: enginetest.Greedy{}}
 	alone, err := newSession().Generate(bg, small)
 	if err != nil {
 		t.Fatal(err)

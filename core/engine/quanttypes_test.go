@@ -7,6 +7,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/testpath"
 )
@@ -61,7 +62,7 @@ func TestQuantTypesGreedy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Generate(bg, Request{Prompt: ids, NPredict: 24, Sampler: greedy{}})
+		res, err := s.Generate(bg, Request{Prompt: ids, NPredict: 24, Sampler: enginetest.Greedy{}})
 		s.Close()
 		m.Close()
 		if err != nil {

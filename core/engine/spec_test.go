@@ -10,6 +10,7 @@ import (
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/model"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/testpath"
 )
 
@@ -21,7 +22,7 @@ func specRun(t *testing.T, target, draft *model.Model, kt backend.KVType, pen bo
 		t.Fatal(err)
 	}
 	defer s.Close()
-	req := Request{Prompt: prompt, NPredict: n, Sampler: greedy{}}
+	req := Request{Prompt: prompt, NPredict: n, Sampler: enginetest.Greedy{}}
 	if draft != nil {
 		req.Policy = FixedDepth(d)
 	}

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/sdk"
 )
 
 // gateSampler is greedy, but its first call signals started and then waits for
 // release (or the request's end), so a test can hold a generation in flight.
 type gateSampler struct {
-	greedy
+	enginetest.Greedy
 	calls   atomic.Int64
 	started chan struct{}
 	release chan struct{}
@@ -33,7 +34,7 @@ func (g *gateSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.Sampl
 			return sdk.SampleResult{}, ctx.Err()
 		}
 	}
-	return g.greedy.Sample(ctx, r)
+	return g.Greedy.Sample(ctx, r)
 }
 
 type gateResolver struct{ s *gateSampler }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -40,7 +41,7 @@ func TestLogprobsBest(t *testing.T) {
 // TestLogprobsCopyRows: the rows of a round are the engine's buffers, reused by the
 // next round; what the wrapper keeps must not change with them.
 func TestLogprobsCopyRows(t *testing.T) {
-	l := &lpSampler{inner: greedy{}, n: 2}
+	l := &lpSampler{inner: enginetest.Greedy{}, n: 2}
 	ids, logits := []int32{4, 2}, []float32{3, 1}
 	r := &sdk.SampleRound{Rows: []sdk.SampleRow{{IDs: ids, Logits: logits, LogSumExp: 4}}}
 	if _, err := l.Sample(context.Background(), r); err != nil {

@@ -21,22 +21,9 @@ import (
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/tokenizer"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/testpath"
-	"github.com/minfer/minfer/sdk"
 )
-
-// greedy is a minimal argmax sampler (the real plugins live outside core).
-type greedy struct{}
-
-func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
-func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
-	for i, d := range r.Draft {
-		if r.Rows[i].IDs[0] != d {
-			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
-		}
-	}
-	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
-}
 
 type testResolver struct{}
 
@@ -46,7 +33,7 @@ func (testResolver) Resolve(_ context.Context, p Params, _ bool) (*Plugins, erro
 			return nil, badRequest(f.field, "unknown plugin %q", f.name)
 		}
 	}
-	return &Plugins{Sampler: greedy{}, SamplerName: "greedy", Greedy: true, PolicyName: "none"}, nil
+	return &Plugins{Sampler: enginetest.Greedy{}, SamplerName: "greedy", Greedy: true, PolicyName: "none"}, nil
 }
 
 // newTestServer serves stories260K on the CPU with the given number of slots.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -141,7 +142,7 @@ func TestCachedTokens(t *testing.T) {
 
 // eogSampler is greedy but ends every generation with token eog after n tokens.
 type eogSampler struct {
-	greedy
+	enginetest.Greedy
 	n   uint64
 	eog int32
 }
@@ -150,7 +151,7 @@ func (e eogSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleR
 	if r.Step >= e.n {
 		return sdk.SampleResult{Accepted: 0, Next: e.eog}, nil
 	}
-	return e.greedy.Sample(ctx, r)
+	return e.Greedy.Sample(ctx, r)
 }
 
 type eogResolver struct{ s eogSampler }

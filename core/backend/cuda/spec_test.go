@@ -12,7 +12,7 @@ import (
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/gguf"
 	"github.com/minfer/minfer/core/model"
-	"github.com/minfer/minfer/sdk"
+	"github.com/minfer/minfer/internal/enginetest"
 )
 
 // TestSpeculativeGreedyIdentityGPU: on the GPU, speculative greedy output equals plain
@@ -77,12 +77,12 @@ func specIdentity(t *testing.T) {
 
 func genGPU(t *testing.T, target, draft *model.Model, d int, prompt []int32, n, maxDepth int) *engine.Result {
 	t.Helper()
-	s, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: noVocab{}, Ctx: 256, KVType: backend.KVF16, DraftKVType: backend.KVF16, Batch: 64, DraftMax: maxDepth})
+	s, err := engine.NewSession(engine.Config{Target: target, Draft: draft, Vocab: enginetest.Vocab[engine.TextStream]{}, Ctx: 256, KVType: backend.KVF16, DraftKVType: backend.KVF16, Batch: 64, DraftMax: maxDepth})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	req := engine.Request{Prompt: prompt, NPredict: n, Sampler: greedyIDs{}}
+	req := engine.Request{Prompt: prompt, NPredict: n, Sampler: enginetest.Greedy{}}
 	if draft != nil {
 		req.Policy = engine.FixedDepth(d)
 	}
@@ -91,28 +91,4 @@ func genGPU(t *testing.T, target, draft *model.Model, d int, prompt []int32, n, 
 		t.Fatal(fmt.Errorf("depth %d: %w", d, err))
 	}
 	return r
-}
-
-// noVocab has no end-of-generation token and no text (the test compares ids).
-type noVocab struct{}
-
-func (noVocab) IsEOG(int32) bool             { return false }
-func (noVocab) NewStream() engine.TextStream { return noText{} }
-
-type noText struct{}
-
-func (noText) Next(int32) string { return "" }
-func (noText) Flush() string     { return "" }
-
-// greedyIDs accepts drafts while they are each row's argmax.
-type greedyIDs struct{}
-
-func (greedyIDs) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
-func (greedyIDs) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
-	for i, d := range r.Draft {
-		if r.Rows[i].IDs[0] != d {
-			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
-		}
-	}
-	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
 }

@@ -11,32 +11,12 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
+	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
-	"github.com/minfer/minfer/sdk"
 )
 
-// greedy is a native greedy sampler (core may not use plugins).
-type greedy struct{}
-
-func (greedy) Needs() sdk.Needs { return sdk.Needs{TopK: 1} }
-func (greedy) Sample(_ context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
-	for i, d := range r.Draft {
-		if r.Rows[i].IDs[0] != d {
-			return sdk.SampleResult{Accepted: i, Next: r.Rows[i].IDs[0]}, nil
-		}
-	}
-	return sdk.SampleResult{Accepted: len(r.Draft), Next: r.Rows[len(r.Draft)].IDs[0]}, nil
-}
-
-type vocab struct{}
-
-func (vocab) IsEOG(int32) bool             { return false }
-func (vocab) NewStream() engine.TextStream { return stream{} }
-
-type stream struct{}
-
-func (stream) Next(id int32) string { return fmt.Sprintf("<%d>", id) }
-func (stream) Flush() string        { return "" }
+// vocab names every id "<id>" and ends no generation.
+type vocab = enginetest.Vocab[engine.TextStream]
 
 func TestRun(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
@@ -85,7 +65,7 @@ func TestSpec(t *testing.T) {
 	rows := []Row{{Label: "2", Depth: 2}, {Label: "0", Depth: 0}, {Label: "3", Depth: 3}}
 	var progress []string
 	req := func(_ context.Context, row Row, prompt []int32) (engine.Request, func(), error) {
-		r := engine.Request{Prompt: prompt, NPredict: 16, Sampler: greedy{}}
+		r := engine.Request{Prompt: prompt, NPredict: 16, Sampler: enginetest.Greedy{}}
 		if row.Depth != config.DepthAuto && row.Depth > 0 {
 			r.Policy = engine.FixedDepth(int(row.Depth))
 		}
