@@ -452,6 +452,9 @@ func (s *Server) extension(pl *Plugins, res *engine.Result) map[string]any {
 // generate runs req on the slot and records what its cache holds afterwards.
 func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Request) (*engine.Result, error) {
 	before := sl.sess.Reclaims()
+	if before != sl.reclaims { // taken back since j.cached was counted: all is recomputed
+		j.cached = 0
+	}
 	res, err := sl.sess.Generate(ctx, req)
 	if err != nil || res == nil {
 		sl.held = sl.held[:0] // unknown: count nothing as cached next time
