@@ -36,6 +36,13 @@ type Tile struct {
 	WScales []float32
 }
 
+// TileScalesUsed reports whether DotTile reads Tile.WScales for a tile of t weights,
+// rows of n values and nx activation rows (so a caller can make TileScales only once
+// it meets such a product).
+func TileScalesUsed(t Type, n, nx int) bool {
+	return hasTileZ && t == Q8_0 && n > 0 && n%qk == 0 && nx >= tileMinRows && (nx+1)/2 <= tileDirectMaxPairs
+}
+
 // TileScales returns the block scales of rows weight rows of n values (wStride bytes
 // apart) in the layout DotTile's in-place Q8_0 kernel reads (Tile.WScales): per group
 // of four rows g, block b's four scales at [(g·nb + b)·4 + i] (nb = n/32 blocks; the
@@ -43,7 +50,7 @@ type Tile struct {
 // the weight's bytes); it returns nil where DotTile would not use them (other types, a
 // CPU without the AVX-512 tile kernels, n not a multiple of 32).
 func TileScales(t Type, w []byte, wStride, rows, n int) []float32 {
-	if !hasTileZ || t != Q8_0 || n <= 0 || n%qk != 0 || rows <= 0 {
+	if !TileScalesUsed(t, n, 2) || rows <= 0 {
 		return nil
 	}
 	nb := n / qk

@@ -14,3 +14,6 @@ func prepareRows(p *TilePrep, x []byte, xStride, lo, hi int) {
 
 // hasTileZ is false: there are no AVX-512 tile kernels off amd64.
 const hasTileZ = false
+
+// No tile kernel takes activation rows or weight scales off amd64.
+const tileMinRows, tileDirectMaxPairs = 0, 0

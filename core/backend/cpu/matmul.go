@@ -202,6 +202,10 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 			})
 		}
 		dot, rb, cols := w.mm.dot, w.rowBytes, w.cols
+		if w.mm.tile && w.tileScales == nil && w.rows > 1 && quant.TileScalesUsed(w.typ, cols, nt) {
+			// A Backend is used by one goroutine at a time: no other MatMul reads it now.
+			w.tileScales = quant.TileScales(w.typ, w.data, rb, w.rows, cols)
+		}
 		if w.mm.tile {
 			// core/quant's tile kernels reuse each weight block across all nt rows:
 			// hand them large chunks.

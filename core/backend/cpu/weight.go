@@ -22,10 +22,12 @@ type Weight struct {
 	vec        []float32 // 1×n weights not stored as F32 (norms, biases): dequantized once
 	tr         *quant.Traits
 	mm         matKernel // how MatMul multiplies by this weight; kind == kindNone if it cannot
-	// tileScales: Q8_0 weights of more than one row on a CPU with the AVX-512 tile
-	// kernels, the block scales in float32 (quant.TileScales), so that MatMul at 2-8
-	// activation rows reads the weights in place instead of unpacking each chunk per
-	// call. 4 bytes per 34-byte block: 12 % of the weight's bytes, on the heap.
+	// tileScales: Q8_0 weights on a CPU with the AVX-512 tile kernels, the block scales
+	// in float32 (quant.TileScales), so that MatMul at 2-8 activation rows reads the
+	// weights in place instead of unpacking each chunk per call. 4 bytes per 34-byte
+	// block: 12 % of the weight's bytes, on the heap. Made by the first MatMul that
+	// uses them (batched decoding, speculative verification), so a one-sequence session
+	// that never multiplies 2-8 rows does not pay the memory.
 	tileScales []float32
 	freed      bool
 }
@@ -89,9 +91,6 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		}
 	}
 	w.mm = matKernelFor(w, b.order)
-	if w.mm.tile && rows > 1 {
-		w.tileScales = quant.TileScales(t, w.data, rb, rows, cols)
-	}
 	if rows == 1 && w.f32 == nil && tr.Dequant != nil {
 		w.vec = make([]float32, cols)
 		if err := quant.Dequantize(t, w.vec, data); err != nil {
