@@ -1,5 +1,7 @@
 package builtin
 
+import "slices"
+
 // The adaptive policy's verify-cost estimates: by forward size, alone and in a batch.
 
 // maxBatchSeqs and maxBatchRows bound the batch the adaptive policy believes an
@@ -115,13 +117,28 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	a.estFresh, a.estOthers, a.estSeqs = true, a.others, b
 }
 
-// ring keeps the last n values and their minimum (recomputed only when the minimum
-// leaves the window: plain comparisons, since every call costs in WebAssembly).
+// ring keeps the last n values, their minimum (recomputed only when the minimum leaves
+// the window: plain comparisons, since every call costs in WebAssembly) and their cost:
+// the mean of the window with its dearest quarter left out, an upper-trimmed mean
+// (computed only when asked after a push).
+//
+// The verify forwards are priced at the minimum by forward size: the target's cost,
+// shared by every drafter, whose noise the minimum keeps out of the comparison between
+// depths. A drafter's draft steps are priced at the cost: timings err upwards, but on a
+// loaded machine by a different factor for each kind of work (a draft model's steps ran
+// at 1.6-2× their minimum on the shared 2-core CPU of docs/PERFORMANCE.md's hybrid run C,
+// a drafter plugin's lookup at little more), and at the minimum the drafter whose
+// timings spread most looks cheapest. What its rounds cost the request is their mean
+// time; the trimming keeps a rare stall (a preemption, a GC) from pricing the drafter
+// for the whole window.
 type ring struct {
-	v    []float64
-	next int
-	n    int
-	lo   float64
+	v      []float64
+	next   int
+	n      int
+	lo     float64
+	c      float64   // the cost of the window, when !dirty
+	dirty  bool      // a value came since c was computed
+	sorted []float64 // scratch for cost
 }
 
 func newRing(n int) ring { return ring{v: make([]float64, n)} }
@@ -129,6 +146,7 @@ func newRing(n int) ring { return ring{v: make([]float64, n)} }
 // push adds x, dropping the oldest value once the window is full, and reports whether
 // the minimum changed.
 func (r *ring) push(x float64) bool {
+	r.dirty = true
 	lo, n := r.lo, r.n
 	old := r.v[r.next]
 	r.v[r.next] = x
@@ -156,3 +174,22 @@ func (r *ring) push(x float64) bool {
 }
 
 func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
+
+// cost is the window's upper-trimmed mean (of the lowest ⌈3n/4⌉ of its n values), and
+// whether it holds any.
+func (r *ring) cost() (float64, bool) {
+	if r.n == 0 {
+		return 0, false
+	}
+	if r.dirty {
+		r.sorted = append(r.sorted[:0], r.v[:r.n]...)
+		slices.Sort(r.sorted)
+		keep := r.sorted[:(3*r.n+3)/4]
+		sum := 0.0
+		for _, x := range keep {
+			sum += x
+		}
+		r.c, r.dirty = sum/float64(len(keep)), false
+	}
+	return r.c, true
+}
