@@ -196,22 +196,25 @@ type Backend interface {
 	Close() error
 }
 
-// SeqAttention is one sequence's share of a MultiAttention call: Attention's
-// arguments but the layer and the attention shape.
+// SeqAttention is one sequence's share of a MultiAttention call: its rows' queries Q
+// (and, for RoPEStoreKVSeqs, keys K and values V), its cache, positions and row count,
+// and (for AttentionSeqs) where its output goes.
 type SeqAttention struct {
-	Dst, Q Buffer
-	KV     KV
-	Pos    Buffer
-	NT     int
+	Dst, Q, K, V Buffer
+	KV           KV
+	Pos          Buffer
+	NT           int
 }
 
-// MultiAttention is implemented by backends that can run the attention of several
-// sequences' rows, each against its own cache and positions, as one op: exactly
-// Attention(s.Dst, s.Q, s.KV, layer, s.Pos, s.NT, a) for every s, in any order (the
-// sequences' outputs, caches and queries must not overlap). A batched forward of many
+// MultiAttention is implemented by backends that can run the RoPE-and-store and the
+// attention of several sequences' rows, each against its own cache and positions, as
+// one op each: exactly RoPEStoreKV(s.Q, s.K, s.V, s.KV, layer, s.Pos, s.NT, r, a),
+// respectively Attention(s.Dst, s.Q, s.KV, layer, s.Pos, s.NT, a), for every s, in any
+// order (the sequences' buffers and caches must not overlap). A batched forward of many
 // one-row sequences uses it so the work of all of them is spread over the backend's
 // threads at once.
 type MultiAttention interface {
+	RoPEStoreKVSeqs(seqs []SeqAttention, layer int, r RoPE, a Attn)
 	AttentionSeqs(seqs []SeqAttention, layer int, a Attn)
 }
 

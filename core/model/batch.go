@@ -201,23 +201,26 @@ func (s *pass) attend(b backend.Backend, p *Params, l int, r rows) rows {
 	}
 	qd, kd := p.QDim(), p.KVDim()
 	ma, multi := b.(backend.MultiAttention)
+	if multi {
+		s.multi = s.multi[:0]
+	}
 	for _, q := range s.seqs {
 		b.CopyRows(q.q, 0, s.q, q.off, q.n, qd) // this sequence's rows (n, qdim)
 		b.CopyRows(q.k, 0, s.k, q.off, q.n, kd)
 		b.CopyRows(q.v, 0, s.v, q.off, q.n, kd)
-		b.RoPEStoreKV(q.q, q.k, q.v, q.kv, l, q.pos, q.n, p.Rope, p.Attn) // its cache ← k, v
-		if !multi {
-			b.Attention(q.att, q.q, q.kv, l, q.pos, q.n, p.Attn) // att (n, heads*head_dim)
-			b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)          // back into the batch's rows
+		if multi {
+			s.multi = append(s.multi, backend.SeqAttention{Dst: q.att, Q: q.q, K: q.k, V: q.v, KV: q.kv, Pos: q.pos, NT: q.n})
+			continue
 		}
+		b.RoPEStoreKV(q.q, q.k, q.v, q.kv, l, q.pos, q.n, p.Rope, p.Attn) // its cache ← k, v
+		b.Attention(q.att, q.q, q.kv, l, q.pos, q.n, p.Attn)              // att (n, heads*head_dim)
+		b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)                       // back into the batch's rows
 	}
 	if multi {
-		// All sequences' attention in one op: their few rows each are too little work
-		// to share the backend's threads one sequence at a time.
-		s.multi = s.multi[:0]
-		for _, q := range s.seqs {
-			s.multi = append(s.multi, backend.SeqAttention{Dst: q.att, Q: q.q, KV: q.kv, Pos: q.pos, NT: q.n})
-		}
+		// All sequences' rotations and stores in one op, then all their attention in
+		// one: their few rows each are too little work to share the backend's threads
+		// one sequence at a time.
+		ma.RoPEStoreKVSeqs(s.multi, l, p.Rope, p.Attn)
 		ma.AttentionSeqs(s.multi, l, p.Attn)
 		for _, q := range s.seqs {
 			b.CopyRows(s.att, q.off, q.att, 0, q.n, qd)

@@ -61,62 +61,127 @@ func checkRoPE(r backend.RoPE, headDim int) string {
 // an error and that row is left untouched.
 func (b *Backend) RoPEStoreKV(qb, kb, vb backend.Buffer, kvx backend.KV, layer int, posb backend.Buffer, nt int, r backend.RoPE, a backend.Attn) {
 	checkNT(nt, "RoPEStoreKV")
-	kv := kvOf(kvx, "RoPEStoreKV")
+	j, ok := b.ropeJob(backend.SeqAttention{Q: qb, K: kb, V: vb, KV: kvx, Pos: posb, NT: nt}, layer, r, a)
+	if !ok {
+		return
+	}
+	b.pool.chunksWork(nt*(a.Heads+2*a.KVHeads)*a.HeadDim*8, nt, 1, func(w, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			b.ropeRow(&j, w, t, layer, r, a)
+		}
+	})
+}
+
+// RoPEStoreKVSeqs is RoPEStoreKV for several sequences' rows, each with its own cache
+// and positions (backend.MultiAttention): all their rows are one op, on the workers
+// from two rows on (a one-row sequence's rotation and store alone is below the pool's
+// serial threshold, so a batch of them ran one after another on the caller). Each row
+// is rotated and stored as RoPEStoreKV does it.
+func (b *Backend) RoPEStoreKVSeqs(seqs []backend.SeqAttention, layer int, r backend.RoPE, a backend.Attn) {
+	jobs := b.ropeJobs[:0]
+	total := 0
+	for _, sq := range seqs {
+		checkNT(sq.NT, "RoPEStoreKVSeqs")
+		j, ok := b.ropeJob(sq, layer, r, a)
+		if !ok {
+			return
+		}
+		j.first = total
+		total += sq.NT
+		jobs = append(jobs, j)
+	}
+	b.ropeJobs = jobs
+	fn := func(w, lo, hi int) {
+		k := 0
+		for t := lo; t < hi; t++ {
+			for t >= jobs[k].first+jobs[k].nt {
+				k++
+			}
+			b.ropeRow(&jobs[k], w, t-jobs[k].first, layer, r, a)
+		}
+	}
+	if total >= 2 {
+		b.pool.chunks(total, 1, fn)
+	} else {
+		fn(0, 0, total)
+	}
+	clear(b.ropeJobs) // drop the buffers' slices
+}
+
+// ropeJob is one RoPEStoreKV call's checked arguments.
+type ropeJob struct {
+	kv        *KV
+	q, k, v   []float32
+	pos       []int32
+	nt, first int // first: RoPEStoreKVSeqs' index of the job's row 0
+}
+
+// ropeJob checks one sequence's RoPEStoreKV arguments, failing the backend and
+// reporting false if they are bad.
+func (b *Backend) ropeJob(sq backend.SeqAttention, layer int, r backend.RoPE, a backend.Attn) (ropeJob, bool) {
+	nt := sq.NT
+	kv := kvOf(sq.KV, "RoPEStoreKV")
 	if err := checkAttn(kv, layer, a); err != nil {
 		b.failf("RoPEStoreKV: %v", err)
-		return
+		return ropeJob{}, false
 	}
 	if msg := checkRoPE(r, a.HeadDim); msg != "" {
 		b.failf("RoPEStoreKV: rope %+v: %s", r, msg)
-		return
+		return ropeJob{}, false
 	}
 	hd := a.HeadDim
-	q := f32(qb, nt*a.Heads*hd, "RoPEStoreKV q")
-	k := f32(kb, nt*a.KVHeads*hd, "RoPEStoreKV k")
-	v := f32(vb, nt*a.KVHeads*hd, "RoPEStoreKV v")
-	pos := i32(posb, nt, "RoPEStoreKV pos")
-	for t := range nt {
-		if p := pos[t]; p < 0 || int(p) >= kv.spec.Ctx {
+	j := ropeJob{kv: kv, nt: nt,
+		q:   f32(sq.Q, nt*a.Heads*hd, "RoPEStoreKV q"),
+		k:   f32(sq.K, nt*a.KVHeads*hd, "RoPEStoreKV k"),
+		v:   f32(sq.V, nt*a.KVHeads*hd, "RoPEStoreKV v"),
+		pos: i32(sq.Pos, nt, "RoPEStoreKV pos"),
+	}
+	for _, p := range j.pos {
+		if p < 0 || int(p) >= kv.spec.Ctx {
 			b.failf("RoPEStoreKV: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
-			return
+			return ropeJob{}, false
 		}
 	}
+	return j, true
+}
+
+// ropeRow rotates row t of j's queries and keys and stores its keys and values, on
+// worker w.
+func (b *Backend) ropeRow(j *ropeJob, w, t, layer int, r backend.RoPE, a backend.Attn) {
+	hd := a.HeadDim
 	half := r.Dims / 2
 	vec := (useAVX512 || useAVX2) && r.Mode == backend.RoPENeoX && half%8 == 0
-	b.pool.chunksWork(nt*(a.Heads+2*a.KVHeads)*hd*8, nt, 1, func(w, lo, hi int) {
-		sc := &b.workers[w]
-		if cap(sc.cache) < 2*r.Dims {
-			sc.cache = make([]float32, 2*r.Dims)
+	sc := &b.workers[w]
+	if cap(sc.cache) < 2*r.Dims {
+		sc.cache = make([]float32, 2*r.Dims)
+	}
+	cache := sc.cache[:r.Dims]
+	cs, sn := sc.cache[r.Dims:r.Dims+half], sc.cache[r.Dims+half:2*r.Dims]
+	rope := func(x []float32) {
+		switch {
+		case vec && useAVX512:
+			ropeNeoXAVX512(&x[0], &cs[0], &sn[0], half)
+		case vec:
+			ropeNeoXAVX2(&x[0], &cs[0], &sn[0], half)
+		default:
+			ropeHead(x, cache, r.Mode, r.Dims)
 		}
-		cache := sc.cache[:r.Dims]
-		cs, sn := sc.cache[r.Dims:r.Dims+half], sc.cache[r.Dims+half:2*r.Dims]
-		rope := func(x []float32) {
-			switch {
-			case vec && useAVX512:
-				ropeNeoXAVX512(&x[0], &cs[0], &sn[0], half)
-			case vec:
-				ropeNeoXAVX2(&x[0], &cs[0], &sn[0], half)
-			default:
-				ropeHead(x, cache, r.Mode, r.Dims)
-			}
+	}
+	ropeCache(cache, j.pos[t], r)
+	if vec {
+		for i := range half {
+			cs[i], sn[i] = cache[2*i], cache[2*i+1]
 		}
-		for t := lo; t < hi; t++ {
-			ropeCache(cache, pos[t], r)
-			if vec {
-				for i := range half {
-					cs[i], sn[i] = cache[2*i], cache[2*i+1]
-				}
-			}
-			for h := range a.Heads {
-				rope(q[(t*a.Heads+h)*hd : (t*a.Heads+h+1)*hd])
-			}
-			for h := range a.KVHeads {
-				kr := k[(t*a.KVHeads+h)*hd : (t*a.KVHeads+h+1)*hd]
-				rope(kr)
-				kv.store(layer, h, int(pos[t]), kr, v[(t*a.KVHeads+h)*hd:(t*a.KVHeads+h+1)*hd])
-			}
-		}
-	})
+	}
+	q, k, v := j.q, j.k, j.v
+	for h := range a.Heads {
+		rope(q[(t*a.Heads+h)*hd : (t*a.Heads+h+1)*hd])
+	}
+	for h := range a.KVHeads {
+		kr := k[(t*a.KVHeads+h)*hd : (t*a.KVHeads+h+1)*hd]
+		rope(kr)
+		j.kv.store(layer, h, int(j.pos[t]), kr, v[(t*a.KVHeads+h)*hd:(t*a.KVHeads+h+1)*hd])
+	}
 }
 
 // store writes one head's key and value (ggml_cpy f32 → f16 or → q8_0).

@@ -76,6 +76,7 @@ type Backend struct {
 	prep     quant.TilePrep // MatMul's activation rows in core/quant's tile layout
 	workers  []scratch      // per worker scratch of Attention and RoPE
 	attnJobs []attnJob      // AttentionSeqs' per-sequence jobs, reused
+	ropeJobs []ropeJob      // RoPEStoreKVSeqs' per-sequence jobs, reused
 	parts    []lsePart      // RowStats: every chunk's summary of the call's rows
 }
 
