@@ -88,8 +88,8 @@ type Launcher struct {
 	// and waits for it with griddepcontrol.wait (common.cuh grid_dep_sync). Ignored
 	// when the driver lacks cuLaunchKernelEx.
 	PDL  bool
-	vals [24]uint64
-	ptrs [24]uintptr
+	vals [32]uint64
+	ptrs [32]uintptr
 	cfg  launchConfig
 	attr launchAttr
 }

@@ -209,6 +209,27 @@ static __device__ __forceinline__ void q8_store(float v, i8 *q, float *qd, i64 i
     if ((threadIdx.x % WARP) == 0) qd[idx / 32] = dd;
 }
 
+// rope_cs is RoPE's cos and sin of pair i at position p (ggml's rope cache: theta =
+// p · (base^(-2/dims))^i by repeated multiplication, / ff[i] when ff is given, · fs) and
+// rope_rot the rotation of the pair (x0, x1). rope.cu and the fused q/k/v mat-vec
+// (mmvq.cu) both use them; the explicit rounding keeps --fmad from contracting them
+// differently in the two kernels, so a rotated value has the same bits in either.
+// rope_cs is not inlined: one copy of its powf, cosf and sinf per module, not one per kernel.
+static __device__ __noinline__ void rope_cs(int p, int i, int dims, float base, const float *ff, float fs, float *c,
+                                               float *s) {
+    const float theta_scale = powf(base, -2.0f / (float)dims);
+    float theta = (float)p;
+    for (int t = 0; t < i; t++) theta = __fmul_rn(theta, theta_scale);
+    if (ff) theta = __fdiv_rn(theta, ff[i]);
+    theta = __fmul_rn(theta, fs);
+    *c = cosf(theta);
+    *s = sinf(theta);
+}
+static __device__ __forceinline__ void rope_rot(float x0, float x1, float c, float s, float *y0, float *y1) {
+    *y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    *y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
 // Row identity across kernels: the mat-vec kernels (mmvq.cu, which serve nt = 1) and the
 // small-nt tensor-core kernels (mmq.cu) turn a weight unit's exact integer dots into the
 // row's float sum with these functions, in the same order. They are written as PTX with

@@ -403,5 +403,87 @@ static __device__ __forceinline__ void mmvq_rows(const Args &a, float *dst, int 
     MMVQW1(name, T, 1) MMVQW1(name, T, 2) MMVQW1(name, T, 3) MMVQW1(name, T, 4) \
     MMVQW1(name, T, 5) MMVQW1(name, T, 6) MMVQW1(name, T, 7) MMVQW1(name, T, 8)
 
+// mmvq_rope is a layer's merged q, k, v mat-vec (sets 0, 1, 2) with RoPE and the F16 KV
+// store in its epilogue (the fused path of the backend's q/k/v MatMuls, their AddBias
+// and RoPEStoreKV, for rotated dims = head dim hd and an F16 cache). Warp P of a set
+// owns the pair of rows that RoPE rotates together, (h·hd + i, h·hd + i + hd/2) for
+// NeoX, (h·hd + 2i, h·hd + 2i + 1) otherwise, with h = P / (hd/2) and i = P % (hd/2),
+// and computes both with mmvq_rows's lanes, units and xor tree and its bias add, so the
+// sums have the unfused launch's bits; lane 0 then rotates q and k pairs with rope_cs
+// and rope_rot (rope_store's functions) at pos[j], stores the rows, and writes the k
+// and v rows into the cache at pos[j] as rope_store does (a position outside the
+// cache is recorded, ERR_KV_POS, and nothing is stored).
+template <class T, int NT>
+static __device__ __forceinline__ void mmvq_rope(const Args &a, float *dst, int rows, const float *bias, int blk, int set,
+                                                 const int *pos, const float *ff, int hd, int neox, float base, float fs,
+                                                 u16 *kc, u16 *vc, int ctx, int *err) {
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int P = blk * (blockDim.x / WARP) + warp, half = hd / 2, h = P / half, i = P % half;
+    const i64 ra = (i64)h * hd + (neox ? i : 2 * i), rb = ra + (neox ? half : 1);
+    const bool on = 2 * P < rows;  // rows % hd == 0: both rows of a pair exist
+    const int U = T::units(a.cols);
+    typename T::R r0 = {}, r1 = {};
+    if (on && lane < U) { r0 = T::load(a, ra, lane); r1 = T::load(a, rb, lane); }
+    grid_dep_sync();
+    if (!on) return;
+    float acc0[NT], acc1[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) { acc0[j] = 0.0f; acc1[j] = 0.0f; }
+    for (int u = lane; u < U; u += WARP) {
+        if (u != lane) { r0 = T::load(a, ra, u); r1 = T::load(a, rb, u); }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const typename T::X xv = T::loadx(a, j, u);
+            acc0[j] = T::fold(acc0[j], r0, xv);
+            acc1[j] = T::fold(acc1[j], r1, xv);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        float y0 = warp_sum(acc0[j]), y1 = warp_sum(acc1[j]);
+        if (lane != 0) continue;
+        if (bias) { y0 = fadd_rn(y0, bias[ra]); y1 = fadd_rn(y1, bias[rb]); }
+        const int p = pos[j];
+        if (set < 2) {
+            float c, s;
+            rope_cs(p, i, hd, base, ff, fs, &c, &s);
+            rope_rot(y0, y1, c, s, &y0, &y1);
+        }
+        dst[(i64)j * rows + ra] = y0;
+        dst[(i64)j * rows + rb] = y1;
+        if (set == 0) continue;
+        if (p < 0 || p >= ctx) {
+            if (set == 1 && P == 0) set_error(err, ERR_KV_POS, p);
+            continue;
+        }
+        u16 *c = set == 1 ? kc : vc;
+        c[(i64)p * rows + ra] = f2h(y0);
+        c[(i64)p * rows + rb] = f2h(y1);
+    }
+}
+#define MMVQR1(name, T, N)                                                                                        \
+    extern "C" __global__ void mmvq_##name##r_##N(const int *xq, const float *xd, const float *xf, int cols,       \
+                                                  MMVQ_SET(0), MMVQ_SET(1), MMVQ_SET(2), const int *pos,          \
+                                                  const float *ff, int hd, int neox, float base, float fs, u16 *kc, \
+                                                  u16 *vc, int ctx, int *err) {                                   \
+        const int ppb = blockDim.x / WARP;                                                                        \
+        const int nb0 = (rows0 / 2 + ppb - 1) / ppb, nb1 = (rows1 / 2 + ppb - 1) / ppb;                           \
+        int blk = blockIdx.x;                                                                                     \
+        if (blk < nb0) {                                                                                          \
+            const Args a = {q0, d0, e0, xq, xd, xf, cols};                                                        \
+            mmvq_rope<T, N>(a, dst0, rows0, bias0, blk, 0, pos, ff, hd, neox, base, fs, kc, vc, ctx, err);        \
+        } else if ((blk -= nb0) < nb1) {                                                                          \
+            const Args a = {q1, d1, e1, xq, xd, xf, cols};                                                        \
+            mmvq_rope<T, N>(a, dst1, rows1, bias1, blk, 1, pos, ff, hd, neox, base, fs, kc, vc, ctx, err);        \
+        } else {                                                                                                  \
+            blk -= nb1;                                                                                           \
+            const Args a = {q2, d2, e2, xq, xd, xf, cols};                                                        \
+            mmvq_rope<T, N>(a, dst2, rows2, bias2, blk, 2, pos, ff, hd, neox, base, fs, kc, vc, ctx, err);        \
+        }                                                                                                         \
+    }
+// Only NT = 1 (decode and draft steps): instantiated for every NT 1-8, the rope kernels
+// took NVRTC minutes to compile (measured on the H200: mmvq.cu did not finish in 140 s).
+#define MMVQR(name, T) MMVQR1(name, T, 1)
+
 // The per-type instantiations (EMBED/DEQUANT/MMVQ lines) are appended at compile time
 // from the weight-type table, core/backend/cuda/types.go.

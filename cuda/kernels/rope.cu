@@ -1,8 +1,8 @@
 // rope.cu: rotary embedding in place on q[nt][heads*hd] and k[nt][kvheads*hd], fused
 // with the KV store: blocks of KV heads then write their rotated k and their v into the
 // cache at pos[r]. Grid (nt, heads + kvheads); blockDim ≥ dims/2, a multiple of 32.
-// theta follows ggml's rope cache: theta = pos * (base^(-2/dims))^i built by repeated
-// multiplication, divided by freq_factors[i] when given, times freq_scale.
+// theta follows ggml's rope cache (common.cuh rope_cs, which mmvq.cu's fused q/k/v
+// kernel shares).
 //
 // Cache layouts (one layer): F16 [ctx][kvdim] halves; Q8_0 int8 [ctx][kvdim] plus f16
 // scales [ctx][kvdim/32], quantized as ggml's quantize_row_q8_0_ref.
@@ -36,16 +36,10 @@ extern "C" __global__ void rope_store(float *q, float *k, const float *v, const 
     const int p = pos[r];
     float *vec = h < heads ? q + ((i64)r * heads + h) * hd : k + ((i64)r * kvheads + (h - heads)) * hd;
     if (i < dims / 2) {
-        const float theta_scale = powf(base, -2.0f / (float)dims);
-        float theta = (float)p;
-        for (int t = 0; t < i; t++) theta *= theta_scale;
-        if (ff) theta /= ff[i];
-        theta *= freq_scale;
-        const float c = cosf(theta), s = sinf(theta);
+        float c, s;
+        rope_cs(p, i, dims, base, ff, freq_scale, &c, &s);
         const int i0 = neox ? i : 2 * i, i1 = neox ? i + dims / 2 : 2 * i + 1;
-        const float x0 = vec[i0], x1 = vec[i1];
-        vec[i0] = x0 * c - x1 * s;
-        vec[i1] = x0 * s + x1 * c;
+        rope_rot(vec[i0], vec[i1], c, s, &vec[i0], &vec[i1]);
     }
     if (h < heads) return;
     if (p < 0 || p >= ctx) {

@@ -89,6 +89,9 @@ func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int,
 	hd, kvdim := a.HeadDim, a.KVHeads*a.HeadDim
 	qs, ks, vs := f32(q, nt*a.Heads*hd, "RoPEStoreKV q"), f32(k, nt*kvdim, "RoPEStoreKV k"), f32(v, nt*kvdim, "RoPEStoreKV v")
 	ps := i32(pos, nt, "RoPEStoreKV pos")
+	if b.fuseRoPE(qs, ks, vs, ps, kv, layer, nt, r, a) {
+		return
+	}
 	defer b.enter()()
 	ff := b.freqFactors(r.FreqFactors)
 	if r.FreqFactors != nil && ff == 0 {
@@ -281,4 +284,71 @@ func (b *Backend) Run(key string, record func()) error {
 	}
 	b.graphs[key] = g
 	return g.Launch(b.stream)
+}
+
+// fuseRoPE launches the q/k/v mat-vec with RoPE and the KV store in its epilogue
+// (mmvq_KERNELr_NT) in place of the pending mat-vec launches that write q, k and v and
+// of rope_store, if there are such: each one launch of the same mat-vec kernel over the
+// same x with nt activation rows (their biases folded in or none), an F16 cache, and
+// every dimension of a head rotated, at nt = 1 (decode and draft steps: mmvq.cu has
+// only that kernel). It reports whether it did; RoPEStoreKV has checked
+// the arguments.
+func (b *Backend) fuseRoPE(q, k, v, pos *Buffer, kv *KV, layer, nt int, r backend.RoPE, a backend.Attn) bool {
+	if b.sw.noFuseRoPE || nt != 1 || b.padd != nil || kv.kd != 0 || r.Dims != a.HeadDim || q == k || q == v || k == v {
+		return false
+	}
+	idx := [3]int{-1, -1, -1}
+	for i, mm := range b.pend {
+		for j, x := range []*Buffer{q, k, v} {
+			if mm.dst == x {
+				idx[j] = i
+			}
+		}
+	}
+	hd, kvdim := a.HeadDim, a.KVHeads*a.HeadDim
+	var ms [3]*mvSpec
+	for j, want := range []int{a.Heads * hd, kvdim, kvdim} {
+		if idx[j] < 0 {
+			return false
+		}
+		mm := &b.pend[idx[j]]
+		if mm.nt != nt || mm.rows != want || len(mm.launches) != 1 || mm.launches[0].mv == nil {
+			return false
+		}
+		m := mm.launches[0].mv
+		if m.mmq || m.nt != nt || (j > 0 && (m.kernel != ms[0].kernel || m.xq != ms[0].xq || m.xd != ms[0].xd || m.xf != ms[0].xf || m.cols != ms[0].cols)) {
+			return false
+		}
+		ms[j] = m
+	}
+	pend := b.pend[:0]
+	for i, mm := range b.pend {
+		if i != idx[0] && i != idx[1] && i != idx[2] {
+			pend = append(pend, mm)
+		}
+	}
+	b.pend = pend
+	defer b.enter()() // launches the other pending matmuls (independent of these three)
+	ff := b.freqFactors(r.FreqFactors)
+	if r.FreqFactors != nil && ff == 0 {
+		return true // b.err is set
+	}
+	neox := 0
+	if r.Mode == backend.RoPENeoX {
+		neox = 1
+	}
+	q.wrote()
+	k.wrote()
+	kc, vc, _, _ := kv.layerPtrs(layer)
+	warps := b.tier.MMVQWarps
+	m := *ms[0]
+	m.sets = []mvSet{ms[0].sets[0], ms[1].sets[0], ms[2].sets[0]}
+	blocks := 0
+	for _, st := range m.sets {
+		blocks += ceilDiv(st.rows/2, warps)
+	}
+	args := append(m.args(), driver.P(pos.p), driver.P(ff), driver.I(hd), driver.I(neox), driver.F(r.Base), driver.F(r.FreqScale),
+		driver.P(kc), driver.P(vc), driver.I(kv.spec.Ctx), driver.P(b.errWord))
+	b.launch(fmt.Sprintf("mmvq_%sr_%d", m.kernel, nt), driver.Dim3{X: blocks}, driver.Dim3{X: 32 * warps}, 0, args...)
+	return true
 }

@@ -16,7 +16,7 @@ import (
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
 // mmvq_q4_kw_1 … mmvq_q4_kw_8).
 func TestKernelNamesExist(t *testing.T) {
-	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQW?|MMQ|EMBED|DEQUANT)\((\w+),`)
+	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQ[WR]?|MMQ|EMBED|DEQUANT)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		s, err := kernelSource(f)
@@ -27,7 +27,7 @@ func TestKernelNamesExist(t *testing.T) {
 		made := map[string]bool{}
 		for _, m := range macro.FindAllStringSubmatch(src, -1) {
 			switch m[1] {
-			case "MMVQ", "MMVQW":
+			case "MMVQ", "MMVQW", "MMVQR":
 				for nt := 1; nt <= 8; nt++ {
 					made[fmt.Sprintf("mmvq_%s%s_%d", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")), nt)] = true
 				}

@@ -18,6 +18,7 @@ type switches struct {
 	mmqAll     bool   // matmul: the small-nt tensor-core kernel from 2 rows for every type that has one
 	mmqG       int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1 or 2; 0: the chooser's)
 	noFuse     bool   // residual add + RMSNorm as two kernels
+	noFuseRoPE bool   // q/k/v mat-vec and rope_store as separate kernels
 	noPDL      bool   // launches: no programmatic dependent launch
 	noMerge    bool   // matmul: one mat-vec launch per weight
 	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
@@ -27,7 +28,7 @@ type switches struct {
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"),
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH")}
 }
 
@@ -51,6 +52,7 @@ func Switches() map[string]string {
 		"MINFER_NO_MMQ":           "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel (mmq.cu) where the tier uses it (driver.Tier.MMQRows)",
 		"MINFER_MMQ":              "=all: the int8 tensor-core kernel from 2 rows for every type that has one (for testing and measuring)",
 		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
+		"MINFER_NO_FUSE_ROPE":     "q, k and v mat-vec launches and the RoPE + KV store after them as separate kernels instead of one mmvq_KERNELr launch with both in its epilogue",
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",

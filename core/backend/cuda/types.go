@@ -126,6 +126,7 @@ func instances(src string) string {
 				if k.pair {
 					fmt.Fprintf(&b, "MMVQW(%s, %s)\n", k.name, k.traits)
 				}
+				fmt.Fprintf(&b, "MMVQR(%s, %s)\n", k.name, k.traits)
 			}
 		}
 	}
@@ -155,6 +156,7 @@ func typeKernels(src string) []string {
 						n = append(n, fmt.Sprintf("mmvq_%sw_%d", k.name, nt))
 					}
 				}
+				n = append(n, "mmvq_"+k.name+"r_1") // the fused q/k/v + RoPE kernel: nt = 1 only
 			}
 		}
 	}
