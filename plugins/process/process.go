@@ -506,6 +506,15 @@ func (d *drafter) Draft(ctx context.Context, q *sdk.DraftRequest) (sdk.DraftResu
 
 func (d *drafter) Close() error { return d.in.Close() }
 
+// Err is the failure that ended the instance's use, or nil: every later call fails at
+// once, so the engine turns the drafter off after its first failure (as it does a
+// WebAssembly drafter's), not after DrafterFailLimit calls that cannot succeed.
+func (d *drafter) Err() error {
+	d.in.mu.Lock()
+	defer d.in.mu.Unlock()
+	return d.in.err
+}
+
 // firstLine shows only the first line of a multi-line error (go-plugin's start errors
 // carry a paragraph of advice).
 type firstLine struct{ err error }

@@ -187,6 +187,14 @@ func TestAllRoles(t *testing.T) {
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "outside the vocabulary") || !strings.Contains(err.Error(), "drafter") {
 			t.Fatalf("garbage drafter: got %v, want a malformed error naming the role", err)
 		}
+		// the failed instance says so (the engine turns the drafter off at once), a
+		// good one does not
+		if e := bad.(interface{ Err() error }).Err(); e == nil || e.Error() != err.Error() {
+			t.Fatalf("garbage drafter's Err after the failure: %v, want %v", e, err)
+		}
+		if e := d.(interface{ Err() error }).Err(); e != nil {
+			t.Fatalf("good drafter's Err: %v, want nil", e)
+		}
 	})
 }
 
