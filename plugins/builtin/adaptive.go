@@ -577,8 +577,8 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		a.others, a.seqs, a.estFresh = total-nt, seqs, false
 	}
 	a.growRows(total + 1)
-	if a.verify[total].push(float64(o.VerifyNs)) {
-		a.estFresh = false
+	if a.verify[total].push(float64(o.VerifyNs)) || len(a.states) > 1 {
+		a.estFresh = false // (with several drafters the price is the window's cost: see verifyCost)
 	}
 	if a.seen[total] < a.rounds-a.staleAfter() {
 		a.estFresh = false // an estimate that had gone stale is fresh again

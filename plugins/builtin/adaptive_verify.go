@@ -69,12 +69,12 @@ func (a *Adaptive) verifyEstimates(maxNT int) {
 	v, below, stale := a.rows, 0.0, a.rounds-a.staleAfter()
 	fresh := 0 // the largest size measured lately: stale sizes below it stay, capped by it
 	for r := range v {
-		if _, ok := a.verify[r].min(); ok && a.seen[r] >= stale {
+		if _, ok := a.verifyCost(r); ok && a.seen[r] >= stale {
 			fresh = r
 		}
 	}
 	for r := range v {
-		if x, ok := a.verify[r].min(); ok && (r < fresh || a.seen[r] >= stale) {
+		if x, ok := a.verifyCost(r); ok && (r < fresh || a.seen[r] >= stale) {
 			below = x
 		}
 		v[r] = below
@@ -97,7 +97,7 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	stale := a.rounds - a.staleAfter()
 	var n, sr, sv, srr, srv float64
 	for r := range a.verify {
-		if x, ok := a.verify[r].min(); ok && a.seen[r] >= stale {
+		if x, ok := a.verifyCost(r); ok && a.seen[r] >= stale {
 			w, fr := float64(a.verify[r].n), float64(r)
 			n, sr, sv, srr, srv = n+w, sr+w*fr, sv+w*x, srr+w*fr*fr, srv+w*fr*x
 		}
@@ -117,14 +117,26 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	a.estFresh, a.estOthers, a.estSeqs = true, a.others, b
 }
 
+// verifyCost is the price of a verify forward of r rows, as stepCost is a draft step's:
+// with several drafters the upper-trimmed mean of its window, since the drafters are
+// compared by what their rounds cost and the one that drafts deeper (more rows) gains
+// most from an optimistic price of rows whose timings spread under load; with one, the
+// minimum.
+func (a *Adaptive) verifyCost(r int) (float64, bool) {
+	if len(a.states) > 1 {
+		return a.verify[r].cost()
+	}
+	return a.verify[r].min()
+}
+
 // ring keeps the last n values, their minimum (recomputed only when the minimum leaves
 // the window: plain comparisons, since every call costs in WebAssembly) and their cost:
 // the mean of the window with its dearest quarter left out, an upper-trimmed mean
 // (computed only when asked after a push).
 //
-// The verify forwards are priced at the minimum by forward size: the target's cost,
-// shared by every drafter, whose noise the minimum keeps out of the comparison between
-// depths. A drafter's draft steps are priced at the cost: timings err upwards, but on a
+// With one drafter the policy prices at the minima (its depths compared on the
+// draft's and the target's own speed); with several at the cost (stepCost,
+// verifyCost): timings err upwards, but on a
 // loaded machine by a different factor for each kind of work (a draft model's steps ran
 // at 1.6-2× their minimum on the shared 2-core CPU of docs/PERFORMANCE.md's hybrid run C,
 // a drafter plugin's lookup at little more), and at the minimum the drafter whose
