@@ -37,6 +37,10 @@ type batcher struct {
 	running bool
 	active  int           // sessions inside Generate on this model
 	lastDur time.Duration // the last batched forward's time, for the gathering wait
+	// minGather, when set (tests only), is the least a step waits for the other
+	// sessions' forwards, so that whether forwards coincide does not depend on the
+	// scheduler of a loaded machine.
+	minGather time.Duration
 
 	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
 	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
@@ -59,10 +63,11 @@ type job struct {
 // Batching is what the sessions whose forwards are batched together share (a server's
 // slots): a batcher per model. Give the same *Batching to each session's Config.
 type Batching struct {
-	maxRows  int
-	mu       sync.Mutex
-	by       map[*model.Model]*batcher
-	observer atomic.Pointer[func(seqs, rows int, d time.Duration)]
+	maxRows   int
+	minGather time.Duration // see batcher.minGather
+	mu        sync.Mutex
+	by        map[*model.Model]*batcher
+	observer  atomic.Pointer[func(seqs, rows int, d time.Duration)]
 }
 
 // Observe has fn called after every forward the batchers run (lone or batched) with
@@ -101,7 +106,7 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
 		rows = id
 	}
-	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1)}
+	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1), minGather: bt.minGather}
 	bt.by[m] = b
 	return b
 }
@@ -140,7 +145,7 @@ func (b *batcher) do(j *job) error {
 // once one has arrived: a small share of a forward, so that a session busy elsewhere
 // (a slow plugin) costs the others little.
 func (b *batcher) gatherLimit() time.Duration {
-	return min(b.lastDur/20, 2*time.Millisecond)
+	return max(min(b.lastDur/20, 2*time.Millisecond), b.minGather)
 }
 
 func (b *batcher) loop() {

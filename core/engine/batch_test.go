@@ -76,6 +76,10 @@ func TestBatchInvariance(t *testing.T) {
 				want[i] = res.Tokens
 			}
 			bt := NewBatching(64)
+			// every step waits for the other sessions' forwards, a bounded while: on a
+			// loaded machine the default wait (a share of the last forward's time, none
+			// before the first) can let every forward run alone
+			bt.minGather = 50 * time.Millisecond
 			sessions := make([]*Session, seqs)
 			for i := range sessions {
 				sessions[i] = newSession(bt)
