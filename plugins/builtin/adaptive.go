@@ -28,11 +28,8 @@ import (
 // evidence: depths not yet observed score optimistically and get tried, while the bonus
 // of well-observed positions vanishes (it would otherwise compound over deep depths).
 //
-// step is the draft time per token over the last `window` drafting rounds (those whose
-// drafter drafted the round before too: no catch-up), priced at the mean of the window
-// without its dearest quarter (ring, adaptive_verify.go: under load the minimum makes
-// the drafter whose timings spread most look cheapest), and verify(nt) the minimum
-// verify time over the last `window` rounds with nt rows; an nt not
+// step is the minimum draft time per token over the last `window` drafting rounds, and
+// verify(nt) the minimum verify time over the last `window` rounds with nt rows; an nt not
 // measured yet takes the nearest measurement below (optimistic for deeper depths: they
 // get tried and measured), as does one whose measurement went stale while the policy
 // played shallower depths (so that rows that became cheap mid-request get tried). In a
@@ -132,14 +129,9 @@ type Adaptive struct {
 	// est was made for.
 	others, seqs       int
 	estOthers, estSeqs int
-	rounds             int // rounds observed, the clock of seen
-	// drew is 1 + the drafter of the last round observed when it drafted (depth > 0), 0
-	// when it did not or the request is new: a round whose drafter did not draft the
-	// round before catches up on the tokens since (a draft model's cache, a prompt's
-	// prefill), which is no cost of its draft steps (see observe).
-	drew int
-	mean []float64 // scratch: expected tokens per ns by depth (see score)
-	opt  []float64
+	rounds             int       // rounds observed, the clock of seen
+	mean               []float64 // scratch: expected tokens per ns by depth (see score)
+	opt                []float64
 }
 
 // drafterState is what the adaptive policy learns of one drafter: its acceptance,
@@ -283,9 +275,6 @@ func newDrafterState(p adaptiveParams) drafterState {
 // NextDepth records the finished round and returns the depth for the next one.
 func (a *Adaptive) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
 	bound := a.p.DraftMax
-	if last.Round < 0 {
-		a.drew = 0
-	}
 	if last.Round >= 0 || last.MaxDepth > 0 {
 		bound = min(bound, max(last.MaxDepth, 0))
 	}
@@ -339,7 +328,7 @@ func (a *Adaptive) probeFromZero(bound int) {
 // from depth 0 is pointless, and costly: each probe first catches the draft up on every
 // token since it last ran.
 func (a *Adaptive) draftingCanPay(bound int) bool {
-	step, ok := a.stepCost()
+	step, ok := a.steps.min()
 	if !ok || a.est[1] <= 0 {
 		return true // not measured yet
 	}
@@ -359,7 +348,7 @@ func (a *Adaptive) cutOff() {
 	if a.p.MinConf > 0 || !a.p.AutoCut || a.cur == 0 {
 		return
 	}
-	step, ok := a.stepCost()
+	step, ok := a.steps.min()
 	if !ok {
 		return
 	}
@@ -551,18 +540,8 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 			}
 		}
 	}
-	// The draft cost per step. With several drafters (priced at a trimmed mean, see
-	// stepCost), only from rounds whose drafter drafted the round before too (or the
-	// first timing): a round after others (or a plain round) also paid for catching up
-	// on the tokens since, which its steps do not cost again (the minimum that prices a
-	// lone drafter ignores such rounds by itself).
-	who := 1 + max(o.Drafter, 0)
-	if steps > 0 && o.DraftNs > 0 && (a.drew == who || a.steps.n == 0 || len(a.states) < 2) {
+	if steps > 0 && o.DraftNs > 0 {
 		a.steps.push(float64(o.DraftNs) / float64(steps))
-	}
-	a.drew = 0
-	if o.Depth > 0 {
-		a.drew = who
 	}
 	a.rounds++
 	nt := drafted + 1
@@ -577,28 +556,13 @@ func (a *Adaptive) observe(o *sdk.RoundOutcome) {
 		a.others, a.seqs, a.estFresh = total-nt, seqs, false
 	}
 	a.growRows(total + 1)
-	if a.verify[total].push(float64(o.VerifyNs)) || len(a.states) > 1 {
-		a.estFresh = false // (with several drafters the price is the window's cost: see verifyCost)
+	if a.verify[total].push(float64(o.VerifyNs)) {
+		a.estFresh = false
 	}
 	if a.seen[total] < a.rounds-a.staleAfter() {
 		a.estFresh = false // an estimate that had gone stale is fresh again
 	}
 	a.seen[total] = a.rounds
-}
-
-// stepCost is the price of the current drafter's draft step. With several drafters it
-// is the upper-trimmed mean of its window (ring.cost): the drafters are compared by what
-// their rounds cost, and under load their timings spread by different factors (the
-// draft model's steps at 1.6-2× their minimum on a loaded 2-core CPU, a drafter
-// plugin's lookup far less), so the minimum makes the one whose timings spread most
-// look cheapest: the hybrid of docs/PERFORMANCE.md's run C gave the model rounds worth
-// less than a plain step. With one drafter (nothing to compare it with) it is the
-// minimum, which compares its depths with each other on the draft's own speed.
-func (a *Adaptive) stepCost() (float64, bool) {
-	if len(a.states) > 1 {
-		return a.steps.cost()
-	}
-	return a.steps.min()
 }
 
 // fold multiplies the scale into the counts.
@@ -647,7 +611,7 @@ func (a *Adaptive) score(bound int) {
 		a.rounds&31 == 0 { // (every 32 rounds: measurements go stale)
 		a.verifyEstimates(bound + 1)
 	}
-	step, ok := a.stepCost()
+	step, ok := a.steps.min()
 	if !ok {
 		step = 0
 	}

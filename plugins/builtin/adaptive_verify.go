@@ -1,7 +1,5 @@
 package builtin
 
-import "slices"
-
 // The adaptive policy's verify-cost estimates: by forward size, alone and in a batch.
 
 // maxBatchSeqs and maxBatchRows bound the batch the adaptive policy believes an
@@ -69,12 +67,12 @@ func (a *Adaptive) verifyEstimates(maxNT int) {
 	v, below, stale := a.rows, 0.0, a.rounds-a.staleAfter()
 	fresh := 0 // the largest size measured lately: stale sizes below it stay, capped by it
 	for r := range v {
-		if _, ok := a.verifyCost(r); ok && a.seen[r] >= stale {
+		if _, ok := a.verify[r].min(); ok && a.seen[r] >= stale {
 			fresh = r
 		}
 	}
 	for r := range v {
-		if x, ok := a.verifyCost(r); ok && (r < fresh || a.seen[r] >= stale) {
+		if x, ok := a.verify[r].min(); ok && (r < fresh || a.seen[r] >= stale) {
 			below = x
 		}
 		v[r] = below
@@ -97,7 +95,7 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	stale := a.rounds - a.staleAfter()
 	var n, sr, sv, srr, srv float64
 	for r := range a.verify {
-		if x, ok := a.verifyCost(r); ok && a.seen[r] >= stale {
+		if x, ok := a.verify[r].min(); ok && a.seen[r] >= stale {
 			w, fr := float64(a.verify[r].n), float64(r)
 			n, sr, sv, srr, srv = n+w, sr+w*fr, sv+w*x, srr+w*fr*fr, srv+w*fr*x
 		}
@@ -117,40 +115,13 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	a.estFresh, a.estOthers, a.estSeqs = true, a.others, b
 }
 
-// verifyCost is the price of a verify forward of r rows, as stepCost is a draft step's:
-// with several drafters the upper-trimmed mean of its window, since the drafters are
-// compared by what their rounds cost and the one that drafts deeper (more rows) gains
-// most from an optimistic price of rows whose timings spread under load; with one, the
-// minimum.
-func (a *Adaptive) verifyCost(r int) (float64, bool) {
-	if len(a.states) > 1 {
-		return a.verify[r].cost()
-	}
-	return a.verify[r].min()
-}
-
-// ring keeps the last n values, their minimum (recomputed only when the minimum leaves
-// the window: plain comparisons, since every call costs in WebAssembly) and their cost:
-// the mean of the window with its dearest quarter left out, an upper-trimmed mean
-// (computed only when asked after a push).
-//
-// With one drafter the policy prices at the minima (its depths compared on the
-// draft's and the target's own speed); with several at the cost (stepCost,
-// verifyCost): timings err upwards, but on a
-// loaded machine by a different factor for each kind of work (a draft model's steps ran
-// at 1.6-2× their minimum on the shared 2-core CPU of docs/PERFORMANCE.md's hybrid run C,
-// a drafter plugin's lookup at little more), and at the minimum the drafter whose
-// timings spread most looks cheapest. What its rounds cost the request is their mean
-// time; the trimming keeps a rare stall (a preemption, a GC) from pricing the drafter
-// for the whole window.
+// ring keeps the last n values and their minimum (recomputed only when the minimum
+// leaves the window: plain comparisons, since every call costs in WebAssembly).
 type ring struct {
-	v      []float64
-	next   int
-	n      int
-	lo     float64
-	c      float64   // the cost of the window, when !dirty
-	dirty  bool      // a value came since c was computed
-	sorted []float64 // scratch for cost
+	v    []float64
+	next int
+	n    int
+	lo   float64
 }
 
 func newRing(n int) ring { return ring{v: make([]float64, n)} }
@@ -158,7 +129,6 @@ func newRing(n int) ring { return ring{v: make([]float64, n)} }
 // push adds x, dropping the oldest value once the window is full, and reports whether
 // the minimum changed.
 func (r *ring) push(x float64) bool {
-	r.dirty = true
 	lo, n := r.lo, r.n
 	old := r.v[r.next]
 	r.v[r.next] = x
@@ -186,22 +156,3 @@ func (r *ring) push(x float64) bool {
 }
 
 func (r *ring) min() (float64, bool) { return r.lo, r.n > 0 }
-
-// cost is the window's upper-trimmed mean (of the lowest ⌈3n/4⌉ of its n values), and
-// whether it holds any.
-func (r *ring) cost() (float64, bool) {
-	if r.n == 0 {
-		return 0, false
-	}
-	if r.dirty {
-		r.sorted = append(r.sorted[:0], r.v[:r.n]...)
-		slices.Sort(r.sorted)
-		keep := r.sorted[:(3*r.n+3)/4]
-		sum := 0.0
-		for _, x := range keep {
-			sum += x
-		}
-		r.c, r.dirty = sum/float64(len(keep)), false
-	}
-	return r.c, true
-}
