@@ -47,12 +47,13 @@ Examples:
 func runBench(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("bench", benchUsage+cudaSwitchHelp())
 	var (
-		configPath, modelPath, kvName, device string
-		reps, threads, batch, ngl             int
-		jsonOut, ledger                       bool
-		nps, ngs                              = intList{Vals: []int{512}}, intList{Vals: []int{128}}
+		configPath, modelPath, kvName, device, cpuOrder string
+		reps, threads, batch, ngl                       int
+		jsonOut, ledger                                 bool
+		nps, ngs                                        = intList{Vals: []int{512}}, intList{Vals: []int{128}}
 	)
 	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device)")
+	fs.StringVar(&cpuOrder, "cpu-order", "", "llama.cpp CPU build whose rounding the CPU backend reproduces: avx512 or avx2 (default: [model] cpu_order)")
 	fs.BoolVar(&ledger, "ledger", false, "CUDA profiling mode: print a per-kernel time ledger")
 	fs.StringVar(&configPath, "config", "", "minfer.toml to read")
 	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
@@ -95,6 +96,9 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	cfg.Model.Threads = threads
 	if ngl == 0 && device == "" {
 		device = config.DeviceCPU
+	}
+	if err := setCPUOrder(cfg, cpuOrder); err != nil {
+		return err
 	}
 	if err := setDevice(cfg, device); err != nil {
 		return err

@@ -41,4 +41,11 @@ func TestBenchTable(t *testing.T) {
 	if _, _, err := runCLI(t, "", "bench", "-p", "0", "-n", "0"); exitCode(err) != 2 {
 		t.Fatalf("-p 0 -n 0: got %v, want a usage error", err)
 	}
+	// --cpu-order takes the orders [model] cpu_order takes, and names a bad one
+	if _, stderr, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "--device", "cpu", "--cpu-order", "avx2", "-p", "0", "-n", "2", "-r", "1", "-t", "1"); err != nil {
+		t.Fatalf("--cpu-order avx2: %v\n%s", err, stderr)
+	}
+	if _, _, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "--cpu-order", "avx3", "-n", "2"); exitCode(err) != 2 || !strings.Contains(err.Error(), `--cpu-order "avx3"`) {
+		t.Fatalf("--cpu-order avx3: got %v (exit %d), want a usage error naming it", err, exitCode(err))
+	}
 }

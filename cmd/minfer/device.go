@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/backend/cuda"
 	"github.com/minfer/minfer/core/config"
 )
@@ -20,6 +21,18 @@ func setDevice(cfg *config.Config, device string) error {
 		return nil
 	}
 	return usagef("--device %q: want auto, cpu or cuda", device)
+}
+
+// setCPUOrder applies a --cpu-order flag value ("" keeps the configuration's) and checks it.
+func setCPUOrder(cfg *config.Config, order string) error {
+	if order == "" {
+		return nil
+	}
+	if _, err := cpu.ParseOrder(order); err != nil {
+		return usagef("--cpu-order %q: want avx512 or avx2", order)
+	}
+	cfg.Model.CPUOrder = order
+	return nil
 }
 
 // cudaSwitchHelp lists the CUDA backend's environment switches for a command's help:

@@ -35,7 +35,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	fs := m.newFlagSet("perplexity", perplexityUsage)
 	var (
 		configPath, modelPath, file, kvName string
-		device                              string
+		device, cpuOrder                    string
 		nctx, chunks, batch, threads        int
 		jsonOut                             bool
 	)
@@ -51,6 +51,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&threads, "t", 0, "alias of --threads")
 	fs.StringVar(&kvName, "kv", "f16", "KV cache type: f16 or q8_0")
 	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device, auto)")
+	fs.StringVar(&cpuOrder, "cpu-order", "", "llama.cpp CPU build whose rounding the CPU backend reproduces: avx512 or avx2 (default: [model] cpu_order)")
 	fs.BoolVar(&jsonOut, "json", false, "print {ppl_running, ppl_final, n_chunks, scored_tokens} as JSON")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
@@ -83,6 +84,9 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	}
 	if threads > 0 {
 		cfg.Model.Threads = threads
+	}
+	if err := setCPUOrder(cfg, cpuOrder); err != nil {
+		return err
 	}
 	if err := setDevice(cfg, device); err != nil {
 		return err

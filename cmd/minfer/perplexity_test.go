@@ -63,6 +63,7 @@ func TestPerplexityErrors(t *testing.T) {
 		{[]string{"-f", short, "--ctx", "2"}, 2, "too small"},
 		{[]string{"-f", short}, 1, "needs at least 1024 tokens"},
 		{[]string{"-f", "/nonexistent.txt"}, 1, "nonexistent"},
+		{[]string{"-f", short, "--cpu-order", "sse"}, 2, `--cpu-order "sse"`},
 	} {
 		_, _, err := runCLI(t, "", append([]string{"perplexity", "--config", emptyConfig(t)}, tc.args...)...)
 		if exitCode(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
