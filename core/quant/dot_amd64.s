@@ -2785,14 +2785,10 @@ rows4x2Q4_0AVX2_block:
 	VPSRLW         $0x04, Y10, Y11
 	VPBLENDD       $0xf0, Y11, Y10, Y10
 	VPAND          mask0F<>+0(SB), Y10, Y10
-	VPXOR          X11, X11, X11
-	VPINSRW        $0x00, (R11), X11, X11
-	VCVTPH2PS      X11, X11
-	VBROADCASTSS   X11, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R12), X12, X12
-	VCVTPH2PS      X12, X12
-	VBROADCASTSS   X12, Y12
+	VPBROADCASTW   (R11), X11
+	VCVTPH2PS      X11, Y11
+	VPBROADCASTW   (R12), X12
+	VCVTPH2PS      X12, Y12
 	VPMADDUBSW     2(R13), Y0, Y13
 	VPMADDUBSW     2(R13), Y9, Y14
 	VPSUBW         Y13, Y14, Y14
@@ -2971,14 +2967,10 @@ rows4x2Q5_0AVX2_block:
 	VPCMPEQB       allOnes<>+0(SB), Y11, Y11
 	VPAND          sixteen<>+0(SB), Y11, Y11
 	VPOR           Y11, Y10, Y10
-	VPXOR          X11, X11, X11
-	VPINSRW        $0x00, (R11), X11, X11
-	VCVTPH2PS      X11, X11
-	VBROADCASTSS   X11, Y11
-	VPXOR          X12, X12, X12
-	VPINSRW        $0x00, (R12), X12, X12
-	VCVTPH2PS      X12, X12
-	VBROADCASTSS   X12, Y12
+	VPBROADCASTW   (R11), X11
+	VCVTPH2PS      X11, Y11
+	VPBROADCASTW   (R12), X12
+	VCVTPH2PS      X12, Y12
 	VPMADDUBSW     2(R13), Y0, Y13
 	VPMADDUBSW     2(R13), Y9, Y14
 	VPSUBW         Y13, Y14, Y14
@@ -3100,6 +3092,386 @@ rows4x2Q5_0AVX2_block:
 	ADDQ           $0x08, R9
 	SUBQ           $0x02, DX
 	JNZ            rows4x2Q5_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rows2x4Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows2x4Q4_0AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    xStride+32(FP), SI
+	MOVQ    nb+40(FP), DI
+	MOVQ    xd+48(FP), R8
+	MOVQ    out+56(FP), R9
+	MOVQ    outStride+64(FP), R10
+	SHLQ    $0x02, R10
+	VMOVDQU eights<>+0(SB), Y0
+
+rows2x4Q4_0AVX2_row:
+	MOVQ   AX, R11
+	LEAQ   (AX)(CX*1), R12
+	MOVQ   BX, R13
+	MOVQ   R8, R14
+	MOVQ   DI, R15
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+rows2x4Q4_0AVX2_block:
+	PREFETCHT1     4096(R11)
+	PREFETCHT1     4096(R12)
+	PREFETCHT1     4096(R11)(CX*2)
+	PREFETCHT1     4096(R12)(CX*2)
+	VPMADDUBSW     2(R13), Y0, Y9
+	VPMADDUBSW     2(R13)(SI*1), Y0, Y10
+	VBROADCASTI128 2(R11), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTW   (R11), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y1
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y2
+	VBROADCASTI128 2(R12), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTW   (R12), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y3
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y4
+	VBROADCASTI128 2(R11)(CX*2), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTW   (R11)(CX*2), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y5
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y6
+	VBROADCASTI128 2(R12)(CX*2), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTW   (R12)(CX*2), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y9
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y9, Y7
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       ones16<>+0(SB), Y9, Y9
+	VMULPS         32(R14), Y12, Y10
+	VCVTDQ2PS      Y9, Y9
+	VFMADD231PS    Y9, Y10, Y8
+	ADDQ           $0x00000012, R11
+	ADDQ           $0x00000012, R12
+	ADDQ           $0x22, R13
+	ADDQ           $0x80, R14
+	DECQ           R15
+	JNZ            rows2x4Q4_0AVX2_block
+	VEXTRACTF128   $0x01, Y1, X9
+	VADDPS         X9, X1, X1
+	VMOVHLPS       X1, X1, X9
+	VADDPS         X9, X1, X1
+	VMOVSHDUP      X1, X9
+	VADDSS         X9, X1, X1
+	VMOVSS         X1, (R9)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R9)(R10*1)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(R9)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(R9)(R10*1)
+	VEXTRACTF128   $0x01, Y5, X1
+	VADDPS         X1, X5, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(R9)
+	VEXTRACTF128   $0x01, Y6, X1
+	VADDPS         X1, X6, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(R9)(R10*1)
+	VEXTRACTF128   $0x01, Y7, X1
+	VADDPS         X1, X7, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(R9)
+	VEXTRACTF128   $0x01, Y8, X1
+	VADDPS         X1, X8, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(R9)(R10*1)
+	LEAQ           (AX)(CX*4), AX
+	ADDQ           $0x10, R9
+	SUBQ           $0x04, DX
+	JNZ            rows2x4Q4_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func rows2x4Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows2x4Q5_0AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    xStride+32(FP), SI
+	MOVQ    nb+40(FP), DI
+	MOVQ    xd+48(FP), R8
+	MOVQ    out+56(FP), R9
+	MOVQ    outStride+64(FP), R10
+	SHLQ    $0x02, R10
+	VMOVDQU sixteens<>+0(SB), Y0
+
+rows2x4Q5_0AVX2_row:
+	MOVQ   AX, R11
+	LEAQ   (AX)(CX*1), R12
+	MOVQ   BX, R13
+	MOVQ   R8, R14
+	MOVQ   DI, R15
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+rows2x4Q5_0AVX2_block:
+	PREFETCHT1     4096(R11)
+	PREFETCHT1     4096(R12)
+	PREFETCHT1     4096(R11)(CX*2)
+	PREFETCHT1     4096(R12)(CX*2)
+	VPMADDUBSW     2(R13), Y0, Y9
+	VPMADDUBSW     2(R13)(SI*1), Y0, Y10
+	VBROADCASTI128 6(R11), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTD   2(R11), Y12
+	VPSHUFB        bitsShuf<>+0(SB), Y12, Y12
+	VPOR           bitsMask<>+0(SB), Y12, Y12
+	VPCMPEQB       allOnes<>+0(SB), Y12, Y12
+	VPAND          sixteen<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPBROADCASTW   (R11), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y1
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y2
+	VBROADCASTI128 6(R12), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTD   2(R12), Y12
+	VPSHUFB        bitsShuf<>+0(SB), Y12, Y12
+	VPOR           bitsMask<>+0(SB), Y12, Y12
+	VPCMPEQB       allOnes<>+0(SB), Y12, Y12
+	VPAND          sixteen<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPBROADCASTW   (R12), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y3
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y4
+	VBROADCASTI128 6(R11)(CX*2), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTD   2(R11)(CX*2), Y12
+	VPSHUFB        bitsShuf<>+0(SB), Y12, Y12
+	VPOR           bitsMask<>+0(SB), Y12, Y12
+	VPCMPEQB       allOnes<>+0(SB), Y12, Y12
+	VPAND          sixteen<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPBROADCASTW   (R11)(CX*2), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y5
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       ones16<>+0(SB), Y11, Y11
+	VMULPS         32(R14), Y12, Y12
+	VCVTDQ2PS      Y11, Y11
+	VFMADD231PS    Y11, Y12, Y6
+	VBROADCASTI128 6(R12)(CX*2), Y11
+	VPSRLW         $0x04, Y11, Y12
+	VPBLENDD       $0xf0, Y12, Y11, Y11
+	VPAND          mask0F<>+0(SB), Y11, Y11
+	VPBROADCASTD   2(R12)(CX*2), Y12
+	VPSHUFB        bitsShuf<>+0(SB), Y12, Y12
+	VPOR           bitsMask<>+0(SB), Y12, Y12
+	VPCMPEQB       allOnes<>+0(SB), Y12, Y12
+	VPAND          sixteen<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPBROADCASTW   (R12)(CX*2), X12
+	VCVTPH2PS      X12, Y12
+	VPMADDUBSW     2(R13), Y11, Y13
+	VPSUBW         Y9, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VMULPS         (R14), Y12, Y9
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y9, Y7
+	VPMADDUBSW     2(R13)(SI*1), Y11, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       ones16<>+0(SB), Y9, Y9
+	VMULPS         32(R14), Y12, Y10
+	VCVTDQ2PS      Y9, Y9
+	VFMADD231PS    Y9, Y10, Y8
+	ADDQ           $0x00000016, R11
+	ADDQ           $0x00000016, R12
+	ADDQ           $0x22, R13
+	ADDQ           $0x80, R14
+	DECQ           R15
+	JNZ            rows2x4Q5_0AVX2_block
+	VEXTRACTF128   $0x01, Y1, X9
+	VADDPS         X9, X1, X1
+	VMOVHLPS       X1, X1, X9
+	VADDPS         X9, X1, X1
+	VMOVSHDUP      X1, X9
+	VADDSS         X9, X1, X1
+	VMOVSS         X1, (R9)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, (R9)(R10*1)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(R9)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(R9)(R10*1)
+	VEXTRACTF128   $0x01, Y5, X1
+	VADDPS         X1, X5, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(R9)
+	VEXTRACTF128   $0x01, Y6, X1
+	VADDPS         X1, X6, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(R9)(R10*1)
+	VEXTRACTF128   $0x01, Y7, X1
+	VADDPS         X1, X7, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(R9)
+	VEXTRACTF128   $0x01, Y8, X1
+	VADDPS         X1, X8, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(R9)(R10*1)
+	LEAQ           (AX)(CX*4), AX
+	ADDQ           $0x10, R9
+	SUBQ           $0x04, DX
+	JNZ            rows2x4Q5_0AVX2_row
 	VZEROUPPER
 	RET
 

@@ -212,8 +212,7 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	u := [2]reg.VecVirtual{unpack(Mem{Base: wp})[0], unpack(Mem{Base: wq})[0]}
 	var wdv [2]reg.VecVirtual
 	for r, m := range []Mem{{Base: wp}, {Base: wq}} {
-		wdv[r] = YMM()
-		VBROADCASTSS(f16ToScalar(m), wdv[r])
+		wdv[r] = f16Broadcast(m)
 	}
 	for a := 0; a < 4; a++ {
 		x := Mem{Base: xa}
@@ -254,6 +253,93 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	LEAQ(Mem{Base: w0, Index: stride, Scale: 2}, w0)
 	ADDQ(Imm(8), op)
 	SUBQ(Imm(2), rows)
+	JNZ(LabelRef(name + "_row"))
+	VZEROUPPER()
+	RET()
+}
+
+// f16Broadcast returns float32(f16 at m) in all eight lanes of a new YMM (VPBROADCASTW
+// then VCVTPH2PS: the same conversion as f16ToScalar, without the insert and the float
+// broadcast).
+func f16Broadcast(m Mem) reg.VecVirtual {
+	t := YMM()
+	VPBROADCASTW(m, t.AsX())
+	VCVTPH2PS(t.AsX(), t)
+	return t
+}
+
+// blockDotRows2x4 is blockDotRows4x2 turned around: four weight rows at a time (rows a
+// multiple of four) against two activation rows (x and x + xStride, their prepared
+// scales at xd[(4b+a)·8] for a = 0, 1, the layout prepScales4 writes, so a caller runs
+// it on activation rows 0-1 and 2-3 of a group). Each activation block's bias products
+// are shared by the four weight rows, each weight block unpacked once for the two
+// activation rows; every (weight row, activation row) keeps its own FMA chain in block
+// order, so the results are blockDotRows4's bits. Biased formats only (Q4_0, Q5_0).
+func blockDotRows2x4(name string, wBytes int, unpack func(w Mem) []reg.VecVirtual, corrConst Mem) {
+	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)")
+	Pragma("noescape")
+	Doc(name + " runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against two activation rows (AVX2, FMA, F16C).")
+	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
+	x0, xs, nb0 := Load(Param("x"), GP64()), Load(Param("xStride"), GP64()), Load(Param("nb"), GP64())
+	xd0 := Load(Param("xd"), GP64())
+	op, os := Load(Param("out"), GP64()), Load(Param("outStride"), GP64())
+	SHLQ(Imm(2), os) // bytes
+	corr := loadCorr(corrConst)
+	wp, wq, xa, xdp, nb := GP64(), GP64(), GP64(), GP64(), GP64()
+	Label(name + "_row")
+	MOVQ(w0, wp)
+	LEAQ(Mem{Base: w0, Index: stride, Scale: 1}, wq)
+	MOVQ(x0, xa)
+	MOVQ(xd0, xdp)
+	MOVQ(nb0, nb)
+	var acc [4][2]reg.VecVirtual
+	for r := range acc {
+		for a := range acc[r] {
+			acc[r][a] = YMM()
+			VXORPS(acc[r][a], acc[r][a], acc[r][a])
+		}
+	}
+	Label(name + "_block")
+	wm := []Mem{{Base: wp}, {Base: wq}, {Base: wp, Index: stride, Scale: 2}, {Base: wq, Index: stride, Scale: 2}}
+	xm := []Mem{{Base: xa}, {Base: xa, Index: xs, Scale: 1}}
+	for _, m := range wm {
+		if prefetchDist != 0 {
+			for off := 0; off < wBytes; off += 64 {
+				PREFETCHT1(Mem{Base: m.Base, Index: m.Index, Scale: m.Scale, Disp: prefetchDist + off})
+			}
+		}
+	}
+	var c [2]reg.VecVirtual
+	for a := range c {
+		c[a] = YMM()
+		VPMADDUBSW(xm[a].Offset(2), corr, c[a]) // bias·x, shared by the four weight rows
+	}
+	for r := 0; r < 4; r++ {
+		u := unpack(wm[r])[0]
+		wdv := f16Broadcast(wm[r])
+		for a := 0; a < 2; a++ {
+			p, d := YMM(), YMM()
+			VPMADDUBSW(xm[a].Offset(2), u, p)
+			VPSUBW(c[a], p, p)
+			VPMADDWD(ones16, p, p)
+			VMULPS(Mem{Base: xdp, Disp: 32 * a}, wdv, d) // f16(w.d)·f16(x.d)
+			VCVTDQ2PS(p, p)
+			VFMADD231PS(p, d, acc[r][a])
+		}
+	}
+	ADDQ(U32(wBytes), wp)
+	ADDQ(U32(wBytes), wq)
+	ADDQ(Imm(q8_0Bytes), xa)
+	ADDQ(Imm(128), xdp)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	for r := 0; r < 4; r++ {
+		hsumStore(acc[r][0], Mem{Base: op, Disp: 4 * r})
+		hsumStore(acc[r][1], Mem{Base: op, Index: os, Scale: 1, Disp: 4 * r})
+	}
+	LEAQ(Mem{Base: w0, Index: stride, Scale: 4}, w0)
+	ADDQ(Imm(16), op)
+	SUBQ(Imm(4), rows)
 	JNZ(LabelRef(name + "_row"))
 	VZEROUPPER()
 	RET()
