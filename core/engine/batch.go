@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,9 @@ import (
 // time and runs them as one model.ForwardBatch, so the weights are read once for all
 // of them. A sequence that finishes simply stops asking; a new request's prefill chunks
 // join the next step beside the others' decode and verify rows (chunked prefill: a long
-// prompt is split into Config.Batch-token forwards, so it delays the others by one
-// chunk at a time). With row identity, each sequence's rows have the bits its own
+// prompt is split into Config.Batch-token forwards, and a chunk that does not fit
+// beside the others' rows is cut to what they leave of the step's rows, so it rides in
+// their forward instead of one of its own that they would wait for). With row identity, each sequence's rows have the bits its own
 // forward would give: batching changes no output (batch invariance).
 //
 // A lone forward runs exactly as without batching (model.ForwardNoWait, graphs and
@@ -42,6 +44,10 @@ type batcher struct {
 	// scheduler of a loaded machine.
 	minGather time.Duration
 
+	// splitOK: a last-row job of any length may be split (the backend's rows are
+	// bitwise whatever the forward's row count: Caps.IdentityRows is 0)
+	splitOK bool
+
 	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
 	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
 
@@ -58,6 +64,11 @@ type job struct {
 	done chan struct{}
 	// seqs, rows: the sequences and rows of the forward that ran the job
 	seqs, rows int
+	// last: a last-row job run in an every-row forward (beside others' verify rows)
+	last bool
+	// start is the cache's length before the job's first piece ran, once a step split
+	// the job (see step); -1 before
+	start int
 }
 
 // Batching is what the sessions whose forwards are batched together share (a server's
@@ -106,7 +117,7 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
 		rows = id
 	}
-	b := &batcher{m: m, maxRows: rows, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1), minGather: bt.minGather}
+	b := &batcher{m: m, maxRows: rows, splitOK: m.Backend().Caps().IdentityRows == 0, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1), minGather: bt.minGather}
 	bt.by[m] = b
 	return b
 }
@@ -126,6 +137,7 @@ func (b *batcher) generating() int {
 // do runs j, batched with whatever other sessions ask for meanwhile.
 func (b *batcher) do(j *job) error {
 	j.done = make(chan struct{})
+	j.start = -1
 	b.mu.Lock()
 	b.queue = append(b.queue, j)
 	if !b.running {
@@ -172,21 +184,35 @@ func (b *batcher) loop() {
 		jobs := b.queue
 		b.queue = nil
 		b.mu.Unlock()
-		b.step(jobs)
+		rest := b.step(jobs)
 		b.mu.Lock()
+		b.queue = append(rest, b.queue...)
 	}
 	b.running = false
 	b.mu.Unlock()
 }
 
+// minPiece is the fewest rows of a prefill piece that a step cuts from a job to fill
+// what is left of a forward's rows (see step): fewer, and the job waits for a forward
+// of its own as before, so that a prompt still progresses by real chunks.
+const minPiece = 8
+
 // step runs jobs: each one the model refuses fails alone; the rest run in groups of
-// one row kind (every row's logits, or the last row's) of at most maxRows rows.
-func (b *batcher) step(jobs []*job) {
+// one row kind (every row's logits, or the last row's) of at most maxRows rows, the
+// shortest jobs first. A last-row job (a prefill chunk) that does not fit beside the
+// others' rows is cut (chunked prefill): its first rows fill the forward, with no
+// logits read, and the job, holding the rest, is returned to run in the next step
+// beside the others' next rows, instead of in a forward of its own that they would
+// wait for. With row identity the cut changes no bit of the sequence's cache or
+// logits (a job whose lone forward is past the backend's identity bound is not cut).
+func (b *batcher) step(jobs []*job) (rest []*job) {
 	mu := backendLock(b.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
+	slices.SortStableFunc(jobs, func(x, y *job) int { return len(x.ids) - len(y.ids) })
 	var groups [2][][]*job // [all]: groups of jobs
 	rows := [2]int{}
+	var pieces []*job // pieces[i] is cut from rest[i]
 	for _, j := range jobs {
 		if err := b.m.Check(j.ids, j.c); err != nil {
 			j.err = err
@@ -197,7 +223,44 @@ func (b *batcher) step(jobs []*job) {
 		if j.all {
 			k = 1
 		}
+		if k == 0 && len(groups[1]) > 0 && rows[1] < b.maxRows {
+			// a prefill chunk beside the others' decode and verify rows: in their
+			// forward (only its last row's logits read), cut to what they leave
+			g1 := &groups[1]
+			left := b.maxRows - rows[1]
+			if len(j.ids) <= left {
+				j.last = true
+				(*g1)[len(*g1)-1] = append((*g1)[len(*g1)-1], j)
+				rows[1] += len(j.ids)
+				continue
+			}
+			if left >= minPiece && (b.splitOK || len(j.ids) <= b.maxRows) {
+				p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
+				if j.start < 0 {
+					j.start = j.c.Len()
+				}
+				j.ids = j.ids[left:]
+				(*g1)[len(*g1)-1] = append((*g1)[len(*g1)-1], p)
+				rows[1] = b.maxRows
+				pieces, rest = append(pieces, p), append(rest, j)
+				continue
+			}
+		}
 		g := &groups[k]
+		if len(*g) > 0 && rows[k]+len(j.ids) > b.maxRows {
+			left := b.maxRows - rows[k]
+			if k == 0 && left >= minPiece && (b.splitOK || len(j.ids) <= b.maxRows) {
+				p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
+				if j.start < 0 {
+					j.start = j.c.Len()
+				}
+				j.ids = j.ids[left:]
+				(*g)[len(*g)-1] = append((*g)[len(*g)-1], p)
+				rows[k] = b.maxRows
+				pieces, rest = append(pieces, p), append(rest, j)
+				continue
+			}
+		}
 		if len(*g) == 0 || rows[k]+len(j.ids) > b.maxRows {
 			*g = append(*g, nil)
 			rows[k] = 0
@@ -210,6 +273,17 @@ func (b *batcher) step(jobs []*job) {
 			b.run(g, k == 1)
 		}
 	}
+	// a job whose piece failed fails: its cache goes back to before its first piece
+	kept := rest[:0]
+	for i, j := range rest {
+		if err := pieces[i].err; err != nil {
+			j.err = errors.Join(err, j.c.Truncate(j.start))
+			close(j.done)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	return kept
 }
 
 // run runs one group as one forward and hands each job its rows.
@@ -233,18 +307,27 @@ func (b *batcher) run(g []*job, all bool) {
 	if len(g) == 1 { // alone: as without batching, graphs and all
 		j := g[0]
 		j.err = forwardRead(b.m, j.c, j.ids, all, j.read)
+		if j.err != nil && j.start >= 0 {
+			j.err = errors.Join(j.err, j.c.Truncate(j.start))
+		}
 		return
 	}
 	seqs := make([]model.Seq, len(g))
 	pos0 := make([]int, len(g))
 	for i, j := range g {
 		seqs[i], pos0[i] = model.Seq{IDs: j.ids, Cache: j.c}, j.c.Len()
+		if j.start >= 0 {
+			pos0[i] = j.start // the rest of a cut job: back to before its first piece
+		}
 	}
 	t0 := time.Now()
 	l, err := b.m.ForwardBatch(seqs, all)
 	if err != nil {
-		for _, j := range g {
+		for i, j := range g {
 			j.err = err
+			if j.start >= 0 {
+				j.err = errors.Join(err, j.c.Truncate(pos0[i]))
+			}
 		}
 		return
 	}
@@ -257,7 +340,16 @@ func (b *batcher) run(g []*job, all bool) {
 		if all {
 			n = len(j.ids)
 		}
-		view, err := b.rows(l, row, n)
+		if j.read == nil { // a piece of a cut job: no logits wanted
+			row += n
+			continue
+		}
+		var view model.Logits
+		if j.last {
+			view, err = b.rows(l, row+n-1, 1)
+		} else {
+			view, err = b.rows(l, row, n)
+		}
 		if err == nil {
 			err = j.read(view)
 		}

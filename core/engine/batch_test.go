@@ -273,3 +273,91 @@ func TestMaxBatchRows(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillJoinsDecoding: while sessions decode, a new session's prompt chunk does
+// not run in a forward of its own (which the decoding sessions would wait for): the
+// batcher cuts it to what the decode rows leave of the step, and the new session's
+// tokens are still those it gives alone.
+func TestPrefillJoinsDecoding(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	v := target.Params.Vocab
+	prompt := func(i, n int) []int32 {
+		p := make([]int32, n)
+		for k := range p {
+			p[k] = int32((i*104729 + k*7919 + 13) % v)
+		}
+		return p
+	}
+	newSession := func(bt *Batching) *Session {
+		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: 128, Batch: 64, Batching: bt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	late := Request{Prompt: prompt(9, 30), NPredict: 2, Sampler: enginetest.Greedy{}}
+	want, err := newSession(nil).Generate(bg, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := NewBatching(16)
+	bt.minGather = 50 * time.Millisecond
+	var mu sync.Mutex
+	var lone []int // rows of forwards that served one sequence
+	bt.Observe(func(seqs, rows int, _ time.Duration) {
+		if seqs == 1 {
+			mu.Lock()
+			lone = append(lone, rows)
+			mu.Unlock()
+		}
+	})
+	const decoders = 3
+	var wg sync.WaitGroup
+	errs := make([]error, decoders+1)
+	stop, cancel := context.WithCancel(bg)
+	defer cancel()
+	// each decoder waits at its first token until the prompt is about to arrive
+	arrived, gate := make(chan struct{}, decoders), make(chan struct{})
+	for i := range decoders {
+		s := newSession(bt)
+		wg.Go(func() {
+			smp := &gatedSampler{arrived: arrived, gate: gate}
+			_, errs[i] = s.Generate(stop, Request{Prompt: prompt(i, 2), NPredict: 100, Sampler: smp})
+		})
+	}
+	for range decoders {
+		<-arrived
+	}
+	close(gate)
+	got, err := newSession(bt).Generate(bg, late)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) {
+		t.Errorf("late session: batched %v, alone %v", got.Tokens, want.Tokens)
+	}
+	for _, r := range lone {
+		if r > 1 {
+			t.Errorf("a forward of %d rows ran alone (forwards alone: %v)", r, lone)
+			break
+		}
+	}
+}
+
+// gatedSampler is greedy; its first Sample tells arrived and waits for gate.
+type gatedSampler struct {
+	enginetest.Greedy
+	arrived chan<- struct{}
+	gate    <-chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
+	g.once.Do(func() { g.arrived <- struct{}{}; <-g.gate })
+	return g.Greedy.Sample(ctx, r)
+}
