@@ -213,6 +213,28 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 	var groups [2][][]*job // [all]: groups of jobs
 	rows := [2]int{}
 	var pieces []*job // pieces[i] is cut from rest[i]
+	// add puts j in the last group of groups[k]
+	add := func(k int, j *job) {
+		last := &groups[k][len(groups[k])-1]
+		*last = append(*last, j)
+		rows[k] += len(j.ids)
+	}
+	// cut puts j's first left rows, as a piece, in the last group of groups[k] (which
+	// they fill) and keeps j, holding the rest, for the next step; false where j may
+	// not be cut to left rows
+	cut := func(k int, j *job, left int) bool {
+		if left < minPiece || !b.splitOK && len(j.ids) > b.maxRows {
+			return false
+		}
+		p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
+		if j.start < 0 {
+			j.start = j.c.Len()
+		}
+		j.ids = j.ids[left:]
+		add(k, p)
+		pieces, rest = append(pieces, p), append(rest, j)
+		return true
+	}
 	for _, j := range jobs {
 		if err := b.m.Check(j.ids, j.c); err != nil {
 			j.err = err
@@ -226,47 +248,25 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 		if k == 0 && len(groups[1]) > 0 && rows[1] < b.maxRows {
 			// a prefill chunk beside the others' decode and verify rows: in their
 			// forward (only its last row's logits read), cut to what they leave
-			g1 := &groups[1]
 			left := b.maxRows - rows[1]
 			if len(j.ids) <= left {
 				j.last = true
-				(*g1)[len(*g1)-1] = append((*g1)[len(*g1)-1], j)
-				rows[1] += len(j.ids)
+				add(1, j)
 				continue
 			}
-			if left >= minPiece && (b.splitOK || len(j.ids) <= b.maxRows) {
-				p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
-				if j.start < 0 {
-					j.start = j.c.Len()
-				}
-				j.ids = j.ids[left:]
-				(*g1)[len(*g1)-1] = append((*g1)[len(*g1)-1], p)
-				rows[1] = b.maxRows
-				pieces, rest = append(pieces, p), append(rest, j)
+			if cut(1, j, left) {
 				continue
 			}
 		}
 		g := &groups[k]
-		if len(*g) > 0 && rows[k]+len(j.ids) > b.maxRows {
-			left := b.maxRows - rows[k]
-			if k == 0 && left >= minPiece && (b.splitOK || len(j.ids) <= b.maxRows) {
-				p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
-				if j.start < 0 {
-					j.start = j.c.Len()
-				}
-				j.ids = j.ids[left:]
-				(*g)[len(*g)-1] = append((*g)[len(*g)-1], p)
-				rows[k] = b.maxRows
-				pieces, rest = append(pieces, p), append(rest, j)
-				continue
-			}
+		if k == 0 && len(*g) > 0 && rows[k]+len(j.ids) > b.maxRows && cut(k, j, b.maxRows-rows[k]) {
+			continue
 		}
 		if len(*g) == 0 || rows[k]+len(j.ids) > b.maxRows {
 			*g = append(*g, nil)
 			rows[k] = 0
 		}
-		(*g)[len(*g)-1] = append((*g)[len(*g)-1], j)
-		rows[k] += len(j.ids)
+		add(k, j)
 	}
 	for k := range groups {
 		for _, g := range groups[k] {
