@@ -406,13 +406,11 @@ func init() {
 	if !hasAVX2 || hasTileZ {
 		return
 	}
-	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil, rows4pQ8_0AVX2) }
-	// The four-weight-row kernels (rows2x4Q4_0AVX2, rows2x4Q5_0AVX2) are not chosen: on
-	// this session's Xeon with AVX-512 off they were 2-10% (Q4_0) and 19-23% (Q5_0) slower
-	// than rows4x2 (BenchmarkRowsAVX2, docs/PERFORMANCE.md): a weight block unpacked for
-	// two activation rows instead of four costs more than the bias products they share.
-	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil, nil) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil, nil) }
+	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2) }
+	// Four weight rows × two activation rows a pass was tried (commit 11dcf4f, removed
+	// after): 2-23% slower than rows4x2 with AVX-512 off (docs/PERFORMANCE.md).
+	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil) }
 }
 
 // rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func
@@ -441,12 +439,11 @@ func prepScales4(xd []float32, x []byte, xs, nb int) {
 }
 
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
-// a time (each weight block unpacked once for the four; with rows2x4, Q4_0/Q5_0, four
-// weight rows at a time against activation rows 0-1 and then 2-3 of the four; with
-// rows4x2, two weight rows at a time sharing each activation load; rows4p, Q8_0, one weight row with
+// a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
+// weight rows at a time sharing each activation load; rows4p, Q8_0, one weight row with
 // the prepared scales), then one at a time.
 func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
-	rows4 rows4Func, rows4x2, rows2x4, rows4p rows4x2Func) {
+	rows4 rows4Func, rows4x2, rows4p rows4x2Func) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -455,7 +452,7 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		return
 	}
 	var xd []float32
-	if (rows4x2 != nil && tl.Rows >= 2 || rows2x4 != nil && tl.Rows >= 4 || rows4p != nil) && tl.NX >= 4 {
+	if (rows4x2 != nil && tl.Rows >= 2 || rows4p != nil) && tl.NX >= 4 {
 		bp := scalesPool.Get().(*[]float32)
 		defer scalesPool.Put(bp)
 		if cap(*bp) < 32*nb {
@@ -470,15 +467,9 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		if xd != nil {
 			prepScales4(xd, tl.X[t*tl.XStride:], tl.XStride, nb)
 		}
-		if xd != nil && rows2x4 != nil && tl.Rows >= 4 {
-			r = tl.Rows &^ 3
-			rows2x4(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &xd[0], &out[0], tl.OutStride)
-			rows2x4(&tl.W[0], tl.WStride, r, &tl.X[(t+2)*tl.XStride], tl.XStride, nb, &xd[16], &out[2*tl.OutStride], tl.OutStride)
-		}
-		if xd != nil && rows4x2 != nil && tl.Rows-r >= 2 {
-			r2 := (tl.Rows - r) &^ 1
-			rows4x2(&tl.W[r*tl.WStride], tl.WStride, r2, x, tl.XStride, nb, &xd[0], &out[r], tl.OutStride)
-			r += r2
+		if xd != nil && rows4x2 != nil && tl.Rows >= 2 {
+			r = tl.Rows &^ 1
+			rows4x2(&tl.W[0], tl.WStride, r, x, tl.XStride, nb, &xd[0], &out[0], tl.OutStride)
 		}
 		switch {
 		case r == tl.Rows:

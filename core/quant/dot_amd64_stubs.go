@@ -74,16 +74,6 @@ func rows4x2Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb in
 //go:noescape
 func rows4x2Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
 
-// rows2x4Q4_0AVX2 runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against two activation rows (AVX2, FMA, F16C).
-//
-//go:noescape
-func rows2x4Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
-
-// rows2x4Q5_0AVX2 runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against two activation rows (AVX2, FMA, F16C).
-//
-//go:noescape
-func rows2x4Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
-
 // dotF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n binary16 values; n%32 == 0 (AVX, F16C).
 //
 //go:noescape

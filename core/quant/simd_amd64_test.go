@@ -92,32 +92,26 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	type kernels struct {
-		rows                     func(*byte, int, int, *byte, int, *float32)
-		rows4                    rows4Func
-		rows4x2, rows2x4, rows4p rows4x2Func
+		rows            func(*byte, int, int, *byte, int, *float32)
+		rows4           rows4Func
+		rows4x2, rows4p rows4x2Func
 	}
 	for name, k := range map[string]kernels{
-		"Q8_0": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil, nil}, "Q8_0/prepared": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil, rows4pQ8_0AVX2},
-		"Q4_0": {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil, nil}, "Q4_0/rows4": {rowsQ4_0AVX2, rows4Q4_0AVX2, nil, nil, nil},
-		"Q4_0/2x4":      {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, rows2x4Q4_0AVX2, nil},
-		"Q4_0/2x4-only": {rowsQ4_0AVX2, rows4Q4_0AVX2, nil, rows2x4Q4_0AVX2, nil},
-		"Q5_0":          {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil, nil}, "Q5_0/rows4": {rowsQ5_0AVX2, rows4Q5_0AVX2, nil, nil, nil},
-		"Q5_0/2x4": {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, rows2x4Q5_0AVX2, nil},
+		"Q8_0": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil}, "Q8_0/prepared": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2},
+		"Q4_0": {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil}, "Q4_0/rows4": {rowsQ4_0AVX2, rows4Q4_0AVX2, nil, nil},
+		"Q5_0": {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil}, "Q5_0/rows4": {rowsQ5_0AVX2, rows4Q5_0AVX2, nil, nil},
 	} {
 		typ := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q5_0": Q5_0}[strings.Split(name, "/")[0]]
 		tr, _ := typ.Lookup()
 		for nb := 1; nb <= 20; nb++ {
 			n, rows, nx := 32*nb, 1+nb%5, 1+nb%7 // 1-7 activation rows: groups of four and the rest
-			if strings.Contains(name, "2x4") {
-				rows = 1 + nb%11 // 1-11: four-row groups and every rest
-			}
 			rb := mustRowBytes(t, typ, n)
 			xb := mustRowBytes(t, tr.VecDotType, n)
 			xs, os := xb+q8_0Bytes, rows+3
 			tl := &Tile{N: n, W: randomRow(rng, typ, n*rows), WStride: rb, Rows: rows,
 				X: randomRow(rng, tr.VecDotType, (n+qk)*nx), XStride: xs, NX: nx,
 				Out: make([]float32, nx*os), OutStride: os}
-			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, k.rows2x4, k.rows4p)
+			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, k.rows4p)
 			for x := 0; x < nx; x++ {
 				for r := 0; r < rows; r++ {
 					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xs:])
@@ -125,42 +119,6 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 						t.Fatalf("%s n=%d row %d act %d: %v, VecDot %v", name, n, r, x, got, want)
 					}
 				}
-			}
-		}
-	}
-}
-
-// BenchmarkRowsAVX2 compares the AVX2 row kernels of DotTile on one tile shape (256
-// weight rows, 64 activation rows): "4x2" two weight rows × four activation rows at a
-// time (what DotTile runs), "2x4" four weight rows × two activation rows.
-func BenchmarkRowsAVX2(b *testing.B) {
-	if !hasAVX2 {
-		b.Skip("no AVX2/F16C on this CPU")
-	}
-	for _, typ := range []Type{Q4_0, Q5_0} {
-		tr, _ := typ.Lookup()
-		ks := map[Type][3]any{
-			Q4_0: {rowsQ4_0AVX2, rows4Q4_0AVX2, [2]rows4x2Func{rows4x2Q4_0AVX2, rows2x4Q4_0AVX2}},
-			Q5_0: {rowsQ5_0AVX2, rows4Q5_0AVX2, [2]rows4x2Func{rows4x2Q5_0AVX2, rows2x4Q5_0AVX2}},
-		}[typ]
-		rows1, rows4, k := ks[0].(func(*byte, int, int, *byte, int, *float32)), ks[1].(func(*byte, int, int, *byte, int, int, *float32, int)), ks[2].([2]rows4x2Func)
-		for _, n := range []int{896, 4864} {
-			for _, path := range []string{"4x2", "2x4"} {
-				b.Run(typ.String()+"/"+itoa(n)+"/"+path, func(b *testing.B) {
-					rng := rand.New(rand.NewPCG(3, 3))
-					const rows, nx = 256, 64
-					wb, xb := mustRowBytes(b, typ, n), mustRowBytes(b, tr.VecDotType, n)
-					tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
-						W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
-					var r2x4 rows4x2Func
-					if path == "2x4" {
-						r2x4 = k[1]
-					}
-					b.SetBytes(int64(len(tl.W)))
-					for i := 0; i < b.N; i++ {
-						tileRowsAVX2(tl, rows1, rows4, k[0], r2x4, nil)
-					}
-				})
 			}
 		}
 	}

@@ -47,8 +47,6 @@ func main() {
 	blockDotRows4P("rows4pQ8_0AVX2", 34, splitQ8_0, Mem{})
 	blockDotRows4x2("rows4x2Q4_0AVX2", 18, splitQ4_0.unpack, eights)
 	blockDotRows4x2("rows4x2Q5_0AVX2", 22, splitQ5_0.unpack, sixteens)
-	blockDotRows2x4("rows2x4Q4_0AVX2", 18, splitQ4_0.unpack, eights)
-	blockDotRows2x4("rows2x4Q5_0AVX2", 22, splitQ5_0.unpack, sixteens)
 	dotF16()
 	dotBF16()
 	q4KDot()
