@@ -1,0 +1,135 @@
+#!/bin/bash
+# h200-compare.sh: one device session that measures every GPU criterion of the open issues,
+# minfer beside llama.cpp on the same files in one run (../shared/bench/compare.sh's method,
+# extended: pp4096, the cuBLAS-less fallback, Q3_K_M/IQ4_XS decode, speculative serving, the
+# drafter bed) and runs the CUDA test binary while llama.cpp builds.
+#
+# Here (no GPU), from the repository root, put what the run needs into two folders, each under
+# the device's carry limit:
+#   scripts/h200-compare.sh pack      # .dev/cmp: minfer, llama.cpp source, loadgen, this script
+#                                     # .dev/cmpt: cuda.test, the test models, the trained pair
+# On the GPU machine, three calls back to back (an idle machine is taken back after 30 s):
+#   bash .dev/cmp/h200-compare.sh stash      # (carry .dev/cmp) copies it to /tmp/h2c
+#   bash .dev/cmpt/h200-compare.sh start     # (carry .dev/cmpt) copies it, starts the run detached
+#   bash /tmp/h2c/h200-compare.sh wait 540   # repeat until "ALL DONE"; logs land in $OUT
+# While llama.cpp builds (10 of the 16 cores) the GPU runs minfer-only work: the CUDA tests,
+# the drafter bed and minfer's own serving and speculation rows, whose criteria are ratios of
+# minfer to itself. Everything that is divided by a llama.cpp figure runs after the build, the
+# two engines alternating.
+set -u
+W=/tmp/h2c; L=$W/logs; M=$W/m; LB=$W/llama.cpp/build/bin; MF=$W/minfer
+export MINFER_CACHE_DIR=$W/kcache
+stage() { echo "$(date +%T) $*" >> $L/progress.txt; }
+up() { for i in $(seq 1 480); do curl -sf 127.0.0.1:$1/health >/dev/null && return; sleep 0.5; done; }
+
+synth() {
+  $MF synth --preset qwen2.5-0.5b --type q4_k_m --n-vocab 152064 --seed 3 -o $M/d05-q4km.gguf > $L/synth.log 2>&1
+  $MF synth --preset qwen2.5-7b --type q4_k_m --seed 3 -o $M/t7-q4km.gguf >> $L/synth.log 2>&1
+  stage "synth pair rc=$?"
+  $MF synth --preset qwen2.5-0.5b --type q8_0 --seed 5 --fast -o $M/s05-q8.gguf >> $L/synth.log 2>&1
+  $MF synth --preset qwen2.5-7b --type q4_0 --seed 5 --fast -o $M/s7-q40.gguf >> $L/synth.log 2>&1
+  $MF synth --preset qwen2.5-7b --type q8_0 --seed 5 --fast -o $M/s7-q8.gguf >> $L/synth.log 2>&1
+  for t in q3_k_m iq4_xs; do
+    $MF synth --preset qwen2.5-7b --type $t --seed 5 --fast -o $M/s7-$t.gguf >> $L/synth.log 2>&1 || rm -f $M/s7-$t.gguf
+  done
+  stage "synth rest rc=$?"
+}
+
+build() {
+  cd $W && tar xJf $W/llama.cpp-d32676d7.tar.xz && \
+  cmake -S llama.cpp -B llama.cpp/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF > $L/build.log 2>&1 && \
+  cmake --build llama.cpp/build -j 10 --target llama-bench llama-server llama-speculative-simple >> $L/build.log 2>&1
+  stage "build rc=$?"
+}
+
+# serve NAME PORT CLIENTS REQUESTS -- server command...: one loadgen row into serve.jsonl.
+serve() {
+  local name=$1 port=$2 c=$3 r=$4; shift 5
+  "$@" > $L/serve-$name.log 2>&1 & local p=$!; up $port
+  python3 $W/loadgen.py --port $port --clients $c --requests $r --max-tokens 128 --label "$name" \
+    --extra '{"ignore_eos": true}' >> $L/serve.jsonl 2>>$L/err.log
+  kill $p; wait $p 2>/dev/null
+}
+
+minfer_only() {
+  # The CUDA tests (every one, TestCompileAllArchs included), then the drafter bed.
+  (cd $W/t && MINFER_TESTDATA=$W/t/td timeout 400 ./cuda.test -test.v -test.timeout 380s \
+     -test.skip '^TestBenchModel$' > $L/cuda-test.log 2>&1; echo "rc=$?" >> $L/cuda-test.log)
+  stage "cuda tests $(tail -1 $L/cuda-test.log) $(grep -c '^--- FAIL' $L/cuda-test.log) failed"
+  if [ -x $W/bench-drafters.sh ]; then
+    timeout 300 bash $W/bench-drafters.sh $MF $W/t/td/models/trained $L/drafters > $L/drafters.log 2>&1
+    stage "drafters rc=$?"
+  fi
+  while ! grep -q "synth pair" $L/progress.txt; do sleep 2; done
+  $MF specbench -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda --depths 0,1,2,3,4,6,8,auto \
+    --curve-rows 64 -n 128 -r 2 --json > $L/mf-specbench.json 2>>$L/err.log
+  stage "specbench rc=$?"
+  for c in 1 4 8 32; do
+    serve mf-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
+    serve mf-spec-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
+      --parallel $c --ctx 2048 --addr 127.0.0.1:18101
+  done
+  stage "minfer serve done"
+}
+
+side_by_side() {
+  for pass in a b; do
+    for f in t7-q4km s7-q40 s7-q8 s05-q8 d05-q4km s7-q3_k_m s7-iq4_xs; do
+      [ -f $M/$f.gguf ] || continue
+      $LB/llama-bench -m $M/$f.gguf -p 512 -n 128 -fa 1 -ngl 99 -r 3 -o json > $L/lb-$f-$pass.json 2>>$L/err.log
+      $MF bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda --json > $L/mf-$f-$pass.json 2>>$L/err.log
+    done
+  done
+  stage "bench done"
+  $LB/llama-bench -m $M/t7-q4km.gguf -p 4096 -n 0 -fa 1 -ngl 99 -r 2 -o json > $L/lb-pp4096.json 2>>$L/err.log
+  $MF bench -m $M/t7-q4km.gguf -p 4096 -n 0 -r 2 --device cuda --json > $L/mf-pp4096.json 2>>$L/err.log
+  MINFER_NO_CUBLAS=1 $MF bench -m $M/t7-q4km.gguf -p 512 -n 0 -r 3 --device cuda --json > $L/mf-nocublas.json 2>>$L/err.log
+  $LB/llama-bench -m $M/t7-q4km.gguf -p 1,2,4,8,16,32,64 -n 0 -fa 1 -ngl 99 -r 3 -o json > $L/lb-curve.json 2>>$L/err.log
+  stage "pp4096, fallback, curve done"
+  for d in 1 2 4 8; do
+    $LB/llama-speculative-simple -m $M/t7-q4km.gguf -md $M/d05-q4km.gguf --spec-type draft-simple -ngl 99 -ngld 99 -fa on \
+      --spec-draft-n-max $d -p "The history of the city begins with a small settlement by the river, where traders" \
+      -n 256 --temp 0 > /dev/null 2> $L/lc-spec-d$d.err
+  done
+  stage "llama spec done"
+  serve llama-np8 18102 8 3 -- $LB/llama-server -m $M/t7-q4km.gguf -ngl 99 -fa on -np 8 -c 16384 --port 18102
+  serve mf-np8-again 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
+  stage "llama serve done"
+}
+
+run() {
+  mkdir -p $L $M; stage "start"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > $L/smi.txt 2>&1
+  build & local bp=$!
+  synth & local sp=$!
+  minfer_only
+  wait $bp $sp
+  side_by_side
+  stage "ALL DONE"
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+case "${1:-}" in
+  pack)
+    set -e
+    mkdir -p .dev/cmp .dev/cmpt/td/models/trained
+    CGO_ENABLED=0 go build -ldflags="-s -w" -o .dev/cmp/minfer ./cmd/minfer
+    cp ../shared/bench/llama.cpp-d32676d7.tar.xz ../shared/bench/loadgen.py scripts/h200-compare.sh .dev/cmp/
+    [ -f scripts/bench-drafters.sh ] && cp scripts/bench-drafters.sh .dev/cmp/
+    CGO_ENABLED=0 go test -c -tags cuda -ldflags="-s -w" -o .dev/cmpt/cuda.test ./core/backend/cuda
+    cp scripts/h200-compare.sh .dev/cmpt/
+    cp -r .dev/testdata/. .dev/cmpt/td/
+    cp ../shared/testdata/models/trained/{target-q4_k_m.gguf,draft-q8_0.gguf,eval-prose.txt,eval-code.txt,tokenizer.json} \
+      .dev/cmpt/td/models/trained/
+    du -sh .dev/cmp .dev/cmpt ;;
+  stash) rm -rf $W && mkdir -p $W && cp -r $here/. $W/ && ls $W ;;
+  start)
+    mkdir -p $W/t $L && cp -r $here/. $W/t/
+    setsid nohup bash $W/h200-compare.sh run > $L/pipe.log 2>&1 < /dev/null & sleep 2; cat $L/progress.txt ;;
+  run) run ;;
+  wait)
+    for i in $(seq 1 ${2:-540}); do grep -q "ALL DONE" $L/progress.txt 2>/dev/null && break; sleep 1; done
+    mkdir -p $OUT; (cd $L && tar czf $OUT/h2c-logs.tgz .); cat $L/progress.txt ;;
+  *) echo "usage: h200-compare.sh pack|stash|start|wait [SECONDS]" >&2; exit 2 ;;
+esac
