@@ -31,6 +31,8 @@ type emitter struct {
 	pending string          // held back: a suffix that may start a stop string
 	tokens  []int32
 	reason  StopReason
+	// ignoreEOG treats end-of-generation tokens as ordinary ones (Request.IgnoreEOG).
+	ignoreEOG bool
 }
 
 // StopReason says why a generation ended.
@@ -47,7 +49,7 @@ const (
 // (the token is then not emitted if it is an EOG; a stop string cuts the text before
 // the string).
 func (e *emitter) push(id int32) (bool, error) {
-	if e.vocab.IsEOG(id) {
+	if !e.ignoreEOG && e.vocab.IsEOG(id) {
 		e.reason = StopEOG
 		return true, nil
 	}

@@ -63,9 +63,14 @@ type Request struct {
 	// NPredict is the most tokens to generate; < 0 means until EOG or a full context.
 	NPredict int
 	Stop     []string // stop strings: the text ends just before the first one
-	Sampler  sdk.Sampler
-	Penalty  sdk.Penalty     // nil: no penalty
-	Policy   sdk.DepthPolicy // nil: depth 0 (plain decoding)
+	// IgnoreEOG keeps generating through end-of-generation tokens (llama-server's and
+	// vLLM's ignore_eos, for benchmarks that want every request to produce NPredict
+	// tokens): an EOG is then an ordinary token, kept in Result.Tokens, and only the
+	// budget, a stop string or the context ends the generation.
+	IgnoreEOG bool
+	Sampler   sdk.Sampler
+	Penalty   sdk.Penalty     // nil: no penalty
+	Policy    sdk.DepthPolicy // nil: depth 0 (plain decoding)
 	// DraftMax, if non-nil, lowers the session's depth bound for this request (a
 	// server request's draft_max); the policy sees it as RoundOutcome.MaxDepth.
 	DraftMax *int
@@ -474,7 +479,7 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	}
 	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}
 	g.res.Spec.Policy = req.PolicyName
-	g.emit = emitter{vocab: s.vocab, stream: s.vocab.NewStream(), stops: req.Stop, onText: req.OnText}
+	g.emit = emitter{vocab: s.vocab, stream: s.vocab.NewStream(), stops: req.Stop, onText: req.OnText, ignoreEOG: req.IgnoreEOG}
 	err := g.run(ctx)
 	g.finish()
 	return g.res, err

@@ -158,6 +158,9 @@ type commonRequest struct {
 	// (which wins when both are set), so llama.cpp's clients bound speculation too.
 	SpecNMax  *int               `json:"speculative.n_max"`
 	LogitBias map[string]float64 `json:"logit_bias"`
+	// IgnoreEOS is llama-server's and vLLM's ignore_eos: generate through
+	// end-of-generation tokens until max_tokens (benchmarks; engine.Request.IgnoreEOG).
+	IgnoreEOS bool `json:"ignore_eos"`
 	// Not implemented, refused by name rather than ignored (a 200 with free text
 	// would read as JSON mode or tool calling working).
 	ResponseFormat json.RawMessage `json:"response_format"`

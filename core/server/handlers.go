@@ -35,6 +35,7 @@ type job struct {
 	stream     bool
 	usage      bool // stream_options.include_usage
 	assertID   bool
+	ignoreEOS  bool
 	maxField   string // the field that set maxTokens ("" when the request left it out)
 	cached     int    // prompt tokens the slot's cache holds (set once the slot is taken)
 	id         string
@@ -222,7 +223,7 @@ func (s *Server) newJob(ctx context.Context, chat bool, prompt tokenizer.Prompt,
 	j := &job{
 		chat: chat, prompt: ids, maxTokens: maxTokens, logprobs: lp, stop: c.Stop, params: p,
 		stream: c.Stream, usage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
-		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, created: time.Now().Unix(), promptText: prompt.Text,
+		assertID: c.Minfer != nil && c.Minfer.AssertIdentity, ignoreEOS: c.IgnoreEOS, created: time.Now().Unix(), promptText: prompt.Text,
 	}
 	switch { // validate lets max_completion_tokens win when both are set
 	case c.MaxCompletionTokens != nil:
@@ -338,7 +339,7 @@ func (s *Server) sendDeadline(w http.ResponseWriter, j *job) {
 // request builds the engine request; lp collects logprobs when asked.
 func (j *job) request(pl *Plugins, onText func(string) error) (engine.Request, *lpSampler) {
 	req := engine.Request{
-		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop,
+		Prompt: j.prompt, NPredict: j.maxTokens, Stop: j.stop, IgnoreEOG: j.ignoreEOS,
 		Sampler: pl.Sampler, Penalty: pl.Penalty, Policy: pl.Policy, PolicyName: pl.PolicyName, Drafters: pl.Drafters,
 		Seed: pl.Seed, OnText: onText, DraftMax: j.params.DraftMax, OnDrafterFailure: j.onDrafterFailure,
 	}

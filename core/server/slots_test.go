@@ -182,3 +182,37 @@ func TestSlotReuseAfterEOG(t *testing.T) {
 		t.Fatalf("next: %d cached tokens, want %d (the first prompt, its reply and the EOG before the cache's end)", next.cached, want)
 	}
 }
+
+// TestIgnoreEOS: with llama-server's and vLLM's ignore_eos an end-of-generation token
+// does not end the reply: it runs to max_tokens (what benchmarks rely on); without it
+// the same sampler stops at the EOG.
+func TestIgnoreEOS(t *testing.T) {
+	const eos = 2 // stories260K's </s>
+	_, hs := newCountingServer(t, 1, eogResolver{eogSampler{n: 3, eog: eos}})
+	for _, tc := range []struct {
+		ignore bool
+		finish string
+		gen    int
+	}{{false, "stop", 3}, {true, "length", 12}} {
+		body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": tc.ignore})
+		code, out := post(t, hs.URL+"/v1/completions", string(body))
+		if code != 200 {
+			t.Fatalf("ignore_eos %v: status %d: %v", tc.ignore, code, out)
+		}
+		raw, _ := json.Marshal(out)
+		var r struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil || len(r.Choices) != 1 {
+			t.Fatalf("ignore_eos %v: reply %s (%v)", tc.ignore, raw, err)
+		}
+		if r.Choices[0].FinishReason != tc.finish || r.Usage.CompletionTokens != tc.gen {
+			t.Fatalf("ignore_eos %v: finish %s after %d tokens, want %s after %d", tc.ignore, r.Choices[0].FinishReason, r.Usage.CompletionTokens, tc.finish, tc.gen)
+		}
+	}
+}
