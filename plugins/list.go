@@ -26,9 +26,9 @@ type ListRow struct {
 }
 
 // ParamsLabel says which params keys a plugin declares it reads, as plugin list and
-// plugin check print them: the keys, "none" (it declares that it reads none) or "-"
-// (it declares nothing: it is offered every setting of its roles and every key, and a
-// built-in checks its keys itself).
+// plugin check print them: the keys (every built-in declares its own), "none" (it
+// declares that it reads none) or "-" (it declares nothing: it is offered every setting
+// of its roles and every key).
 func ParamsLabel(info Info) string {
 	switch {
 	case !info.ParamsDeclared:
@@ -37,6 +37,17 @@ func ParamsLabel(info Info) string {
 		return "none"
 	}
 	return strings.Join(info.Params, ",")
+}
+
+// DeclaredParams is the params declaration of info as the JSON of plugin list and
+// plugin check carries it: nil (left out) when the plugin declares nothing, a copy of
+// its keys ([] when it declares that it reads none) otherwise.
+func DeclaredParams(info Info) *[]string {
+	if !info.ParamsDeclared {
+		return nil
+	}
+	keys := append([]string{}, info.Params...)
+	return &keys
 }
 
 // WriteList writes every plugin reg declares (name, roles, version, source, ABI
@@ -59,10 +70,7 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 			k := info.Needs.TopK
 			r.TopK = &k
 		}
-		if info.ParamsDeclared {
-			keys := append([]string{}, info.Params...)
-			r.Params = &keys
-		}
+		r.Params = DeclaredParams(info)
 		rows = append(rows, r)
 	}
 	if asJSON {

@@ -14,17 +14,17 @@ import (
 )
 
 // TestListShowsDeclaredParams: plugin list shows the params keys a plugin declares it
-// reads (ABI v1.3) — the keys, "none" for a plugin that declares it reads none, "-" for
-// one that declares nothing (the built-ins) — in the table and in the JSON.
+// reads (ABI v1.3) — the keys (a built-in's too), "none" for a plugin that declares it
+// reads none, "-" for one that declares nothing — in the table and in the JSON.
 func TestListShowsDeclaredParams(t *testing.T) {
 	dir := t.TempDir()
 	decls := map[string]config.Plugin{}
 	for _, tc := range []struct {
 		name string
-		keys []string
-	}{{"keyed", []string{"depth", "draft_max"}}, {"keyless", []string{}}} {
+		keys []string // nil: declares nothing
+	}{{"keyed", []string{"depth", "draft_max"}}, {"keyless", []string{}}, {"undeclared", nil}} {
 		info := sdk.AppendInfo(nil, []sdk.Info{{Name: tc.name, Version: "0.1.0", Roles: []sdk.Role{sdk.RolePolicy},
-			Params: tc.keys, ParamsDeclared: true}})
+			Params: tc.keys, ParamsDeclared: tc.keys != nil}})
 		mod := wasmtest.Plugin{Minor: sdk.ABIMinor, Info: info, Policy: wasmtest.I64Const(0)}
 		path := filepath.Join(dir, tc.name+".wasm")
 		if err := os.WriteFile(path, mod.Bytes(), 0o644); err != nil {
@@ -33,11 +33,23 @@ func TestListShowsDeclaredParams(t *testing.T) {
 		decls[tc.name] = config.Plugin{Source: "file:" + path}
 	}
 	decls["static"] = config.Plugin{Source: "builtin:static"}
-	r, err := NewRegistry(context.Background(), decls, nil, WithInstances(1))
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"wasm built-ins", nil}, {"native built-ins", []Option{WithNativeBuiltins()}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			r, err := NewRegistry(context.Background(), decls, nil, append(mode.opts, WithInstances(1))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			checkList(t, r)
+		})
 	}
-	defer r.Close()
+}
+
+func checkList(t *testing.T, r *Registry) {
+	t.Helper()
 	var table strings.Builder
 	if err := WriteList(&table, r, false); err != nil {
 		t.Fatal(err)
@@ -53,7 +65,8 @@ func TestListShowsDeclaredParams(t *testing.T) {
 		}
 		got[f[0]] = f[len(f)-1]
 	}
-	for name, want := range map[string]string{"keyed": "depth,draft_max", "keyless": "none", "static": "-"} {
+	for name, want := range map[string]string{"keyed": "depth,draft_max", "keyless": "none", "undeclared": "-",
+		"static": "depth,min_conf,keep_cut,draft_max"} {
 		if got[name] != want {
 			t.Errorf("table: %s params: got %q, want %q\n%s", name, got[name], want, table.String())
 		}
@@ -73,6 +86,8 @@ func TestListShowsDeclaredParams(t *testing.T) {
 			want = &[]string{"depth", "draft_max"}
 		case "keyless":
 			want = &[]string{}
+		case "static":
+			want = &[]string{"depth", "min_conf", "keep_cut", "draft_max"}
 		}
 		if (row.Params == nil) != (want == nil) || want != nil && strings.Join(*row.Params, ",") != strings.Join(*want, ",") {
 			t.Errorf("json: %s params: got %v, want %v", row.Name, row.Params, want)

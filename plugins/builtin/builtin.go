@@ -48,7 +48,8 @@ const Version = "1.0.0"
 type Plugin struct {
 	Info sdk.Info
 	// Reads are the settings of its role (config.Config.RoleSettings keys, e.g. [spec]
-	// draft_max) that it reads; the host hands it no other (plugins.Params).
+	// draft_max) that it reads, some of its Info.Params; the host hands it no other
+	// setting (plugins.Params).
 	Reads      []string
 	NewPolicy  func(params []byte) (sdk.DepthPolicy, error)
 	NewPenalty func(params []byte) (sdk.Penalty, error)
@@ -56,25 +57,39 @@ type Plugin struct {
 	NewDrafter func(params []byte) (sdk.Drafter, error)
 }
 
-// Plugins lists the built-ins in a fixed order.
+// Plugins lists the built-ins in a fixed order. Each declares its params (sdk.Info
+// Params, ABI v1.3: every key its params object takes, the order of its params struct;
+// TestDeclaredParams holds the two equal), so plugin list and plugin check show them and
+// the host refuses a [plugins.NAME] params key outside them, by name, at load.
 var Plugins = []Plugin{
-	{Info: info("adaptive", sdk.RolePolicy, 0), Reads: []string{"draft_max", "min_conf", "keep_cut"},
+	{Info: info("adaptive", sdk.RolePolicy, 0, "draft_max", "min_conf", "start", "hysteresis", "window", "forget",
+		"relax", "prior_mean", "prior_strength", "optimism", "carry", "park_margin", "probe", "auto_cut", "calibrate",
+		"calibrate_shift", "keep_cut"),
+		Reads:     []string{"draft_max", "min_conf", "keep_cut"},
 		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewAdaptive(p) }},
-	{Info: info("ucb", sdk.RolePolicy, 0), Reads: []string{"draft_max", "min_conf"},
+	{Info: info("ucb", sdk.RolePolicy, 0, "draft_max", "min_conf", "explore", "discount"),
+		Reads:     []string{"draft_max", "min_conf"},
 		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewUCB(p) }},
-	{Info: info("static", sdk.RolePolicy, 0), Reads: []string{"depth", "draft_max", "min_conf", "keep_cut"},
+	{Info: info("static", sdk.RolePolicy, 0, "depth", "min_conf", "keep_cut", "draft_max"),
+		Reads:     []string{"depth", "draft_max", "min_conf", "keep_cut"},
 		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewStatic(p) }},
-	{Info: info("greedy", sdk.RoleSampler, 1), NewSampler: func(p []byte) (sdk.Sampler, error) { return NewGreedy(p) }},
-	{Info: info("sampling", sdk.RoleSampler, 40), Reads: []string{"temperature", "top_k", "top_p", "min_p"},
+	{Info: info("greedy", sdk.RoleSampler, 1, "temperature", "top_k", "top_p", "min_p"),
+		NewSampler: func(p []byte) (sdk.Sampler, error) { return NewGreedy(p) }},
+	{Info: info("sampling", sdk.RoleSampler, 40, "temperature", "top_k", "top_p", "min_p"),
+		Reads:      []string{"temperature", "top_k", "top_p", "min_p"},
 		NewSampler: func(p []byte) (sdk.Sampler, error) { return NewSampling(p) }},
-	{Info: info("penalty", sdk.RolePenalty, 0), Reads: []string{"repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"},
+	{Info: info("penalty", sdk.RolePenalty, 0, "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"),
+		Reads:      []string{"repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"},
 		NewPenalty: func(p []byte) (sdk.Penalty, error) { return NewPenalty(p) }},
-	{Info: info("ngram", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewNgram(p) }},
-	{Info: info("suffix", sdk.RoleDrafter, 0), NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewSuffix(p) }},
+	{Info: info("ngram", sdk.RoleDrafter, 0, "n_min", "n_max", "decay"),
+		NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewNgram(p) }},
+	{Info: info("suffix", sdk.RoleDrafter, 0, "depth", "max_pattern", "min_prob", "factor", "offset", "max_tokens"),
+		NewDrafter: func(p []byte) (sdk.Drafter, error) { return NewSuffix(p) }},
 }
 
-func info(name string, role sdk.Role, topK int) sdk.Info {
-	return sdk.Info{Name: name, Version: Version, Roles: []sdk.Role{role}, Needs: sdk.Needs{TopK: topK}}
+func info(name string, role sdk.Role, topK int, params ...string) sdk.Info {
+	return sdk.Info{Name: name, Version: Version, Roles: []sdk.Role{role}, Needs: sdk.Needs{TopK: topK},
+		Params: params, ParamsDeclared: true}
 }
 
 // Lookup finds a built-in by name.
@@ -87,9 +102,16 @@ func Lookup(name string) (Plugin, bool) {
 	return Plugin{}, false
 }
 
+// paramsDecoded, set only by TestDeclaredParams, sees the params struct of each
+// decodeParams call: the test holds each built-in's declared params equal to it.
+var paramsDecoded func(name string, dst any)
+
 // decodeParams decodes a JSON params object into dst (a pointer to a struct holding
 // the defaults), rejecting unknown keys.
 func decodeParams(name string, params []byte, dst any) error {
+	if paramsDecoded != nil {
+		paramsDecoded(name, dst)
+	}
 	if len(bytes.TrimSpace(params)) == 0 {
 		return nil
 	}

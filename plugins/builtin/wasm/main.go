@@ -21,6 +21,7 @@ func init() {
 		case p.NewDrafter != nil:
 			guest.RegisterDrafter(p.Info.Name, p.Info.Version, p.NewDrafter)
 		}
+		guest.DeclareParams(p.Info.Name, p.Info.Params...)
 	}
 }
 

@@ -1,0 +1,61 @@
+package builtin
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDeclaredParams: every built-in declares exactly the keys its params struct takes,
+// in the struct's order, and its Reads are among them. It catches a key added to a
+// params struct and not to Plugins (plugin list would not show it and the host would
+// refuse it at load) or declared and never read.
+func TestDeclaredParams(t *testing.T) {
+	seen := map[string][]string{}
+	paramsDecoded = func(name string, dst any) { seen[name] = jsonKeys(reflect.TypeOf(dst).Elem()) }
+	defer func() { paramsDecoded = nil }()
+	for _, p := range Plugins {
+		t.Run(p.Info.Name, func(t *testing.T) {
+			var err error
+			switch {
+			case p.NewPolicy != nil:
+				_, err = p.NewPolicy([]byte(`{}`))
+			case p.NewSampler != nil:
+				_, err = p.NewSampler([]byte(`{}`))
+			case p.NewPenalty != nil:
+				_, err = p.NewPenalty([]byte(`{}`))
+			case p.NewDrafter != nil:
+				_, err = p.NewDrafter([]byte(`{}`))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := seen[p.Info.Name]
+			if !ok {
+				t.Fatalf("its constructor never called decodeParams(%q, …)", p.Info.Name)
+			}
+			if !p.Info.ParamsDeclared || !slices.Equal(p.Info.Params, got) {
+				t.Errorf("declared params %v (declared %v), want its params struct's keys %v",
+					p.Info.Params, p.Info.ParamsDeclared, got)
+			}
+			for _, k := range p.Reads {
+				if !slices.Contains(p.Info.Params, k) {
+					t.Errorf("reads setting %q, not among its declared params %v", k, p.Info.Params)
+				}
+			}
+		})
+	}
+}
+
+// jsonKeys lists the json tag names of struct type t's fields, in order.
+func jsonKeys(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
