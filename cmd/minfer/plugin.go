@@ -24,15 +24,20 @@ Usage:
 
 list loads every plugin declared in the config ([plugins.NAME]; the built-ins are always
 declared) and prints its name, roles, version, source, ABI version, checksum and the
-params keys it declares it reads (none: it reads none; -: it declares nothing, so it is
-offered every setting and key — the built-ins check their keys themselves).
+params keys it declares it reads (every built-in declares its own; none: it reads none;
+-: it declares nothing, so it is offered every setting and key). --json prints an array
+of {name, roles, version, source, abi, sha256, top_k (samplers), params (left out when
+it declares nothing)}.
 
 check is the conformance kit for plugin authors: it loads a WebAssembly module, validates
 its exports, ABI version and info record (each plugin's line shows the params it
 declares), then for each plugin runs a self-test round, edge-case inputs, the simulator
 traces (policies, with the counterfactual tokens/s) and, for samplers, determinism and
 the greedy identity check, under a declared plugin's deadline and memory cap. It exits
-1 if any check fails.
+1 if any check fails. --json prints the same as one object: {module, abi, sha256,
+limits {timeout, memory_mb}, plugins [{name, version, roles, params}], checks [{plugin,
+role, check, ok, error, note}], failed}; a plugin's params are left out when it
+declares nothing.
 
 new writes a plugin skeleton of the given role (main.go, README.md, .gitignore, and go.mod
 unless DIR lies inside the minfer module) that builds as it is, with no go mod tidy:
@@ -147,7 +152,7 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	}
 	failed := check.Failed(results)
 	if f.json {
-		if err := check.WriteJSON(m.Stdout, results); err != nil {
+		if err := check.WriteJSON(m.Stdout, file, infos, opts, results); err != nil {
 			return err
 		}
 	} else {

@@ -28,9 +28,66 @@ func TestPluginList(t *testing.T) {
 			t.Errorf("plugin list output lacks %q:\n%s", want, out)
 		}
 	}
+	// a built-in's PARAMS are the keys it declares (static's params struct)
+	if !strings.Contains(out, "\nfast ") || !strings.HasSuffix(strings.SplitN(strings.SplitN(out, "\nfast ", 2)[1], "\n", 2)[0], "  depth,min_conf,keep_cut,draft_max") {
+		t.Errorf("plugin list: want fast's declared params depth,min_conf,keep_cut,draft_max:\n%s", out)
+	}
 	out, _, err = runCLI(t, "", "plugin", "list", "--json", "--config", cfg)
 	if err != nil || !strings.Contains(out, `"name": "fast"`) {
 		t.Fatalf("plugin list --json: %v\n%s", err, out)
+	}
+	var rows []struct {
+		Name   string    `json:"name"`
+		Params *[]string `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("plugin list --json: %v\n%s", err, out)
+	}
+	for _, r := range rows {
+		if r.Params == nil || len(*r.Params) == 0 {
+			t.Errorf("plugin list --json: %s: params %v, want the keys it declares", r.Name, r.Params)
+		}
+	}
+}
+
+// TestPluginCheckJSON: plugin check --json carries what the text report says: the
+// module, the limits, each plugin with its declared params, and the checks.
+func TestPluginCheckJSON(t *testing.T) {
+	out, _, err := runCLI(t, "", "plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "greedy", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got struct {
+		Module  string
+		ABI     string
+		Limits  struct{ Timeout string }
+		Plugins []struct {
+			Name   string
+			Params *[]string
+		}
+		Checks []struct {
+			Plugin, Check string
+			OK            bool
+		}
+		Failed int
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	params := map[string]string{}
+	for _, p := range got.Plugins {
+		if p.Params != nil {
+			params[p.Name] = strings.Join(*p.Params, ",")
+		}
+	}
+	if got.Module != "../../plugins/builtin/builtin.wasm" || got.ABI != fmt.Sprintf("v%d.%d", sdk.ABIMajor, sdk.ABIMinor) ||
+		got.Limits.Timeout != "5s" || got.Failed != 0 || len(got.Checks) == 0 || got.Checks[0].Plugin != "greedy" {
+		t.Errorf("got %+v\n%s", got, out)
+	}
+	for name, want := range map[string]string{"greedy": "temperature,top_k,top_p,min_p", "ngram": "n_min,n_max,decay"} {
+		if params[name] != want {
+			t.Errorf("plugin %s: params %q, want %q\n%s", name, params[name], want, out)
+		}
 	}
 }
 

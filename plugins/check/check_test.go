@@ -2,7 +2,10 @@ package check
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +95,8 @@ func TestCheckLimitsAreTheHosts(t *testing.T) {
 }
 
 // TestReportShowsDeclaredParams: each plugin's line of the report says which params
-// keys it declares it reads (plugins.ParamsLabel).
+// keys it declares it reads (plugins.ParamsLabel), and so does its entry of the JSON
+// report (left out when it declares nothing, [] when none).
 func TestReportShowsDeclaredParams(t *testing.T) {
 	infos := []sdk.Info{
 		{Name: "keyed", Version: "0.1.0", Roles: []sdk.Role{sdk.RolePolicy}, Params: []string{"depth", "draft_max"}, ParamsDeclared: true},
@@ -106,5 +110,32 @@ func TestReportShowsDeclaredParams(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
+	}
+	b.Reset()
+	results := []CheckResult{{Plugin: "keyed", Role: sdk.RolePolicy, Name: "init"},
+		{Plugin: "open", Role: sdk.RolePenalty, Name: "self-test round", Err: errors.New("boom")}}
+	if err := WriteJSON(&b, "m.wasm", infos, CheckOptions{}, results); err != nil {
+		t.Fatal(err)
+	}
+	var got JSONReport
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	want := map[string]*[]string{"keyed": {"depth", "draft_max"}, "keyless": {}, "open": nil}
+	if len(got.Plugins) != len(want) {
+		t.Fatalf("plugins: got %d, want %d\n%s", len(got.Plugins), len(want), b.String())
+	}
+	for _, p := range got.Plugins {
+		w := want[p.Name]
+		if (p.Params == nil) != (w == nil) || w != nil && !slices.Equal(*p.Params, *w) {
+			t.Errorf("json: %s params: got %v, want %v\n%s", p.Name, p.Params, w, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), `"params": []`) || strings.Count(b.String(), `"params"`) != 2 {
+		t.Errorf("json: want keyless's params as [] and open's left out:\n%s", b.String())
+	}
+	if got.Module != "m.wasm" || got.Failed != 1 || len(got.Checks) != 2 || got.Checks[1].Error != "boom" ||
+		got.Limits.MemoryMB != config.DefaultMemoryMB || got.Limits.Timeout != config.DefaultWasmTimeout.String() {
+		t.Errorf("json: got %+v", got)
 	}
 }

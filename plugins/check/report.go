@@ -20,23 +20,65 @@ func Failed(results []CheckResult) int {
 	return n
 }
 
-// WriteJSON writes the checks as a JSON array of {plugin, role, check, ok, error, note}.
-func WriteJSON(w io.Writer, results []CheckResult) error {
-	type jr struct {
-		Plugin string `json:"plugin"`
-		Role   string `json:"role"`
-		Check  string `json:"check"`
-		OK     bool   `json:"ok"`
-		Error  string `json:"error,omitempty"`
-		Note   string `json:"note,omitempty"`
+// JSONReport is what minfer plugin check --json prints: the text report's facts (the
+// module, the limits, each plugin with the params it declares, each check) as one
+// object.
+type JSONReport struct {
+	Module  string       `json:"module"`
+	ABI     string       `json:"abi"`
+	SHA256  string       `json:"sha256"`
+	Limits  JSONLimits   `json:"limits"`
+	Plugins []JSONPlugin `json:"plugins"`
+	Checks  []JSONCheck  `json:"checks"`
+	Failed  int          `json:"failed"`
+}
+
+// JSONLimits are the per-call deadline and memory cap the checks ran under.
+type JSONLimits struct {
+	Timeout  string `json:"timeout"`
+	MemoryMB int    `json:"memory_mb"`
+}
+
+// JSONPlugin is one plugin the module declares. Params are the keys it declares it
+// reads (plugins.DeclaredParams): left out when it declares nothing, [] when none.
+type JSONPlugin struct {
+	Name    string    `json:"name"`
+	Version string    `json:"version"`
+	Roles   []string  `json:"roles"`
+	Params  *[]string `json:"params,omitempty"`
+}
+
+// JSONCheck is one check's outcome.
+type JSONCheck struct {
+	Plugin string `json:"plugin"`
+	Role   string `json:"role"`
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// WriteJSON writes the checks of the module file as a JSONReport: the plugins infos
+// (as Check returned them), the limits of opts and the results.
+func WriteJSON(w io.Writer, file string, infos []sdk.Info, opts CheckOptions, results []CheckResult) error {
+	out := JSONReport{Module: file, Limits: JSONLimits{Timeout: opts.Deadline().String(), MemoryMB: opts.Memory()},
+		Plugins: []JSONPlugin{}, Checks: []JSONCheck{}, Failed: Failed(results)}
+	if len(infos) > 0 {
+		out.ABI, out.SHA256 = fmt.Sprintf("v%d.%d", infos[0].ABIMajor, infos[0].ABIMinor), infos[0].Checksum
 	}
-	var out []jr
+	for _, i := range infos {
+		p := JSONPlugin{Name: i.Name, Version: i.Version, Roles: []string{}, Params: plugins.DeclaredParams(i)}
+		for _, r := range i.Roles {
+			p.Roles = append(p.Roles, string(r))
+		}
+		out.Plugins = append(out.Plugins, p)
+	}
 	for _, r := range results {
-		j := jr{Plugin: r.Plugin, Role: string(r.Role), Check: r.Name, OK: r.Err == nil, Note: r.Note}
+		j := JSONCheck{Plugin: r.Plugin, Role: string(r.Role), Check: r.Name, OK: r.Err == nil, Note: r.Note}
 		if r.Err != nil {
 			j.Error = r.Err.Error()
 		}
-		out = append(out, j)
+		out.Checks = append(out.Checks, j)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
