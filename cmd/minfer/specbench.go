@@ -31,8 +31,10 @@ reports generation tokens/s (the tokens after each request's first round over th
 after it; mean ± stddev over repetitions), acceptance (accepted /
 drafted), tokens per round, the speedup over depth 0, whether every prompt's
 output equals depth 0's (the greedy identity), and where a round's time went on
-average: the draft phase, the target's verify forward and the plugin calls (policy,
-penalty, sampler; the rest is the engine's own work). Repetitions are interleaved:
+average: the draft phase, the target's verify forward, the plugin calls (policy,
+penalty, sampler; the rest is the engine's own work) and the drafter plugin calls (a
+part of the draft phase), a round's wall time, and the share of it that every plugin
+call together took (plugin share). Repetitions are interleaved:
 each repetition runs every depth in turn, so drift in machine speed spreads over all
 depths. A warm-up of --warmup seconds runs first.
 

@@ -292,6 +292,10 @@ func TestNoDraftModel(t *testing.T) {
 		t.Fatalf("tokens %v (want %v), draft model forwards %d, drafters %d, by drafter %v; want the plugin alone",
 			got.Tokens, plain.Tokens, dm.calls, pol.seen[0].Drafters, got.Spec.ByDrafter)
 	}
+	// the drafter's calls are timed apart, as a part of the draft phase
+	if ms := got.Spec.Ms; !(ms.Drafters > 0 && ms.Drafters <= ms.Draft) {
+		t.Fatalf("drafter calls %v ms, draft phase %v ms: want 0 < calls ≤ phase", ms.Drafters, ms.Draft)
+	}
 }
 
 // deadDrafter fails and then reports, as the plugin hosts do, that its instance is

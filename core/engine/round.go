@@ -329,6 +329,7 @@ func (g *gen) drafterFailed(i int, err error) {
 func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCut bool) error {
 	dr, s := g.req.Drafters[i], g.s
 	g.dq.Appended, g.dq.MaxDepth, g.dq.Vocab = s.hist[g.fed[i]:], d, s.target.vocab()
+	t0 := time.Now()
 	res, err := dr.Draft(ctx, &g.dq)
 	g.dq.Appended = nil
 	// A failed call's tokens count as told too: a drafter that answers badly has
@@ -337,6 +338,7 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 	if err == nil {
 		err = sdk.CheckDraft(&g.dq, res)
 	}
+	g.res.Spec.Ms.Drafters += ms(time.Since(t0))
 	if err != nil {
 		return fmt.Errorf("drafter %q: %w", dr.Name, err)
 	}

@@ -28,7 +28,10 @@ type DepthStats struct {
 type SpecMs struct {
 	Draft   float64 `json:"draft"`
 	Verify  float64 `json:"verify"`
-	Plugins float64 `json:"plugins"`
+	Plugins float64 `json:"plugins"` // the policy, penalty and sampler calls
+	// Drafters is the time in drafter plugin calls (each call and the check of its
+	// answer): a part of Draft.
+	Drafters float64 `json:"drafters,omitempty"`
 }
 
 // SpecStats describe the rounds of one request (plain decoding is rounds of depth 0).

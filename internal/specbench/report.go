@@ -38,8 +38,8 @@ func (r *Result) WriteTable(w io.Writer) {
 	for _, d := range r.Depths {
 		wd = max(wd, len([]rune(d.Depth)))
 	}
-	fmt.Fprintf(w, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round |\n", wd, "depth", "tokens/s")
-	fmt.Fprintf(w, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- |\n", strings.Repeat("-", wd), strings.Repeat("-", 18))
+	fmt.Fprintf(w, "| %*s | %18s | acceptance | tokens/round | speedup | = depth 0 | draft ms/round | verify ms/round | plugins µs/round | drafter µs/round | round ms | plugin share |\n", wd, "depth", "tokens/s")
+	fmt.Fprintf(w, "| %s | %s | ---------- | ------------ | ------- | --------- | -------------- | --------------- | ---------------- | ---------------- | -------- | ------------ |\n", strings.Repeat("-", wd), strings.Repeat("-", 18))
 	// Without a depth-0 run there is nothing to compare with: no speedup, no identity.
 	base := slices.ContainsFunc(r.Depths, func(d bench.RowResult) bool { return d.Depth == "0" })
 	for _, d := range r.Depths {
@@ -47,8 +47,9 @@ func (r *Result) WriteTable(w io.Writer) {
 		if !base {
 			speedup, same = "-", "-"
 		}
-		fmt.Fprintf(w, "| %*s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f |\n", wd, d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
-			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins)
+		fmt.Fprintf(w, "| %*s | %18s | %10.3f | %12.2f | %7s | %9s | %14.3f | %15.3f | %16.1f | %16.1f | %8.3f | %11.2f%% |\n", wd, d.Depth, fmt.Sprintf("%.2f ± %.2f", d.TPSMean, d.TPSStd),
+			d.Acceptance, d.TokensPerRound, speedup, same, d.PerRound.Draft, d.PerRound.Verify, 1e3*d.PerRound.Plugins,
+			1e3*d.PerRound.Drafters, d.RoundMs, 100*d.PluginShare)
 	}
 	for _, d := range r.Depths {
 		if len(d.RoundsByDrafter) > 1 {

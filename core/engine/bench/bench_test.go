@@ -89,6 +89,10 @@ func TestSpec(t *testing.T) {
 		if r.TPSMean <= 0 || r.Speedup <= 0 || len(r.PerPrompt) != 2 {
 			t.Errorf("depth %s: %+v", r.Depth, r)
 		}
+		if !(r.RoundMs > 0) || !(r.PluginShare >= 0 && r.PluginShare < 1) || r.PerRound.Drafters != 0 {
+			t.Errorf("depth %s: round %v ms, plugin share %v, drafter calls %v ms: want a round's wall time, a share in [0, 1), no drafter calls",
+				r.Depth, r.RoundMs, r.PluginShare, r.PerRound.Drafters)
+		}
 		if r.Depth != "0" && r.Acceptance != 1 {
 			t.Errorf("depth %s: acceptance %v with draft = target, want 1", r.Depth, r.Acceptance)
 		}

@@ -48,11 +48,18 @@ type RowResult struct {
 	Acceptance     float64 `json:"acceptance"`
 	TokensPerRound float64 `json:"tokens_per_round"`
 	Speedup        float64 `json:"speedup"`
-	// PerRound is where a round's time went, on average: the draft phase, the target's
-	// verify forward, and the plugin calls (policy, penalty, sampler). The rest of a
-	// round's wall time is the engine's own work (emitting text, cache bookkeeping).
-	PerRound  engine.SpecMs `json:"ms_per_round"`
-	PerPrompt []float64     `json:"per_prompt_acceptance"`
+	// PerRound is where a round's time went, on average: the draft phase (its drafter
+	// plugin calls apart too), the target's verify forward, and the plugin calls
+	// (policy, penalty, sampler). The rest of a round's wall time is the engine's own
+	// work (emitting text, cache bookkeeping).
+	PerRound engine.SpecMs `json:"ms_per_round"`
+	// RoundMs is a round's wall time: the requests' generation time over their rounds
+	// after the first (whose time is the prompt's, see Timings). PluginShare is the
+	// plugin calls' part of it, (PerRound.Plugins + PerRound.Drafters) / RoundMs: the
+	// boundary's cost per round, every role together.
+	RoundMs     float64   `json:"round_ms"`
+	PluginShare float64   `json:"plugin_share"`
+	PerPrompt   []float64 `json:"per_prompt_acceptance"`
 	// Identical: every prompt's tokens equal depth 0's (greedy identity); false also
 	// when depth 0 was not run.
 	Identical bool `json:"identical_to_depth0"`
@@ -68,6 +75,8 @@ type RowResult struct {
 	ppDrafted  []int
 	ppAccepted []int
 	ms         engine.SpecMs // summed over the measured requests
+	genMs      float64       // their generation time (Timings.GenMs)
+	genRounds  int           // and rounds after the first
 }
 
 // Spec runs every row on every prompt, o.Reps times, interleaved (each repetition runs
@@ -119,6 +128,11 @@ func Spec(ctx context.Context, o SpecOptions) ([]RowResult, error) {
 		r.ms.Draft += out.Spec.Ms.Draft
 		r.ms.Verify += out.Spec.Ms.Verify
 		r.ms.Plugins += out.Spec.Ms.Plugins
+		r.ms.Drafters += out.Spec.Ms.Drafters
+		if out.Timings.GenMs > 0 && out.Spec.Rounds > 1 {
+			r.genMs += out.Timings.GenMs
+			r.genRounds += out.Spec.Rounds - 1
+		}
 		for name, b := range out.Spec.ByDrafter {
 			if r.RoundsByDrafter == nil {
 				r.RoundsByDrafter = map[string]int{}
@@ -174,7 +188,11 @@ func summarize(ds []RowResult, nPrompts int) {
 		if d.rounds > 0 {
 			n := float64(d.rounds)
 			d.TokensPerRound = float64(d.emitted) / n
-			d.PerRound = engine.SpecMs{Draft: d.ms.Draft / n, Verify: d.ms.Verify / n, Plugins: d.ms.Plugins / n}
+			d.PerRound = engine.SpecMs{Draft: d.ms.Draft / n, Verify: d.ms.Verify / n, Plugins: d.ms.Plugins / n, Drafters: d.ms.Drafters / n}
+		}
+		if d.genRounds > 0 {
+			d.RoundMs = d.genMs / float64(d.genRounds)
+			d.PluginShare = (d.PerRound.Plugins + d.PerRound.Drafters) / d.RoundMs
 		}
 		d.PerPrompt = make([]float64, len(d.ppDrafted))
 		for p := range d.ppDrafted {
