@@ -108,7 +108,10 @@ type DraftResult struct {
 // structures, anything a plugin computes), in place of a draft model.
 type Drafter interface {
 	// Draft is called once per round that the policy gives to this drafter. The
-	// returned slices may be reused by the drafter after the next call.
+	// returned slices may be reused by the drafter after the next call. A call that
+	// fails (an error, or an answer CheckDraft refuses) proposes nothing and ends the
+	// drafter's use for the sequence, whatever its host: the engine does not call it
+	// again (so no drafter has to undo what it took in of a failed call's tokens).
 	Draft(ctx context.Context, req *DraftRequest) (DraftResult, error)
 }
 

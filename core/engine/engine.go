@@ -84,10 +84,12 @@ type Request struct {
 	// NoDraftModel keeps the session's draft model out of this request's drafters
 	// (specbench's rows of one drafter plugin on a session that has a draft model).
 	NoDraftModel bool
-	// OnDrafterFailure, if set, is told the first failure of each drafter plugin in the
-	// request (an error, a trap, a timeout or a hostile answer, named), so that it is
-	// logged once; every failure is counted in Result.Spec.ByDrafter. A failure never
-	// fails the request: see DrafterFailLimit.
+	// OnDrafterFailure, if set, is told the failure of a drafter plugin in the request
+	// (an error, a trap, a timeout or a hostile answer, named), so that it is logged; it
+	// is counted in Result.Spec.ByDrafter. A failure never fails the request: the
+	// failed call proposes nothing, its round falls back to the draft model when the
+	// request has one, else to plain decoding (the output is the same either way), and
+	// the drafter is off for the rest of the request, whatever its host (see gen.draft).
 	OnDrafterFailure func(name string, err error)
 	Seed             uint64
 	// TopLogits > 0 reports the K best raw logits of the last prompt position.
@@ -105,12 +107,6 @@ type Drafter struct {
 
 // ModelDrafter is the name the draft model's rounds are reported under.
 const ModelDrafter = "model"
-
-// DrafterFailLimit is how many consecutive failed calls turn a drafter plugin off for
-// the rest of a request (its sequence). A round whose drafter plugin fails, or is off,
-// falls back to the draft model when the request has one, else to plain decoding (a
-// round with no draft tokens); the output is the same either way.
-const DrafterFailLimit = 3
 
 // TopLogit is one candidate of Result.TopLogits.
 type TopLogit struct {

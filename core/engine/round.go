@@ -34,9 +34,8 @@ type gen struct {
 	names []string
 	fed   []int
 	dq    sdk.DraftRequest
-	// fails[i] counts drafter plugin i's consecutive failed calls; at DrafterFailLimit
-	// it is off for the rest of the request.
-	fails []int
+	// off[i]: drafter plugin i failed, and is off for the rest of the request.
+	off []bool
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
@@ -44,7 +43,7 @@ func (g *gen) run(ctx context.Context) error {
 	s := g.s
 	g.names = s.drafterNames(&g.req)
 	g.fed = make([]int, len(g.req.Drafters))
-	g.fails = make([]int, len(g.req.Drafters))
+	g.off = make([]bool, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
 	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel); err != nil {
@@ -264,10 +263,17 @@ func (g *gen) push(toks []int32) (int, bool, error) {
 // draft proposes up to d tokens with drafter k (see Request.Drafters) into g.drafts
 // and g.conf, stopping early where a token's confidence falls below dec.MinConf:
 // before that token, or after it when dec.KeepCut. It returns the drafter that drafted:
-// k, or, when drafter plugin k failed or is off (DrafterFailLimit), the draft model
-// (0) if the request has one, else -1 (the round has no draft tokens: plain decoding).
-// A drafter plugin's failure is never the request's; only the request's own end
-// (ctx) and the draft model's errors are.
+// k, or, when drafter plugin k failed or is off, the draft model (0) if the request
+// has one, else -1 (the round has no draft tokens: plain decoding). A drafter plugin's
+// failure is never the request's; only the request's own end (ctx) and the draft
+// model's errors are.
+//
+// A failed call proposes nothing, and the drafter is off for the rest of the request
+// at its first failure, whatever its host. The WebAssembly and process hosts discard
+// a failed instance (every later call would fail), and an in-process drafter is held
+// to the same rule: after an error or a hostile answer what it has taken in of the
+// call's tokens is unknown, so its state may no longer follow the sequence, and
+// calling it again would either repeat tokens it has or skip ones it lacks.
 func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) (int, error) {
 	g.drafts, g.conf = g.drafts[:0], g.conf[:0]
 	if d == 0 {
@@ -281,10 +287,9 @@ func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) (int, 
 		}
 		i--
 	}
-	if g.fails[i] < DrafterFailLimit {
+	if !g.off[i] {
 		err := g.draftPlugin(ctx, i, d, dec.MinConf, dec.KeepCut)
 		if err == nil {
-			g.fails[i] = 0
 			return k, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -299,9 +304,8 @@ func (g *gen) draft(ctx context.Context, k, d int, dec sdk.DepthDecision) (int, 
 	return -1, nil
 }
 
-// drafterFailed counts a failed call of drafter plugin i, tells the request's
-// OnDrafterFailure of the first one, and turns the drafter off at DrafterFailLimit
-// consecutive failures (at once when its host discarded the instance).
+// drafterFailed counts the failed call of drafter plugin i, tells the request's
+// OnDrafterFailure, and turns the drafter off for the rest of the request (see draft).
 func (g *gen) drafterFailed(i int, err error) {
 	name := g.req.Drafters[i].Name
 	st := &g.res.Spec
@@ -313,13 +317,8 @@ func (g *gen) drafterFailed(i int, err error) {
 		g.req.OnDrafterFailure(name, err)
 	}
 	b.Failed++
-	g.fails[i]++
-	// A plugin host that discards a failed instance says so (Err): every later call
-	// would fail at once, so the drafter is off now.
-	if e, ok := g.req.Drafters[i].Drafter.(interface{ Err() error }); ok && e.Err() != nil {
-		g.fails[i] = DrafterFailLimit
-	}
-	b.Off = g.fails[i] >= DrafterFailLimit
+	b.Off = true
+	g.off[i] = true
 	st.ByDrafter[name] = b
 }
 
@@ -332,9 +331,7 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 	t0 := time.Now()
 	res, err := dr.Draft(ctx, &g.dq)
 	g.dq.Appended = nil
-	// A failed call's tokens count as told too: a drafter that answers badly has
-	// taken them in (and a plugin host discards an instance that fails).
-	g.fed[i] = len(s.hist)
+	g.fed[i] = len(s.hist) // (a drafter that fails is not called again: see draft)
 	if err == nil {
 		err = sdk.CheckDraft(&g.dq, res)
 	}

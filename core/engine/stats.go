@@ -56,8 +56,9 @@ type DrafterStats struct {
 	Drafted  int `json:"drafted"`
 	Accepted int `json:"accepted"`
 	// Failed counts the drafter plugin's failed calls (their rounds fell back and
-	// count under the drafter that drafted them, if any); Off is set once
-	// DrafterFailLimit consecutive failures turned it off for the request.
+	// count under the drafter that drafted them, if any; a drafter is off for the
+	// rest of the request at its first failure, so it is 0 or 1); Off is set when a
+	// failure turned it off.
 	Failed int  `json:"failed,omitempty"`
 	Off    bool `json:"off,omitempty"`
 }

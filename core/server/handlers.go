@@ -42,8 +42,8 @@ type job struct {
 	created    int64
 	endpoint   string
 	promptText string
-	// onDrafterFailure logs a drafter plugin's first failure in the request (the
-	// round falls back; engine.DrafterFailLimit).
+	// onDrafterFailure logs a drafter plugin's failure in the request (the round
+	// falls back, and the drafter is off for the rest of the request).
 	onDrafterFailure func(name string, err error)
 }
 
@@ -295,8 +295,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		return
 	}
 	j.onDrafterFailure = func(name string, err error) {
-		s.warnf("minfer: %s: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v",
-			j.id, name, engine.DrafterFailLimit, err)
+		s.warnf("minfer: %s: drafter %q failed and is off for the request, its rounds fall back (the draft model, else plain decoding): %v",
+			j.id, name, err)
 	}
 	if j.assertID && !pl.Greedy {
 		status = writeError(w, badRequest("minfer.assert_identity", "needs the greedy sampler (temperature 0 or sampler \"greedy\")"))

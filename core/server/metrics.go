@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 			Name: "minfer_drafter_failures_total", Help: "Failed drafter plugin calls (an error, trap, timeout or hostile answer), by drafter; each one's round fell back to the draft model or plain decoding.",
 		}, []string{"drafter"}),
 		drOff: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "minfer_drafter_off_total", Help: "Requests in which a drafter plugin was turned off after failing (its host discarded the instance, or failures in a row), by drafter.",
+			Name: "minfer_drafter_off_total", Help: "Requests in which a drafter plugin was turned off after failing (a drafter is off at its first failure), by drafter.",
 		}, []string{"drafter"}),
 	}
 	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,

@@ -233,11 +233,11 @@ func (st *Stack) Request(ctx context.Context, cfg *config.Config, ids []int32) (
 		Drafters: EngineDrafters(roles), OnDrafterFailure: st.drafterFailed}, nil
 }
 
-// drafterFailed reports a drafter plugin's first failure in a request (its rounds fall
-// back, engine.DrafterFailLimit).
+// drafterFailed reports a drafter plugin's failure in a request (it is off for the
+// rest of the request, and its rounds fall back).
 func (st *Stack) drafterFailed(name string, err error) {
-	fmt.Fprintf(st.log, "minfer: drafter %q failed, its rounds fall back (the draft model, else plain decoding; off after %d failures in a row): %v\n",
-		name, engine.DrafterFailLimit, err)
+	fmt.Fprintf(st.log, "minfer: drafter %q failed and is off for the request, its rounds fall back (the draft model, else plain decoding): %v\n",
+		name, err)
 }
 
 // ChatPrompt renders the conversation of system (none when "") and user with the

@@ -507,8 +507,7 @@ func (d *drafter) Draft(ctx context.Context, q *sdk.DraftRequest) (sdk.DraftResu
 func (d *drafter) Close() error { return d.in.Close() }
 
 // Err is the failure that ended the instance's use, or nil: every later call fails at
-// once, so the engine turns the drafter off after its first failure (as it does a
-// WebAssembly drafter's), not after DrafterFailLimit calls that cannot succeed.
+// once (the engine turns a drafter off at its first failure, whatever its host).
 func (d *drafter) Err() error {
 	d.in.mu.Lock()
 	defer d.in.mu.Unlock()
