@@ -56,19 +56,29 @@ type batcher struct {
 
 // job is one sequence's forward.
 type job struct {
-	c    *kv.Cache
-	ids  []int32
-	all  bool
+	c   *kv.Cache
+	ids []int32
+	out model.Out // which rows get logits; read is nil for OutNone
+	// read takes the job's logits rows (valid until the next forward)
 	read func(model.Logits) error
 	err  error
 	done chan struct{}
 	// seqs, rows: the sequences and rows of the forward that ran the job
 	seqs, rows int
-	// last: a last-row job run in an every-row forward (beside others' verify rows)
-	last bool
-	// start is the cache's length before the job's first piece ran, once a step split
-	// the job (see step); -1 before
+	// start is the cache's length before the job's first rows ran (its first piece,
+	// where a step cut it): where a failure puts the cache back; -1 before it ran
 	start int
+}
+
+// fail ends j with err under the one rule for a failed job, whatever failed — its
+// forward, a piece cut from it, the read of its rows — and whether it ran alone or
+// batched: its cache goes back to its length before its first rows ran, so a request
+// that fails leaves nothing of itself in the cache, as a lone forward does.
+func (j *job) fail(err error) {
+	if j.start >= 0 && j.c.Len() > j.start {
+		err = errors.Join(err, j.c.Truncate(j.start))
+	}
+	j.err = err
 }
 
 // Batching is what the sessions whose forwards are batched together share (a server's
@@ -197,87 +207,56 @@ func (b *batcher) loop() {
 // of its own as before, so that a prompt still progresses by real chunks.
 const minPiece = 8
 
-// step runs jobs: each one the model refuses fails alone; the rest run in groups of
-// one row kind (every row's logits, or the last row's) of at most maxRows rows, the
-// shortest jobs first. A last-row job (a prefill chunk) that does not fit beside the
-// others' rows is cut (chunked prefill): its first rows fill the forward, with no
-// logits read, and the job, holding the rest, is returned to run in the next step
-// beside the others' next rows, instead of in a forward of its own that they would
-// wait for. With row identity the cut changes no bit of the sequence's cache or
+// step runs jobs: each one the model refuses fails alone; the rest run in forwards of
+// at most maxRows rows, the shortest jobs first, each sequence's rows with the logits
+// it asks for (every row for verify rows, the last for a prompt's end, none for a
+// prompt chunk in its middle). A last-row or no-row job (a prefill chunk) that does not
+// fit beside the others' rows is cut (chunked prefill): its first rows fill the
+// forward, with no logits, and the job, holding the rest, is returned to run in the
+// next step beside the others' next rows, instead of in a forward of its own that they
+// would wait for. With row identity the cut changes no bit of the sequence's cache or
 // logits (a job whose lone forward is past the backend's identity bound is not cut).
 func (b *batcher) step(jobs []*job) (rest []*job) {
 	mu := backendLock(b.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortStableFunc(jobs, func(x, y *job) int { return len(x.ids) - len(y.ids) })
-	var groups [2][][]*job // [all]: groups of jobs
-	rows := [2]int{}
+	var groups [][]*job
+	rows := 0         // the last group's
 	var pieces []*job // pieces[i] is cut from rest[i]
-	// add puts j in the last group of groups[k]
-	add := func(k int, j *job) {
-		last := &groups[k][len(groups[k])-1]
-		*last = append(*last, j)
-		rows[k] += len(j.ids)
-	}
-	// cut puts j's first left rows, as a piece, in the last group of groups[k] (which
-	// they fill) and keeps j, holding the rest, for the next step; false where j may
-	// not be cut to left rows
-	cut := func(k int, j *job, left int) bool {
-		if left < minPiece || !b.splitOK && len(j.ids) > b.maxRows {
-			return false
-		}
-		p := &job{c: j.c, ids: j.ids[:left], done: make(chan struct{}), start: -1}
+	for _, j := range jobs {
 		if j.start < 0 {
 			j.start = j.c.Len()
 		}
-		j.ids = j.ids[left:]
-		add(k, p)
-		pieces, rest = append(pieces, p), append(rest, j)
-		return true
-	}
-	for _, j := range jobs {
 		if err := b.m.Check(j.ids, j.c); err != nil {
-			j.err = err
+			j.fail(err)
 			close(j.done)
 			continue
 		}
-		k := 0
-		if j.all {
-			k = 1
-		}
-		if k == 0 && len(groups[1]) > 0 && rows[1] < b.maxRows {
-			// a prefill chunk beside the others' decode and verify rows: in their
-			// forward (only its last row's logits read), cut to what they leave
-			left := b.maxRows - rows[1]
-			if len(j.ids) <= left {
-				j.last = true
-				add(1, j)
+		if len(groups) > 0 && rows+len(j.ids) > b.maxRows {
+			if p := b.cut(j, b.maxRows-rows); p != nil {
+				groups[len(groups)-1] = append(groups[len(groups)-1], p)
+				rows = b.maxRows
+				pieces, rest = append(pieces, p), append(rest, j)
 				continue
 			}
-			if cut(1, j, left) {
-				continue
-			}
+			groups = append(groups, nil)
+			rows = 0
 		}
-		g := &groups[k]
-		if k == 0 && len(*g) > 0 && rows[k]+len(j.ids) > b.maxRows && cut(k, j, b.maxRows-rows[k]) {
-			continue
+		if len(groups) == 0 {
+			groups = append(groups, nil)
 		}
-		if len(*g) == 0 || rows[k]+len(j.ids) > b.maxRows {
-			*g = append(*g, nil)
-			rows[k] = 0
-		}
-		add(k, j)
+		groups[len(groups)-1] = append(groups[len(groups)-1], j)
+		rows += len(j.ids)
 	}
-	for k := range groups {
-		for _, g := range groups[k] {
-			b.run(g, k == 1)
-		}
+	for _, g := range groups {
+		b.run(g)
 	}
-	// a job whose piece failed fails: its cache goes back to before its first piece
+	// a job whose piece failed fails
 	kept := rest[:0]
 	for i, j := range rest {
 		if err := pieces[i].err; err != nil {
-			j.err = errors.Join(err, j.c.Truncate(j.start))
+			j.fail(err)
 			close(j.done)
 			continue
 		}
@@ -286,8 +265,20 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 	return kept
 }
 
+// cut returns j's first left rows as a piece of no logits, j keeping the rest; nil
+// where j may not be cut to left rows (it wants every row's logits, the piece would be
+// too small, or its lone forward is past the backend's identity bound).
+func (b *batcher) cut(j *job, left int) *job {
+	if j.out == model.OutAll || left < minPiece || left >= len(j.ids) || !b.splitOK && len(j.ids) > b.maxRows {
+		return nil
+	}
+	p := &job{c: j.c, ids: j.ids[:left], out: model.OutNone, done: make(chan struct{}), start: j.start}
+	j.ids = j.ids[left:]
+	return p
+}
+
 // run runs one group as one forward and hands each job its rows.
-func (b *batcher) run(g []*job, all bool) {
+func (b *batcher) run(g []*job) {
 	rows := 0
 	for _, j := range g {
 		rows += len(j.ids)
@@ -306,28 +297,20 @@ func (b *batcher) run(g []*job, all bool) {
 	}()
 	if len(g) == 1 { // alone: as without batching, graphs and all
 		j := g[0]
-		j.err = forwardRead(b.m, j.c, j.ids, all, j.read)
-		if j.err != nil && j.start >= 0 {
-			j.err = errors.Join(j.err, j.c.Truncate(j.start))
+		if err := forwardRead(b.m, j.c, j.ids, j.out, j.read); err != nil {
+			j.fail(err)
 		}
 		return
 	}
 	seqs := make([]model.Seq, len(g))
-	pos0 := make([]int, len(g))
 	for i, j := range g {
-		seqs[i], pos0[i] = model.Seq{IDs: j.ids, Cache: j.c}, j.c.Len()
-		if j.start >= 0 {
-			pos0[i] = j.start // the rest of a cut job: back to before its first piece
-		}
+		seqs[i] = model.Seq{IDs: j.ids, Cache: j.c, Out: j.out}
 	}
 	t0 := time.Now()
-	l, err := b.m.ForwardBatch(seqs, all)
+	l, err := b.m.ForwardBatch(seqs)
 	if err != nil {
-		for i, j := range g {
-			j.err = err
-			if j.start >= 0 {
-				j.err = errors.Join(err, j.c.Truncate(pos0[i]))
-			}
+		for _, j := range g {
+			j.fail(err)
 		}
 		return
 	}
@@ -335,26 +318,17 @@ func (b *batcher) run(g []*job, all bool) {
 	b.batches.Add(1)
 	b.batchedJobs.Add(int64(len(g)))
 	row := 0
-	for i, j := range g {
-		n := 1
-		if all {
-			n = len(j.ids)
-		}
-		if j.read == nil { // a piece of a cut job: no logits wanted
-			row += n
+	for _, j := range g {
+		n := j.out.RowsOut(len(j.ids))
+		if n == 0 {
 			continue
 		}
-		var view model.Logits
-		if j.last {
-			view, err = b.rows(l, row+n-1, 1)
-		} else {
-			view, err = b.rows(l, row, n)
-		}
+		view, err := b.rows(l, row, n)
 		if err == nil {
 			err = j.read(view)
 		}
 		if err != nil {
-			j.err = errors.Join(err, j.c.Truncate(pos0[i]))
+			j.fail(err)
 		}
 		row += n
 	}

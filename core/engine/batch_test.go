@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -360,4 +361,72 @@ type gatedSampler struct {
 func (g *gatedSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.SampleResult, error) {
 	g.once.Do(func() { g.arrived <- struct{}{}; <-g.gate })
 	return g.Greedy.Sample(ctx, r)
+}
+
+// TestFailedJobRollsBack: a prefill job cut into pieces that fails later — its read
+// alone or in a batch, its forward in a batch, or a later piece of it — leaves its
+// cache as before its first piece ran (one rule, job.fail), and ends.
+func TestFailedJobRollsBack(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
+	newCache := func() *kv.Cache {
+		c, err := m.NewKV(64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ids := func(n, seed int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32((seed*31 + i*7 + 1) % m.Params.Vocab)
+		}
+		return out
+	}
+	readOK := func(model.Logits) error { return nil }
+	readBad := func(model.Logits) error { return errors.New("read refused") }
+	newJob := func(c *kv.Cache, n, seed int, read func(model.Logits) error) *job {
+		return &job{c: c, ids: ids(n, seed), read: read, done: make(chan struct{}), start: -1}
+	}
+	for _, tc := range []struct {
+		name string
+		long int // the prefill job's rows (the first step runs 12 of them beside 4 others)
+		read func(model.Logits) error
+		// then returns the second step's jobs beside the rest of the prefill job
+		then func(other *kv.Cache) []*job
+	}{
+		{"read alone", 30, readBad, func(*kv.Cache) []*job { return nil }},
+		{"read batched", 20, readBad, func(o *kv.Cache) []*job { return []*job{newJob(o, 4, 2, readOK)} }},
+		{"forward batched", 20, readOK, func(o *kv.Cache) []*job {
+			return []*job{newJob(o, 4, 2, readOK), newJob(o, 4, 3, readOK)} // one cache twice: the forward fails
+		}},
+		{"later piece", 30, readOK, func(o *kv.Cache) []*job {
+			return []*job{newJob(o, 4, 2, readOK), newJob(o, 4, 3, readOK)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bb := NewBatching(16).batcher(m)
+			long := newJob(newCache(), tc.long, 1, tc.read)
+			rest := bb.step([]*job{newJob(newCache(), 4, 0, readOK), long})
+			if len(rest) != 1 || rest[0] != long || long.c.Len() != 12 {
+				t.Fatalf("first step: rest %d jobs, cache %d; want the prefill job back with 12 rows run", len(rest), long.c.Len())
+			}
+			if rest = bb.step(append(tc.then(newCache()), long)); len(rest) != 0 {
+				t.Fatalf("second step returned %d jobs, want none", len(rest))
+			}
+			select {
+			case <-long.done:
+			default:
+				t.Fatal("the failed job did not end")
+			}
+			if long.err == nil {
+				t.Fatal("the job did not fail")
+			}
+			if got := long.c.Len(); got != 0 {
+				t.Errorf("cache holds %d positions after the failure, want 0 (as before its first piece)", got)
+			}
+		})
+	}
 }

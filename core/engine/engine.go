@@ -131,6 +131,9 @@ type lm interface {
 	// forward runs ids at the next positions, returning the logits of every row (all)
 	// or of the last one, row-major, valid until the next call.
 	forward(ids []int32, all bool) ([]float32, error)
+	// fill runs ids at the next positions for their cache entries only (a prompt
+	// chunk whose logits nobody reads): in a batch, its rows cost no classifier work.
+	fill(ids []int32) error
 	// hasStats reports whether forwardStats is available.
 	hasStats() bool
 	// forwardStats runs ids like forward but returns, instead of the rows, their
@@ -163,7 +166,7 @@ type seq struct {
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
-	err := s.run(ids, all, func(l model.Logits) error {
+	err := s.run(ids, outOf(all), func(l model.Logits) error {
 		n := l.Rows * l.Cols
 		if cap(s.host) < n {
 			s.host = make([]float32, n)
@@ -177,25 +180,35 @@ func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
 	return s.host, nil
 }
 
+func (s *seq) fill(ids []int32) error { return s.run(ids, model.OutNone, nil) }
+
+// outOf is the rows a forward of all (every row) or not (the last) asks for.
+func outOf(all bool) model.Out {
+	if all {
+		return model.OutAll
+	}
+	return model.OutLast
+}
+
 func (s *seq) hasStats() bool { return s.m.HasRowStats() }
 
 func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {
-	if err := s.run(ids, all, func(l model.Logits) error { return s.m.RowStats(l, k, pick, &s.st) }); err != nil {
+	if err := s.run(ids, outOf(all), func(l model.Logits) error { return s.m.RowStats(l, k, pick, &s.st) }); err != nil {
 		return nil, err
 	}
 	return &s.st, nil
 }
 
-// run enqueues a forward of ids (holding the backend's lock) and reads its result with
-// read: one wait for both. When the read fails, the cache goes back to its length
-// before the forward.
-func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
+// run enqueues a forward of ids (holding the backend's lock) and reads the rows out asks
+// for with read (nil for model.OutNone): one wait for both. When the read fails, the
+// cache goes back to its length before the forward.
+func (s *seq) run(ids []int32, out model.Out, read func(model.Logits) error) error {
 	s.seqs, s.rows = 1, len(ids)
 	if s.c == nil {
 		return errors.New("BUG: engine: forward on a pooled cache before its blocks were taken")
 	}
 	if s.b != nil {
-		j := &job{c: s.c, ids: ids, all: all, read: read}
+		j := &job{c: s.c, ids: ids, out: out, read: read}
 		err := s.b.do(j)
 		s.seqs, s.rows = max(j.seqs, 1), max(j.rows, len(ids))
 		return err
@@ -203,15 +216,20 @@ func (s *seq) run(ids []int32, all bool, read func(model.Logits) error) error {
 	mu := backendLock(s.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
-	return forwardRead(s.m, s.c, ids, all, read)
+	return forwardRead(s.m, s.c, ids, out, read)
 }
 
-// forwardRead enqueues a forward of ids on c and reads its result with read (one wait
-// for both); when the read fails, c goes back to its length before the forward. The
-// caller holds the backend's lock.
-func forwardRead(m *model.Model, c *kv.Cache, ids []int32, all bool, read func(model.Logits) error) error {
+// forwardRead enqueues a forward of ids on c and reads the rows out asks for with read
+// (one wait for both; model.OutNone: no read, the forward is waited for); when the read
+// fails, c goes back to its length before the forward. The caller holds the backend's
+// lock.
+func forwardRead(m *model.Model, c *kv.Cache, ids []int32, out model.Out, read func(model.Logits) error) error {
+	if out == model.OutNone {
+		_, err := m.Forward(ids, c, false)
+		return err
+	}
 	pos0 := c.Len()
-	l, err := m.ForwardNoWait(ids, c, all)
+	l, err := m.ForwardNoWait(ids, c, out == model.OutAll)
 	if err != nil {
 		return err
 	}
@@ -518,26 +536,22 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) error
 	return feed(ctx, s.draft, rest, s.batch)
 }
 
-// feed runs ids through m in chunks of batch, last-row logits only, and returns the
-// logits of the final chunk's last row (nil for no ids).
 // feedLast runs ids through m in forwards of at most batch tokens and returns the last
-// row's logits. A cancelled ctx stops it between forwards (a long prefill is
-// interruptible; the cache then holds the tokens fed so far, which the next prefill
-// accounts for).
+// row's logits (nil for no ids): the forwards before the last fill the cache only. A
+// cancelled ctx stops it between forwards (a long prefill is interruptible; the cache
+// then holds the tokens fed so far, which the next prefill accounts for).
 func feedLast(ctx context.Context, m lm, ids []int32, batch int) ([]float32, error) {
-	var out []float32
-	for len(ids) > 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n := min(len(ids), batch)
-		var err error
-		if out, err = m.forward(ids[:n], false); err != nil {
-			return nil, err
-		}
-		ids = ids[n:]
+	if len(ids) == 0 {
+		return nil, nil
 	}
-	return out, nil
+	last := (len(ids) - 1) / batch * batch // the start of the final forward
+	if err := feed(ctx, m, ids[:last], batch); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m.forward(ids[last:], false)
 }
 
 // feedStats is feedLast returning the statistics of the last row (k best, no pick)
@@ -556,9 +570,20 @@ func feedStats(ctx context.Context, m lm, ids []int32, batch, k int) (*model.Row
 	return m.forwardStats(ids[last:], false, k, nil)
 }
 
+// feed runs ids through m in forwards of at most batch tokens that fill the cache only
+// (no logits). A cancelled ctx stops it between forwards, as feedLast.
 func feed(ctx context.Context, m lm, ids []int32, batch int) error {
-	_, err := feedLast(ctx, m, ids, batch)
-	return err
+	for len(ids) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(ids), batch)
+		if err := m.fill(ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
 }
 
 // generating is the number of sessions generating on the target now, this one among

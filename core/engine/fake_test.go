@@ -96,6 +96,11 @@ func (f *fakeLM) forward(ids []int32, all bool) ([]float32, error) {
 	return f.out, nil
 }
 
+func (f *fakeLM) fill(ids []int32) error {
+	_, err := f.forward(ids, false)
+	return err
+}
+
 func (f *fakeLM) hasStats() bool { return f.stats }
 
 func (f *fakeLM) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/minfer/minfer/core/kv"
-	"github.com/minfer/minfer/core/model"
 )
 
 // KV memory from a pool (Config.Pool). A pooled session allocates no cache up front.
@@ -93,7 +92,7 @@ func (s *Session) regrow(sq *seq, room int) error {
 	tmp := &seq{m: sq.m, c: nc, logical: room, kt: sq.kt}
 	for len(ids) > 0 {
 		n := min(len(ids), s.batch)
-		if err := tmp.run(ids[:n], false, func(model.Logits) error { return nil }); err != nil {
+		if err := tmp.fill(ids[:n]); err != nil {
 			nc.Close()
 			return fmt.Errorf("engine: recomputing the KV cache after growing it: %w", err)
 		}

@@ -54,7 +54,7 @@ func TestForwardBatchErrors(t *testing.T) {
 		{"full cache", []model.Seq{{IDs: []int32{1}, Cache: c1}, {IDs: []int32{1, 2, 3, 4, 5}, Cache: c2}}, "sequence 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := m.ForwardBatch(tc.seqs, false)
+			_, err := m.ForwardBatch(tc.seqs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -102,7 +102,7 @@ func BenchmarkForwardBatch(b *testing.B) {
 						}
 					}
 				}
-				if _, err := m.ForwardBatch(seqs, false); err != nil {
+				if _, err := m.ForwardBatch(seqs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -118,4 +118,56 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSharedStep is the step of chunked prefill on the trained target: 4 decoding
+// sequences (one row each, at position 100) and a 60-row prompt chunk of a fifth
+// sequence in one forward, the chunk's rows with every row's logits (what the batcher
+// asked for before sequences chose their rows: one every-row flag per batch) against
+// none (a chunk in the middle of its prompt) and its last row's (a prompt's end).
+func BenchmarkSharedStep(b *testing.B) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	m := golden.LoadModel(b, be, "models/trained/target-q8_0.gguf", "target")
+	prompt := make([]int32, 100)
+	chunk := make([]int32, 60)
+	for i := range chunk {
+		chunk[i] = int32(1 + (i*11)%300)
+	}
+	for _, out := range []model.Out{model.OutAll, model.OutNone, model.OutLast} {
+		b.Run("chunk="+[]string{"last", "all", "none"}[out], func(b *testing.B) {
+			seqs := make([]model.Seq, 5)
+			for j := range seqs {
+				c, err := m.NewKV(512, backend.KVF16)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				seqs[j] = model.Seq{IDs: []int32{int32(5 + j)}, Cache: c, Out: model.OutAll}
+				if j == 4 {
+					seqs[j] = model.Seq{IDs: chunk, Cache: c, Out: out}
+					continue
+				}
+				for i := range prompt {
+					prompt[i] = int32(1 + (i*7+j*13)%200)
+				}
+				if _, err := m.Forward(prompt, c, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				for j, q := range seqs {
+					if err := q.Cache.Truncate(map[bool]int{true: 0, false: len(prompt)}[j == 4]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := m.ForwardBatch(seqs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpuTime()-cpu0).Seconds()*1e6/float64(b.N), "cpu-µs/step")
+		})
+	}
 }

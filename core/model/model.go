@@ -62,7 +62,7 @@ type Model struct {
 	arch    *arch
 	scratch map[int]*pass // by capacity (a power of two ≥ nt)
 	seqs    []*seqRows    // ForwardBatch's per-sequence attention scratch, by slot
-	last    *batchOut     // ForwardBatch's last rows and their logits
+	last    *batchOut     // ForwardBatch's logits
 	graphs  backend.Graphs
 }
 
@@ -374,9 +374,7 @@ func (m *Model) free() {
 	}
 	m.seqs = nil
 	if m.last != nil {
-		for _, b := range m.last.bufsOut {
-			m.b.Free(b)
-		}
+		m.b.Free(m.last.logits)
 		m.last = nil
 	}
 }
@@ -405,9 +403,12 @@ type pass struct {
 	hostPos []int32
 	bufs    []backend.Buffer
 	// seqs, set by ForwardBatch, places each sequence's rows in the batch (nil: one
-	// sequence, kv); last then receives each sequence's last row and its logits.
+	// sequence, kv); last then receives the logits of the nOut rows that get them,
+	// whose residual rows xo (cap, embd) gathers in the last layer when nOut < nt.
 	seqs []*seqRows
 	last *batchOut
+	nOut int
+	xo   backend.Buffer
 	// multi holds the sequences' AttentionSeqs arguments (backend.MultiAttention).
 	multi []backend.SeqAttention
 }
@@ -447,13 +448,9 @@ func (s *pass) narrow(b backend.Backend, p *Params, l int, r rows) rows {
 // classify applies the output norm and the classifier to the rows asked for: every
 // row into outAll, or the last row into out1.
 func (s *pass) classify(b backend.Backend, p *Params, w *Weights, r rows) {
-	if s.last != nil { // a batch of sequences: each one's last row
-		for j, q := range s.seqs {
-			b.CopyRows(s.last.x, j, r.x, q.off+q.n-1, 1, p.Embd) // x (seqs, embd)
-		}
-		n := len(s.seqs)
-		b.RMSNorm(s.last.x, s.last.x, w.OutNorm, n, p.RMSEps) // x (seqs, embd)
-		b.MatMul(s.last.logits, w.Output, s.last.x, n)        // logits (seqs, vocab)
+	if s.last != nil { // a batch of sequences: the rows their Outs ask for
+		b.RMSNorm(s.xb, r.x, w.OutNorm, r.n, p.RMSEps) // xb (nOut, embd)
+		b.MatMul(s.last.logits, w.Output, s.xb, r.n)   // logits (nOut, vocab)
 		return
 	}
 	if s.all {

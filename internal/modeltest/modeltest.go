@@ -14,9 +14,9 @@ import (
 
 // BatchInvariance checks model.ForwardBatch on m: sequences at different positions of
 // their own caches (kt), with different row counts, run as one batched forward get
-// exactly the bits each gets from its own Forward — every row's logits and each one's
-// last row — and leave their caches as their own forwards would (the next one-token
-// step agrees too).
+// exactly the bits each gets from its own Forward — every row's logits, the last row's
+// or none, as each sequence's Out asks, in any mix — and leave their caches as their
+// own forwards would (the next one-token step agrees too).
 func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
 	t.Helper()
 	v := m.Params.Vocab
@@ -54,23 +54,34 @@ func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
 		}
 		return out
 	}
-	for _, all := range []bool{true, false} {
-		t.Run(map[bool]string{true: "all", false: "last"}[all], func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		outs []model.Out // per sequence
+	}{
+		{"all", []model.Out{model.OutAll, model.OutAll, model.OutAll, model.OutAll}},
+		{"last", []model.Out{model.OutLast, model.OutLast, model.OutLast, model.OutLast}},
+		{"mixed", []model.Out{model.OutAll, model.OutNone, model.OutLast, model.OutLast}},
+		{"mixed, none last", []model.Out{model.OutLast, model.OutAll, model.OutAll, model.OutNone}},
+		{"none", []model.Out{model.OutNone, model.OutNone, model.OutNone, model.OutNone}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			alone := newCaches()
 			var want []float32
 			for j, c := range alone {
-				l, err := m.Forward(batchIDs(j), c, all)
+				l, err := m.Forward(batchIDs(j), c, tc.outs[j] == model.OutAll)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want = append(want, read(l)...)
+				if tc.outs[j] != model.OutNone {
+					want = append(want, read(l)...)
+				}
 			}
 			together := newCaches()
 			seqs := make([]model.Seq, len(together))
 			for j, c := range together {
-				seqs[j] = model.Seq{IDs: batchIDs(j), Cache: c}
+				seqs[j] = model.Seq{IDs: batchIDs(j), Cache: c, Out: tc.outs[j]}
 			}
-			l, err := m.ForwardBatch(seqs, all)
+			l, err := m.ForwardBatch(seqs)
 			if err != nil {
 				t.Fatal(err)
 			}
