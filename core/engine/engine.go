@@ -117,6 +117,10 @@ type TopLogit struct {
 // Result is what a request produced.
 type Result struct {
 	PromptTokens int
+	// CachedTokens are the prompt tokens whose cache entries the session kept from its
+	// previous sequence instead of computing them (the shared prefix; none once a KV
+	// pool took the session's blocks back): what the request actually reused.
+	CachedTokens int
 	Tokens       []int32 // generated tokens (an ending EOG is not included)
 	Text         string
 	Stop         StopReason
@@ -500,40 +504,40 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 }
 
 // prefill makes the target cache (and, when the request may draft, the draft cache)
-// hold prompt[:n-1], keeping the prefix shared with the previous sequence. Prefilling
-// the draft here keeps the rounds' draft times (which the depth policy weighs) free of
-// the prompt's cost.
-func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) error {
+// hold prompt[:n-1], keeping the prefix shared with the previous sequence, and returns
+// the number of target positions it kept. Prefilling the draft here keeps the rounds'
+// draft times (which the depth policy weighs) free of the prompt's cost.
+func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept int, err error) {
 	keep := 0
 	for keep < len(s.hist) && keep < len(prompt)-1 && s.hist[keep] == prompt[keep] {
 		keep++
 	}
 	keep = min(keep, s.target.len())
 	if err := s.target.truncate(keep); err != nil {
-		return err
+		return keep, err
 	}
 	if s.draft != nil {
 		if err := s.draft.truncate(min(keep, s.draft.len())); err != nil {
-			return err
+			return keep, err
 		}
 	}
 	s.hist = append(s.hist[:0], prompt...)
 	if err := s.reserve(s.want); err != nil {
-		return err
+		return keep, err
 	}
 	if err := feed(ctx, s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
-		return err
+		return keep, err
 	}
 	if !draft || s.draft == nil {
-		return nil
+		return keep, nil
 	}
 	rest := prompt[s.draft.len() : len(prompt)-1]
 	for _, id := range rest {
 		if int(id) >= s.draft.vocab() {
-			return nil // the draft cannot follow this prompt (see draftTokens)
+			return keep, nil // the draft cannot follow this prompt (see draftTokens)
 		}
 	}
-	return feed(ctx, s.draft, rest, s.batch)
+	return keep, feed(ctx, s.draft, rest, s.batch)
 }
 
 // feedLast runs ids through m in forwards of at most batch tokens and returns the last

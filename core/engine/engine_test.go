@@ -306,6 +306,9 @@ func TestPrefixReuse(t *testing.T) {
 	if got := target.rows - before; got != 7 {
 		t.Fatalf("second turn ran %d rows, want 7", got)
 	}
+	if r1.CachedTokens != 0 || r2.CachedTokens != len(p1)+len(r1.Tokens)-1 {
+		t.Errorf("cached tokens %d then %d, want 0 then %d (the first turn but its newest token)", r1.CachedTokens, r2.CachedTokens, len(p1)+len(r1.Tokens)-1)
+	}
 	fresh := generate(t, &fakeLM{v: v, n: 512}, nil, fakeVocab{}, Request{Prompt: p2, NPredict: 5})
 	if !slices.Equal(r2.Tokens, fresh.Tokens) {
 		t.Fatalf("reused prefix changed the output: got %v, want %v", r2.Tokens, fresh.Tokens)

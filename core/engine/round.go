@@ -46,7 +46,9 @@ func (g *gen) run(ctx context.Context) error {
 	g.off = make([]bool, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
-	if err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel); err != nil {
+	kept, err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel)
+	g.res.CachedTokens = kept
+	if err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
 	}
 	if g.req.NPredict == 0 {

@@ -37,7 +37,6 @@ type job struct {
 	assertID   bool
 	ignoreEOS  bool
 	maxField   string // the field that set maxTokens ("" when the request left it out)
-	cached     int    // prompt tokens the slot's cache holds (set once the slot is taken)
 	id         string
 	created    int64
 	endpoint   string
@@ -273,7 +272,6 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, j *job, err er
 		s.release(sl)
 	}
 	defer free()
-	j.cached = sl.cached(j.prompt, s.opts.Tokenizer.IsEOG)
 	promptField := "prompt"
 	if j.chat {
 		promptField = "messages"
@@ -371,7 +369,7 @@ func (s *Server) whole(w http.ResponseWriter, ctx context.Context, sl *slot, j *
 	if lp != nil {
 		lps = s.logprobsJSON(j, lp.entries(len(res.Tokens)))
 	}
-	usage := usageOf(res, j.cached)
+	usage := usageOf(res)
 	var body map[string]any
 	if j.chat {
 		body = map[string]any{
@@ -453,8 +451,8 @@ func (s *Server) extension(pl *Plugins, res *engine.Result) map[string]any {
 // generate runs req on the slot and records what its cache holds afterwards.
 func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Request) (*engine.Result, error) {
 	before := sl.sess.Reclaims()
-	if before != sl.reclaims { // taken back since j.cached was counted: all is recomputed
-		j.cached = 0
+	if s.beforeGenerate != nil {
+		s.beforeGenerate()
 	}
 	res, err := sl.sess.Generate(ctx, req)
 	if err != nil || res == nil {
@@ -466,12 +464,13 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Requ
 }
 
 // usageOf is OpenAI's usage object; prompt_tokens_details.cached_tokens counts the
-// prompt tokens the slot's cache already held.
-func usageOf(res *engine.Result, cached int) map[string]any {
+// prompt tokens the engine reused from the slot's cache (Result.CachedTokens: what it
+// did, not what the slot's record predicted when the slot was chosen).
+func usageOf(res *engine.Result) map[string]any {
 	return map[string]any{
 		"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.Tokens),
 		"total_tokens":          res.PromptTokens + len(res.Tokens),
-		"prompt_tokens_details": map[string]int{"cached_tokens": cached},
+		"prompt_tokens_details": map[string]int{"cached_tokens": res.CachedTokens},
 	}
 }
 

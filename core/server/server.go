@@ -122,6 +122,10 @@ type Server struct {
 	created int64
 	// draining is set when shutdown begins (/health answers 503).
 	draining atomic.Bool
+	// beforeGenerate, when set (tests only), runs just before a slot's session
+	// generates: where the KV pool may take the slot's blocks back after the slot was
+	// chosen for its cached prefix.
+	beforeGenerate func()
 }
 
 // slot is one sequence: a session used by one request at a time.
@@ -143,15 +147,17 @@ type slot struct {
 // session's Reclaims() read before the generation began. A reclaim after that (the
 // pool may take the blocks back as soon as the generation ends) leaves the record
 // stale from the start; one in the moment before the generation took its blocks only
-// makes it look stale, so the next request counts nothing as cached — never too much.
+// makes it look stale. The record only steers the choice of a slot (closest); what a
+// request reports as cached_tokens is what the engine reused (Result.CachedTokens).
 func (sl *slot) remember(prompt []int32, res *engine.Result, before uint64) {
 	sl.held = append(append(sl.held[:0], prompt...), res.Tokens...)
 	sl.heldEOG = res.Stop == engine.StopEOG
 	sl.reclaims = before
 }
 
-// cached is how many tokens of prompt the slot's session reuses: none once the pool
-// took the session's blocks back since held was recorded (the record is dropped).
+// cached is how many tokens of prompt the slot's session would reuse, as far as its
+// record tells: none once the pool took the session's blocks back since held was
+// recorded (the record is dropped).
 func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
 	if sl.sess.Reclaims() != sl.reclaims {
 		sl.held, sl.heldEOG = sl.held[:0], false
@@ -164,7 +170,8 @@ func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
 // it ended with an end-of-generation token, which the session holds but the result's
 // tokens do not). The session keeps the common prefix, except that the last prompt
 // token always runs (it gives the first logits) and the newest held token was never
-// cached. The server reports it as cached_tokens; the chat REPL in /stats.
+// cached. The server chooses slots by it (a request reports the engine's count,
+// Result.CachedTokens); the chat REPL shows it in /stats.
 func CachedTokens(held []int32, heldEOG bool, prompt []int32, isEOG func(int32) bool) int {
 	n := 0
 	for n < len(held) && n < len(prompt) && held[n] == prompt[n] {

@@ -457,9 +457,62 @@ func TestKVPool(t *testing.T) {
 	}
 }
 
+// TestCachedTokensAsReused: cached_tokens is what the engine reused, also when the
+// pool takes the chosen slot's blocks back between the choice (made for its cached
+// prefix) and the generation: the engine then recomputes the prompt, and the request
+// reports 0, not the prefix its slot held when it was chosen.
+func TestCachedTokensAsReused(t *testing.T) {
+	pool, srv, hs := servePooledServer(t)
+	body := `{"prompt": "Once upon a time there was", "max_tokens": 4, "temperature": 0}`
+	cached := func() int {
+		t.Helper()
+		code, out := post(t, hs.URL+"/v1/completions", body)
+		if code != http.StatusOK {
+			t.Fatalf("status %d: %v", code, out)
+		}
+		usage, _ := out["usage"].(map[string]any)
+		details, _ := usage["prompt_tokens_details"].(map[string]any)
+		n, ok := details["cached_tokens"].(float64)
+		if !ok {
+			t.Fatalf("no usage.prompt_tokens_details.cached_tokens in %v", out)
+		}
+		return int(n)
+	}
+	cached()
+	want := cached()
+	if want == 0 {
+		t.Fatal("the repeated request reused nothing, want its prompt's prefix")
+	}
+	srv.beforeGenerate = func() { // the slot is chosen, its session not yet busy
+		all := pool.Blocks()
+		if err := pool.Take(all); err != nil {
+			t.Error(err)
+			return
+		}
+		pool.Give(all)
+	}
+	if got := cached(); got != 0 {
+		t.Errorf("blocks taken back after the slot was chosen: cached_tokens %d, want 0 (the engine recomputed the prompt)", got)
+	}
+	srv.beforeGenerate = nil
+	// That slot's record went stale with the reclaim, so the next repeat may go to
+	// either slot; the one after finds the prefix again.
+	cached()
+	if got := cached(); got != want {
+		t.Errorf("a later repeat: cached_tokens %d, want %d", got, want)
+	}
+}
+
 // servePooled serves stories260K on two slots whose caches come from a pool of 16
 // blocks of 32 positions.
 func servePooled(t *testing.T) (*kv.Pool, *httptest.Server) {
+	t.Helper()
+	pool, _, hs := servePooledServer(t)
+	return pool, hs
+}
+
+// servePooledServer is servePooled, with the Server.
+func servePooledServer(t *testing.T) (*kv.Pool, *Server, *httptest.Server) {
 	t.Helper()
 	pool, err := kv.NewPool(32, 16, 4096)
 	if err != nil {
@@ -488,7 +541,7 @@ func servePooled(t *testing.T) (*kv.Pool, *httptest.Server) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	return pool, hs
+	return pool, srv, hs
 }
 
 // TestKVPoolReclaimForgetsPrefix: once the pool takes an idle slot's blocks back (its

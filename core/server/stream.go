@@ -144,7 +144,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sl *slot, j 
 	if j.usage {
 		u := s.chunk(j, nil, false)
 		u["choices"] = []any{}
-		u["usage"] = usageOf(res, j.cached)
+		u["usage"] = usageOf(res)
 		if ev.send(u) != nil {
 			return 499
 		}
