@@ -7,6 +7,7 @@
 # Here (no GPU), from the repository root, put what the run needs into two folders, each under
 # the device's carry limit:
 #   scripts/h200-compare.sh pack      # .dev/cmp: minfer, llama.cpp source, loadgen, this script
+#                                     #   and the trained target in Q8_0 (the drafter bed's)
 #                                     # .dev/cmpt: cuda.test, the test models, the trained pair
 # On the GPU machine, three calls back to back (an idle machine is taken back after 30 s):
 #   bash .dev/cmp/h200-compare.sh stash      # (carry .dev/cmp) copies it to /tmp/h2c
@@ -116,7 +117,7 @@ case "${1:-}" in
     mkdir -p .dev/cmp .dev/cmpt/td/models/trained
     CGO_ENABLED=0 go build -ldflags="-s -w" -o .dev/cmp/minfer ./cmd/minfer
     cp ../shared/bench/llama.cpp-d32676d7.tar.xz ../shared/bench/loadgen.py scripts/h200-compare.sh .dev/cmp/
-    [ -f scripts/bench-drafters.sh ] && cp scripts/bench-drafters.sh .dev/cmp/
+    cp scripts/bench-drafters.sh ../shared/testdata/models/trained/target-q8_0.gguf .dev/cmp/
     CGO_ENABLED=0 go test -c -tags cuda -ldflags="-s -w" -o .dev/cmpt/cuda.test ./core/backend/cuda
     cp scripts/h200-compare.sh .dev/cmpt/
     cp -r .dev/testdata/. .dev/cmpt/td/
@@ -125,7 +126,7 @@ case "${1:-}" in
     du -sh .dev/cmp .dev/cmpt ;;
   stash) rm -rf $W && mkdir -p $W && cp -r $here/. $W/ && ls $W ;;
   start)
-    mkdir -p $W/t $L && cp -r $here/. $W/t/
+    mkdir -p $W/t $L && cp -r $here/. $W/t/ && cp $W/target-q8_0.gguf $W/t/td/models/trained/
     setsid nohup bash $W/h200-compare.sh run > $L/pipe.log 2>&1 < /dev/null & sleep 2; cat $L/progress.txt ;;
   run) run ;;
   wait)
