@@ -5,13 +5,16 @@ import (
 	"fmt"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins"
 )
 
 const configUsage = `
 Usage: minfer config check [FILE]
 
 Loads a minfer.toml strictly: unknown keys, values of the wrong type and invalid values
-are errors naming the key and line (exit code 1). On success prints "ok: FILE" and a
+are errors naming the key and line (exit code 1), and so are a built-in plugin's params
+key it does not read and a params value it refuses (each naming the [plugins.NAME]
+table), as a run would refuse them. On success prints "ok: FILE" and a
 summary of what the file configures, and warns on stderr about model and plugin files
 it names that do not exist (a run would fail on them).
 
@@ -55,6 +58,9 @@ func runConfig(ctx context.Context, m *Main, args []string) error {
 	}
 	c, used, err := config.LoadOrDefault(file)
 	if err != nil {
+		return err
+	}
+	if err := plugins.CheckBuiltins(c); err != nil {
 		return err
 	}
 	if used == "" {

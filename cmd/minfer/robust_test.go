@@ -211,6 +211,10 @@ func TestRobustness(t *testing.T) {
 	notWasmPlugin := conf("not-wasm.toml", fmt.Sprintf("[plugins.x]\nsource = %q\n[sampling]\nsampler = \"x\"\n", "file:"+notWasm))
 	bigMemory := conf("big-memory.toml", "[plugins.sampling]\nsource = \"builtin:sampling\"\nmemory_mb = 3000\n")
 	trapPolicy := conf("trap.toml", fmt.Sprintf("[plugins.evil]\nsource = %q\n[spec]\npolicy = \"evil\"\n", "file:"+trap))
+	builtinKey := conf("builtin-key.toml", "[plugins.static]\nparams = { dpeth = 2 }\n")
+	builtinValue := conf("builtin-value.toml", "[plugins.fast]\nsource = \"builtin:static\"\nparams = { depth = -3 }\n")
+	missingProcess := conf("missing-process.toml", "[plugins.x]\nsource = \"process:./nope\"\n[spec]\npolicy = \"x\"\n")
+	dirPlugin := conf("dir-plugin.toml", fmt.Sprintf("[plugins.x]\nsource = %q\n[spec]\npolicy = \"x\"\n", "file:"+adir))
 	trapFallback := conf("trap-fallback.toml", fmt.Sprintf("[plugins.evil]\nsource = %q\n[spec]\npolicy = \"evil\"\nfallback = \"static\"\n", "file:"+trap))
 
 	run := func(args ...string) []string { return append([]string{"run", "--config", cfg}, args...) }
@@ -272,8 +276,13 @@ func TestRobustness(t *testing.T) {
 		{name: "run with a bad config", args: []string{"run", "--config", unknownKey, "-p", "hi"}, code: 1, want: "unknown key"},
 		{name: "config naming missing files", args: []string{"config", "check", missingPlugin}, want: "warning: [plugins.x] source: stat " + filepath.Join(dir, "nope.wasm") + ": no such file"},
 		{name: "config missing file", args: []string{"config", "check", missing}, code: 1, want: "missing.gguf"},
+		{name: "config built-in params key", args: []string{"config", "check", builtinKey}, code: 1, want: `[plugins.static]: params: unknown key "dpeth": plugin "static" reads depth,`},
+		{name: "config built-in params value", args: []string{"config", "check", builtinValue}, code: 1, want: "[plugins.fast]: static: params: depth = -3"},
+		{name: "run built-in params key", args: []string{"run", "--config", builtinKey, "-p", "hi"}, code: 1, want: `[plugins.static]: params: unknown key "dpeth"`},
 		// plugins
 		{name: "sampler file missing", args: []string{"run", "--config", missingPlugin, "-p", "hi"}, code: 1, want: "nope.wasm: no such file"},
+		{name: "policy process missing", args: []string{"run", "--config", missingProcess, "-p", "hi"}, code: 1, want: `[plugins.x]: process plugin "x": start: stat ` + filepath.Join(dir, "nope") + ": no such file"},
+		{name: "policy file is a directory", args: []string{"run", "--config", dirPlugin, "-p", "hi"}, code: 1, want: "[plugins.x]: read " + adir + ": is a directory"},
 		{name: "sampler not wasm", args: []string{"run", "--config", notWasmPlugin, "-p", "hi"}, code: 1, want: "not a valid WebAssembly module"},
 		{name: "policy traps", args: []string{"run", "--config", trapPolicy, "-m", llamaQ8, "--draft", llamaQ4, "-p", "hi", "-n", "4", "--temp", "0"}, code: 1, want: `plugin "evil"`},
 		{name: "policy traps, fallback takes over", args: []string{"run", "--config", trapFallback, "-m", llamaQ8, "--draft", llamaQ4, "-p", "hi", "-n", "4", "--temp", "0"}, want: `using [spec] fallback "static"`},
