@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/minfer/minfer/internal/testpath"
@@ -28,6 +29,30 @@ func TestHostileChatTemplates(t *testing.T) {
 		})
 		t.Run(tc.name+"/run --chat", func(t *testing.T) {
 			runRobust(t, robustCase{args: []string{"run", "--config", cfg, "-m", model, "-p", "hi", "--chat", "-n", "2"}, code: 1, want: want})
+		})
+	}
+}
+
+// TestHostileChatTemplateFiles: a --chat-template FILE that recurses, does not parse or
+// fails on the plainest conversation stops run and serve at start (exit 2), naming the
+// file — before, serve started and failed every chat request with "chat template
+// override".
+func TestHostileChatTemplateFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := emptyConfig(t)
+	for _, tc := range []struct{ name, src, want string }{
+		{"recursion", `{% macro a(n) %}{{ b(n) }}{% endmacro %}{% macro b(n) %}{{ a(n) }}{% endmacro %}{{ a(0) }}`, "render stopped: nesting depth exceeds"},
+		{"parse error", `{% for m in messages %}{{ m.content }}`, "jinja parse"},
+		{"raises", `{{ raise_exception('no system message') }}`, "no system message"},
+	} {
+		file := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".jinja", []byte(tc.src))
+		want := "--chat-template: tokenizer: chat template " + file + ": "
+		t.Run(tc.name+"/run", func(t *testing.T) {
+			runRobust(t, robustCase{args: []string{"run", "--config", cfg, "--chat-template", file, "-p", "hi", "-n", "2"}, code: 2, want: want})
+			runRobust(t, robustCase{args: []string{"run", "--config", cfg, "--chat-template", file, "-p", "hi", "-n", "2"}, code: 2, want: tc.want})
+		})
+		t.Run(tc.name+"/serve", func(t *testing.T) {
+			runRobust(t, robustCase{args: []string{"serve", "--config", cfg, "--chat-template", file, "--addr", "127.0.0.1:0"}, code: 2, want: want})
 		})
 	}
 }

@@ -191,6 +191,13 @@ func (st *Stack) UseChatTemplate(name string) error {
 			return usage.Errorf("--chat-template %s: not a built-in template (%s) and not a readable file: %v",
 				name, strings.Join(tokenizer.BuiltinTemplateNames(), ", "), err)
 		}
+		// a trial render of the plainest conversation, so that a file that does not
+		// parse, raises or passes a render limit fails here, naming the file, and not
+		// at every chat request of a server that started
+		msgs := []tokenizer.Message{{Role: "user", Content: "Hello"}}
+		if _, err := st.Tok.RenderChatPrompt(context.Background(), string(b), msgs, true, tokenizer.RenderOptions{Name: name}); err != nil {
+			return usage.Errorf("--chat-template: %v", err)
+		}
 		st.ChatTemplate = string(b)
 		fmt.Fprintf(st.log, "chat template: %s (--chat-template)\n", name)
 	case st.Tok.ChatTemplate() == "":
