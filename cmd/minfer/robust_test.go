@@ -177,6 +177,17 @@ func TestRobustness(t *testing.T) {
 		}
 		return writeFile(t, dir, name, b)
 	}
+	// a header claiming 2^40 tensors, and a first key of 2^60 bytes (GGUF v3: magic,
+	// version, tensor count, metadata count, then the first key's length)
+	header := func(name string, tensors, kvs uint64, rest ...uint64) string {
+		b := binary.LittleEndian.AppendUint32([]byte("GGUF"), 3)
+		for _, v := range append([]uint64{tensors, kvs}, rest...) {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+		return writeFile(t, dir, name, append(b, make([]byte, 64)...))
+	}
+	hugeTensors := header("huge-tensors.gguf", 1<<40, 0)
+	hugeString := header("huge-string.gguf", 0, 1, 1<<60)
 	vocabOnly := rewriteGGUF(t, stories, dir, "vocab-only.gguf", ggufEdit{drop: func(string) bool { return true }})
 	mamba := rewriteGGUF(t, stories, dir, "mamba.gguf", ggufEdit{set: map[string]any{"general.architecture": "mamba"}})
 	noArch := rewriteGGUF(t, stories, dir, "no-arch.gguf", ggufEdit{set: map[string]any{"general.architecture": nil}})
@@ -234,6 +245,10 @@ func TestRobustness(t *testing.T) {
 		{name: "truncated after header", args: run("-m", trunc(24), "-p", "hi"), code: 1, want: "metadata count 19 exceeds file"},
 		{name: "truncated in metadata", args: run("-m", trunc(5000), "-p", "hi"), code: 1, want: "file truncated"},
 		{name: "truncated in tensor data", args: run("-m", trunc(600000), "-p", "hi"), code: 1, want: "out of file bounds"},
+		{name: "huge tensor count", args: run("-m", hugeTensors, "-p", "hi"), code: 1, want: "huge-tensors.gguf: tensor count 1099511627776 exceeds file"},
+		{name: "huge string length", args: run("-m", hugeString, "-p", "hi"), code: 1, want: "string length 1152921504606846976 exceeds file"},
+		{name: "inspect huge tensor count", args: []string{"inspect", hugeTensors}, code: 1, want: "tensor count 1099511627776 exceeds file"},
+		{name: "tokenize huge string length", args: []string{"tokenize", "-m", hugeString, "hi"}, code: 1, want: "string length 1152921504606846976 exceeds file"},
 		{name: "garbage in metadata", args: run("-m", garbage("garbage-meta.gguf", 200, 400), "-p", "hi"), code: 1, want: "exceeds file"},
 		{name: "garbage in tensor infos", args: run("-m", garbage("garbage-tensors.gguf", 13000, 13500), "-p", "hi"), code: 1, want: "gguf:"},
 		{name: "vocab-only model", args: run("-m", vocabOnly, "-p", "hi"), code: 1, want: "no tensors (a vocabulary-only GGUF?)"},
