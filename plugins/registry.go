@@ -257,141 +257,118 @@ func (r *Registry) lookup(name string, role sdk.Role) (*entry, error) {
 // Policy starts a depth-policy instance of the named plugin for one sequence. overrides
 // are applied over the declared params table (nil: none).
 func (r *Registry) Policy(ctx context.Context, name string, overrides map[string]any) (sdk.DepthPolicy, Info, error) {
-	e, err := r.lookup(name, sdk.RolePolicy)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	params := mustParams(e.decl.Params, overrides)
-	switch {
-	case e.mod != nil:
-		p, err := e.mod.Policy(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return p, e.info, nil
-	case e.proc != nil:
-		v, err := r.processInstance(ctx, e, overrides, sdk.RolePolicy)
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return v.(sdk.DepthPolicy), e.info, nil
-	}
-	p, err := e.native.NewPolicy(params)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
-	}
-	return nativePolicy{p}, e.info, nil
+	return start(r, ctx, name, overrides, policyKit)
 }
 
 // Sampler starts a sampler instance of the named plugin for one sequence.
 func (r *Registry) Sampler(ctx context.Context, name string, overrides map[string]any) (sdk.Sampler, Info, error) {
-	e, err := r.lookup(name, sdk.RoleSampler)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	params := mustParams(e.decl.Params, overrides)
-	switch {
-	case e.mod != nil:
-		s, err := e.mod.Sampler(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return s, e.info, nil
-	case e.proc != nil:
-		v, err := r.processInstance(ctx, e, overrides, sdk.RoleSampler)
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return v.(sdk.Sampler), e.info, nil
-	}
-	s, err := e.native.NewSampler(params)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
-	}
-	return nativeSampler{s}, e.info, nil
+	return start(r, ctx, name, overrides, samplerKit)
 }
 
 // Penalty starts a penalty instance of the named plugin for one sequence.
 func (r *Registry) Penalty(ctx context.Context, name string, overrides map[string]any) (sdk.Penalty, Info, error) {
-	e, err := r.lookup(name, sdk.RolePenalty)
-	if err != nil {
-		return nil, Info{}, err
-	}
-	params := mustParams(e.decl.Params, overrides)
-	switch {
-	case e.mod != nil:
-		p, err := e.mod.Penalty(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return p, e.info, nil
-	case e.proc != nil:
-		v, err := r.processInstance(ctx, e, overrides, sdk.RolePenalty)
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return v.(sdk.Penalty), e.info, nil
-	}
-	p, err := e.native.NewPenalty(params)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
-	}
-	return nativePenalty{p}, e.info, nil
+	return start(r, ctx, name, overrides, penaltyKit)
 }
 
 // Drafter starts a drafter instance of the named plugin for one sequence.
 func (r *Registry) Drafter(ctx context.Context, name string, overrides map[string]any) (sdk.Drafter, Info, error) {
-	e, err := r.lookup(name, sdk.RoleDrafter)
+	return start(r, ctx, name, overrides, drafterKit)
+}
+
+// roleKit is how each kind of entry starts an instance of one role (T, its sdk
+// interface): from its WebAssembly module, in its process, or natively (the instance
+// wrapped with a Close that releases nothing).
+type roleKit[T any] struct {
+	role   sdk.Role
+	wasm   func(m *wasm.Module, ctx context.Context, plugin string, params []byte, co wasm.CallOptions) (T, error)
+	proc   func(c *process.Client, params []byte) (T, error)
+	native func(p builtin.Plugin, params []byte) (T, error)
+}
+
+var (
+	policyKit = roleKit[sdk.DepthPolicy]{role: sdk.RolePolicy,
+		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.DepthPolicy, error) {
+			return asRole[sdk.DepthPolicy](m.Policy(ctx, n, p, co))
+		},
+		proc: (*process.Client).PolicyWith,
+		native: func(b builtin.Plugin, p []byte) (sdk.DepthPolicy, error) {
+			v, err := b.NewPolicy(p)
+			return nativePolicy{v}, err
+		}}
+	samplerKit = roleKit[sdk.Sampler]{role: sdk.RoleSampler,
+		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Sampler, error) {
+			return asRole[sdk.Sampler](m.Sampler(ctx, n, p, co))
+		},
+		proc: (*process.Client).SamplerWith,
+		native: func(b builtin.Plugin, p []byte) (sdk.Sampler, error) {
+			v, err := b.NewSampler(p)
+			return nativeSampler{v}, err
+		}}
+	penaltyKit = roleKit[sdk.Penalty]{role: sdk.RolePenalty,
+		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Penalty, error) {
+			return asRole[sdk.Penalty](m.Penalty(ctx, n, p, co))
+		},
+		proc: (*process.Client).PenaltyWith,
+		native: func(b builtin.Plugin, p []byte) (sdk.Penalty, error) {
+			v, err := b.NewPenalty(p)
+			return nativePenalty{v}, err
+		}}
+	drafterKit = roleKit[sdk.Drafter]{role: sdk.RoleDrafter,
+		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Drafter, error) {
+			return asRole[sdk.Drafter](m.Drafter(ctx, n, p, co))
+		},
+		proc: (*process.Client).DrafterWith,
+		native: func(b builtin.Plugin, p []byte) (sdk.Drafter, error) {
+			v, err := b.NewDrafter(p)
+			return nativeDrafter{v}, err
+		}}
+)
+
+// asRole returns v as T, or T's nil and err: never an interface holding a nil *V.
+func asRole[T, V any](v V, err error) (T, error) {
 	if err != nil {
-		return nil, Info{}, err
+		var none T
+		return none, err
 	}
-	params := mustParams(e.decl.Params, overrides)
+	return any(v).(T), nil
+}
+
+// start starts an instance of k's role of the named plugin with its effective params
+// (the declaration's, overrides merged over them).
+//
+// A process plugin's instance is made in the plugin's one process: params travel with
+// each instance (sdk/process New), so every request shares the process whatever its
+// overrides: a request costs one instance, not a process start (before, a request with
+// overrides, which serve always has, started a process of its own: +100 ms).
+func start[T any](r *Registry, ctx context.Context, name string, overrides map[string]any, k roleKit[T]) (T, Info, error) {
+	var none T
+	e, err := r.lookup(name, k.role)
+	if err != nil {
+		return none, Info{}, err
+	}
+	var v T
 	switch {
 	case e.mod != nil:
-		d, err := e.mod.Drafter(ctx, e.plugin, params, wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
-		if err != nil {
-			return nil, Info{}, err
-		}
-		return d, e.info, nil
+		v, err = k.wasm(e.mod, ctx, e.plugin, mustParams(e.decl.Params, overrides), wasm.CallOptions{Timeout: e.decl.Timeout, Config: e.name})
 	case e.proc != nil:
-		v, err := r.processInstance(ctx, e, overrides, sdk.RoleDrafter)
-		if err != nil {
-			return nil, Info{}, err
+		var params []byte // nil: the declaration's, which the process was opened with
+		if len(overrides) > 0 {
+			params = mustParams(e.decl.Params, overrides)
 		}
-		return v.(sdk.Drafter), e.info, nil
+		v, err = k.proc(e.proc, params)
+	default:
+		if v, err = k.native(e.native, mustParams(e.decl.Params, overrides)); err != nil {
+			err = fmt.Errorf("plugins: %s: %w", name, err)
+		}
 	}
-	d, err := e.native.NewDrafter(params)
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("plugins: %s: %w", name, err)
+		return none, Info{}, err
 	}
-	return nativeDrafter{d}, e.info, nil
+	return v, e.info, nil
 }
 
 // openProcess starts a process plugin (a variable so that tests count the starts).
 var openProcess = process.Open
-
-// processInstance creates an instance in the plugin's one process with the effective
-// params (the declaration's, overrides merged over them). Params travel with each
-// instance (sdk/process New), so every request shares the process whatever its
-// overrides: a request costs one instance, not a process start (before, a request
-// with overrides, which serve always has, started a process of its own: +100 ms).
-func (r *Registry) processInstance(ctx context.Context, e *entry, overrides map[string]any, role sdk.Role) (any, error) {
-	var params []byte // nil: the declaration's, which the process was opened with
-	if len(overrides) > 0 {
-		params = mustParams(e.decl.Params, overrides)
-	}
-	switch role {
-	case sdk.RolePolicy:
-		return e.proc.PolicyWith(params)
-	case sdk.RoleSampler:
-		return e.proc.SamplerWith(params)
-	case sdk.RolePenalty:
-		return e.proc.PenaltyWith(params)
-	case sdk.RoleDrafter:
-		return e.proc.DrafterWith(params)
-	}
-	panic("BUG: process instance of unknown role")
-}
 
 // Native built-ins have nothing to release.
 type nativePolicy struct{ sdk.DepthPolicy }
