@@ -58,10 +58,17 @@ func params(cfg *config.Config, name string, info *Info) (map[string]any, error)
 // plugin would ignore it (ABI.md: plugins ignore unknown keys), so a misspelt key
 // would change nothing, silently. Built-ins refuse unknown keys themselves, at start.
 func checkDeclaredParams(name string, decl config.Plugin, info Info) error {
+	return CheckParamKeys(info, slices.Collect(maps.Keys(decl.Params)))
+}
+
+// CheckParamKeys refuses the first (in sorted order) of keys that info, a plugin that
+// declares its params, does not read: "params: unknown key "k": plugin "p" reads a, b"
+// (or "reads no params"). A plugin that declares nothing takes every key.
+func CheckParamKeys(info Info, keys []string) error {
 	if !info.ParamsDeclared {
 		return nil
 	}
-	for _, k := range slices.Sorted(maps.Keys(decl.Params)) {
+	for _, k := range slices.Sorted(slices.Values(keys)) {
 		if !slices.Contains(info.Params, k) {
 			reads := "no params"
 			if len(info.Params) > 0 {

@@ -33,8 +33,9 @@ check is the conformance kit for plugin authors: it loads a WebAssembly module, 
 its exports, ABI version and info record (each plugin's line shows the params it
 declares), then for each plugin runs a self-test round, edge-case inputs, the simulator
 traces (policies, with the counterfactual tokens/s) and, for samplers, determinism and
-the greedy identity check, under a declared plugin's deadline and memory cap. It exits
-1 if any check fails. --json prints the same as one object: {module, abi, sha256,
+the greedy identity check, under a declared plugin's deadline and memory cap. A
+--params key that a plugin declaring its params does not read fails its "declared
+params" check, as the host refuses such a key at load. It exits 1 if any check fails. --json prints the same as one object: {module, abi, sha256,
 limits {timeout, memory_mb}, plugins [{name, version, roles, params}], checks [{plugin,
 role, check, ok, error, note}], failed}; a plugin's params are left out when it
 declares nothing.

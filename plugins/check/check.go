@@ -8,16 +8,20 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/plugins/replay"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
@@ -118,8 +122,14 @@ func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []Ch
 		}
 		infos = []sdk.Info{info}
 	}
+	var keys map[string]json.RawMessage // nil when params is not an object: init says so
+	_ = json.Unmarshal(params, &keys)
 	var out []CheckResult
 	for _, info := range infos {
+		// as the host refuses a [plugins.NAME] params key the plugin does not declare
+		if err := plugins.CheckParamKeys(info, slices.Collect(maps.Keys(keys))); err != nil {
+			out = append(out, CheckResult{Plugin: info.Name, Role: info.Roles[0], Name: "declared params", Err: err})
+		}
 		for _, role := range info.Roles {
 			c := checker{ctx: ctx, m: m, name: info.Name, role: role, params: params}
 			switch role {

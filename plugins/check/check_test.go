@@ -139,3 +139,44 @@ func TestReportShowsDeclaredParams(t *testing.T) {
 		t.Errorf("json: got %+v", got)
 	}
 }
+
+// TestCheckRefusesUndeclaredParams: --params with a key the plugin does not declare
+// fails a "declared params" check naming the key, as the host refuses it at load; a
+// declared key, or a plugin that declares nothing, passes it.
+func TestCheckRefusesUndeclaredParams(t *testing.T) {
+	module := func(keys []string) []byte {
+		info := sdk.AppendInfo(nil, []sdk.Info{{Name: "p", Version: "0.1.0", Roles: []sdk.Role{sdk.RolePolicy},
+			Params: keys, ParamsDeclared: keys != nil}})
+		return wasmtest.Plugin{Minor: sdk.ABIMinor, Info: info, Policy: wasmtest.I64Const(0)}.Bytes()
+	}
+	for _, tc := range []struct {
+		name   string
+		keys   []string // nil: declares nothing
+		params string
+		want   string // "" = the check does not fail
+	}{
+		{"misspelt key", []string{"depth"}, `{"dpeth":1}`, `params: unknown key "dpeth": plugin "p" reads depth`},
+		{"declared key", []string{"depth"}, `{"depth":1}`, ""},
+		{"declares none", []string{}, `{"depth":1}`, `params: unknown key "depth": plugin "p" reads no params`},
+		{"declares nothing", nil, `{"anything":1}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, results, err := Check(context.Background(), module(tc.keys), CheckOptions{Params: []byte(tc.params), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range results {
+				if r.Name == "declared params" {
+					got = append(got, fmt.Sprint(r.Err))
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("got %q, want no declared-params failure", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Errorf("got %q, want one failure containing %q", got, tc.want)
+			}
+		})
+	}
+}
