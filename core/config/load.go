@@ -100,6 +100,53 @@ func Load(path string) (*Config, error) {
 // MaxFileBytes bounds a configuration file; Parse refuses larger documents.
 const MaxFileBytes = 1 << 20
 
+// MaxNesting bounds how deep a document nests arrays and inline tables (a table
+// header's brackets count too). The TOML decoder's time and memory grow with the square
+// of the depth: 50,000 nested inline tables, 350 KB, took it past 2 GiB and a fatal
+// out of memory. Real configurations nest a params table 2-3 levels.
+const MaxNesting = 64
+
+// tooDeep returns the 1-based line where doc's brackets and braces, outside strings and
+// comments, first nest deeper than max, or 0. It does not judge the syntax: the
+// decoder does.
+func tooDeep(doc string, max int) int {
+	depth, line := 0, 1
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; c {
+		case '\n':
+			line++
+		case '#':
+			for i+1 < len(doc) && doc[i+1] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			q := doc[i : i+1]
+			if strings.HasPrefix(doc[i:], strings.Repeat(q, 3)) {
+				q = strings.Repeat(q, 3)
+			}
+			for i += len(q); i < len(doc) && !strings.HasPrefix(doc[i:], q); i++ {
+				switch {
+				case doc[i] == '\n':
+					line++
+				case doc[i] == '\\' && c == '"' && i+1 < len(doc):
+					i++ // an escape in a basic string: \" does not end it
+					if doc[i] == '\n' {
+						line++
+					}
+				}
+			}
+			i += len(q) - 1
+		case '[', '{':
+			if depth++; depth > max {
+				return line
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return 0
+}
+
 // LoadOrDefault loads path when it is not "", else the file Find returns, else returns
 // Default(). file is the path used ("" for the defaults).
 func LoadOrDefault(path string) (c *Config, file string, err error) {
@@ -125,6 +172,9 @@ func Parse(data []byte, filename string) (*Config, error) {
 		return nil, &Error{File: filename, Msg: fmt.Sprintf("larger than %d bytes: not a configuration file?", MaxFileBytes)}
 	}
 	doc := string(data)
+	if line := tooDeep(doc, MaxNesting); line > 0 {
+		return nil, &Error{File: filename, Line: line, Msg: fmt.Sprintf("arrays and inline tables nested deeper than %d levels", MaxNesting)}
+	}
 	var raw map[string]any
 	md, err := toml.Decode(doc, &raw)
 	if err != nil {
