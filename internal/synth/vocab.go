@@ -52,43 +52,38 @@ func (v *vocab) pad(n int) {
 			}
 			kv.Value.V = s
 		case "tokenizer.ggml.token_type":
-			kv.Value.V = padInts(kv.Value.V, v.n, n, tokUnused)
+			kv.Value.V = padInts(kv.Value.V, n, tokUnused)
 		case "tokenizer.ggml.scores":
 			if s, ok := kv.Value.V.([]float32); ok {
-				for len(s) < n {
-					s = append(s, -1000)
-				}
-				kv.Value.V = s
+				kv.Value.V = padded(s, n, -1000)
 			}
 		}
 	}
 	v.n = n
 }
 
-func padInts(v any, from, to int, x int) any {
+// padInts pads an integer array value v with x to length to; other values are
+// returned as they are.
+func padInts(v any, to int, x int) any {
 	switch s := v.(type) {
 	case []int32:
-		for len(s) < to {
-			s = append(s, int32(x))
-		}
-		return s
+		return padded(s, to, x)
 	case []uint32:
-		for len(s) < to {
-			s = append(s, uint32(x))
-		}
-		return s
+		return padded(s, to, x)
 	case []int64:
-		for len(s) < to {
-			s = append(s, int64(x))
-		}
-		return s
+		return padded(s, to, x)
 	case []uint8:
-		for len(s) < to {
-			s = append(s, uint8(x))
-		}
-		return s
+		return padded(s, to, x)
 	}
 	return v
+}
+
+// padded appends x to s until it holds to values.
+func padded[T int32 | uint32 | int64 | uint8 | float32](s []T, to, x int) []T {
+	for len(s) < to {
+		s = append(s, T(x))
+	}
+	return s
 }
 
 // loadSynthVocab reads o.Vocab (a GGUF, a tokenizer.json or a folder holding one) or,
