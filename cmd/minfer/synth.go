@@ -43,10 +43,13 @@ are unaffected.
 Types: f32 f16 bf16 q8_0 q4_0 q4_k q6_k mxfp4 (every 2-D tensor of that type, like
 llama-quantize --pure), iq4_nl, iq4_xs and iq3_s (that type, Q6_K for output, as
 llama-quantize without an importance matrix), iq3_xxs iq2_s iq2_xs iq2_xxs iq1_s iq1_m
-(that type, Q6_K for output; --fast only: minfer has no quantizer for them) and q4_k_m
+(that type, Q6_K for output; --fast only: minfer has no quantizer for them), q4_k_m
 (llama-quantize's Q4_K_M mixture: Q6_K for output and for attn_v/ffn_down of some
-layers). Row lengths that do not fit the type fall back as
-llama-quantize does (q4_k→q5_0, q6_k→q8_0, iq4_xs and the iq codebook types→iq4_nl, else f16). Norms and biases are F32.
+layers) and q3_k_m (its Q3_K_M mixture: Q3_K, Q6_K for output, Q4_K for attn_output,
+attn_v Q5_K in the first two layers and Q4_K after, ffn_down Q5_K in the first
+sixteenth and Q4_K after). Row lengths that do not fit the type fall back as
+llama-quantize does (q4_k→q5_0, q5_k→q5_1, q6_k→q8_0, q2_k, q3_k, iq4_xs and the iq
+codebook types→iq4_nl, else f16). Norms and biases are F32.
 
 Presets (--preset): ` + "{{PRESETS}}" + `
 Shape flags override a preset's values one by one.
@@ -95,7 +98,7 @@ func runSynth(ctx context.Context, m *Main, args []string) error {
 	fs.Float64Var(&o.RopeTheta, "rope-theta", 0, "RoPE base (default 10000 llama, 1e6 qwen)")
 	fs.Float64Var(&o.RMSEps, "rms-eps", 0, "RMS norm epsilon (default 1e-5 llama, 1e-6 qwen)")
 	fs.BoolVar(&o.Tied, "tied", false, "tie the output to token_embd (no output.weight)")
-	fs.StringVar(&o.Type, "type", "", "tensor type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k mxfp4 iq4_nl iq4_xs iq3_s q4_k_m, or with --fast iq3_xxs iq2_s iq2_xs iq2_xxs iq1_s iq1_m (required)")
+	fs.StringVar(&o.Type, "type", "", "tensor type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k mxfp4 iq4_nl iq4_xs iq3_s q4_k_m q3_k_m, or with --fast iq3_xxs iq2_s iq2_xs iq2_xxs iq1_s iq1_m (required)")
 	fs.StringVar(&o.Vocab, "vocab", "", "vocabulary source: a .gguf or a tokenizer.json")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
 	fs.BoolVar(&o.Fast, "fast", false, "write random valid blocks directly (fast; for benchmarks)")

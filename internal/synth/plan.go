@@ -12,12 +12,13 @@ import (
 )
 
 // synthType is one --type: every 2-D tensor of base (like llama-quantize --pure), or
-// llama-quantize's Q4_K_M mixture when mix is set; outQ6K gives the output (or the tied
-// embedding) Q6_K as llama-quantize does for the IQ4 types. ftype is general.file_type
-// (llama_ftype).
+// llama-quantize's Q4_K_M mixture when mix is set (Q3_K_M's when mixQ3 is set too);
+// outQ6K gives the output (or the tied embedding) Q6_K as llama-quantize does for the
+// IQ4 types. ftype is general.file_type (llama_ftype).
 type typeSpec struct {
 	base   quant.Type
 	mix    bool
+	mixQ3  bool
 	outQ6K bool
 	ftype  uint32
 	// fastOnly: minfer has no quantizer for base (llama-quantize needs an importance
@@ -34,6 +35,7 @@ var typeTable = map[string]typeSpec{
 	"q4_k":   {base: quant.Q4_K, ftype: 14}, // all Q4_K: llama.cpp's nearest label is Q4_K_S
 	"q6_k":   {base: quant.Q6_K, ftype: 18},
 	"q4_k_m": {base: quant.Q4_K, mix: true, ftype: 15},
+	"q3_k_m": {base: quant.Q3_K, mix: true, mixQ3: true, ftype: 12},
 	"iq4_nl": {base: quant.IQ4_NL, outQ6K: true, ftype: 25},
 	"iq4_xs": {base: quant.IQ4_XS, outQ6K: true, ftype: 30},
 	"mxfp4":  {base: quant.MXFP4, ftype: 38}, // all MXFP4 (llama.cpp's MXFP4_MOE keeps it for experts)
@@ -72,6 +74,7 @@ const (
 	roleTokenEmbd
 	roleOutput
 	roleAttnV
+	roleAttnOut
 	roleFFNDown
 	roleMatrix // any other 2-D weight
 )
@@ -93,7 +96,19 @@ func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) 
 			} else {
 				t = quant.Q6_K
 			}
-		case (r == roleAttnV || r == roleFFNDown) && useMoreBits(layer, nLayer):
+		case st.mixQ3 && r == roleAttnV: // llama-quantize counts attn_v tensors: one a layer
+			t = quant.Q4_K
+			if layer < 2 {
+				t = quant.Q5_K
+			}
+		case st.mixQ3 && r == roleFFNDown: // (Q3_K only where use_more_bits fails, on Falcon)
+			t = quant.Q4_K
+			if layer < nLayer/16 {
+				t = quant.Q5_K
+			}
+		case st.mixQ3 && r == roleAttnOut:
+			t = quant.Q4_K
+		case !st.mixQ3 && (r == roleAttnV || r == roleFFNDown) && useMoreBits(layer, nLayer):
 			t = quant.Q6_K
 		}
 	}
@@ -101,8 +116,8 @@ func (st typeSpec) tensorType(r role, layer, nLayer int, ne0 uint64, tied bool) 
 }
 
 // typeFallback is llama-quantize's tensor_type_fallback: a row length that is not a
-// multiple of the block size moves Q4_K to Q5_0, Q6_K to Q8_0 and IQ4_XS and the
-// codebook types to IQ4_NL, and anything still incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
+// multiple of the block size moves Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 and Q2_K,
+// Q3_K, IQ4_XS and the codebook types to IQ4_NL, and anything still incompatible to F16. (llama-quantize refuses Q8_0/Q4_0 there; F16 keeps synth usable.)
 func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 	if ne0%uint64(t.BlockSize()) == 0 {
 		return t
@@ -110,9 +125,11 @@ func typeFallback(t quant.Type, ne0 uint64) quant.Type {
 	switch t {
 	case quant.Q4_K:
 		t = quant.Q5_0
+	case quant.Q5_K:
+		t = quant.Q5_1
 	case quant.Q6_K:
 		t = quant.Q8_0
-	case quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS, quant.IQ2_S, quant.IQ2_XS, quant.IQ2_XXS, quant.IQ1_S, quant.IQ1_M:
+	case quant.Q2_K, quant.Q3_K, quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS, quant.IQ2_S, quant.IQ2_XS, quant.IQ2_XXS, quant.IQ1_S, quant.IQ1_M:
 		t = quant.IQ4_NL
 	}
 	if ne0%uint64(t.BlockSize()) != 0 {
@@ -240,7 +257,7 @@ func planTensors(o Options, st typeSpec, lm *backbone) []Tensor {
 			add(b+"attn_q_norm.weight", roleNorm, i, 1, 0.1, D)
 			add(b+"attn_k_norm.weight", roleNorm, i, 1, 0.1, D)
 		}
-		shape(add(b+"attn_output.weight", roleMatrix, i, 0, sq(Q), Q, E), noBias)
+		shape(add(b+"attn_output.weight", roleAttnOut, i, 0, sq(Q), Q, E), noBias)
 		add(b+"ffn_norm.weight", roleNorm, i, 1, 0.1, E)
 		gate := add(b+"ffn_gate.weight", roleMatrix, i, 0, sq(E), E, F)
 		up := add(b+"ffn_up.weight", roleMatrix, i, 0, sq(E), E, F)

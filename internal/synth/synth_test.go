@@ -169,6 +169,26 @@ func TestPlanQwen25_7B_Q4KM(t *testing.T) {
 	}
 }
 
+// TestPlanQwen25_7B_Q3KM: llama-quantize's Q3_K_M mixture on the 7B shape (3584 and
+// 18944 are multiples of 256: no fallbacks): Q3_K, output Q6_K, attn_output Q4_K,
+// attn_v Q5_K in blocks 0-1 and Q4_K after, ffn_down Q5_K in block 0 (28/16 = 1) and
+// Q4_K after.
+func TestPlanQwen25_7B_Q3KM(t *testing.T) {
+	p := mustPlan(t, "qwen2.5-7b", map[string]string{"type": "q3_k_m"})
+	got := planSpecs(p)
+	for name, want := range map[string]quant.Type{
+		"token_embd.weight": quant.Q3_K, "output.weight": quant.Q6_K,
+		"blk.0.attn_q.weight": quant.Q3_K, "blk.27.ffn_up.weight": quant.Q3_K, "blk.5.attn_k.weight": quant.Q3_K,
+		"blk.0.attn_v.weight": quant.Q5_K, "blk.1.attn_v.weight": quant.Q5_K, "blk.2.attn_v.weight": quant.Q4_K,
+		"blk.0.ffn_down.weight": quant.Q5_K, "blk.1.ffn_down.weight": quant.Q4_K, "blk.27.ffn_down.weight": quant.Q4_K,
+		"blk.3.attn_output.weight": quant.Q4_K,
+	} {
+		if got[name].typ != want {
+			t.Errorf("%s: %v, want %v", name, got[name].typ, want)
+		}
+	}
+}
+
 // TestPlanQwen25_05B_Q4KM: a real Qwen2.5-0.5B-Instruct Q4_K_M has 290 tensors; its
 // row length 896 is not a multiple of 256, so the tied token_embd is Q8_0 (output rule),
 // q/k/v/o/gate/up fall back from Q4_K to Q5_0 and the Q6_K attn_v to Q8_0; ffn_down
@@ -294,7 +314,7 @@ func famArgs(fam string) []string {
 // inspect on the same files), every dequantized
 // value to be finite, and a rewrite through gguf.Writer to give the same bytes.
 func TestSynthWritesLoadableModels(t *testing.T) {
-	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m",
+	types := []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m", "q3_k_m", "q3_k_m",
 		"iq4_nl", "iq4_nl", "iq4_xs", "iq4_xs", "mxfp4", "mxfp4", // each new type once plain, once --fast
 		"iq3_s", "iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_s", "iq1_m"} // the last six --fast only
 	for _, fam := range []string{"llama", "qwen2", "qwen3"} {

@@ -164,6 +164,15 @@ func (g *tensorGen) fastBlocks(r0 int, dst []byte) {
 			d := 2 * amax / (63 * 15)
 			put(b, d)
 			put(b[2:], 7.5*d) // E[d·sc·q] = E[dmin·m] when dmin = 7.5·d: mean ≈ 0
+		case quant.Q5_1: // d, m, qh[4], qs[16]: d·q + m, q ≤ 31
+			put(b, 2*amax/31)
+			put(b[2:], -amax)
+		case quant.Q3_K: // hmask[32], qs[64], scales[12] (6-bit, −32), d: d·(sc−32)·q, q −4..3
+			put(b[108:], amax/(32*4))
+		case quant.Q5_K: // d, dmin, scales[12] (6-bit), qh[32], qs[128]: d·sc·q − dmin·m, q ≤ 31
+			d := 2 * amax / (63 * 31)
+			put(b, d)
+			put(b[2:], 15.5*d)
 		case quant.Q6_K: // ql[128], qh[64], scales[16] int8, d: d·sc·(q−32)
 			put(b[208:], amax/(128*32))
 		case quant.IQ4_NL: // d, qs[16]: d·level, levels -127..113
