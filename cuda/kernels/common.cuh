@@ -321,6 +321,45 @@ static __device__ __forceinline__ void scale_min_k4(int j, const u8 *q, int &sc,
     }
 }
 
+// prmt is PTX's byte permute: byte n of the result is byte (s >> 4n) & 7 of the pair
+// (a: bytes 0-3, b: 4-7). Callers keep each selector nibble below 8 (bit 3 would
+// replicate the byte's sign instead).
+static __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+    return r;
+}
+
+// The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl) as int8 bytes, 4 a word.
+#define IQ4_T0 0xbfad9881u
+#define IQ4_T1 0xf6eaddcfu
+#define IQ4_T2 0x26190d01u
+#define IQ4_T3 0x71594535u
+
+// iq4_lut4 is the levels of the four 4-bit indices in the low 16 bits of s (nibble n
+// gives byte n): indices 0-7 from the table's first half, 8-15 from its second.
+static __device__ __forceinline__ u32 iq4_lut4(u32 s) {
+    const u32 i = s & 0x7777, lo = prmt(IQ4_T0, IQ4_T1, i), hi = prmt(IQ4_T2, IQ4_T3, i);
+    return prmt(lo, hi, 0x3210 | ((s & 0x8888) >> 1));
+}
+
+// iq4_lut is the levels of the 8 nibbles of a word of IQ4 indices (bytes i, low and high
+// nibble): lo gets the low nibbles' levels (bytes 0-3), hi the high ones'.
+static __device__ __forceinline__ void iq4_lut(u32 q, int &lo, int &hi) {
+    const u32 a = iq4_lut4(q), b = iq4_lut4(q >> 16);  // levels of b0lo b0hi b1lo b1hi, b2lo …
+    lo = (int)prmt(a, b, 0x6420);
+    hi = (int)prmt(a, b, 0x7531);
+}
+
+static __device__ __forceinline__ int iq4_level(int i) { return (int)(i8)(iq4_lut4((u32)i) & 0xFF); }
+
+// q3k_scale is Q3_K scale is (0..15, the 6-bit value less 32) of a block's 12 scale bytes.
+static __device__ __forceinline__ int q3k_scale(const u8 *s, int is) {
+    const int lo = is < 8 ? (s[is] & 0xF) : (s[is - 8] >> 4);
+    const int hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
 // Weight layouts on the device (see core/backend/cuda/weights.go, which packs them):
 //   F32, F16: plain row-major.
 //   Q4_0: q = 16-byte nibble blocks, d = f16 scales; one of each per 32 values.
@@ -328,7 +367,18 @@ static __device__ __forceinline__ void scale_min_k4(int j, const u8 *q, int &sc,
 //   Q8_0: q = int8 row-major values, d = f16 scales per 32 values.
 //   Q4_K, Q5_K: ggml blocks as stored (144 / 176 bytes, 16-byte aligned fields).
 //   Q6_K: q = 208-byte bodies (ql 128, qh 64, scales 16), d = f16 scales.
-enum WType { W_F32 = 0, W_F16 = 1, W_Q4_0 = 2, W_Q5_0 = 6, W_Q8_0 = 8, W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14 };
+//   BF16: plain row-major.
+//   Q4_1: q = 16-byte nibble blocks, d = u32 (f16 d, f16 m) per 32 values.
+//   Q5_1: q = 16-byte nibble blocks, e = u32 high bits, d = u32 (f16 d, f16 m).
+//   IQ4_NL: q = 16-byte nibble blocks (level indices), d = f16 scales.
+//   IQ4_XS: q = 128-byte nibble bodies, d = 8-byte heads (f16 d, u16 scales_h,
+//     u8 scales_l[4]) per 256 values.
+//   Q3_K: q = 96-byte bodies (hmask 32, qs 64), e = 12 scale bytes, d = f16 per 256.
+//   Q2_K: q = 64-byte qs, e = 16 scale bytes, d = u32 (f16 d, f16 dmin) per 256.
+enum WType {
+    W_F32 = 0, W_F16 = 1, W_Q4_0 = 2, W_Q4_1 = 3, W_Q5_0 = 6, W_Q5_1 = 7, W_Q8_0 = 8, W_Q2_K = 10, W_Q3_K = 11,
+    W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14, W_IQ4_NL = 20, W_IQ4_XS = 23, W_BF16 = 30
+};
 
 // wval is weight element (row, col) as float: used by embed and general paths.
 template <int T>
@@ -365,6 +415,45 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
         const int hb = (body[128 + n * 32 + l] >> (2 * part)) & 3;
         const int sc = (i8)body[192 + n * 8 + part * 2 + l / 16];
         return h2f(((const u16 *)d)[b]) * (float)sc * (float)((lo | (hb << 4)) - 32);
+    }
+    // The types below round as core/quant's dequantizers do (explicit .rn, no fused
+    // multiply-add), so an embedding row has the CPU's bits.
+    if (T == W_BF16) return __int_as_float((int)((u32)((const u16 *)q)[row * cols + col] << 16));
+    if (T == W_Q4_1 || T == W_Q5_1 || T == W_IQ4_NL) {
+        const i64 b = row * (cols / 32) + col / 32;
+        const int i = col % 32;
+        const u8 byte = ((const u8 *)q)[b * 16 + (i % 16)];
+        int v = i < 16 ? (byte & 0xF) : (byte >> 4);
+        if (T == W_IQ4_NL) return fmul_rn(h2f(((const u16 *)d)[b]), (float)iq4_level(v));
+        if (T == W_Q5_1) v |= ((((const u32 *)e)[b] >> i) & 1) << 4;
+        const u32 dm = ((const u32 *)d)[b];
+        return fadd_rn(fmul_rn((float)v, h2f((u16)(dm & 0xFFFF))), h2f((u16)(dm >> 16)));
+    }
+    if (T == W_IQ4_XS) {
+        const i64 b = row * (cols / 256) + col / 256;
+        const int k = col % 256, g = k / 32, i = k % 32;
+        const u8 byte = ((const u8 *)q)[b * 128 + 16 * g + (i % 16)];
+        const int v = i < 16 ? (byte & 0xF) : (byte >> 4);
+        const u8 *h = (const u8 *)d + b * 8;
+        const int sh = h[2] | (h[3] << 8), sl = (h[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+        const int ls = (sl | (((sh >> (2 * g)) & 3) << 4)) - 32;
+        return fmul_rn(fmul_rn(h2f(*(const u16 *)h), (float)ls), (float)iq4_level(v));
+    }
+    if (T == W_Q3_K || T == W_Q2_K) {
+        const i64 b = row * (cols / 256) + col / 256;
+        const int k = col % 256, n = k / 128, j = (k % 128) / 32, l = k % 32;
+        if (T == W_Q3_K) {
+            const u8 *body = (const u8 *)q + b * 96;
+            int v = (body[32 + 32 * n + l] >> (2 * j)) & 3;
+            if (!((body[l] >> (4 * n + j)) & 1)) v -= 4;
+            const int sc = q3k_scale((const u8 *)e + b * 12, k / 16);
+            return fmul_rn(fmul_rn(h2f(((const u16 *)d)[b]), (float)sc), (float)v);
+        }
+        const int v = (((const u8 *)q)[b * 64 + 32 * n + l] >> (2 * j)) & 3;
+        const int sc = ((const u8 *)e)[b * 16 + k / 16];
+        const u32 dm = ((const u32 *)d)[b];
+        const float dl = fmul_rn(h2f((u16)(dm & 0xFFFF)), (float)(sc & 0xF)), ml = fmul_rn(h2f((u16)(dm >> 16)), (float)(sc >> 4));
+        return fadd_rn(fmul_rn(dl, (float)v), -ml);
     }
     return 0.0f;
 }

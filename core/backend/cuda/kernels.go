@@ -22,6 +22,7 @@ func kernelNames() map[string][]string {
 		"gemm.cu":        {"gemm_f16w", "f16_from_f32"},
 		"embed.cu":       nil,
 		"mmvq.cu":        nil,
+		"mmvk.cu":        nil,
 		"mmq.cu":         nil,
 	}
 	for src := range m {

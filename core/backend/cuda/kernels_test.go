@@ -59,11 +59,10 @@ func TestKernelNamesExist(t *testing.T) {
 }
 
 // TestTypeTable checks the weight-type table against the sources and the tiers: every
-// mat-vec traits struct it names is defined in mmvq.cu, every layout's WType constant in
+// mat-vec traits struct it names is defined in its source (mmvq.cu or mmvk.cu), every layout's WType constant in
 // common.cuh, each type's last mat-vec kernel takes any column count its blocks allow,
 // and every tier's PairRows names only kernels with a two-row form.
 func TestTypeTable(t *testing.T) {
-	mm, _ := kernelSource("mmvq.cu")
 	mq, _ := kernelSource("mmq.cu")
 	_, hdrs, _ := kernels.Source("mmvq.cu")
 	common := string(hdrs["common.cuh"])
@@ -74,10 +73,14 @@ func TestTypeTable(t *testing.T) {
 		if bs := w.t.BlockSize(); w.mv[len(w.mv)-1].cols != bs {
 			t.Errorf("%s: last mat-vec kernel needs cols %% %d, the type's blocks are %d values", w.layout, w.mv[len(w.mv)-1].cols, bs)
 		}
+		mm, err := kernelSource(w.mvFile())
+		if err != nil {
+			t.Fatalf("%s: %v", w.layout, err)
+		}
 		for _, k := range w.mv {
 			base, _, _ := strings.Cut(k.traits, "<")
 			if !strings.Contains(string(mm.Code), "struct "+base+" {") {
-				t.Errorf("%s: mat-vec traits %s not defined in mmvq.cu", k.name, k.traits)
+				t.Errorf("%s: mat-vec traits %s not defined in %s", k.name, k.traits, w.mvFile())
 			}
 		}
 		if w.mmq != "" && !strings.Contains(string(mq.Code), "struct "+w.mmq+" ") {

@@ -427,7 +427,7 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		return
 	}
 	var xq, xd driver.DevicePtr
-	if W.layout != "f16" && W.layout != "f32" {
+	if !wtypeByLayout(W.layout).floatX {
 		// x's 8-bit form: from its shadow if a producer (or an earlier matmul) wrote it,
 		// else quantized now into the shadow.
 		if xq, xd = b.shadow(xs); xq == 0 {

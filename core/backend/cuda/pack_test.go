@@ -26,6 +26,46 @@ func TestPackSplitsBlocks(t *testing.T) {
 		{quant.Q8_0, "q8_0", 0, 2, 32, 34, 0, 0},
 		{quant.Q6_K, "q6_k", 208, 0, 208, 210, 0, 0},
 	}
+	// The types with wider scale fields (dLen > 2).
+	wide := []struct {
+		t                          quant.Type
+		layout                     string
+		dOff, dLen, qOff, qLen, bs int
+		eOff, eLen                 int
+	}{
+		{quant.Q4_1, "q4_1", 0, 4, 4, 16, 20, 0, 0},
+		{quant.Q5_1, "q5_1", 0, 4, 8, 16, 24, 4, 4},
+		{quant.Q2_K, "q2_k", 80, 4, 16, 64, 84, 0, 16},
+		{quant.Q3_K, "q3_k", 108, 2, 0, 96, 110, 96, 12},
+		{quant.IQ4_NL, "iq4_nl", 0, 2, 2, 16, 18, 0, 0},
+		{quant.IQ4_XS, "iq4_xs", 0, 8, 8, 128, 136, 0, 0},
+	}
+	for _, tt := range wide {
+		t.Run(tt.layout, func(t *testing.T) {
+			const rows, cols = 3, 512
+			rb, _ := tt.t.RowBytes(cols)
+			data := make([]byte, rows*rb)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			layout, p, err := pack(tt.t, rows, cols, data)
+			if err != nil || layout != tt.layout {
+				t.Fatalf("pack: got %q, %v; want %q", layout, err, tt.layout)
+			}
+			nb := len(data) / tt.bs
+			if len(p.q) != nb*tt.qLen || len(p.d) != tt.dLen*nb || len(p.e) != nb*tt.eLen {
+				t.Fatalf("sizes q %d d %d e %d for %d blocks", len(p.q), len(p.d), len(p.e), nb)
+			}
+			for i := range nb {
+				blk := data[i*tt.bs:]
+				if !bytes.Equal(p.q[i*tt.qLen:(i+1)*tt.qLen], blk[tt.qOff:tt.qOff+tt.qLen]) ||
+					!bytes.Equal(p.d[tt.dLen*i:tt.dLen*(i+1)], blk[tt.dOff:tt.dOff+tt.dLen]) ||
+					tt.eLen > 0 && !bytes.Equal(p.e[i*tt.eLen:(i+1)*tt.eLen], blk[tt.eOff:tt.eOff+tt.eLen]) {
+					t.Fatalf("block %d not split as the layout says", i)
+				}
+			}
+		})
+	}
 	for _, tt := range tests {
 		t.Run(tt.layout, func(t *testing.T) {
 			const rows, cols = 3, 512
@@ -72,26 +112,33 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	if err != nil || layout != "f32" || len(p.q) != 16 {
 		t.Fatalf("one-row F16: got %q, %d bytes, %v; want f32, 16 bytes", layout, len(p.q), err)
 	}
-	q41 := make([]byte, 40)
-	vals := make([]float32, 64)
+	// IQ3_S has no CUDA kernel yet: an F16 copy.
+	vals := make([]float32, 512)
 	for i := range vals {
 		vals[i] = float32(i%7) - 3
 	}
-	if err := quant.Quantize(quant.Q4_1, q41, vals); err != nil {
+	iq := make([]byte, 2*quant.IQ3_S.BlockBytes())
+	if err := quant.Quantize(quant.IQ3_S, iq, vals); err != nil {
 		t.Fatal(err)
 	}
-	layout, p, err = pack(quant.Q4_1, 2, 32, q41)
-	if err != nil || layout != "f16" || len(p.q) != 128 {
-		t.Fatalf("Q4_1: got layout %q, %d bytes, %v; want the 128-byte f16 copy", layout, len(p.q), err)
+	layout, p, err = pack(quant.IQ3_S, 2, 256, iq)
+	if err != nil || layout != "f16" || len(p.q) != 1024 {
+		t.Fatalf("IQ3_S: got layout %q, %d bytes, %v; want the 1024-byte f16 copy", layout, len(p.q), err)
 	}
-	want := make([]float32, 64)
-	quant.Dequantize(quant.Q4_1, want, q41)
-	got := make([]float32, 64)
+	want := make([]float32, 512)
+	quant.Dequantize(quant.IQ3_S, want, iq)
+	got := make([]float32, 512)
 	quant.F16RowToF32(got, p.q)
 	for i := range want {
 		if r := quant.F16ToF32(quant.F32ToF16(want[i])); got[i] != r {
-			t.Fatalf("Q4_1 copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
+			t.Fatalf("IQ3_S copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
 		}
+	}
+	// A BF16 matrix within F16's range is held as it is (native kernels).
+	bfOK := make([]byte, 128)
+	quant.Quantize(quant.BF16, bfOK, vals[:64])
+	if layout, p, err := pack(quant.BF16, 2, 32, bfOK); err != nil || layout != "bf16" || !bytes.Equal(p.q, bfOK) {
+		t.Errorf("BF16: got layout %q, %v; want bf16, the bytes as stored", layout, err)
 	}
 	big := make([]float32, 64)
 	big[5] = 1e6
@@ -155,7 +202,9 @@ func TestHeldAs(t *testing.T) {
 	}{
 		{quant.Q4_K, "q4_k", quant.Q4_K},
 		{quant.F16, "f16", quant.F16},
-		{quant.Q4_1, "f16", quant.F16},
+		{quant.IQ3_S, "f16", quant.F16},
+		{quant.Q3_K, "q3_k", quant.Q3_K},
+		{quant.BF16, "bf16", quant.BF16},
 		{quant.BF16, "f32", quant.F32},
 		{quant.F16, "f32", quant.F32}, // a one-row F16 vector
 	} {

@@ -25,13 +25,29 @@ type wtype struct {
 	mv []mvKernel
 	// mmq is the C++ traits struct of the small-nt tensor-core kernel (mmq.cu,
 	// mmq_LAYOUT_G), "" when the type has none (F32, F16: their mat-vec takes f32
-	// activations, which an f16 mma could not match bit for bit).
+	// activations, which an f16 mma could not match bit for bit). A type without one
+	// serves nt < GEMMMinRows with mat-vec launches of MMVQMaxRows rows, which keep
+	// every row's single-row bits as well (Caps.IdentityRows holds for it).
 	mmq string
+	// mvSrc is the source holding the type's mat-vec traits and instances: mmvq.cu
+	// (""), or mmvk.cu for the types added for issue 25 (compiled in parallel).
+	mvSrc string
+	// floatX: the mat-vec reads f32 activations (F32, F16, BF16), not their 8-bit form.
+	floatX bool
 }
 
-// blockSplit: a block of the type's GGUF size holds its f16 scale at dOff, qLen bytes of
-// values at qOff and eLen bytes of fifth bits at eOff; pack gathers each into its array.
-type blockSplit struct{ dOff, qOff, qLen, eOff, eLen int }
+// blockSplit: a block of the type's GGUF size holds its scales at dOff (dLen bytes, 2
+// when 0: one f16), qLen bytes of values at qOff and eLen bytes of extra fields (fifth
+// bits, sub-block scales) at eOff; pack gathers each into its array.
+type blockSplit struct{ dOff, dLen, qOff, qLen, eOff, eLen int }
+
+// dBytes is the scale bytes per block.
+func (s *blockSplit) dBytes() int {
+	if s.dLen == 0 {
+		return 2
+	}
+	return s.dLen
+}
 
 // mvKernel is one mat-vec kernel of a type: mmvq_NAME_1 … mmvq_NAME_8 instantiated with
 // the C++ traits struct (mmvq.cu), with a two-row form mmvq_NAMEw_nt when pair is set.
@@ -43,14 +59,30 @@ type mvKernel struct {
 
 // wtypes is the table, in common.cuh's WType order.
 var wtypes = []wtype{
-	{t: quant.F32, layout: "f32", mv: []mvKernel{{"f32v", "TF32<true>", 4, false}, {"f32s", "TF32<false>", 1, false}}},
-	{t: quant.F16, layout: "f16", mv: []mvKernel{{"f16v", "TF16<true>", 8, true}, {"f16s", "TF16<false>", 1, false}}},
+	{t: quant.F32, layout: "f32", floatX: true, mv: []mvKernel{{"f32v", "TF32<true>", 4, false}, {"f32s", "TF32<false>", 1, false}}},
+	{t: quant.F16, layout: "f16", floatX: true, mv: []mvKernel{{"f16v", "TF16<true>", 8, true}, {"f16s", "TF16<false>", 1, false}}},
 	{t: quant.Q4_0, layout: "q4_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"q4_0", "TQ4_0", 32, true}}, mmq: "MQ4_0"},
 	{t: quant.Q5_0, layout: "q5_0", split: &blockSplit{dOff: 0, qOff: 6, qLen: 16, eOff: 2, eLen: 4}, mv: []mvKernel{{"q5_0", "TQ5_0", 32, true}}, mmq: "MQ5_0"},
 	{t: quant.Q8_0, layout: "q8_0", split: &blockSplit{dOff: 0, qOff: 2, qLen: 32}, mv: []mvKernel{{"q8_0", "TQ8_0", 32, true}}, mmq: "MQ8_0"},
 	{t: quant.Q4_K, layout: "q4_k", mv: []mvKernel{{"q4_k", "TQ4_K", 256, true}}, mmq: "MQ4_K"},
 	{t: quant.Q5_K, layout: "q5_k", mv: []mvKernel{{"q5_k", "TQ5_K", 256, true}}, mmq: "MQ5_K"},
 	{t: quant.Q6_K, layout: "q6_k", split: &blockSplit{dOff: 208, qOff: 0, qLen: 208}, mv: []mvKernel{{"q6_k", "TQ6_K", 256, true}}, mmq: "MQ6_K"},
+	// Issue 25's types (mmvk.cu): mat-vec kernels, no mmq kernel yet.
+	{t: quant.BF16, layout: "bf16", floatX: true, mvSrc: "mmvk.cu", mv: []mvKernel{{"bf16v", "TBF16<true>", 8, false}, {"bf16s", "TBF16<false>", 1, false}}},
+	{t: quant.Q4_1, layout: "q4_1", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 4, qOff: 4, qLen: 16}, mv: []mvKernel{{"q4_1", "TQ4_1", 32, false}}},
+	{t: quant.Q5_1, layout: "q5_1", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 4, qOff: 8, qLen: 16, eOff: 4, eLen: 4}, mv: []mvKernel{{"q5_1", "TQ5_1", 32, false}}},
+	{t: quant.Q2_K, layout: "q2_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 80, dLen: 4, qOff: 16, qLen: 64, eOff: 0, eLen: 16}, mv: []mvKernel{{"q2_k", "TQ2_K", 256, false}}},
+	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, false}}},
+	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
+	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, false}}},
+}
+
+// mvFile is the source of the type's mat-vec kernels.
+func (w *wtype) mvFile() string {
+	if w.mvSrc == "" {
+		return "mmvq.cu"
+	}
+	return w.mvSrc
 }
 
 // mvMaxNT is the largest nt a mat-vec kernel is instantiated for (mmvq_NAME_1 … _8).
@@ -120,7 +152,7 @@ func instances(src string) string {
 			if w.mmq != "" {
 				fmt.Fprintf(&b, "MMQ(%s, %s)\n", w.layout, w.mmq)
 			}
-		case "mmvq.cu":
+		case w.mvFile():
 			for _, k := range w.mv {
 				fmt.Fprintf(&b, "MMVQ(%s, %s)\n", k.name, k.traits)
 				if k.pair {
@@ -148,7 +180,7 @@ func typeKernels(src string) []string {
 			for g := 1; g <= mmqMaxG && w.mmq != ""; g++ {
 				n = append(n, fmt.Sprintf("mmq_%s_%d", w.layout, g))
 			}
-		case "mmvq.cu":
+		case w.mvFile():
 			for _, k := range w.mv {
 				for nt := 1; nt <= mvMaxNT; nt++ {
 					n = append(n, fmt.Sprintf("mmvq_%s_%d", k.name, nt))

@@ -58,9 +58,13 @@ type packed struct{ q, d, e []byte }
 // value: a 3-bit 7B would take ~30 GB): it becomes an F16 copy, read by the F16
 // kernels (NewWeight warns once per type what that costs), unless a value is beyond
 // F16's range, which keeps the exact F32. A type the CPU cannot decode either fails
-// naming it.
+// naming it. A BF16 matrix with a value beyond F16's range is held as F32 too (the
+// prefill GEMM reads an f16 copy of the weights).
 func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 	wt, native := wtypeOf(t)
+	if native && t == quant.BF16 && rows > 1 && !bf16FitsF16(data) {
+		native = false
+	}
 	if !native || rows == 1 && t != quant.F32 {
 		f := make([]float32, rows*cols)
 		if err := quant.Dequantize(t, f, data); err != nil {
@@ -84,19 +88,31 @@ func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 	}
 	bs := t.BlockBytes()
 	nb := len(data) / bs
-	p := packed{q: make([]byte, nb*sp.qLen), d: make([]byte, nb*2)}
+	db := sp.dBytes()
+	p := packed{q: make([]byte, nb*sp.qLen), d: make([]byte, nb*db)}
 	if sp.eLen > 0 {
 		p.e = make([]byte, nb*sp.eLen)
 	}
 	for i := range nb {
 		b := data[i*bs : (i+1)*bs]
-		copy(p.d[2*i:], b[sp.dOff:sp.dOff+2])
+		copy(p.d[db*i:], b[sp.dOff:sp.dOff+db])
 		copy(p.q[i*sp.qLen:], b[sp.qOff:sp.qOff+sp.qLen])
 		if sp.eLen > 0 {
 			copy(p.e[i*sp.eLen:], b[sp.eOff:sp.eOff+sp.eLen])
 		}
 	}
 	return wt.layout, p, nil
+}
+
+// bf16FitsF16 reports whether every BF16 value of data is finite and within binary16's range.
+func bf16FitsF16(data []byte) bool {
+	for i := 0; i+1 < len(data); i += 2 {
+		v := math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[i:])) << 16)
+		if !(math.Abs(float64(v)) <= 65504) {
+			return false
+		}
+	}
+	return true
 }
 
 // fitsF16 reports whether every value is finite and within binary16's range.
@@ -128,13 +144,17 @@ func (b *Backend) NewWeight(name string, t quant.Type, rows, cols int, data []by
 		return nil, fmt.Errorf("cuda: weight %q: %w", name, err)
 	}
 	defer b.enter()()
-	if _, native := wtypeOf(t); !native && rows > 1 && !b.warned[t] {
+	if wt, native := wtypeOf(t); (!native || wt.layout != layout) && rows > 1 && !b.warned[t] {
 		if b.warned == nil {
 			b.warned = map[quant.Type]bool{}
 		}
 		b.warned[t] = true
-		fmt.Fprintf(b.log, "cuda: %v has no CUDA kernel yet: its matrices are held as %s copies (%.1f× the file's bytes) and decode at that type's speed\n",
-			t, strings.ToUpper(layout), float64(len(p.q))/float64(len(data)))
+		why := "has no CUDA kernel yet"
+		if native {
+			why = "has a matrix with values beyond F16's range (the prefill GEMM reads F16)"
+		}
+		fmt.Fprintf(b.log, "cuda: %v %s: its matrices are held as %s copies (%.1f× the file's bytes) and decode at that type's speed\n",
+			t, why, strings.ToUpper(layout), float64(len(p.q))/float64(len(data)))
 	}
 	w := &Weight{name: name, t: t, layout: layout, rows: rows, cols: cols}
 	what := fmt.Sprintf("weight %q (%v %d × %d)", name, t, rows, cols)

@@ -1,0 +1,262 @@
+// mmvk.cu: the mat-vec kernels of the types added for issue 25 (Q4_1, Q5_1, IQ4_NL,
+// IQ4_XS, Q3_K, Q2_K, BF16), on mmvq.cuh's machinery: see mmvq.cu for the design and
+// the traits' contract (R/load, X/loadx, fold). A separate source so that NVRTC
+// compiles it beside mmvq.cu (the backend compiles sources in parallel).
+//
+// Every fold writes its float arithmetic with common.cuh's explicit-rounding helpers,
+// so the compiler cannot contract it differently in the NT and two-row instantiations
+// (each row keeps its single-row bits).
+#include "mmvq.cuh"
+
+// Q4_1: unit = one 32-value block, x = d·q + m.
+struct TQ4_1 {
+    struct R { int q[4]; float d, m; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        const u32 dm = ((const u32 *)a.d)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = h2f((u16)(dm & 0xFFFF));
+        r.m = h2f((u16)(dm >> 16));
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x.x[k], s); s = dp4a(nib_hi(r.q[k]), x.x[k + 4], s); }
+        return ffma_rn(fmul_rn(r.d, x.d), i2f_rn(s), ffma_rn(fmul_rn(r.m, x.d), i2f_rn(x.sum), acc));
+    }
+};
+
+// Q5_1: unit = one 32-value block, the fifth bits from e, x = d·q + m.
+struct TQ5_1 {
+    struct R { int q[4]; u32 h; float d, m; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        const u32 dm = ((const u32 *)a.d)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.h = ((const u32 *)a.e)[b];
+        r.d = h2f((u16)(dm & 0xFFFF));
+        r.m = h2f((u16)(dm >> 16));
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s = dp4a(nib_lo(r.q[k]) | spread5(r.h >> (4 * k)), x.x[k], s);
+            s = dp4a(nib_hi(r.q[k]) | spread5(r.h >> (16 + 4 * k)), x.x[k + 4], s);
+        }
+        return ffma_rn(fmul_rn(r.d, x.d), i2f_rn(s), ffma_rn(fmul_rn(r.m, x.d), i2f_rn(x.sum), acc));
+    }
+};
+
+// iq4_dot is the integer dot of 32 IQ4 level indices (16 bytes: value i in the low
+// nibble of byte i, value 16 + i in its high one) with a 32-value activation block.
+static __device__ __forceinline__ int iq4_dot(const int *q, const int *x) {
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int lo, hi;
+        iq4_lut((u32)q[k], lo, hi);
+        s = dp4a(lo, x[k], s);
+        s = dp4a(hi, x[k + 4], s);
+    }
+    return s;
+}
+
+// IQ4_NL: unit = one 32-value block, x = d·level.
+struct TIQ4_NL {
+    struct R { int q[4]; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = h2f(((const u16 *)a.d)[b]);
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) { return fold1(acc, r.d, x.d, iq4_dot(r.q, x.x)); }
+};
+
+// IQ4_XS: unit = one 32-value group g of a block (its 16 bytes of indices), x =
+// d·(ls − 32)·level with the group's 6-bit scale ls from the block's 8-byte head.
+struct TIQ4_XS {
+    struct R { int q[4]; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        const int g = u % 8;
+        const int4 v = ((const int4 *)a.q)[b * 8 + g];
+        const int2 h = ((const int2 *)a.d)[b];
+        const u32 sh = (u32)h.x >> 16, sl = ((u32)h.y >> (4 * g)) & 0xF;  // scales_l byte g/2, nibble g%2
+        const int ls = (int)(sl | (((sh >> (2 * g)) & 3) << 4)) - 32;
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = fmul_rn(h2f((u16)(h.x & 0xFFFF)), i2f_rn(ls));
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) { return fold1(acc, r.d, x.d, iq4_dot(r.q, x.x)); }
+};
+
+// K2X is the activations of a Q2_K/Q3_K unit: 8 values (2 words) of each of the four
+// 32-value blocks 4n … 4n+3 of the super-block, at offset 8q, their scales and sums.
+struct K2X { int x[4][2]; float d[4]; int sum[4]; };
+static __device__ __forceinline__ K2X k2x(const Args &a, int jrow, int u) {
+    const int b = u / 8, n = (u % 8) / 4, q = u % 4;
+    const int *xp = a.xq + ((i64)jrow * a.cols + b * 256 + n * 128 + q * 8) / 4;
+    const float4 d = *(const float4 *)(a.xd + (i64)jrow * (a.cols / 32) + b * 8 + n * 4);
+    K2X x;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int2 v = *(const int2 *)(xp + j * 8);
+        x.x[j][0] = v.x;
+        x.x[j][1] = v.y;
+        x.sum[j] = dp4a(0x01010101, v.y, dp4a(0x01010101, v.x, 0));
+    }
+    x.d[0] = d.x; x.d[1] = d.y; x.d[2] = d.z; x.d[3] = d.w;
+    return x;
+}
+
+// Q3_K: unit = 32 values of a super-block: half n (values 128n …), positions 8q … 8q+7
+// of each of its four 32-value rows j (qs bits 2j, hmask bit 4n + j; value
+// 128n + 32j + 8q + i). Eight lanes take a block: their qs loads cover its 64 bytes, the
+// hmask ones its 32 (twice), their x loads 256 contiguous values. Scale of row j:
+// is = 8n + 2j + q/2. A value is (qs bits) − 4 where its hmask bit is clear.
+struct TQ3_K {
+    struct R { int qs[2], nh[2]; int sc[4]; float d; int n; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        const int n = (u % 8) / 4, q = u % 4, h = q / 2;
+        const u8 *body = (const u8 *)a.q + b * 96;
+        const int2 qs = *(const int2 *)(body + 32 + 32 * n + 8 * q), hm = *(const int2 *)(body + 8 * q);
+        const u32 *s = (const u32 *)((const u8 *)a.e + b * 12);
+        const u32 w0 = s[0], w1 = s[1], w2 = s[2];
+        R r;
+        r.qs[0] = qs.x; r.qs[1] = qs.y;
+        r.nh[0] = ~hm.x; r.nh[1] = ~hm.y;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int by = 8 * (h + 2 * (j % 2));  // bit offset of byte h + 2(j%2) in its word
+            const u32 lo = ((j < 2 ? w0 : w1) >> (by + 4 * n)) & 0xF;
+            const u32 hi = (w2 >> (by + 2 * (2 * n + j / 2))) & 3;
+            r.sc[j] = (int)(lo | (hi << 4)) - 32;
+        }
+        r.d = h2f(((const u16 *)a.d)[b]);
+        r.n = n;
+        return r;
+    }
+    typedef K2X X;
+    static __device__ X loadx(const Args &a, int j, int u) { return k2x(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        float t = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int s = 0;
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                // bytes: qs bits, or with 0xFC (− 4) where the hmask bit is clear
+                const int w = ((r.qs[k] >> (2 * j)) & 0x03030303) | (int)((((u32)r.nh[k] >> (4 * r.n + j)) & 0x01010101u) * 0xFCu);
+                s = dp4a(w, x.x[j][k], s);
+            }
+            t = j == 0 ? fmul_rn(x.d[0], i2f_rn(r.sc[0] * s)) : ffma_rn(x.d[j], i2f_rn(r.sc[j] * s), t);
+        }
+        return ffma_rn(r.d, t, acc);
+    }
+};
+
+// Q2_K: unit as Q3_K's (the 2-bit qs alone); x = d·(sc & 15)·q − dmin·(sc >> 4) with
+// the byte sc = scales[8n + 2j + q/2].
+struct TQ2_K {
+    struct R { int qs[2]; int sc[4], m[4]; float d, dmin; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        const int n = (u % 8) / 4, q = u % 4, h = q / 2;
+        const int2 qs = *(const int2 *)((const u8 *)a.q + b * 64 + 32 * n + 8 * q);
+        const int4 s = ((const int4 *)a.e)[b];
+        const u32 wa = (u32)(n ? s.z : s.x), wb = (u32)(n ? s.w : s.y);  // scale bytes 8n … 8n+3, 8n+4 … 8n+7
+        const u32 dm = ((const u32 *)a.d)[b];
+        R r;
+        r.qs[0] = qs.x; r.qs[1] = qs.y;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const u32 sc = ((j < 2 ? wa : wb) >> (8 * (h + 2 * (j % 2)))) & 0xFF;
+            r.sc[j] = (int)(sc & 0xF);
+            r.m[j] = (int)(sc >> 4);
+        }
+        r.d = h2f((u16)(dm & 0xFFFF));
+        r.dmin = h2f((u16)(dm >> 16));
+        return r;
+    }
+    typedef K2X X;
+    static __device__ X loadx(const Args &a, int j, int u) { return k2x(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        float ta = 0.0f, tb = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int s = 0;
+#pragma unroll
+            for (int k = 0; k < 2; k++) s = dp4a((r.qs[k] >> (2 * j)) & 0x03030303, x.x[j][k], s);
+            ta = ffma_rn(x.d[j], i2f_rn(r.sc[j] * s), ta);
+            tb = ffma_rn(x.d[j], i2f_rn(r.m[j] * x.sum[j]), tb);
+        }
+        return ffma_rn(r.d, ta, ffma_rn(-r.dmin, tb, acc));
+    }
+};
+
+// BF16 (VEC: 8 values per unit, needs cols % 8 == 0; else one per unit), f32
+// activations; the products are summed per unit in order, as TF16 does.
+template <bool VEC>
+struct TBF16 {
+    struct R { float w[8]; };
+    static constexpr int N = VEC ? 8 : 1;
+    static __device__ int units(int cols) { return cols / N; }
+    static __device__ float bf(u32 h) { return __int_as_float((int)(h << 16)); }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        R r;
+        const u16 *p = (const u16 *)a.q + row * a.cols + (i64)u * N;
+        if (VEC) {
+            const int4 v = *(const int4 *)p;
+            const u32 w4[4] = {(u32)v.x, (u32)v.y, (u32)v.z, (u32)v.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) { r.w[2 * k] = bf(w4[k] & 0xFFFF); r.w[2 * k + 1] = bf(w4[k] >> 16); }
+        } else {
+            r.w[0] = bf(p[0]);
+        }
+        return r;
+    }
+    struct X { float v[8]; };
+    static __device__ X loadx(const Args &a, int j, int u) {
+        const float *x = a.xf + (i64)j * a.cols + (i64)u * N;
+        X xv;
+        if (VEC) {
+            const float4 x0 = ((const float4 *)x)[0], x1 = ((const float4 *)x)[1];
+            xv.v[0] = x0.x; xv.v[1] = x0.y; xv.v[2] = x0.z; xv.v[3] = x0.w;
+            xv.v[4] = x1.x; xv.v[5] = x1.y; xv.v[6] = x1.z; xv.v[7] = x1.w;
+        } else {
+            xv.v[0] = x[0];
+        }
+        return xv;
+    }
+    static __device__ float fold(float acc, const R &r, const X &xv) {
+        float s = fmul_rn(r.w[0], xv.v[0]);
+#pragma unroll
+        for (int k = 1; k < N; k++) s = ffma_rn(r.w[k], xv.v[k], s);
+        return fadd_rn(acc, s);
+    }
+};
+
+// The per-type instantiations (MMVQ/MMVQR lines) are appended at compile time from the
+// weight-type table, core/backend/cuda/types.go.
