@@ -121,6 +121,7 @@ var hopperMMQ = map[string]int{"q4_0": 12, "q5_0": 12, "q8_0": 8, "q4_k": 12, "q
 var hopperPairs = RowPairs{
 	"q4_0": NTs(1, 8), "q5_0": NTs(1, 8), "q8_0": NTs(1, 1) | NTs(4, 8), "q4_k": NTs(8, 8),
 	"q5_k": NTs(2, 8), "q6_k": NTs(2, 8), "f16v": NTs(1, 8),
+	"q3_k": NTs(1, 8), "iq4_xs": NTs(1, 8),
 }
 
 // tiers is ordered by compute capability.

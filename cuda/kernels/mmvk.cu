@@ -109,43 +109,48 @@ struct TIQ4_XS {
     static __device__ float fold(float acc, const R &r, const X &x) { return fold1(acc, r.d, x.d, iq4_dot(r.q, x.x)); }
 };
 
-// K2X is the activations of a Q2_K/Q3_K unit: 8 values (2 words) of each of the four
-// 32-value blocks 4n … 4n+3 of the super-block, at offset 8q, their scales and sums.
-struct K2X { int x[4][2]; float d[4]; int sum[4]; };
+// K2X is the activations of a Q2_K/Q3_K unit: 16 values (4 words) of each of the four
+// 32-value blocks 4n … 4n+3 of the super-block, at offset 16h, their scales and sums.
+struct K2X { int x[4][4]; float d[4]; int sum[4]; };
 static __device__ __forceinline__ K2X k2x(const Args &a, int jrow, int u) {
-    const int b = u / 8, n = (u % 8) / 4, q = u % 4;
-    const int *xp = a.xq + ((i64)jrow * a.cols + b * 256 + n * 128 + q * 8) / 4;
+    const int b = u / 4, n = (u % 4) / 2, h = u % 2;
+    const int *xp = a.xq + ((i64)jrow * a.cols + b * 256 + n * 128 + h * 16) / 4;
     const float4 d = *(const float4 *)(a.xd + (i64)jrow * (a.cols / 32) + b * 8 + n * 4);
     K2X x;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        const int2 v = *(const int2 *)(xp + j * 8);
-        x.x[j][0] = v.x;
-        x.x[j][1] = v.y;
-        x.sum[j] = dp4a(0x01010101, v.y, dp4a(0x01010101, v.x, 0));
+        const int4 v = *(const int4 *)(xp + j * 8);
+        x.x[j][0] = v.x; x.x[j][1] = v.y; x.x[j][2] = v.z; x.x[j][3] = v.w;
+        x.sum[j] = sum8(x.x[j], 4);
     }
     x.d[0] = d.x; x.d[1] = d.y; x.d[2] = d.z; x.d[3] = d.w;
     return x;
 }
 
-// Q3_K: unit = 32 values of a super-block: half n (values 128n …), positions 8q … 8q+7
-// of each of its four 32-value rows j (qs bits 2j, hmask bit 4n + j; value
-// 128n + 32j + 8q + i). Eight lanes take a block: their qs loads cover its 64 bytes, the
-// hmask ones its 32 (twice), their x loads 256 contiguous values. Scale of row j:
-// is = 8n + 2j + q/2. A value is (qs bits) − 4 where its hmask bit is clear.
+// Q3_K: unit = 64 values of a super-block: half n (values 128n …), positions 16h …
+// 16h+15 of each of its four 32-value rows j (qs bits 2j, hmask bit 4n + j; value
+// 128n + 32j + 16h + i), which share the row's scale is = 8n + 2j + h. Four lanes take
+// a block: their qs loads cover its 64 bytes, the hmask ones its 32 (twice), their x
+// loads 256 contiguous values. (A 32-value unit, 8 positions a row, decoded the four
+// scales for half as many values.) A value is (qs bits) − 4 where its hmask bit is
+// clear: the dot is that of the qs bits less 4 × that of the clear bits.
 struct TQ3_K {
-    struct R { int qs[2], nh[2]; int sc[4]; float d; int n; };
-    static __device__ int units(int cols) { return cols / 32; }
+    struct R { int qs[4], nh[4]; int sc[4]; float d; };
+    static __device__ int units(int cols) { return cols / 64; }
     static __device__ R load(const Args &a, i64 row, int u) {
-        const i64 b = row * (a.cols / 256) + u / 8;
-        const int n = (u % 8) / 4, q = u % 4, h = q / 2;
+        const i64 b = row * (a.cols / 256) + u / 4;
+        const int n = (u % 4) / 2, h = u % 2;
         const u8 *body = (const u8 *)a.q + b * 96;
-        const int2 qs = *(const int2 *)(body + 32 + 32 * n + 8 * q), hm = *(const int2 *)(body + 8 * q);
+        const int4 qs = *(const int4 *)(body + 32 + 32 * n + 16 * h), hm = *(const int4 *)(body + 16 * h);
         const u32 *s = (const u32 *)((const u8 *)a.e + b * 12);
         const u32 w0 = s[0], w1 = s[1], w2 = s[2];
         R r;
-        r.qs[0] = qs.x; r.qs[1] = qs.y;
-        r.nh[0] = ~hm.x; r.nh[1] = ~hm.y;
+        r.qs[0] = qs.x; r.qs[1] = qs.y; r.qs[2] = qs.z; r.qs[3] = qs.w;
+        // the clear hmask bits of half n, rows j at bits j of each byte
+        r.nh[0] = (int)((~(u32)hm.x >> (4 * n)) & 0x0F0F0F0Fu);
+        r.nh[1] = (int)((~(u32)hm.y >> (4 * n)) & 0x0F0F0F0Fu);
+        r.nh[2] = (int)((~(u32)hm.z >> (4 * n)) & 0x0F0F0F0Fu);
+        r.nh[3] = (int)((~(u32)hm.w >> (4 * n)) & 0x0F0F0F0Fu);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int by = 8 * (h + 2 * (j % 2));  // bit offset of byte h + 2(j%2) in its word
@@ -154,7 +159,6 @@ struct TQ3_K {
             r.sc[j] = (int)(lo | (hi << 4)) - 32;
         }
         r.d = h2f(((const u16 *)a.d)[b]);
-        r.n = n;
         return r;
     }
     typedef K2X X;
@@ -163,33 +167,33 @@ struct TQ3_K {
         float t = 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            int s = 0;
+            int sq = 0, sh = 0;
 #pragma unroll
-            for (int k = 0; k < 2; k++) {
-                // bytes: qs bits, or with 0xFC (− 4) where the hmask bit is clear
-                const int w = ((r.qs[k] >> (2 * j)) & 0x03030303) | (int)((((u32)r.nh[k] >> (4 * r.n + j)) & 0x01010101u) * 0xFCu);
-                s = dp4a(w, x.x[j][k], s);
+            for (int k = 0; k < 4; k++) {
+                sq = dp4a((r.qs[k] >> (2 * j)) & 0x03030303, x.x[j][k], sq);
+                sh = dp4a((r.nh[k] >> j) & 0x01010101, x.x[j][k], sh);
             }
-            t = j == 0 ? fmul_rn(x.d[0], i2f_rn(r.sc[0] * s)) : ffma_rn(x.d[j], i2f_rn(r.sc[j] * s), t);
+            const int s = r.sc[j] * (sq - 4 * sh);
+            t = j == 0 ? fmul_rn(x.d[0], i2f_rn(s)) : ffma_rn(x.d[j], i2f_rn(s), t);
         }
         return ffma_rn(r.d, t, acc);
     }
 };
 
 // Q2_K: unit as Q3_K's (the 2-bit qs alone); x = d·(sc & 15)·q − dmin·(sc >> 4) with
-// the byte sc = scales[8n + 2j + q/2].
+// the byte sc = scales[8n + 2j + h].
 struct TQ2_K {
-    struct R { int qs[2]; int sc[4], m[4]; float d, dmin; };
-    static __device__ int units(int cols) { return cols / 32; }
+    struct R { int qs[4]; int sc[4], m[4]; float d, dmin; };
+    static __device__ int units(int cols) { return cols / 64; }
     static __device__ R load(const Args &a, i64 row, int u) {
-        const i64 b = row * (a.cols / 256) + u / 8;
-        const int n = (u % 8) / 4, q = u % 4, h = q / 2;
-        const int2 qs = *(const int2 *)((const u8 *)a.q + b * 64 + 32 * n + 8 * q);
+        const i64 b = row * (a.cols / 256) + u / 4;
+        const int n = (u % 4) / 2, h = u % 2;
+        const int4 qs = *(const int4 *)((const u8 *)a.q + b * 64 + 32 * n + 16 * h);
         const int4 s = ((const int4 *)a.e)[b];
         const u32 wa = (u32)(n ? s.z : s.x), wb = (u32)(n ? s.w : s.y);  // scale bytes 8n … 8n+3, 8n+4 … 8n+7
         const u32 dm = ((const u32 *)a.d)[b];
         R r;
-        r.qs[0] = qs.x; r.qs[1] = qs.y;
+        r.qs[0] = qs.x; r.qs[1] = qs.y; r.qs[2] = qs.z; r.qs[3] = qs.w;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const u32 sc = ((j < 2 ? wa : wb) >> (8 * (h + 2 * (j % 2)))) & 0xFF;
@@ -208,7 +212,7 @@ struct TQ2_K {
         for (int j = 0; j < 4; j++) {
             int s = 0;
 #pragma unroll
-            for (int k = 0; k < 2; k++) s = dp4a((r.qs[k] >> (2 * j)) & 0x03030303, x.x[j][k], s);
+            for (int k = 0; k < 4; k++) s = dp4a((r.qs[k] >> (2 * j)) & 0x03030303, x.x[j][k], s);
             ta = ffma_rn(x.d[j], i2f_rn(r.sc[j] * s), ta);
             tb = ffma_rn(x.d[j], i2f_rn(r.m[j] * x.sum[j]), tb);
         }

@@ -72,9 +72,9 @@ var wtypes = []wtype{
 	{t: quant.Q4_1, layout: "q4_1", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 4, qOff: 4, qLen: 16}, mv: []mvKernel{{"q4_1", "TQ4_1", 32, false}}},
 	{t: quant.Q5_1, layout: "q5_1", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 4, qOff: 8, qLen: 16, eOff: 4, eLen: 4}, mv: []mvKernel{{"q5_1", "TQ5_1", 32, false}}},
 	{t: quant.Q2_K, layout: "q2_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 80, dLen: 4, qOff: 16, qLen: 64, eOff: 0, eLen: 16}, mv: []mvKernel{{"q2_k", "TQ2_K", 256, false}}},
-	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, false}}},
+	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, true}}},
 	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
-	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, false}}},
+	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
 }
 
 // mvFile is the source of the type's mat-vec kernels.
