@@ -21,13 +21,17 @@ import (
 )
 
 // The two backends quantize activations differently (see matmulBound), so their logits
-// differ by noise: quantLogitBound bounds it (relative L2 over the vocabulary, as
-// TestModelVsCPU's for quantized files), and greedy texts may part where the CPU's top
-// two tokens are closer than that noise: within quantNearTie standard deviations of the
-// step's logit difference (two independent errors of σ/√2 each cross a gap of 4σ with
-// probability ≈ 0.2%).
+// differ by noise: quantLogitBound bounds it (relative L2 over the vocabulary, the
+// largest over the steps compared). Measured on the H200 (5db37c9): at most 0.029 on the
+// llama files and 0.030-0.041 on the qwen3 ones, Q5_K_M (kernels older than issue 25)
+// and IQ3_S (an F16 copy) among them at 0.035-0.036, so it is the architecture's noise
+// (TestModelVsCPU's 3e-2 bounds the prompt step alone); a wrong kernel gives O(1).
+// Greedy texts may part where the CPU's top two tokens are closer than that noise:
+// within quantNearTie standard deviations of the step's logit difference (two
+// independent errors of σ/√2 each cross a gap of 4σ with probability ≈ 0.2%; measured:
+// every parting within 3.1σ).
 const (
-	quantLogitBound = 3e-2
+	quantLogitBound = 5e-2
 	quantNearTie    = 4
 )
 
