@@ -45,6 +45,11 @@ const (
 // held in its own type on the device (no copy in another type).
 func TestQuantTypesGreedyGPU(t *testing.T) {
 	dir := testdata(t, "quant-types")
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(files) == 0 {
+		// The device carries a copy of the test data (64 MiB with the binaries); the
+		// quant-types files (35 MB) travel only when a run names them.
+		t.Skipf("%s holds no .gguf files: copy ../shared/testdata/quant-types there to run this", dir)
+	}
 	var exp struct {
 		Cases []struct {
 			Prompt string `json:"prompt"`
@@ -64,8 +69,8 @@ func TestQuantTypesGreedyGPU(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
-	if len(files) == 0 || len(prompts) == 0 {
-		t.Fatalf("%s: no .gguf files or no prompts", dir)
+	if len(prompts) == 0 {
+		t.Fatalf("%s: no prompts in expected.json", dir)
 	}
 	g := open(t)
 	defer g.Close()
