@@ -95,6 +95,39 @@ type KV interface {
 	Bytes() int64
 }
 
+// Pager is implemented by backends whose KV caches can be paged (the CPU): a cache is
+// then a view of an arena of fixed-size blocks, reading and writing position p in
+// block table[p/block] of its block table, so a cache's blocks need not be contiguous
+// and several caches may share blocks (a common prompt prefix, read-only: core/kv
+// counts references and copies a shared block before a cache writes into it). Every
+// op that takes a KV works on a view as on a whole cache, with the same bits. Backends
+// without it (CUDA) keep one contiguous cache per sequence.
+type Pager interface {
+	// NewKVArena allocates blocks blocks of block positions for caches of spec's
+	// layers, KV heads, head size and type (spec.Ctx is not used).
+	NewKVArena(spec KVSpec, block, blocks int) (KVArena, error)
+}
+
+// KVArena is a Pager's pool of KV blocks. Free releases it (its views must not be
+// used afterwards). An arena and its views are used under the backend's ops'
+// concurrency rules: no change to a view's table while an op that reads it runs.
+type KVArena interface {
+	// Block is the positions per block and Blocks the number of blocks.
+	Block() int
+	Blocks() int
+	// Bytes is the arena's memory (keys and values of every block).
+	Bytes() int64
+	// View returns a KV of ctx positions whose table is empty: an op may touch
+	// position p only once SetTable gave it a table of more than p/Block() entries.
+	View(ctx int) (KV, error)
+	// SetTable makes view read and write position p in block table[p/Block()]; the
+	// view keeps table (the caller changes it only through another SetTable). Entries
+	// must be blocks of the arena, at most ctx/Block() rounded up of them.
+	SetTable(view KV, table []int32) error
+	// CopyBlock copies block src's keys and values (every layer) into block dst.
+	CopyBlock(dst, src int) error
+}
+
 // RoPEMode selects which value pairs rotate together.
 type RoPEMode int
 

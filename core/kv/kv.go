@@ -27,13 +27,17 @@ type Allocator interface {
 }
 
 // Cache is one sequence's KV cache: device storage for Spec().Ctx positions of which
-// the first Len() are valid.
+// the first Len() are valid. A whole cache (New) owns storage for all of them; a paged
+// cache (Blocks.NewCache) holds blocks of an arena as it grows, maybe shared.
 type Cache struct {
 	alloc Allocator
 	dev   backend.KV
 	spec  backend.KVSpec
 	n     int
 	id    uint64
+	// paged caches: the arena and the block table (guarded by blocks.mu)
+	blocks *Blocks
+	table  []int32
 }
 
 var nextID atomic.Uint64
@@ -90,6 +94,35 @@ func (c *Cache) Check(n int) error {
 	return nil
 }
 
+// Prepare readies storage for the next n positions before a forward writes them: a
+// paged cache takes the blocks they need and copies a shared block they fall in
+// (ErrPoolFull when the arena has too few free). A whole cache has nothing to do. The
+// caller runs it where the cache's forwards run (the backend's exclusion), since it
+// may copy block data.
+func (c *Cache) Prepare(n int) error {
+	if err := c.Check(n); err != nil {
+		return err
+	}
+	if c.blocks == nil || n == 0 {
+		return nil
+	}
+	return c.blocks.prepare(c, n)
+}
+
+// Paged reports whether the cache is a paged one (Blocks.NewCache).
+func (c *Cache) Paged() bool { return c.blocks != nil }
+
+// Share makes c, a paged cache of the same arena, hold src's first n positions by
+// referencing src's blocks (read-only until one of them writes: copy on write), giving
+// back what c held. Both caches stay usable on their own; c's next forward starts at
+// position n.
+func (c *Cache) Share(src *Cache, n int) error {
+	if c.blocks == nil || c == src {
+		return fmt.Errorf("BUG: kv: Share needs two paged caches")
+	}
+	return c.blocks.share(c, src, n)
+}
+
 // Append marks n more positions valid (after a forward wrote them). It fails, changing
 // nothing, if they do not fit.
 func (c *Cache) Append(n int) error {
@@ -107,20 +140,42 @@ func (c *Cache) Truncate(n int) error {
 		return fmt.Errorf("kv: truncate to %d outside [0, %d]", n, c.n)
 	}
 	c.n = n
+	if c.blocks != nil {
+		c.blocks.truncate(c, n)
+	}
 	return nil
 }
 
 // Reset empties the cache.
-func (c *Cache) Reset() { c.n = 0 }
+func (c *Cache) Reset() {
+	c.n = 0
+	if c.blocks != nil {
+		c.blocks.truncate(c, 0)
+	}
+}
 
-// Bytes is the device memory the cache occupies.
-func (c *Cache) Bytes() int64 { return c.dev.Bytes() }
+// Bytes is the device memory the cache occupies (a paged cache: the blocks it holds,
+// shared ones included).
+func (c *Cache) Bytes() int64 {
+	if c.blocks != nil {
+		return int64(c.Holds()) * c.blocks.BlockBytes()
+	}
+	return c.dev.Bytes()
+}
 
 // UsedBytes is the memory of the valid positions.
 func (c *Cache) UsedBytes() int64 { return SpecBytes(c.spec) * int64(c.n) / int64(c.spec.Ctx) }
 
-// Close frees the device storage; the Cache must not be used afterwards.
+// Close frees the device storage (a paged cache gives its blocks back); the Cache
+// must not be used afterwards.
 func (c *Cache) Close() {
+	if c.blocks != nil {
+		if c.dev != nil {
+			c.blocks.close(c)
+			c.dev = nil
+		}
+		return
+	}
 	if c.dev != nil {
 		c.alloc.Free(c.dev)
 		c.dev = nil

@@ -92,6 +92,13 @@ func (m *Model) ForwardBatch(seqs []Seq) (Logits, error) {
 		nt += len(q.IDs)
 		nOut += q.Out.RowsOut(len(q.IDs))
 	}
+	if len(seqs) > 1 {
+		for j, q := range seqs {
+			if err := q.Cache.Prepare(len(q.IDs)); err != nil {
+				return Logits{}, fmt.Errorf("batched forward: sequence %d: %w", j, err)
+			}
+		}
+	}
 	if len(seqs) == 1 {
 		q := seqs[0]
 		l, err := m.Forward(q.IDs, q.Cache, q.Out == OutAll)

@@ -161,6 +161,17 @@ func (m *Model) NewKV(ctx int, t backend.KVType) (*kv.Cache, error) {
 	return kv.New(m.b, m.KVSpec(ctx, t))
 }
 
+// NewBlocks allocates an arena of blocks KV blocks of block positions of element type t
+// for this model's paged caches (kv.Blocks): on a backend that pages (backend.Pager,
+// the CPU); elsewhere an error.
+func (m *Model) NewBlocks(block, blocks int, t backend.KVType) (*kv.Blocks, error) {
+	p, ok := m.b.(backend.Pager)
+	if !ok {
+		return nil, fmt.Errorf("model %s: the %s backend keeps whole KV caches (no paging)", m.Name, m.b.Name())
+	}
+	return kv.NewBlocks(p, m.KVSpec(block, t), block, blocks)
+}
+
 // KVSpec is the cache shape this model needs for ctx positions.
 func (m *Model) KVSpec(ctx int, t backend.KVType) backend.KVSpec {
 	p := &m.Params
@@ -216,6 +227,9 @@ func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error
 	nt := len(ids)
 	if err := m.Check(ids, c); err != nil {
 		return Logits{}, err
+	}
+	if err := c.Prepare(nt); err != nil { // a paged cache's blocks for these positions
+		return Logits{}, fmt.Errorf("model %s: forward of %d tokens: %w", m.Name, nt, err)
 	}
 	s, err := m.pass(nt, all)
 	if err != nil {

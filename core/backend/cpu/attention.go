@@ -137,8 +137,8 @@ func (b *Backend) ropeJob(sq backend.SeqAttention, layer int, r backend.RoPE, a 
 		pos: i32(sq.Pos, nt, "RoPEStoreKV pos"),
 	}
 	for _, p := range j.pos {
-		if p < 0 || int(p) >= kv.spec.Ctx {
-			b.failf("RoPEStoreKV: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
+		if p < 0 || int(p) >= kv.mapped() {
+			b.failf("RoPEStoreKV: position %d outside the cache [0, %d)", p, kv.mapped())
 			return ropeJob{}, false
 		}
 	}
@@ -283,8 +283,8 @@ func (b *Backend) attnJob(sq backend.SeqAttention, layer int, a backend.Attn) (a
 	}
 	pos := i32(sq.Pos, nt, "Attention pos")
 	for t := range nt {
-		if p := pos[t]; p < 0 || int(p) >= kv.spec.Ctx {
-			b.failf("Attention: position %d outside the cache [0, %d)", p, kv.spec.Ctx)
+		if p := pos[t]; p < 0 || int(p) >= kv.mapped() {
+			b.failf("Attention: position %d outside the cache [0, %d)", p, kv.mapped())
 			return attnJob{}, false
 		}
 	}
@@ -325,7 +325,7 @@ func (b *Backend) attnItem(j *attnJob, w, item int, a backend.Attn) {
 			r := t*a.Heads + h0 + i
 			qs[i], outs[i] = q[r*hd:(r+1)*hd], d[r*hd:(r+1)*hd]
 		}
-		kv.attendF16Z4(outs[:nh], qs[:nh], sc, kv.vec(j.layer, kvh, 0), int(j.pos[t]), a.Scale)
+		kv.attendF16Z4(outs[:nh], qs[:nh], sc, j.layer, kvh, int(j.pos[t]), a.Scale)
 		return
 	}
 	t, h := item/a.Heads, item%a.Heads
@@ -357,20 +357,19 @@ func (kv *KV) attendF16(out, q []float32, sc *scratch, layer, head, p int, scale
 	hd := kv.spec.HeadDim
 	acc := sc.acc[:hd]
 	clear(acc)
-	base := kv.vec(layer, head, 0)
 	if (useAVX512 || useAVX2) && hd%64 == 0 && !avx2 {
-		kv.attendF16Z(out, q, acc, sc, base, p, scale)
+		kv.attendF16Z(out, q, acc, sc, layer, head, p, scale)
 		return
 	}
 	q16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(sc.q))), hd)
 	for j, x := range q {
 		q16[j] = quant.F32ToF16(x)
 	}
-	kv.attendF16Loop(out, q16, acc, base, p, scale, avx2)
+	kv.attendF16Loop(out, q16, acc, layer, head, p, scale, avx2)
 }
 
 // attendF16Loop is ggml's loop as written, one key at a time.
-func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p int, scale float32, avx2 bool) {
+func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, layer, head, p int, scale float32, avx2 bool) {
 	dot := dotVecF16
 	if avx2 {
 		dot = dotVec8F16
@@ -378,21 +377,23 @@ func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p 
 	hd := kv.spec.HeadDim
 	var S float32
 	M := float32(math.Inf(-1))
-	for ic := 0; ic <= p; ic++ {
-		kr := kv.k16[(base+ic)*hd : (base+ic+1)*hd]
-		s := dot(kr, q16) * scale
-		ms, vs := float32(1), float32(1)
-		if s > M {
-			Mold := M
-			M = s
-			ms = expf(Mold - M)
-			scaleF16(acc, ms)
-		} else {
-			vs = expf(s - M)
+	kv.runs(layer, head, p+1, func(base, _, c int) {
+		for ic := range c {
+			kr := kv.k16[(base+ic)*hd : (base+ic+1)*hd]
+			s := dot(kr, q16) * scale
+			ms, vs := float32(1), float32(1)
+			if s > M {
+				Mold := M
+				M = s
+				ms = expf(Mold - M)
+				scaleF16(acc, ms)
+			} else {
+				vs = expf(s - M)
+			}
+			madF16(acc, kv.v16[(base+ic)*hd:(base+ic+1)*hd], vs)
+			S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 		}
-		madF16(acc, kv.v16[(base+ic)*hd:(base+ic+1)*hd], vs)
-		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
-	}
+	})
 	finishAttn(out, acc, S)
 }
 
@@ -403,22 +404,26 @@ func (kv *KV) attendF16Loop(out []float32, q16 []uint16, acc []float32, base, p 
 // S key by key (softmaxF16), and the F16 accumulation of V (accumVF16…, which rescales
 // where ms ≠ 1 as ggml does where the maximum rose: a factor of exactly 1 leaves F16
 // values unchanged).
-func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale float32) {
+func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, layer, head, p int, scale float32) {
 	hd := kv.spec.HeadDim
 	n := p + 1
 	sc.growKeys(n)
 	msv, vsv := sc.ms[:n], sc.vs[:n]
-	S := kv.softmaxF16(q, sc, base, n, scale, msv, vsv, 1)
-	switch {
-	case hd == 64 && useAVX512:
-		accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
-	case useAVX512:
-		accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
-	case hd == 64:
-		accumVF16x64AVX2(&acc[0], &kv.v16[base*hd], n, &msv[0], &vsv[0])
-	default:
-		accumVF16AVX2(&acc[0], &kv.v16[base*hd], hd, n, &msv[0], &vsv[0])
-	}
+	S := kv.softmaxF16(q, sc, layer, head, n, scale, msv, vsv, 1)
+	// the accumulation runs block after block on the same acc: the same operations
+	// in the same order as over one contiguous run
+	kv.runs(layer, head, n, func(base, i, c int) {
+		switch {
+		case hd == 64 && useAVX512:
+			accumVF16x64AVX512(&acc[0], &kv.v16[base*hd], c, &msv[i], &vsv[i])
+		case useAVX512:
+			accumVF16AVX512(&acc[0], &kv.v16[base*hd], hd, c, &msv[i], &vsv[i])
+		case hd == 64:
+			accumVF16x64AVX2(&acc[0], &kv.v16[base*hd], c, &msv[i], &vsv[i])
+		default:
+			accumVF16AVX2(&acc[0], &kv.v16[base*hd], hd, c, &msv[i], &vsv[i])
+		}
+	})
 	finishAttn(out, acc, S)
 }
 
@@ -427,14 +432,14 @@ func (kv *KV) attendF16Z(out, q, acc []float32, sc *scratch, base, p int, scale 
 // V accumulations run interleaved in one call (accumVF16x64x4AVX512): each head's chain
 // of F16 roundings is serial, and four chains hide each other's latency. A missing head
 // gets ms = 1, vs = 0 and is not written.
-func (kv *KV) attendF16Z4(out, q [][]float32, sc *scratch, base, p int, scale float32) {
+func (kv *KV) attendF16Z4(out, q [][]float32, sc *scratch, layer, head, p int, scale float32) {
 	n := p + 1
 	sc.growKeys(n)
 	ms4, vs4 := sc.ms4[:4*n], sc.vs4[:4*n]
 	var S [4]float32
 	for j := range 4 {
 		if j < len(q) {
-			S[j] = kv.softmaxF16(q[j], sc, base, n, scale, ms4[j:], vs4[j:], 4)
+			S[j] = kv.softmaxF16(q[j], sc, layer, head, n, scale, ms4[j:], vs4[j:], 4)
 			continue
 		}
 		for i := j; i < 4*n; i += 4 {
@@ -443,7 +448,9 @@ func (kv *KV) attendF16Z4(out, q [][]float32, sc *scratch, base, p int, scale fl
 	}
 	acc := sc.acc4[:4*64]
 	clear(acc)
-	accumVF16x64x4AVX512(&acc[0], &kv.v16[base*64], n, &ms4[0], &vs4[0])
+	kv.runs(layer, head, n, func(base, i, c int) {
+		accumVF16x64x4AVX512(&acc[0], &kv.v16[base*64], c, &ms4[4*i], &vs4[4*i])
+	})
 	for j := range q {
 		finishAttn(out[j], acc[64*j:64*j+64], S[j])
 	}
@@ -464,17 +471,22 @@ func (sc *scratch) growKeys(n int) {
 // softmaxF16 is the softmax of attendF16Z for one head over keys 0..n-1 (scratch sized
 // by growKeys): it writes key i's ms and vs to ms[i·stride] and vs[i·stride] and
 // returns the sum S.
-func (kv *KV) softmaxF16(q []float32, sc *scratch, base, n int, scale float32, ms, vs []float32, stride int) float32 {
+func (kv *KV) softmaxF16(q []float32, sc *scratch, layer, head, n int, scale float32, ms, vs []float32, stride int) float32 {
 	hd := kv.spec.HeadDim
 	scores, e, rise := sc.s[:n], sc.e[:n], sc.rise[:n]
 	q32 := sc.v[:hd] // the query rounded to F16, as float32
 	if useAVX512 {
 		roundF16AVX512(&q32[0], &q[0], hd)
-		scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
 	} else {
 		roundF16AVX2(&q32[0], &q[0], hd)
-		scoresF16AVX2(&kv.k16[base*hd], &q32[0], hd, n, scale, &scores[0])
 	}
+	kv.runs(layer, head, n, func(base, i, c int) {
+		if useAVX512 {
+			scoresF16AVX512(&kv.k16[base*hd], &q32[0], hd, c, scale, &scores[i])
+		} else {
+			scoresF16AVX2(&kv.k16[base*hd], &q32[0], hd, c, scale, &scores[i])
+		}
+	})
 	M := float32(math.Inf(-1))
 	for ic, s := range scores {
 		if s > M { // the maximum rises: ms = expf(Mold - M), vs = 1
@@ -511,28 +523,29 @@ func (kv *KV) attendQ8(out, q []float32, sc *scratch, layer, head, p int, scale 
 	acc := sc.acc[:hd]
 	clear(acc)
 	v32 := sc.v[:hd]
-	base := kv.vec(layer, head, 0)
 	var S float32
 	M := float32(math.Inf(-1))
-	for ic := 0; ic <= p; ic++ {
-		s := dot(hd, kv.k[(base+ic)*n:(base+ic+1)*n], qq) * scale
-		ms, vs := float32(1), float32(1)
-		if s > M {
-			Mold := M
-			M = s
-			ms = expf(Mold - M)
-			for j := range acc {
-				acc[j] *= ms
+	kv.runs(layer, head, p+1, func(base, _, c int) {
+		for ic := range c {
+			s := dot(hd, kv.k[(base+ic)*n:(base+ic+1)*n], qq) * scale
+			ms, vs := float32(1), float32(1)
+			if s > M {
+				Mold := M
+				M = s
+				ms = expf(Mold - M)
+				for j := range acc {
+					acc[j] *= ms
+				}
+			} else {
+				vs = expf(s - M)
 			}
-		} else {
-			vs = expf(s - M)
+			dequantQ8_0(v32, kv.v[(base+ic)*n:(base+ic+1)*n])
+			for j, x := range v32 {
+				acc[j] = fma32(x, vs, acc[j])
+			}
+			S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
 		}
-		dequantQ8_0(v32, kv.v[(base+ic)*n:(base+ic+1)*n])
-		for j, x := range v32 {
-			acc[j] = fma32(x, vs, acc[j])
-		}
-		S = fma32(S, ms, vs) // S = S*ms + vs, contracted as in ggml's build
-	}
+	})
 	finishAttn(out, acc, S)
 }
 

@@ -57,9 +57,9 @@ func attendF16ZMatchesLoop(t *testing.T) {
 			for _, scale := range []float32{0.125, 1, 3} {
 				got, want := make([]float32, hd), make([]float32, hd)
 				acc := make([]float32, hd)
-				kv.attendF16Z(got, q, acc, sc, 0, p, scale)
+				kv.attendF16Z(got, q, acc, sc, 0, 0, p, scale)
 				clear(acc)
-				kv.attendF16Loop(want, q16, acc, 0, p, scale, false)
+				kv.attendF16Loop(want, q16, acc, 0, 0, p, scale, false)
 				for j := range got {
 					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
 						t.Fatalf("hd %d p %d scale %g: out[%d] = %g, want %g (the loop's bits)", hd, p, scale, j, got[j], want[j])
@@ -82,14 +82,14 @@ func attendF16ZMatchesLoop(t *testing.T) {
 					for j := range outs {
 						outs[j] = make([]float32, hd)
 					}
-					kv.attendF16Z4(outs, qs[:nh], sc, 0, p, 0.125)
+					kv.attendF16Z4(outs, qs[:nh], sc, 0, 0, p, 0.125)
 					for j := range nh {
 						q16 := make([]uint16, hd)
 						for i, x := range qs[j] {
 							q16[i] = quant.F32ToF16(x)
 						}
 						want, acc := make([]float32, hd), make([]float32, hd)
-						kv.attendF16Loop(want, q16, acc, 0, p, 0.125, false)
+						kv.attendF16Loop(want, q16, acc, 0, 0, p, 0.125, false)
 						for i := range want {
 							if math.Float32bits(outs[j][i]) != math.Float32bits(want[i]) {
 								t.Fatalf("%d heads, head %d, p %d: out[%d] = %g, want %g (the loop's bits)", nh, j, p, i, outs[j][i], want[i])
@@ -140,15 +140,15 @@ func BenchmarkAttendF16(b *testing.B) {
 			for h := range heads {
 				acc := sc.acc[:hd]
 				clear(acc)
-				kv.attendF16Z(out[h], q[h], acc, sc, kv.vec(0, h/7, 0), p, 0.125)
+				kv.attendF16Z(out[h], q[h], acc, sc, 0, h/7, p, 0.125)
 			}
 		}
 	})
 	b.Run("four", func(b *testing.B) {
 		for range b.N {
 			for kvh := range kvHeads {
-				kv.attendF16Z4(out[7*kvh:7*kvh+4], q[7*kvh:7*kvh+4], sc, kv.vec(0, kvh, 0), p, 0.125)
-				kv.attendF16Z4(out[7*kvh+4:7*kvh+7], q[7*kvh+4:7*kvh+7], sc, kv.vec(0, kvh, 0), p, 0.125)
+				kv.attendF16Z4(out[7*kvh:7*kvh+4], q[7*kvh:7*kvh+4], sc, 0, kvh, p, 0.125)
+				kv.attendF16Z4(out[7*kvh+4:7*kvh+7], q[7*kvh+4:7*kvh+7], sc, 0, kvh, p, 0.125)
 			}
 		}
 	})

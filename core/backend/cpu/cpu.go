@@ -177,7 +177,10 @@ func (b *Backend) Free(x any) {
 	case *Weight:
 		v.data, v.f32, v.f16, v.vec, v.tileScales, v.freed = nil, nil, nil, nil, nil, true
 	case *KV:
-		v.k, v.v, v.k16, v.v16, v.freed = nil, nil, nil, nil, true
+		v.k, v.v, v.k16, v.v16, v.table, v.freed = nil, nil, nil, nil, nil, true
+	case *KVArena:
+		st := &v.store
+		st.k, st.v, st.k16, st.v16, st.freed = nil, nil, nil, nil, true
 	case nil:
 	default:
 		panic(fmt.Sprintf("BUG: cpu: Free of %T, not a cpu backend object", x))
