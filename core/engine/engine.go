@@ -51,6 +51,10 @@ type Config struct {
 	// backend that captures graphs (CUDA) cannot page: its caches stay whole contexts
 	// allocated at start, and Pool is ignored.
 	Pool *kv.Pool
+	// Paging, when set with Pool (NewPaging for the pool's sessions), makes the caches
+	// paged views of shared arenas and shares prompt prefixes between the sessions
+	// (see paging.go).
+	Paging *Paging
 	// MaxBatchRows, when > 0, bounds the verify rows of a step over the sequences
 	// generating together on the target ([spec] max_batch_rows): while n generate
 	// (n = 1 without Batching), a round's depth is at most MaxBatchRows/n − 1.
@@ -276,6 +280,8 @@ type Session struct {
 	// blocks they hold
 	pool   *kv.Pool
 	blocks int
+	// paging is Config.Paging with a pool: the caches are paged (paging.go)
+	paging *Paging
 	// reclaims counts the pool taking the caches back (ReleaseLocked runs on another
 	// request's goroutine, so it is atomic)
 	reclaims atomic.Uint64
@@ -318,6 +324,9 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.Pool != nil && !cfg.Target.CapturesGraphs() && (cfg.Draft == nil || !cfg.Draft.CapturesGraphs()) {
 		s.pool = cfg.Pool
+		if p := cfg.Paging; p != nil && p.target != nil && (cfg.Draft == nil) == (p.draft == nil) {
+			s.paging = p
+		}
 	}
 	var tc *kv.Cache
 	if s.pool == nil {
@@ -426,6 +435,9 @@ func (s *Session) drafterNames(req *Request) []string {
 
 // Close frees the caches (and gives a pool its blocks back).
 func (s *Session) Close() {
+	if s.paging != nil {
+		s.paging.forget(s)
+	}
 	if s.pool != nil {
 		s.pool.Busy(s)
 		s.pool.Give(s.freeCaches())
@@ -436,6 +448,9 @@ func (s *Session) Close() {
 
 // Reset forgets the cached sequence.
 func (s *Session) Reset() error {
+	if s.paging != nil {
+		s.paging.withdraw(s)
+	}
 	s.hist = s.hist[:0]
 	if err := s.target.truncate(0); err != nil {
 		return err
@@ -513,6 +528,9 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 		keep++
 	}
 	keep = min(keep, s.target.len())
+	if s.paging != nil {
+		s.paging.withdraw(s) // the cache is about to change below what it published
+	}
 	if err := s.target.truncate(keep); err != nil {
 		return keep, err
 	}
@@ -525,8 +543,18 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 	if err := s.reserve(s.want); err != nil {
 		return keep, err
 	}
+	if s.paging != nil { // another session's cache may hold more of the prompt
+		tc := s.target.(*seq).c
+		var err error
+		if keep, err = s.paging.share(s, tc, prompt, keep, len(prompt)-1); err != nil {
+			return 0, err
+		}
+	}
 	if err := feed(ctx, s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
 		return keep, err
+	}
+	if s.paging != nil {
+		s.paging.publish(s, prompt[:len(prompt)-1], s.target.(*seq).c)
 	}
 	if !draft || s.draft == nil {
 		return keep, nil

@@ -17,10 +17,13 @@ import (
 // for another sequence (kv.Pool.Take takes back idle sessions' blocks, oldest first);
 // a request the pool cannot serve fails with kv.ErrPoolFull, never a wrong answer.
 //
-// Paging here is by cache: a sequence's cache is one allocation of whole blocks, not
-// blocks scattered in a shared arena (the backends' attention reads a contiguous cache
-// per sequence). What the pool gives is the budget: memory is taken as sequences
-// grow, returned when they end, and bounded over all of them.
+// With Config.Paging (backends that page: the CPU) the caches are paged views of one
+// arena per model (paging.go): a cache takes arena blocks as it writes and never moves,
+// so growing costs no recomputation, and sessions share prompt prefixes. Without it (a
+// backend that keeps whole caches: CUDA) paging is by cache: a sequence's cache is one
+// allocation of whole blocks, reallocated and recomputed as above when it grows. Either
+// way the pool is the budget: memory is taken as sequences grow, returned when they
+// end, and bounded over all of them.
 
 var _ kv.Holder = (*Session)(nil)
 
@@ -39,8 +42,12 @@ func (s *Session) seqs() []*seq {
 	return out
 }
 
-// capacity is the positions the session's caches all hold room for.
+// capacity is the positions the session's caches all hold room for (paged caches:
+// the blocks it took from the pool).
 func (s *Session) capacity() int {
+	if s.paging != nil {
+		return min(s.blocks*s.pool.Block(), s.Ctx())
+	}
 	room := -1
 	for _, sq := range s.seqs() {
 		n := 0
@@ -71,6 +78,16 @@ func (s *Session) reserve(n int) error {
 	}
 	s.blocks += need // (a cache that failed to grow keeps its old room, within these)
 	for _, sq := range s.seqs() {
+		if s.paging != nil { // a paged cache takes its blocks as it writes: no move
+			if sq.c == nil {
+				c, err := s.paging.blocks(s, sq).NewCache(s.Ctx())
+				if err != nil {
+					return err
+				}
+				sq.c = c
+			}
+			continue
+		}
 		if sq.c != nil && sq.c.Ctx() >= room {
 			continue
 		}
@@ -123,6 +140,9 @@ func (s *Session) freeCaches() int {
 // ReleaseLocked is the pool taking an idle session's blocks back: the caches are
 // freed and the session forgets its sequence (its next request prefills in full).
 func (s *Session) ReleaseLocked() {
+	if s.paging != nil {
+		s.paging.withdraw(s)
+	}
 	s.pool.GiveLocked(s.freeCaches())
 	s.hist = s.hist[:0]
 	s.reclaims.Add(1)

@@ -47,56 +47,76 @@ func TestPooledCaches(t *testing.T) {
 		}
 		want[i] = res.Tokens
 	}
-	pool, err := kv.NewPool(8, 4*ctx/8, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bt := NewBatching(64)
-	sessions := make([]*Session, seqs)
-	for i := range sessions {
-		if sessions[i], err = NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 8, Batching: bt, Pool: pool}); err != nil {
-			t.Fatal(err)
-		}
-		if sessions[i].capacity() != 0 {
-			t.Fatalf("a pooled session allocated %d positions up front", sessions[i].capacity())
-		}
-	}
-	for round := range 2 { // the second time each slot reuses its cached prefix
-		got := make([][]int32, seqs)
-		errs := make([]error, seqs)
-		var wg sync.WaitGroup
-		for i := range sessions {
-			wg.Go(func() {
-				res, err := sessions[i].Generate(bg, req(i))
-				if err == nil {
-					got[i] = res.Tokens
+	for _, paged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "whole caches", true: "paged"}[paged], func(t *testing.T) {
+			pool, err := kv.NewPool(8, 4*ctx/8, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var paging *Paging
+			if paged {
+				if paging, err = NewPaging(pool, target, draft, 0, 0); err != nil || paging == nil {
+					t.Fatalf("NewPaging: %v, %v", paging, err)
 				}
-				errs[i] = err
-			})
-		}
-		wg.Wait()
-		held := 0
-		for i := range got {
-			if errs[i] != nil {
-				t.Fatalf("round %d, sequence %d: %v", round, i, errs[i])
+				defer paging.Close()
 			}
-			if !slices.Equal(got[i], want[i]) {
-				t.Errorf("round %d, sequence %d: pooled %v, whole caches %v", round, i, got[i], want[i])
+			bt := NewBatching(64)
+			sessions := make([]*Session, seqs)
+			for i := range sessions {
+				if sessions[i], err = NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 8, Batching: bt, Pool: pool, Paging: paging}); err != nil {
+					t.Fatal(err)
+				}
+				if sessions[i].capacity() != 0 {
+					t.Fatalf("a pooled session allocated %d positions up front", sessions[i].capacity())
+				}
 			}
-			held += sessions[i].PoolBlocks()
-			if c := sessions[i].capacity(); c < len(prompt(i))+len(got[i])-1 || c > ctx { // (the cache holds all but the last token)
-				t.Errorf("sequence %d: caches of %d positions for %d tokens (context %d)", i, c, len(prompt(i))+len(got[i]), ctx)
+			for round := range 2 { // the second time each slot reuses its cached prefix
+				got := make([][]int32, seqs)
+				errs := make([]error, seqs)
+				var wg sync.WaitGroup
+				for i := range sessions {
+					wg.Go(func() {
+						res, err := sessions[i].Generate(bg, req(i))
+						if err == nil {
+							got[i] = res.Tokens
+						}
+						errs[i] = err
+					})
+				}
+				wg.Wait()
+				held := 0
+				for i := range got {
+					if errs[i] != nil {
+						t.Fatalf("round %d, sequence %d: %v", round, i, errs[i])
+					}
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("round %d, sequence %d: pooled %v, whole caches %v", round, i, got[i], want[i])
+					}
+					held += sessions[i].PoolBlocks()
+					if c := sessions[i].target.(*seq).c; c != nil && c.Paged() != paged {
+						t.Fatalf("sequence %d: paged cache %t, want %t", i, c.Paged(), paged)
+					}
+					if c := sessions[i].capacity(); c < len(prompt(i))+len(got[i])-1 || c > ctx { // (the cache holds all but the last token)
+						t.Errorf("sequence %d: caches of %d positions for %d tokens (context %d)", i, c, len(prompt(i))+len(got[i]), ctx)
+					}
+				}
+				if pool.Used() != held {
+					t.Errorf("round %d: the pool counts %d blocks taken, the sessions hold %d", round, pool.Used(), held)
+				}
+				if paged && (paging.Target().Used() > held || paging.Draft().Used() > held) {
+					t.Errorf("round %d: arenas use %d and %d blocks, more than the %d the pool lent", round, paging.Target().Used(), paging.Draft().Used(), held)
+				}
 			}
-		}
-		if pool.Used() != held {
-			t.Errorf("round %d: the pool counts %d blocks taken, the sessions hold %d", round, pool.Used(), held)
-		}
-	}
-	for _, s := range sessions {
-		s.Close()
-	}
-	if pool.Used() != 0 {
-		t.Errorf("after Close the pool counts %d blocks taken, want 0", pool.Used())
+			for _, s := range sessions {
+				s.Close()
+			}
+			if pool.Used() != 0 {
+				t.Errorf("after Close the pool counts %d blocks taken, want 0", pool.Used())
+			}
+			if paged && (paging.Target().Used() != 0 || paging.Draft().Used() != 0) {
+				t.Errorf("after Close the arenas use %d and %d blocks, want 0", paging.Target().Used(), paging.Draft().Used())
+			}
+		})
 	}
 }
 
@@ -149,4 +169,95 @@ func TestPoolFull(t *testing.T) {
 	if _, err := a.Generate(bg, small); err != nil { // c is idle now: a takes its blocks
 		t.Fatal(err)
 	}
+}
+
+// TestPagedPrefixSharing: pooled sessions on paged caches whose prompts share a long
+// prefix (a system prompt) compute it once: a session starting a request takes the
+// prefix from another's cache (Result.CachedTokens counts it), the arena holds its
+// blocks once, and every output equals that of a session with a whole cache —
+// whether the session it shares from is idle or generating beside it.
+func TestPagedPrefixSharing(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	v := target.Params.Vocab
+	const ctx, sys = 128, 45 // the system prompt: 5 blocks and a part
+	prompt := func(i int) []int32 {
+		p := make([]int32, sys+4+i)
+		for k := range p {
+			p[k] = int32((k*7919 + 13) % v)
+			if k >= sys {
+				p[k] = int32((i*104729 + k*31 + 5) % v)
+			}
+		}
+		return p
+	}
+	req := func(i int) Request { return Request{Prompt: prompt(i), NPredict: 12, Sampler: enginetest.Greedy{}} }
+	want := make([][]int32, 4)
+	for i := range want {
+		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Generate(bg, req(i))
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = res.Tokens
+	}
+	pool, err := kv.NewPool(8, 4*ctx/8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paging, err := NewPaging(pool, target, nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paging.Close()
+	bt := NewBatching(64)
+	sessions := make([]*Session, 4)
+	for i := range sessions {
+		if sessions[i], err = NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Batching: bt, Pool: pool, Paging: paging}); err != nil {
+			t.Fatal(err)
+		}
+		defer sessions[i].Close()
+	}
+	check := func(i int, res *Result, err error, minCached int) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("sequence %d: %v", i, err)
+		}
+		if !slices.Equal(res.Tokens, want[i]) {
+			t.Errorf("sequence %d: shared prefix %v, whole cache %v", i, res.Tokens, want[i])
+		}
+		if res.CachedTokens < minCached {
+			t.Errorf("sequence %d: %d cached tokens, want at least %d", i, res.CachedTokens, minCached)
+		}
+	}
+	res, err := sessions[0].Generate(bg, req(0))
+	check(0, res, err, 0)
+	if res.CachedTokens != 0 {
+		t.Fatalf("the first request found %d cached tokens", res.CachedTokens)
+	}
+	alone := paging.Target().Used()
+	// 1 shares from idle 0; then 2 and 3 start together beside each other
+	res, err = sessions[1].Generate(bg, req(1))
+	check(1, res, err, sys)
+	if got := paging.Target().Used(); got >= 2*alone {
+		t.Errorf("two sequences sharing a %d-token prefix use %d blocks, one alone %d: the prefix is not held once", sys, got, alone)
+	}
+	var wg sync.WaitGroup
+	results := make([]*Result, 4)
+	errs := make([]error, 4)
+	for i := 2; i < 4; i++ {
+		wg.Go(func() { results[i], errs[i] = sessions[i].Generate(bg, req(i)) })
+	}
+	wg.Wait()
+	for i := 2; i < 4; i++ {
+		check(i, results[i], errs[i], sys)
+	}
+	// 0 again, after the others wrote beside its prefix: its own cache still serves it
+	res, err = sessions[0].Generate(bg, req(0))
+	check(0, res, err, len(prompt(0))-1)
 }

@@ -167,8 +167,8 @@ func (bs *Blocks) share(c, src *Cache, n int) error {
 	if src.blocks != bs {
 		return fmt.Errorf("BUG: kv: sharing a cache of another arena")
 	}
-	if n < 0 || n > src.n || n > c.spec.Ctx {
-		return fmt.Errorf("kv: sharing %d positions of a cache holding %d (room %d)", n, src.n, c.spec.Ctx)
+	if n < 0 || n > len(src.table)*bs.block || n > c.spec.Ctx {
+		return fmt.Errorf("kv: sharing %d positions of a cache mapping %d (room %d)", n, len(src.table)*bs.block, c.spec.Ctx)
 	}
 	k := (n + bs.block - 1) / bs.block
 	shared := append([]int32(nil), src.table[:k]...)

@@ -115,7 +115,9 @@ func (c *Cache) Paged() bool { return c.blocks != nil }
 // Share makes c, a paged cache of the same arena, hold src's first n positions by
 // referencing src's blocks (read-only until one of them writes: copy on write), giving
 // back what c held. Both caches stay usable on their own; c's next forward starts at
-// position n.
+// position n. src may be used by another goroutine meanwhile, as long as its first n
+// positions are valid and do not change during the call (Share reads its block table
+// under the arena's lock, never its length).
 func (c *Cache) Share(src *Cache, n int) error {
 	if c.blocks == nil || c == src {
 		return fmt.Errorf("BUG: kv: Share needs two paged caches")

@@ -107,6 +107,13 @@ func (m *metrics) poolGauges(p KVPool) {
 			func() float64 { return float64(p.Used()) / float64(p.Blocks()) }))
 }
 
+// pagedGauge reports the paged caches' arena use at each scrape.
+func (m *metrics) pagedGauge(p KVPaged) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_paged_used_bytes",
+		Help: "KV memory the slots' paged caches hold in their arenas, a block shared by several slots (a common prompt prefix) counted once."},
+		func() float64 { return float64(p.UsedBytes()) }))
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

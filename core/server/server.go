@@ -64,6 +64,12 @@ type KVPool interface {
 	Blocks() int
 }
 
+// KVPaged is what the server reads of the slots' paged KV arenas (engine.Paging) for
+// /metrics.
+type KVPaged interface {
+	UsedBytes() int64
+}
+
 // Options configure a Server.
 type Options struct {
 	// ModelID is the name reported by /v1/models and in responses.
@@ -85,6 +91,10 @@ type Options struct {
 	// (engine.Config.Pool, a *kv.Pool): /metrics reports its use. A request the pool
 	// cannot serve gets 503 kv_pool_full with Retry-After.
 	KVPool KVPool
+	// KVPaged, when set, is the slots' paged caches' arenas (the CPU with KVPool):
+	// /metrics reports the memory their blocks hold, a prefix shared by several slots
+	// counted once.
+	KVPaged KVPaged
 	// APIKey, when non-empty, is required as "Authorization: Bearer KEY".
 	APIKey string
 	// Log receives one line per request and errors; nil discards.
@@ -217,6 +227,9 @@ func New(opts Options) (*Server, error) {
 		bigTok:  make(chan struct{}, 1),
 		metrics: newMetrics(),
 		created: time.Now().Unix(),
+	}
+	if opts.KVPaged != nil {
+		s.metrics.pagedGauge(opts.KVPaged)
 	}
 	if opts.KVPool != nil {
 		s.metrics.poolGauges(opts.KVPool)

@@ -58,6 +58,9 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 	}
 	pool := st.Pool
 	switch n := cfg.Server.Parallel; {
+	case pool != nil && st.Paging != nil:
+		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow; paged, prompt prefixes shared between slots\n",
+			pool.Blocks(), pool.Block(), float64(pool.Bytes())/(1<<20), n)
 	case pool != nil:
 		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow\n",
 			pool.Blocks(), pool.Block(), float64(pool.Bytes())/(1<<20), n)
@@ -88,7 +91,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		},
 		Parallel: cfg.Server.Parallel, QueueSize: queueSize(cfg.Server.Queue),
 		Resolver:  &resolver{st: st, cfg: cfg},
-		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw, Warn: so.Log, KVPool: poolStats(pool),
+		MaxTokens: cfg.Server.MaxTokens, APIKey: apiKey, Log: logw, Warn: so.Log, KVPool: poolStats(pool), KVPaged: pagedStats(st.Paging),
 		ReadTimeout: cfg.Server.ReadTimeout, WriteTimeout: cfg.Server.WriteTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, SendTimeout: cfg.Server.SendTimeout, MaxConns: cfg.Server.MaxConns,
 	})
@@ -128,7 +131,21 @@ func (st *Stack) kvPool(cfg *config.Config) (*kv.Pool, error) {
 		return nil, err
 	}
 	st.SessCfg.Pool = pool
+	// on a backend that pages (the CPU) the caches are views of one arena per model,
+	// sharing prompt prefixes between slots
+	if st.Paging, err = engine.NewPaging(pool, st.Target, st.Draft, c.KVType, c.DraftKVType); err != nil {
+		return nil, err
+	}
+	st.SessCfg.Paging = st.Paging
 	return pool, nil
+}
+
+// pagedStats is p as the server reads it (nil stays nil).
+func pagedStats(p *engine.Paging) server.KVPaged {
+	if p == nil {
+		return nil
+	}
+	return p
 }
 
 // poolStats is pool as the server reads it (nil stays nil, not a typed nil).

@@ -38,7 +38,9 @@ type Stack struct {
 	// Pool is the KV block pool SessCfg's sessions take their caches from (Options.Pooled),
 	// or nil.
 	Pool *kv.Pool
-	Plug *Plugins
+	// Paging holds the pooled sessions' paged caches where the backend pages, or nil.
+	Paging *engine.Paging
+	Plug   *Plugins
 	// SessCfg makes a session on the stack's models (the server makes one per slot).
 	SessCfg engine.Config
 	// ChatTemplate is the template text UseChatTemplate chose ("" = the model's).
@@ -216,6 +218,9 @@ func (st *Stack) Close() {
 	}
 	if st.Sess != nil {
 		st.Sess.Close()
+	}
+	if st.Paging != nil { // the server closed its sessions first
+		st.Paging.Close()
 	}
 	for _, md := range []*model.Model{st.Draft, st.Target} {
 		if md != nil {

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/minfer/minfer/core/backend"
+	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
+)
+
+// Paging gives the pooled sessions of a model pair (a server's slots, Config.Paging)
+// paged caches and shares prompt prefixes between them. Each model's caches are views
+// of one arena of kv.Blocks, as many blocks as the pool, so a cache grows a block at a
+// time and never moves or recomputes. A session that starts a request looks at the
+// prompts the other sessions' target caches hold (each published when its prefill
+// ends, withdrawn before its cache changes below it: the next prefill, a reclaim, a
+// reset, a close) and, when one shares a longer prefix with its prompt than its own
+// cache does, starts its target cache from that one's blocks (kv.Cache.Share: read-only
+// references, the partial last block copied when it writes) instead of computing them:
+// a system prompt shared by requests on several slots is computed once. With row
+// identity the shared entries have the bits the session would have computed, so the
+// output is the same (tested). The draft model's cache is not shared (a draft's length
+// moves with its rounds); it prefills from its own cache as before.
+//
+// The pool stays the budget: a session takes blocks for its whole sequence, a shared
+// prefix included, so admission is as without sharing; what sharing saves is the
+// prefix's prefill, and arena blocks (Blocks.Used counts a shared block once).
+type Paging struct {
+	target, draft *kv.Blocks
+	b             []backend.Backend // the arenas' backends, to free them
+
+	mu   sync.Mutex
+	held map[*Session]held // published prompt prefixes
+}
+
+// held is what a session published: its target cache holds ids at positions 0..len-1,
+// unchanged until it withdraws them.
+type held struct {
+	ids []int32
+	c   *kv.Cache
+}
+
+// NewPaging makes the arenas for pool's sessions on target (and draft, when not nil):
+// pool.Blocks() blocks of pool.Block() positions each, of element types kt and dkt. It
+// returns nil and no error where the backend does not page (backend.Pager: the CPU
+// does; CUDA keeps whole caches) or captures graphs.
+func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType) (*Paging, error) {
+	for _, m := range []*model.Model{target, draft} {
+		if m == nil {
+			continue
+		}
+		if _, ok := m.Backend().(backend.Pager); !ok || m.CapturesGraphs() {
+			return nil, nil
+		}
+	}
+	p := &Paging{held: map[*Session]held{}}
+	var err error
+	if p.target, err = target.NewBlocks(pool.Block(), pool.Blocks(), kt); err != nil {
+		return nil, fmt.Errorf("engine: paged KV for %s: %w", target.Name, err)
+	}
+	p.b = append(p.b, target.Backend())
+	if draft != nil {
+		if p.draft, err = draft.NewBlocks(pool.Block(), pool.Blocks(), dkt); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("engine: paged KV for %s: %w", draft.Name, err)
+		}
+		p.b = append(p.b, draft.Backend())
+	}
+	return p, nil
+}
+
+// Close frees the arenas; every session on them must be closed first.
+func (p *Paging) Close() {
+	for i, bs := range []*kv.Blocks{p.target, p.draft} {
+		if bs != nil && i < len(p.b) {
+			p.b[i].Free(bs.Arena())
+		}
+	}
+	p.target, p.draft = nil, nil
+}
+
+// UsedBytes is the memory of the arenas' blocks some cache holds (a block shared by
+// several caches counted once).
+func (p *Paging) UsedBytes() int64 {
+	var n int64
+	for _, bs := range []*kv.Blocks{p.target, p.draft} {
+		if bs != nil {
+			n += int64(bs.Used()) * bs.BlockBytes()
+		}
+	}
+	return n
+}
+
+// Target is the target model's arena (for its block counts), Draft the draft's (nil
+// without a draft model).
+func (p *Paging) Target() *kv.Blocks { return p.target }
+func (p *Paging) Draft() *kv.Blocks  { return p.draft }
+
+// blocks is the arena of sq's model.
+func (p *Paging) blocks(s *Session, sq *seq) *kv.Blocks {
+	if lm(sq) == s.draft {
+		return p.draft
+	}
+	return p.target
+}
+
+// publish records that s's target cache holds ids (which s must not change until
+// withdraw).
+func (p *Paging) publish(s *Session, ids []int32, c *kv.Cache) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.held[s]
+	h.ids, h.c = append(h.ids[:0], ids...), c
+	p.held[s] = h
+}
+
+// withdraw forgets what s published, before its cache changes below it.
+func (p *Paging) withdraw(s *Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h, ok := p.held[s]; ok {
+		h.c = nil
+		p.held[s] = h
+	}
+}
+
+// forget drops s (closed).
+func (p *Paging) forget(s *Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.held, s)
+}
+
+// share makes c start with the longest prefix of prompt[:limit] that another session's
+// target cache holds, if longer than keep, and returns the positions c now holds
+// (keep when nothing longer is held).
+func (p *Paging) share(s *Session, c *kv.Cache, prompt []int32, keep, limit int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, from := keep, (*kv.Cache)(nil)
+	for o, h := range p.held {
+		if o == s || h.c == nil {
+			continue
+		}
+		n := 0
+		for n < len(h.ids) && n < limit && h.ids[n] == prompt[n] {
+			n++
+		}
+		if n > best {
+			best, from = n, h.c
+		}
+	}
+	if from == nil {
+		return keep, nil
+	}
+	if err := c.Share(from, best); err != nil {
+		return 0, err
+	}
+	return best, nil
+}
