@@ -15,6 +15,7 @@ import (
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/repl"
 	"github.com/minfer/minfer/internal/stack"
+	"github.com/minfer/minfer/sdk"
 )
 
 func init() {
@@ -94,7 +95,7 @@ func (f *runFlags) defineSpec(fs *flag.FlagSet) {
 	fs.IntVar(&f.draftMax, "draft-n", 0, "alias of --draft-max")
 	fs.IntVar(&f.draftMin, "draft-min", 0, "least depth of a round that drafts ([spec] draft_min; 0: off)")
 	fs.Float64Var(&f.draftPMin, "draft-p-min", 0, "stop drafting below this draft probability ([spec] min_conf, a floor under every policy's cut-off)")
-	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin name")
+	fs.StringVar(&f.policy, "policy", "", "depth-policy plugin: a declared `NAME` or a source (builtin:NAME, file:x.wasm, process:./x)")
 	fs.StringVar(&f.drafter, "drafter", "", "drafter plugins, comma-separated (ngram, suffix, a name or file:x.wasm): speculate without a draft model, or beside it")
 }
 
@@ -110,8 +111,8 @@ func (f *runFlags) defineSampling(fs *flag.FlagSet) {
 	fs.IntVar(&f.repeatLastN, "repeat-last-n", 0, "tokens the penalty looks back over")
 	fs.Float64Var(&f.presencePenalty, "presence-penalty", 0, "presence penalty (0: off)")
 	fs.Float64Var(&f.frequencyPenalty, "frequency-penalty", 0, "frequency penalty (0: off)")
-	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin name")
-	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin name")
+	fs.StringVar(&f.sampler, "sampler", "", "sampler plugin: a declared `NAME` or a source (builtin:NAME, file:x.wasm, process:./x)")
+	fs.StringVar(&f.penalty, "penalty", "", "penalty plugin: a declared `NAME` or a source, or none")
 }
 
 func (f *runFlags) define(fs *flag.FlagSet) {
@@ -226,12 +227,10 @@ func (f *runFlags) apply(fs *flag.FlagSet, cfg *config.Config) error {
 			cfg.Spec.DraftMin = f.draftMin
 		case "draft-p-min":
 			cfg.Spec.MinConf = f.draftPMin
-		case "policy":
-			cfg.Spec.Policy = f.policy
-		case "sampler":
-			cfg.Sampling.Sampler = f.sampler
-		case "penalty":
-			cfg.Sampling.Penalty = f.penalty
+		case "policy", "sampler", "penalty": // a declared name, or a source it declares
+			if e := cfg.UsePlugin(sdk.Role(fl.Name), fl.Value.String()); e != nil {
+				err = usagef("%s: %v", fs.Name(), e)
+			}
 		case "drafter":
 			if e := cfg.UseDrafters(f.drafter); e != nil {
 				err = usagef("%v", e)

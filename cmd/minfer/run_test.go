@@ -241,3 +241,43 @@ func TestRunDraftersIdentity(t *testing.T) {
 		t.Logf("%v: %d accepted, by drafter %v", args, accepted, by)
 	}
 }
+
+// TestRunPluginSources: --policy, --sampler and --penalty take a source as --drafter
+// does (config.UsePlugin declares it): a built-in's output equals its declared name's,
+// a missing file is named, a plugin of the wrong role is refused by role, and
+// --penalty none turns the penalty off.
+func TestRunPluginSources(t *testing.T) {
+	cfg := emptyConfig(t)
+	run := func(args ...string) (string, error) {
+		out, _, err := runCLI(t, "", append([]string{"run", "--config", cfg, "-p", "Once upon a time", "-n", "8", "--temp", "0.7", "--seed", "3"}, args...)...)
+		return out, err
+	}
+	want, err := run("--sampler", "sampling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // in the error; "" = the output equals want's
+	}{
+		{"built-in source", []string{"--sampler", "builtin:sampling"}, 0, ""},
+		{"penalty none", []string{"--sampler", "sampling", "--penalty", "none"}, 0, ""},
+		{"missing file", []string{"--policy", "file:./nope.wasm"}, 1, "nope.wasm: no such file"},
+		{"wrong role", []string{"--sampler", "builtin:static"}, 2, `run: --sampler "builtin:static": plugin "static" is not a sampler plugin`},
+		{"unknown built-in", []string{"--penalty", "builtin:nope"}, 2, `no built-in plugin "nope"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := run(tc.args...)
+			switch {
+			case exitCode(err) != tc.code:
+				t.Fatalf("got exit %d (%v), want %d", exitCode(err), err, tc.code)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("got %v, want %q", err, tc.want)
+			case tc.want == "" && got != want:
+				t.Fatalf("got %q, want %q (the declared name's output)", got, want)
+			}
+		})
+	}
+}
