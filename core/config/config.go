@@ -337,8 +337,9 @@ type Server struct {
 	// KVPoolMB is the KV memory of all the slots together, in MiB: their caches take
 	// blocks of it as their sequences grow, so no slot reserves a whole context up
 	// front; a request it cannot serve now gets 503 kv_pool_full. 0 = as much as
-	// parallel whole contexts (never refused, taken as the sequences grow). A backend
-	// that cannot page (CUDA) reserves each slot's context at start, as before.
+	// parallel whole contexts (never refused, taken as the sequences grow). On the CPU
+	// the caches are paged and share prompt prefixes between slots (engine.Paging). A
+	// backend that cannot page (CUDA) reserves each slot's context at start, as before.
 	KVPoolMB int `toml:"kv_pool_mb"`
 	// APIKeyEnv names the environment variable holding the API key clients must send as
 	// "Authorization: Bearer KEY"; "" = no authentication.
