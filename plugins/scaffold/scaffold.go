@@ -51,6 +51,9 @@ func Scaffold(o ScaffoldOptions) ([]string, error) {
 	if o.Module == "" {
 		o.Module = "example.com/" + o.Name
 	}
+	if err := checkModulePath(o.Module); err != nil {
+		return nil, fmt.Errorf("scaffold: --module %q: %w", o.Module, err)
+	}
 	data := map[string]string{"Name": o.Name, "Role": string(o.Role), "Module": o.Module,
 		"Ident": ident(o.Name), "ABI": sdk.ExportABI}
 	files := map[string]string{"main.go": tmpl, "README.md": scaffoldReadme, ".gitignore": "/{{.Name}}.wasm\n"}
@@ -390,3 +393,18 @@ table outside them is refused at start, naming it, and ` + "`minfer plugin list`
 ` + "`minfer plugin check`" + ` show them. Add a key to new{{.Ident}} and to DeclareParams together.
 Register in init(), not main(): a -buildmode=c-shared module never runs main.
 `
+
+var modulePathElem = regexp.MustCompile(`^[A-Za-z0-9_~-][A-Za-z0-9._~-]*$`)
+
+// checkModulePath refuses a module path go would refuse in the go.mod the scaffold
+// writes (before, "not a module!" was written and the printed build command failed):
+// slash-separated elements of ASCII letters, digits and "._~-", none empty, none
+// starting or ending with a dot.
+func checkModulePath(p string) error {
+	for _, e := range strings.Split(p, "/") {
+		if !modulePathElem.MatchString(e) || strings.HasSuffix(e, ".") {
+			return fmt.Errorf("want a Go module path: elements of letters, digits and ._~- separated by /, such as example.com/mypolicy")
+		}
+	}
+	return nil
+}
