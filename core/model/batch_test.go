@@ -171,3 +171,59 @@ func BenchmarkSharedStep(b *testing.B) {
 		})
 	}
 }
+
+// rowCounter is a backend that counts the rows each weight's matmuls run.
+type rowCounter struct {
+	backend.Backend
+	rows map[backend.Weight]int
+}
+
+func (c *rowCounter) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer, nt int) {
+	c.rows[w] += nt
+	c.Backend.MatMul(dst, w, x, nt)
+}
+
+// TestForwardBatchClassifierRows: a batched forward runs the classifier, and the last
+// layer after its attention, only on the rows whose logits some sequence asks for.
+func TestForwardBatchClassifierRows(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	b := &rowCounter{Backend: cb, rows: map[backend.Weight]int{}}
+	m := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	var seqs []model.Seq
+	for j, out := range []model.Out{model.OutAll, model.OutNone, model.OutLast, model.OutNone} {
+		c, err := m.NewKV(32, backend.KVF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ids := make([]int32, 3+j)
+		for i := range ids {
+			ids[i] = int32(1 + i + j)
+		}
+		seqs = append(seqs, model.Seq{IDs: ids, Cache: c, Out: out})
+	}
+	clear(b.rows)
+	l, err := m.ForwardBatch(seqs) // 3 + 4 + 5 + 6 rows, logits for 3 + 0 + 1 + 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &m.W.Layers[len(m.W.Layers)-1]
+	for _, tc := range []struct {
+		name string
+		w    backend.Weight
+		want int
+	}{
+		{"classifier", m.W.Output, 4},
+		{"last layer's down projection", last.Down, 4},
+		{"last layer's query projection", last.Wq, 18}, // every row's K/V is stored
+		{"first layer's down projection", m.W.Layers[0].Down, 18},
+	} {
+		if got := b.rows[tc.w]; got != tc.want {
+			t.Errorf("%s: %d rows, want %d", tc.name, got, tc.want)
+		}
+	}
+	if l.Rows != 4 {
+		t.Errorf("%d logits rows, want 4", l.Rows)
+	}
+}
