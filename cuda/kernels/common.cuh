@@ -9,6 +9,8 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
 
+#include "iq3s_grid.cuh"
+
 #define WARP 32
 #define POS_INF __int_as_float(0x7f800000)
 #define NEG_INF __int_as_float(0xff800000)
@@ -335,23 +337,48 @@ static __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
 #define IQ4_T1 0xf6eaddcfu
 #define IQ4_T2 0x26190d01u
 #define IQ4_T3 0x71594535u
+// MXFP4's 16 levels (the E2M1 codes doubled, ggml's kvalues_mxfp4), likewise.
+#define FP4_T0 0x03020100u
+#define FP4_T1 0x0c080604u
+#define FP4_T2 0xfdfeff00u
+#define FP4_T3 0xf4f8fafcu
 
-// iq4_lut4 is the levels of the four 4-bit indices in the low 16 bits of s (nibble n
-// gives byte n): indices 0-7 from the table's first half, 8-15 from its second.
-static __device__ __forceinline__ u32 iq4_lut4(u32 s) {
-    const u32 i = s & 0x7777, lo = prmt(IQ4_T0, IQ4_T1, i), hi = prmt(IQ4_T2, IQ4_T3, i);
+// lut4 is the levels of the four 4-bit indices in the low 16 bits of s (nibble n gives
+// byte n) in the 16-byte table t0 … t3: indices 0-7 from its first half, 8-15 from its
+// second.
+static __device__ __forceinline__ u32 lut4(u32 s, u32 t0, u32 t1, u32 t2, u32 t3) {
+    const u32 i = s & 0x7777, lo = prmt(t0, t1, i), hi = prmt(t2, t3, i);
     return prmt(lo, hi, 0x3210 | ((s & 0x8888) >> 1));
 }
+static __device__ __forceinline__ u32 iq4_lut4(u32 s) { return lut4(s, IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3); }
 
-// iq4_lut is the levels of the 8 nibbles of a word of IQ4 indices (bytes i, low and high
+// lut is the levels of the 8 nibbles of a word of 4-bit indices (bytes i, low and high
 // nibble): lo gets the low nibbles' levels (bytes 0-3), hi the high ones'.
-static __device__ __forceinline__ void iq4_lut(u32 q, int &lo, int &hi) {
-    const u32 a = iq4_lut4(q), b = iq4_lut4(q >> 16);  // levels of b0lo b0hi b1lo b1hi, b2lo …
+template <u32 T0, u32 T1, u32 T2, u32 T3>
+static __device__ __forceinline__ void lut(u32 q, int &lo, int &hi) {
+    const u32 a = lut4(q, T0, T1, T2, T3), b = lut4(q >> 16, T0, T1, T2, T3);  // levels of b0lo b0hi b1lo b1hi, b2lo …
     lo = (int)prmt(a, b, 0x6420);
     hi = (int)prmt(a, b, 0x7531);
 }
+static __device__ __forceinline__ void iq4_lut(u32 q, int &lo, int &hi) { lut<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(q, lo, hi); }
 
 static __device__ __forceinline__ int iq4_level(int i) { return (int)(i8)(iq4_lut4((u32)i) & 0xFF); }
+static __device__ __forceinline__ int fp4_level(int i) { return (int)(i8)(lut4((u32)i, FP4_T0, FP4_T1, FP4_T2, FP4_T3) & 0xFF); }
+
+// e8m0_half is 2^(e-128), MXFP4's E8M0 scale halved (ggml's GGML_E8M0_TO_FP32_HALF; e 0
+// and 1 give the subnormals 2^-128 and 2^-127).
+static __device__ __forceinline__ float e8m0_half(u32 e) {
+    return __int_as_float((int)(e < 2 ? 0x00200000u << e : (e - 1) << 23));
+}
+
+// iq3s_dot4 is s plus the dot of a run's four IQ3_S magnitudes (grid word w) with signs
+// (bits 0-3 of sn: value k negative when bit k is set) and four activations x: the
+// activations of the negative values are complemented (−x − 1) and their magnitudes
+// added back.
+static __device__ __forceinline__ int iq3s_dot4(u32 w, u32 sn, int x, int s) {
+    const u32 m = ((((sn & 0xF) * 0x00204081u) & 0x01010101u) * 0xFFu);  // 0xFF in the bytes of negative values
+    return dp4a((int)w, (int)((u32)x ^ m), dp4a((int)w, (int)(m & 0x01010101u), s));
+}
 
 // q3k_scale is Q3_K scale is (0..15, the 6-bit value less 32) of a block's 12 scale bytes.
 static __device__ __forceinline__ int q3k_scale(const u8 *s, int is) {
@@ -375,9 +402,11 @@ static __device__ __forceinline__ int q3k_scale(const u8 *s, int is) {
 //     u8 scales_l[4]) per 256 values.
 //   Q3_K: q = 96-byte bodies (hmask 32, qs 64), e = 12 scale bytes, d = f16 per 256.
 //   Q2_K: q = 64-byte qs, e = 16 scale bytes, d = u32 (f16 d, f16 dmin) per 256.
+//   MXFP4: q = 16-byte nibble blocks (level indices), d = u8 E8M0 exponents.
+//   IQ3_S: q = 64-byte qs, e = 44 bytes (qh 8, signs 32, scales 4), d = f16 per 256.
 enum WType {
     W_F32 = 0, W_F16 = 1, W_Q4_0 = 2, W_Q4_1 = 3, W_Q5_0 = 6, W_Q5_1 = 7, W_Q8_0 = 8, W_Q2_K = 10, W_Q3_K = 11,
-    W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14, W_IQ4_NL = 20, W_IQ4_XS = 23, W_BF16 = 30
+    W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14, W_IQ4_NL = 20, W_IQ3_S = 21, W_IQ4_XS = 23, W_BF16 = 30, W_MXFP4 = 39
 };
 
 // wval is weight element (row, col) as float: used by embed and general paths.
@@ -428,6 +457,22 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
         if (T == W_Q5_1) v |= ((((const u32 *)e)[b] >> i) & 1) << 4;
         const u32 dm = ((const u32 *)d)[b];
         return fadd_rn(fmul_rn((float)v, h2f((u16)(dm & 0xFFFF))), h2f((u16)(dm >> 16)));
+    }
+    if (T == W_MXFP4) {
+        const i64 b = row * (cols / 32) + col / 32;
+        const int i = col % 32;
+        const u8 byte = ((const u8 *)q)[b * 16 + (i % 16)];
+        return fmul_rn((float)fp4_level(i < 16 ? (byte & 0xF) : (byte >> 4)), e8m0_half(((const u8 *)d)[b]));
+    }
+    if (T == W_IQ3_S) {
+        const i64 b = row * (cols / 256) + col / 256;
+        const int k = col % 256, g = k / 32, j = k % 32, r = j / 4;
+        const u8 *x = (const u8 *)e + b * 44;  // qh[8], signs[32], scales[4]
+        const int idx = ((const u8 *)q)[b * 64 + 8 * g + r] | (((x[g] >> r) & 1) << 8);
+        const int mag = (iq3s_grid[idx] >> (8 * (j % 4))) & 0xFF;
+        const float db = fmul_rn(h2f(((const u16 *)d)[b]), (float)(1 + 2 * ((x[40 + g / 2] >> (4 * (g % 2))) & 0xF)));
+        const float y = fmul_rn(db, (float)mag);
+        return (x[8 + 4 * g + j / 8] >> (j % 8)) & 1 ? -y : y;
     }
     if (T == W_IQ4_XS) {
         const i64 b = row * (cols / 256) + col / 256;

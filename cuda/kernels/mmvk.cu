@@ -1,5 +1,5 @@
 // mmvk.cu: the mat-vec kernels of the types added for issue 25 (Q4_1, Q5_1, IQ4_NL,
-// IQ4_XS, Q3_K, Q2_K, BF16), on mmvq.cuh's machinery: see mmvq.cu for the design and
+// IQ4_XS, MXFP4, IQ3_S, Q3_K, Q2_K, BF16), on mmvq.cuh's machinery: see mmvq.cu for the design and
 // the traits' contract (R/load, X/loadx, fold). A separate source so that NVRTC
 // compiles it beside mmvq.cu (the backend compiles sources in parallel).
 //
@@ -58,19 +58,22 @@ struct TQ5_1 {
     }
 };
 
-// iq4_dot is the integer dot of 32 IQ4 level indices (16 bytes: value i in the low
-// nibble of byte i, value 16 + i in its high one) with a 32-value activation block.
-static __device__ __forceinline__ int iq4_dot(const int *q, const int *x) {
+// lut_dot is the integer dot of 32 4-bit level indices into the table T0 … T3 (16 bytes:
+// value i in the low nibble of byte i, value 16 + i in its high one) with a 32-value
+// activation block.
+template <u32 T0, u32 T1, u32 T2, u32 T3>
+static __device__ __forceinline__ int lut_dot(const int *q, const int *x) {
     int s = 0;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         int lo, hi;
-        iq4_lut((u32)q[k], lo, hi);
+        lut<T0, T1, T2, T3>((u32)q[k], lo, hi);
         s = dp4a(lo, x[k], s);
         s = dp4a(hi, x[k + 4], s);
     }
     return s;
 }
+static __device__ __forceinline__ int iq4_dot(const int *q, const int *x) { return lut_dot<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(q, x); }
 
 // IQ4_NL: unit = one 32-value block, x = d·level.
 struct TIQ4_NL {
@@ -107,6 +110,57 @@ struct TIQ4_XS {
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
     static __device__ float fold(float acc, const R &r, const X &x) { return fold1(acc, r.d, x.d, iq4_dot(r.q, x.x)); }
+};
+
+// MXFP4: unit = one 32-value block, x = level·2^(e−128) (the doubled E2M1 levels).
+struct TMXFP4 {
+    struct R { int q[4]; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 32) + u;
+        const int4 v = ((const int4 *)a.q)[b];
+        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = e8m0_half(((const u8 *)a.d)[b]);
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        return fold1(acc, r.d, x.d, lut_dot<FP4_T0, FP4_T1, FP4_T2, FP4_T3>(r.q, x.x));
+    }
+};
+
+// IQ3_S: unit = one 32-value group g of a block: eight runs of four values whose
+// magnitudes are iq3s_grid[qs[8g + r] | (bit r of qh[g]) << 8], the signs in word g of
+// signs, the scale d·(1 + 2s) with s the nibble g%2 of scales[g/2]. The grid words are
+// read at load (the 2 KiB table stays in L1).
+struct TIQ3_S {
+    struct R { u32 w[8]; u32 sn; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        const int g = u % 8;
+        const int2 qs = *(const int2 *)((const u8 *)a.q + b * 64 + 8 * g);
+        const u8 *x = (const u8 *)a.e + b * 44;  // qh[8], signs[32], scales[4]
+        const u32 qh = x[g];
+        R r;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const u32 lo = ((u32)(k < 4 ? qs.x : qs.y) >> (8 * (k % 4))) & 0xFF;
+            r.w[k] = iq3s_grid[lo | (((qh >> k) & 1) << 8)];
+        }
+        r.sn = *(const u32 *)(x + 8 + 4 * g);
+        r.d = fmul_rn(h2f(((const u16 *)a.d)[b]), i2f_rn(1 + 2 * ((x[40 + g / 2] >> (4 * (g % 2))) & 0xF)));
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s = iq3s_dot4(r.w[k], r.sn >> (4 * k), x.x[k], s);
+        return fold1(acc, r.d, x.d, s);
+    }
 };
 
 // K2X is the activations of a Q2_K/Q3_K unit: 16 values (4 words) of each of the four

@@ -143,8 +143,8 @@ func matmulBound(t quant.Type, nt int) float64 {
 }
 
 // matmulTypes are the type table's (every type a kernel reads) and one without kernels,
-// which takes the F16-copy fallback.
-var matmulTypes = append(cudabe.NativeTypes(), quant.IQ3_S)
+// which takes the F16-copy fallback (random blocks: minfer has no IQ2_XXS quantizer).
+var matmulTypes = append(cudabe.NativeTypes(), quant.IQ2_XXS)
 
 func quantized(t *testing.T, typ quant.Type, rows, cols int, rng *rand.Rand) []byte {
 	return quantizedSigma(t, typ, rows, cols, rng, 1)
@@ -157,6 +157,16 @@ func quantizedSigma(t *testing.T, typ quant.Type, rows, cols int, rng *rand.Rand
 		t.Fatal(err)
 	}
 	data := make([]byte, rb*rows)
+	if typ == quant.IQ2_XXS { // random blocks, d = 0.02·sigma (values up to ≈ 3.4·sigma)
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		h := quant.F32ToF16(float32(0.02 * sigma))
+		for i := 0; i < len(data); i += typ.BlockBytes() {
+			data[i], data[i+1] = byte(h), byte(h>>8)
+		}
+		return data
+	}
 	if err := quant.Quantize(typ, data, normals(rng, rows*cols, sigma)); err != nil {
 		t.Fatal(err)
 	}

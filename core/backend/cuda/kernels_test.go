@@ -3,9 +3,11 @@ package cuda
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/minfer/minfer/core/quant"
 	"github.com/minfer/minfer/cuda/driver"
 	"github.com/minfer/minfer/cuda/kernels"
 )
@@ -94,6 +96,45 @@ func TestTypeTable(t *testing.T) {
 		for k := range tr.PairRows {
 			if mk, ok := mvKernelByName(k); !ok || !mk.pair {
 				t.Errorf("tier %s: PairRows names %q, which has no two-row form", tr.Name, k)
+			}
+		}
+	}
+}
+
+// TestIQ3SGrid: the IQ3_S codebook compiled into the kernels (iq3s_grid.cuh) is
+// core/quant's: entry i's four bytes are the magnitudes quant decodes from a block whose
+// first run indexes i (d = 1, scale 1, no signs).
+func TestIQ3SGrid(t *testing.T) {
+	_, hdrs, err := kernels.Source("mmvk.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(hdrs["iq3s_grid.cuh"])
+	_, body, _ := strings.Cut(src, "{")
+	body, _, _ = strings.Cut(body, "}")
+	var grid []uint32
+	for _, f := range strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		v, err := strconv.ParseUint(f, 0, 32)
+		if err != nil {
+			t.Fatalf("iq3s_grid.cuh: %q: %v", f, err)
+		}
+		grid = append(grid, uint32(v))
+	}
+	if len(grid) != 512 {
+		t.Fatalf("iq3s_grid.cuh has %d entries, want 512", len(grid))
+	}
+	blk := make([]byte, quant.IQ3_S.BlockBytes())
+	out := make([]float32, 256)
+	for i, w := range grid {
+		clear(blk)
+		blk[0], blk[1] = 0x00, 0x3c // f16 1.0
+		blk[2], blk[66] = byte(i), byte(i>>8)
+		if err := quant.Dequantize(quant.IQ3_S, out, blk); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 4 {
+			if got := float32(w >> (8 * k) & 0xFF); out[k] != got {
+				t.Fatalf("entry %d byte %d: kernels %v, core/quant %v", i, k, got, out[k])
 			}
 		}
 	}

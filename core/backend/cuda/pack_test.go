@@ -39,6 +39,8 @@ func TestPackSplitsBlocks(t *testing.T) {
 		{quant.Q3_K, "q3_k", 108, 2, 0, 96, 110, 96, 12},
 		{quant.IQ4_NL, "iq4_nl", 0, 2, 2, 16, 18, 0, 0},
 		{quant.IQ4_XS, "iq4_xs", 0, 8, 8, 128, 136, 0, 0},
+		{quant.MXFP4, "mxfp4", 0, 1, 1, 16, 17, 0, 0},
+		{quant.IQ3_S, "iq3_s", 0, 2, 2, 64, 110, 66, 44},
 	}
 	for _, tt := range wide {
 		t.Run(tt.layout, func(t *testing.T) {
@@ -112,27 +114,25 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	if err != nil || layout != "f32" || len(p.q) != 16 {
 		t.Fatalf("one-row F16: got %q, %d bytes, %v; want f32, 16 bytes", layout, len(p.q), err)
 	}
-	// IQ3_S has no CUDA kernel yet: an F16 copy.
-	vals := make([]float32, 512)
-	for i := range vals {
-		vals[i] = float32(i%7) - 3
-	}
-	iq := make([]byte, 2*quant.IQ3_S.BlockBytes())
-	if err := quant.Quantize(quant.IQ3_S, iq, vals); err != nil {
-		t.Fatal(err)
-	}
-	layout, p, err = pack(quant.IQ3_S, 2, 256, iq)
+	// IQ2_XXS has no CUDA kernel yet: an F16 copy (random blocks with a small scale:
+	// minfer has no IQ2_XXS quantizer).
+	iq := randomIQ2XXS(2)
+	layout, p, err = pack(quant.IQ2_XXS, 2, 256, iq)
 	if err != nil || layout != "f16" || len(p.q) != 1024 {
-		t.Fatalf("IQ3_S: got layout %q, %d bytes, %v; want the 1024-byte f16 copy", layout, len(p.q), err)
+		t.Fatalf("IQ2_XXS: got layout %q, %d bytes, %v; want the 1024-byte f16 copy", layout, len(p.q), err)
 	}
 	want := make([]float32, 512)
-	quant.Dequantize(quant.IQ3_S, want, iq)
+	quant.Dequantize(quant.IQ2_XXS, want, iq)
 	got := make([]float32, 512)
 	quant.F16RowToF32(got, p.q)
 	for i := range want {
 		if r := quant.F16ToF32(quant.F32ToF16(want[i])); got[i] != r {
-			t.Fatalf("IQ3_S copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
+			t.Fatalf("IQ2_XXS copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
 		}
+	}
+	vals := make([]float32, 64)
+	for i := range vals {
+		vals[i] = float32(i%7) - 3
 	}
 	// A BF16 matrix within F16's range is held as it is (native kernels).
 	bfOK := make([]byte, 128)
@@ -150,6 +150,22 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	if _, _, err := pack(quant.TQ2_0, 2, 256, make([]byte, 132)); err == nil || !strings.Contains(err.Error(), "no CUDA kernel") {
 		t.Errorf("TQ2_0: got %v, want a no-kernel error", err)
 	}
+}
+
+// randomIQ2XXS is n random IQ2_XXS blocks whose f16 scale (the block's first two bytes)
+// is 0.02, so values stay small.
+func randomIQ2XXS(n int) []byte {
+	rng := rand.New(rand.NewPCG(5, 6))
+	bb := quant.IQ2_XXS.BlockBytes()
+	b := make([]byte, n*bb)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	h := quant.F32ToF16(0.02)
+	for i := 0; i < n; i++ {
+		b[i*bb], b[i*bb+1] = byte(h), byte(h>>8)
+	}
+	return b
 }
 
 func TestAttnSplit(t *testing.T) {
@@ -202,7 +218,7 @@ func TestHeldAs(t *testing.T) {
 	}{
 		{quant.Q4_K, "q4_k", quant.Q4_K},
 		{quant.F16, "f16", quant.F16},
-		{quant.IQ3_S, "f16", quant.F16},
+		{quant.IQ2_XXS, "f16", quant.F16},
 		{quant.Q3_K, "q3_k", quant.Q3_K},
 		{quant.BF16, "bf16", quant.BF16},
 		{quant.BF16, "f32", quant.F32},

@@ -24,7 +24,7 @@ import (
 // differ by noise: quantLogitBound bounds it (relative L2 over the vocabulary, the
 // largest over the steps compared). Measured on the H200 (5db37c9): at most 0.029 on the
 // llama files and 0.030-0.041 on the qwen3 ones, Q5_K_M (kernels older than issue 25)
-// and IQ3_S (an F16 copy) among them at 0.035-0.036, so it is the architecture's noise
+// and IQ3_S (then an F16 copy) among them at 0.035-0.036, so it is the architecture's noise
 // (TestModelVsCPU's 3e-2 bounds the prompt step alone); a wrong kernel gives O(1).
 // Greedy texts may part where the CPU's top two tokens are closer than that noise:
 // within quantNearTie standard deviations of the step's logit difference (two
@@ -41,8 +41,8 @@ const (
 // expected.json equals the CPU backend's up to where they part at a near-tie: at every
 // step until then the logits agree within quantLogitBound, and where the tokens differ
 // the CPU's gap between its best token and the GPU's is within quantNearTie standard
-// deviations of the step's logit difference. Every weight of those files but IQ3_S's is
-// held in its own type on the device (no copy in another type).
+// deviations of the step's logit difference. Every weight of those files is held in its
+// own type on the device (no copy in another type).
 func TestQuantTypesGreedyGPU(t *testing.T) {
 	dir := testdata(t, "quant-types")
 	if files, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(files) == 0 {
@@ -118,7 +118,7 @@ func TestQuantTypesGreedyGPU(t *testing.T) {
 }
 
 // checkHeld uploads every matrix of f and wants it held on the device in its own type,
-// except those of types the backend has no kernels for (IQ3_S … : F16 copies).
+// except those of types the backend has no kernels for (IQ2_XXS … : F16 copies).
 func checkHeld(t *testing.T, g *cudabe.Backend, f *gguf.File) {
 	t.Helper()
 	native := map[quant.Type]bool{}

@@ -75,6 +75,8 @@ var wtypes = []wtype{
 	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, true}}},
 	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
 	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
+	{t: quant.MXFP4, layout: "mxfp4", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 1, qOff: 1, qLen: 16}, mv: []mvKernel{{"mxfp4", "TMXFP4", 32, false}}},
+	{t: quant.IQ3_S, layout: "iq3_s", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 44}, mv: []mvKernel{{"iq3_s", "TIQ3_S", 256, false}}},
 }
 
 // mvFile is the source of the type's mat-vec kernels.
