@@ -457,6 +457,54 @@ func TestKVPool(t *testing.T) {
 	}
 }
 
+// TestSlotsSharePrefix: on paged caches a request that lands on a fresh slot while
+// another slot generates from the same long prompt prefix takes that prefix from the
+// other slot's cache (cached_tokens > 0 on a slot that never ran) and replies exactly
+// what it replies on a server without sharing.
+func TestSlotsSharePrefix(t *testing.T) {
+	const prefix = "Once upon a time there was a little girl named Lily. She loved to play outside in the sun with her friends."
+	bodyB := fmt.Sprintf(`{"prompt": %q, "max_tokens": 8, "temperature": 0}`, prefix+" One day her dog")
+	reply := func(out map[string]any) (string, int) {
+		t.Helper()
+		text := out["choices"].([]any)[0].(map[string]any)["text"].(string)
+		usage, _ := out["usage"].(map[string]any)
+		details, _ := usage["prompt_tokens_details"].(map[string]any)
+		n, _ := details["cached_tokens"].(float64)
+		return text, int(n)
+	}
+	_, _, plain := servePool(t, false)
+	code, out := post(t, plain.URL+"/v1/completions", bodyB)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	want, _ := reply(out)
+	_, _, hs := servePool(t, true)
+	// A holds slot 1, generating, its prompt's prefill done (its first event is out)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/completions", strings.NewReader(
+		fmt.Sprintf(`{"prompt": %q, "max_tokens": 200, "temperature": 0, "stream": true}`, prefix+" The sun")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	code, out = post(t, hs.URL+"/v1/completions", bodyB)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	got, cached := reply(out)
+	if cached == 0 {
+		t.Error("the second slot's first request reused nothing, want the prefix the first slot holds")
+	}
+	if got != want {
+		t.Errorf("with a shared prefix: %q, without: %q", got, want)
+	}
+}
+
 // TestCachedTokensAsReused: cached_tokens is what the engine reused, also when the
 // pool takes the chosen slot's blocks back between the choice (made for its cached
 // prefix) and the generation: the engine then recomputes the prompt, and the request
@@ -514,6 +562,12 @@ func servePooled(t *testing.T) (*kv.Pool, *httptest.Server) {
 // servePooledServer is servePooled, with the Server.
 func servePooledServer(t *testing.T) (*kv.Pool, *Server, *httptest.Server) {
 	t.Helper()
+	return servePool(t, false)
+}
+
+// servePool is servePooledServer, the caches paged (engine.Paging) when paged.
+func servePool(t *testing.T, paged bool) (*kv.Pool, *Server, *httptest.Server) {
+	t.Helper()
 	pool, err := kv.NewPool(32, 16, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -532,9 +586,15 @@ func servePooledServer(t *testing.T) (*kv.Pool, *Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(); b.Close() })
+	var paging *engine.Paging
+	if paged {
+		if paging, err = engine.NewPaging(pool, m, nil, backend.KVF16, backend.KVF16); err != nil || paging == nil {
+			t.Fatalf("NewPaging: %v, %v", paging, err)
+		}
+	}
 	srv, err := New(Options{ModelID: "stories260K", Parallel: 2, QueueSize: 8, Resolver: testResolver{}, KVPool: pool, Tokenizer: tok,
 		NewSession: func() (*engine.Session, error) {
-			return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16, Pool: pool})
+			return engine.NewSession(engine.Config{Target: m, Vocab: TokenizerVocab(tok), Ctx: 256, KVType: backend.KVF16, Pool: pool, Paging: paging})
 		}})
 	if err != nil {
 		t.Fatal(err)
