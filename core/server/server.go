@@ -181,7 +181,7 @@ func (sl *slot) cached(prompt []int32, isEOG func(int32) bool) int {
 // tokens do not). The session keeps the common prefix, except that the last prompt
 // token always runs (it gives the first logits) and the newest held token was never
 // cached. The server chooses slots by it (a request reports the engine's count,
-// Result.CachedTokens); the chat REPL shows it in /stats.
+// Result.CachedTokens).
 func CachedTokens(held []int32, heldEOG bool, prompt []int32, isEOG func(int32) bool) int {
 	n := 0
 	for n < len(held) && n < len(prompt) && held[n] == prompt[n] {

@@ -66,13 +66,9 @@ type repl struct {
 	cfg    *config.Config
 	system string
 	msgs   []tokenizer.Message // user and assistant turns, in order
-	// held are the tokens the session's cache holds after the last reply (as far as
-	// the REPL knows them: the prompt and the generated tokens).
-	held    []int32
-	heldEOG bool // the last reply ended with an end-of-generation token (not in held)
-	last    *engine.Result
-	reused  int // prompt tokens of the last reply that came from the cache
-	failed  int // turns that ended with an error (non-interactive mode reports them)
+	last   *engine.Result
+	reused int // prompt tokens of the last reply that came from the cache (the engine's count)
+	failed int // turns that ended with an error (non-interactive mode reports them)
 }
 
 // lineReader reads one user line; io.EOF ends the conversation, cli.ErrInterrupted is
@@ -333,7 +329,6 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		intr.set(cancel)
 		defer intr.set(nil)
 	}
-	reused := server.CachedTokens(r.held, r.heldEOG, ids, r.st.Tok.IsEOG)
 	res, err := r.st.Sess.Generate(rctx, req)
 	r.st.CloseRequest()
 	interrupted := intr != nil && rctx.Err() != nil && res != nil
@@ -354,9 +349,7 @@ func (r *repl) turn(ctx context.Context, text string, intr *interrupts) error {
 		fmt.Fprintln(r.o.Stderr, "[reply stopped]")
 		res.Stop = "interrupted"
 	}
-	r.last, r.reused = res, reused
-	r.held = append(append(r.held[:0], ids...), res.Tokens...)
-	r.heldEOG = res.Stop == engine.StopEOG
+	r.last, r.reused = res, res.CachedTokens
 	r.msgs = append(r.msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
 	if r.o.Verbose {
 		stack.PrintTimings(r.o.Stderr, res, r.st.Speculates(r.cfg))
