@@ -1,12 +1,15 @@
 package plugins
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -23,6 +26,9 @@ type ListRow struct {
 	// Params); nil (left out of the JSON) when it declares none, [] when it declares
 	// that it reads none.
 	Params *[]string `json:"params,omitempty"`
+	// Error is why the plugin did not load (ListDeclared); the fields after Source are
+	// then empty.
+	Error string `json:"error,omitempty"`
 }
 
 // ParamsLabel says which params keys a plugin declares it reads, as plugin list and
@@ -54,25 +60,86 @@ func DeclaredParams(info Info) *[]string {
 // version, checksum, declared params: ParamsLabel) as a table, or with asJSON as a
 // JSON array of ListRow.
 func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
+	return WriteRows(w, Rows(reg), asJSON)
+}
+
+// Rows returns a ListRow for every plugin reg declares, in name order.
+func Rows(reg *Registry) []ListRow {
 	var rows []ListRow
-	var infos []Info
 	for _, name := range reg.Names() {
 		info, _ := reg.Info(name)
-		infos = append(infos, info)
-		r := ListRow{Name: name, Version: info.Version, Source: info.Source, Checksum: info.Checksum}
-		for _, role := range info.Roles {
-			r.Roles = append(r.Roles, string(role))
-		}
-		if info.ABIMajor > 0 {
-			r.ABI = fmt.Sprintf("v%d.%d", info.ABIMajor, info.ABIMinor)
-		}
-		if info.Has(sdk.RoleSampler) {
-			k := info.Needs.TopK
-			r.TopK = &k
-		}
-		r.Params = DeclaredParams(info)
-		rows = append(rows, r)
+		rows = append(rows, row(name, info))
 	}
+	return rows
+}
+
+func row(name string, info Info) ListRow {
+	r := ListRow{Name: name, Version: info.Version, Source: info.Source, Checksum: info.Checksum, Params: DeclaredParams(info)}
+	for _, role := range info.Roles {
+		r.Roles = append(r.Roles, string(role))
+	}
+	if info.ABIMajor > 0 {
+		r.ABI = fmt.Sprintf("v%d.%d", info.ABIMajor, info.ABIMinor)
+	}
+	if info.Has(sdk.RoleSampler) {
+		k := info.Needs.TopK
+		r.TopK = &k
+	}
+	return r
+}
+
+// ListDeclared loads every plugin of decls (keyed by config name) as NewRegistry does
+// and returns a ListRow for each, in name order. Where the registry as a whole fails to
+// load, each plugin is loaded on its own (the built-ins together first), so that the
+// rows say which plugins load and which do not: a failed one's row holds its Source and
+// its Error, and the error returned counts them. log and opts are NewRegistry's.
+func ListDeclared(ctx context.Context, decls map[string]config.Plugin, log io.Writer, opts ...Option) ([]ListRow, error) {
+	if reg, err := NewRegistry(ctx, decls, log, opts...); err == nil {
+		defer reg.Close()
+		return Rows(reg), nil
+	}
+	builtins := map[string]config.Plugin{}
+	var others []string
+	for name, d := range decls {
+		if kind, _, err := d.WithDefaults(name).SourceKind(); err == nil && kind == config.SourceBuiltin {
+			builtins[name] = d
+		} else {
+			others = append(others, name)
+		}
+	}
+	var rows []ListRow
+	load := func(group map[string]config.Plugin) error {
+		reg, err := NewRegistry(ctx, group, log, opts...)
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		rows = append(rows, Rows(reg)...)
+		return nil
+	}
+	failed := 0
+	one := func(name string) {
+		if err := load(map[string]config.Plugin{name: decls[name]}); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "plugins: [plugins."+name+"]: ")
+			rows = append(rows, ListRow{Name: name, Roles: []string{}, Source: decls[name].WithDefaults(name).Source, Error: msg})
+			failed++
+		}
+	}
+	if load(builtins) != nil {
+		for name := range builtins {
+			one(name)
+		}
+	}
+	for _, name := range others {
+		one(name)
+	}
+	slices.SortFunc(rows, func(a, b ListRow) int { return strings.Compare(a.Name, b.Name) })
+	return rows, fmt.Errorf("plugins: %d of %d declared plugins failed to load", failed, len(decls))
+}
+
+// WriteRows writes rows as a table (a row that failed to load shows its error in place
+// of its roles and what follows them), or with asJSON as a JSON array.
+func WriteRows(w io.Writer, rows []ListRow, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -80,7 +147,11 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tROLES\tVERSION\tSOURCE\tABI\tSHA256\tPARAMS")
-	for i, r := range rows {
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t%s\t-\t-\tnot loaded: %s\n", r.Name, r.Source, r.Error)
+			continue
+		}
 		sum := r.Checksum
 		if len(sum) > 12 {
 			sum = sum[:12]
@@ -89,7 +160,11 @@ func WriteList(w io.Writer, reg *Registry, asJSON bool) error {
 		if abi == "" {
 			abi = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum, ParamsLabel(infos[i]))
+		label := "-"
+		if r.Params != nil {
+			label = ParamsLabel(Info{Params: *r.Params, ParamsDeclared: true})
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Roles, ","), r.Version, r.Source, abi, sum, label)
 	}
 	return tw.Flush()
 }

@@ -94,3 +94,37 @@ func checkList(t *testing.T, r *Registry) {
 		}
 	}
 }
+
+// TestListDeclaredShowsFailures: where some declared plugins do not load, plugin list
+// still lists the others, and each failed one with its source and why (before, one
+// missing file made plugin list print nothing but that error).
+func TestListDeclaredShowsFailures(t *testing.T) {
+	decls := map[string]config.Plugin{
+		"fast":    {Source: "builtin:static", Params: map[string]any{"depth": int64(2)}},
+		"static":  {Params: map[string]any{"dpeth": int64(2)}}, // a built-in that fails
+		"missing": {Source: "file:" + filepath.Join(t.TempDir(), "nope.wasm")},
+	}
+	rows, err := ListDeclared(context.Background(), decls, nil, WithInstances(1))
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 declared plugins failed to load") {
+		t.Fatalf("got %v, want 2 of 3 failed", err)
+	}
+	got := map[string]ListRow{}
+	for _, r := range rows {
+		got[r.Name] = r
+	}
+	if r := got["fast"]; r.Error != "" || r.Version == "" || strings.Join(r.Roles, ",") != "policy" {
+		t.Errorf("fast: got %+v, want it loaded", r)
+	}
+	for name, want := range map[string]string{"static": `params: unknown key "dpeth"`, "missing": "nope.wasm: no such file"} {
+		if r := got[name]; !strings.Contains(r.Error, want) || r.Source == "" || r.Roles == nil {
+			t.Errorf("%s: got %+v, want its source and an error containing %q", name, r, want)
+		}
+	}
+	var table strings.Builder
+	if err := WriteRows(&table, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "not loaded: params: unknown key \"dpeth\"") || !strings.Contains(table.String(), "fast ") {
+		t.Errorf("table:\n%s", table.String())
+	}
+}

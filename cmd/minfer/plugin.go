@@ -25,9 +25,10 @@ Usage:
 list loads every plugin declared in the config ([plugins.NAME]; the built-ins are always
 declared) and prints its name, roles, version, source, ABI version, checksum and the
 params keys it declares it reads (every built-in declares its own; none: it reads none;
--: it declares nothing, so it is offered every setting and key). --json prints an array
-of {name, roles, version, source, abi, sha256, top_k (samplers), params (left out when
-it declares nothing)}.
+-: it declares nothing, so it is offered every setting and key). A plugin that does not
+load is listed with its error (and list exits 1), the others as they load. --json prints
+an array of {name, roles, version, source, abi, sha256, top_k (samplers), params (left
+out when it declares nothing), error (a plugin that did not load)}.
 
 check is the conformance kit for plugin authors: it loads a WebAssembly module, validates
 its exports, ABI version and info record (each plugin's line shows the params it
@@ -122,12 +123,11 @@ func pluginList(ctx context.Context, m *Main, f pluginFlags) error {
 	if err != nil {
 		return err
 	}
-	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, m.Stderr, plugins.WithDir(cfg.Dir), plugins.WithInstances(1))
-	if err != nil {
+	rows, loadErr := plugins.ListDeclared(ctx, cfg.Plugins, m.Stderr, plugins.WithDir(cfg.Dir), plugins.WithInstances(1))
+	if err := plugins.WriteRows(m.Stdout, rows, f.json); err != nil {
 		return err
 	}
-	defer reg.Close()
-	return plugins.WriteList(m.Stdout, reg, f.json)
+	return loadErr
 }
 
 // errChecksFailed makes `plugin check` exit 1 after printing its report.

@@ -342,3 +342,23 @@ func TestPolicyReplayWarnsOnMixedDepths(t *testing.T) {
 		t.Errorf("one recorded policy: unexpected warning %q", stderr)
 	}
 }
+
+// TestPluginListShowsFailures: plugin list with a plugin that does not load lists the
+// rest, that one with its error, and exits 1.
+func TestPluginListShowsFailures(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "minfer.toml")
+	os.WriteFile(cfg, []byte("[plugins.x]\nsource = \"file:./nope.wasm\"\n"), 0o644)
+	out, _, err := runCLI(t, "", "plugin", "list", "--config", cfg)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "1 of 9 declared plugins failed to load") {
+		t.Fatalf("got %v, want exit 1 counting the failure", err)
+	}
+	for _, want := range []string{"\nadaptive ", "\nucb "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plugin list lacks %q:\n%s", want, out)
+		}
+	}
+	_, x, _ := strings.Cut(out, "\nx ")
+	if f := strings.Fields(x); len(f) < 7 || f[2] != "file:./nope.wasm" || f[5] != "not" || !strings.Contains(x, "nope.wasm: no such file") {
+		t.Errorf("plugin list: x's row: got %q, want its source and why it did not load", x)
+	}
+}
