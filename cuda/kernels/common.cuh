@@ -10,6 +10,7 @@ typedef unsigned int u32;
 typedef long long i64;
 
 #include "iq3s_grid.cuh"
+#include "iq_grids.cuh"
 
 #define WARP 32
 #define POS_INF __int_as_float(0x7f800000)
@@ -387,6 +388,27 @@ static __device__ __forceinline__ int q3k_scale(const u8 *s, int is) {
     return (lo | (hi << 4)) - 32;
 }
 
+// even_signs is the 8 sign bits of a 7-bit field: bit 7 the parity of the other seven
+// (ggml's ksigns_iq2xs).
+static __device__ __forceinline__ u32 even_signs(u32 v) {
+    v &= 127;
+    return v | ((u32)(__popc(v) & 1) << 7);
+}
+
+// IQG is one 32-value group of a codebook type (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS): the
+// magnitudes of values 4k … 4k+3 in the bytes of w[k], the signs in sn (bit j: value j
+// negative), the odd scales 2s + 1 of its two 16-value halves (s0, s1).
+struct IQG { u32 w[8]; u32 sn; int s0, s1; };
+
+// iqg is group g of block b of codebook type T (layouts below; the formats are
+// core/quant/iq2.go's).
+template <int T>
+static __device__ __forceinline__ IQG iqg(const void *q, const void *e, i64 b, int g);
+
+// iqg_fscale is the format's group scale factor: x = d·(0.5 + s)·fscale·mag·sign.
+template <int T>
+static __device__ __forceinline__ float iqg_fscale();
+
 // Weight layouts on the device (see core/backend/cuda/weights.go, which packs them):
 //   F32, F16: plain row-major.
 //   Q4_0: q = 16-byte nibble blocks, d = f16 scales; one of each per 32 values.
@@ -404,10 +426,66 @@ static __device__ __forceinline__ int q3k_scale(const u8 *s, int is) {
 //   Q2_K: q = 64-byte qs, e = 16 scale bytes, d = u32 (f16 d, f16 dmin) per 256.
 //   MXFP4: q = 16-byte nibble blocks (level indices), d = u8 E8M0 exponents.
 //   IQ3_S: q = 64-byte qs, e = 44 bytes (qh 8, signs 32, scales 4), d = f16 per 256.
+//   IQ2_XXS: q = 64 bytes (per group 4 grid indices, then a u32 of 4×7 sign bits and the
+//     scale in its top 4 bits), d = f16 per 256.
+//   IQ2_XS: q = u16 qs[32] (9-bit grid index, 7 sign bits), e = 8 scale bytes, d.
+//   IQ2_S: q = qs[32] then signs[32], e = qh[8] then scales[8], d.
+//   IQ3_XXS: q = qs[64] (8 grid indices a group), e = u32[8] (4×7 sign bits, scale), d.
 enum WType {
     W_F32 = 0, W_F16 = 1, W_Q4_0 = 2, W_Q4_1 = 3, W_Q5_0 = 6, W_Q5_1 = 7, W_Q8_0 = 8, W_Q2_K = 10, W_Q3_K = 11,
-    W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14, W_IQ4_NL = 20, W_IQ3_S = 21, W_IQ4_XS = 23, W_BF16 = 30, W_MXFP4 = 39
+    W_Q4_K = 12, W_Q5_K = 13, W_Q6_K = 14, W_IQ2_XXS = 16, W_IQ2_XS = 17, W_IQ3_XXS = 18, W_IQ4_NL = 20,
+    W_IQ3_S = 21, W_IQ2_S = 22, W_IQ4_XS = 23, W_BF16 = 30, W_MXFP4 = 39
 };
+
+template <int T>
+static __device__ __forceinline__ float iqg_fscale() { return T == W_IQ3_XXS ? 0.5f : 0.25f; }
+
+// iq2_run puts run r's grid entry (8 magnitudes) and 8 sign bits into a group.
+static __device__ __forceinline__ void iq2_run(IQG &v, int r, unsigned long long w, u32 signs) {
+    v.w[2 * r] = (u32)w;
+    v.w[2 * r + 1] = (u32)(w >> 32);
+    v.sn |= (signs & 0xFF) << (8 * r);
+}
+
+template <int T>
+static __device__ __forceinline__ IQG iqg(const void *q, const void *e, i64 b, int g) {
+    IQG v;
+    v.sn = 0;
+    if (T == W_IQ2_XXS) {
+        const int2 h = *(const int2 *)((const u8 *)q + b * 64 + 8 * g);  // 4 grid indices, aux
+        const u32 aux = (u32)h.y;
+#pragma unroll
+        for (int r = 0; r < 4; r++) iq2_run(v, r, iq2xxs_grid[((u32)h.x >> (8 * r)) & 0xFF], even_signs(aux >> (7 * r)));
+        v.s0 = v.s1 = 2 * (int)(aux >> 28) + 1;
+    } else if (T == W_IQ2_XS) {
+        const int2 h = *(const int2 *)((const u8 *)q + b * 64 + 8 * g);  // 4 u16: index | signs << 9
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const u32 c = ((u32)(r < 2 ? h.x : h.y) >> (16 * (r % 2))) & 0xFFFF;
+            iq2_run(v, r, iq2xs_grid[c & 511], even_signs(c >> 9));
+        }
+        const u32 sc = ((const u8 *)e)[b * 8 + g];
+        v.s0 = 2 * (int)(sc & 0xF) + 1;
+        v.s1 = 2 * (int)(sc >> 4) + 1;
+    } else if (T == W_IQ2_S) {
+        const u8 *qb = (const u8 *)q + b * 64, *eb = (const u8 *)e + b * 16;
+        const u32 qs = *(const u32 *)(qb + 4 * g), sg = *(const u32 *)(qb + 32 + 4 * g), qh = eb[g];
+#pragma unroll
+        for (int r = 0; r < 4; r++) iq2_run(v, r, iq2s_grid[((qs >> (8 * r)) & 0xFF) | (((qh >> (2 * r)) & 3) << 8)], sg >> (8 * r));
+        const u32 sc = eb[8 + g];
+        v.s0 = 2 * (int)(sc & 0xF) + 1;
+        v.s1 = 2 * (int)(sc >> 4) + 1;
+    } else {  // W_IQ3_XXS
+        const int2 h = *(const int2 *)((const u8 *)q + b * 64 + 8 * g);  // 8 grid indices
+        const u32 aux = ((const u32 *)e)[b * 8 + g];
+#pragma unroll
+        for (int r = 0; r < 8; r++) v.w[r] = iq3xxs_grid[((u32)(r < 4 ? h.x : h.y) >> (8 * (r % 4))) & 0xFF];
+#pragma unroll
+        for (int p = 0; p < 4; p++) v.sn |= even_signs(aux >> (7 * p)) << (8 * p);
+        v.s0 = v.s1 = 2 * (int)(aux >> 28) + 1;
+    }
+    return v;
+}
 
 // wval is weight element (row, col) as float: used by embed and general paths.
 template <int T>
@@ -473,6 +551,15 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
         const float db = fmul_rn(h2f(((const u16 *)d)[b]), (float)(1 + 2 * ((x[40 + g / 2] >> (4 * (g % 2))) & 0xF)));
         const float y = fmul_rn(db, (float)mag);
         return (x[8 + 4 * g + j / 8] >> (j % 8)) & 1 ? -y : y;
+    }
+    if (T == W_IQ2_XXS || T == W_IQ2_XS || T == W_IQ2_S || T == W_IQ3_XXS) {
+        const i64 b = row * (cols / 256) + col / 256;
+        const int k = col % 256, j = k % 32;
+        const IQG v = iqg<T>(q, e, b, k / 32);
+        const int mag = (v.w[j / 4] >> (8 * (j % 4))) & 0xFF, s = ((j < 16 ? v.s0 : v.s1) - 1) / 2;
+        const float db = fmul_rn(fmul_rn(h2f(((const u16 *)d)[b]), fadd_rn(0.5f, (float)s)), iqg_fscale<T>());
+        const float y = fmul_rn(db, (float)mag);
+        return (v.sn >> j) & 1 ? -y : y;
     }
     if (T == W_IQ4_XS) {
         const i64 b = row * (cols / 256) + col / 256;

@@ -1,5 +1,5 @@
 // iq3s_grid.cuh: the IQ3_S codebook (ggml-common.h's iq3s_grid; core/quant/iq3s_grid.go
-// holds the same table, TestIQ3SGrid compares them): entry i holds the magnitudes of four
+// holds the same table, TestIQGrids compares them): entry i holds the magnitudes of four
 // consecutive values, one per byte.
 #pragma once
 

@@ -1,5 +1,5 @@
 // mmvk.cu: the mat-vec kernels of the types added for issue 25 (Q4_1, Q5_1, IQ4_NL,
-// IQ4_XS, MXFP4, IQ3_S, Q3_K, Q2_K, BF16), on mmvq.cuh's machinery: see mmvq.cu for the design and
+// IQ4_XS, MXFP4, IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S, Q3_K, Q2_K, BF16), on mmvq.cuh's machinery: see mmvq.cu for the design and
 // the traits' contract (R/load, X/loadx, fold). A separate source so that NVRTC
 // compiles it beside mmvq.cu (the backend compiles sources in parallel).
 //
@@ -160,6 +160,33 @@ struct TIQ3_S {
 #pragma unroll
         for (int k = 0; k < 8; k++) s = iq3s_dot4(r.w[k], r.sn >> (4 * k), x.x[k], s);
         return fold1(acc, r.d, x.d, s);
+    }
+};
+
+// TIQG: the codebook types IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS (W), unit = one
+// 32-value group (common.cuh's iqg decodes it: magnitudes from the grid, signs, the
+// half groups' odd scales 2s+1); x = d·fscale/2·(2s+1)·mag·sign, so the integer dot
+// takes the odd scales and d·fscale/2 (exact) multiplies at the end. Signs as IQ3_S's.
+template <int W>
+struct TIQG {
+    struct R { IQG v; float d; };
+    static __device__ int units(int cols) { return cols / 32; }
+    static __device__ R load(const Args &a, i64 row, int u) {
+        const i64 b = row * (a.cols / 256) + u / 8;
+        R r;
+        r.v = iqg<W>(a.q, a.e, b, u % 8);
+        r.d = fmul_rn(h2f(((const u16 *)a.d)[b]), 0.5f * iqg_fscale<W>());
+        return r;
+    }
+    typedef XBlock X;
+    static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
+    static __device__ float fold(float acc, const R &r, const X &x) {
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) lo = iq3s_dot4(r.v.w[k], r.v.sn >> (4 * k), x.x[k], lo);
+#pragma unroll
+        for (int k = 4; k < 8; k++) hi = iq3s_dot4(r.v.w[k], r.v.sn >> (4 * k), x.x[k], hi);
+        return fold1(acc, r.d, x.d, r.v.s0 * lo + r.v.s1 * hi);
     }
 };
 

@@ -143,8 +143,13 @@ func matmulBound(t quant.Type, nt int) float64 {
 }
 
 // matmulTypes are the type table's (every type a kernel reads) and one without kernels,
-// which takes the F16-copy fallback (random blocks: minfer has no IQ2_XXS quantizer).
-var matmulTypes = append(cudabe.NativeTypes(), quant.IQ2_XXS)
+// which takes the F16-copy fallback.
+var matmulTypes = append(cudabe.NativeTypes(), quant.IQ1_S)
+
+// randomScale is the block scale d of quantizedSigma's random blocks per type (sigma 1):
+// the largest value is about 3 (IQ2: d·(0.5+15)/4·43; IQ3_XXS: d·15.5/2·62; IQ1_S:
+// d·15·1.125).
+var randomScale = map[quant.Type]float64{quant.IQ2_XXS: 0.018, quant.IQ2_XS: 0.018, quant.IQ2_S: 0.018, quant.IQ3_XXS: 0.006, quant.IQ1_S: 0.18}
 
 func quantized(t *testing.T, typ quant.Type, rows, cols int, rng *rand.Rand) []byte {
 	return quantizedSigma(t, typ, rows, cols, rng, 1)
@@ -157,11 +162,13 @@ func quantizedSigma(t *testing.T, typ quant.Type, rows, cols int, rng *rand.Rand
 		t.Fatal(err)
 	}
 	data := make([]byte, rb*rows)
-	if typ == quant.IQ2_XXS { // random blocks, d = 0.02·sigma (values up to ≈ 3.4·sigma)
+	// The codebook types minfer has no quantizer for: random valid blocks whose f16
+	// scale (the first two bytes) keeps values within a few sigma.
+	if d, ok := randomScale[typ]; ok {
 		for i := range data {
 			data[i] = byte(rng.Uint32())
 		}
-		h := quant.F32ToF16(float32(0.02 * sigma))
+		h := quant.F32ToF16(float32(d * sigma))
 		for i := 0; i < len(data); i += typ.BlockBytes() {
 			data[i], data[i+1] = byte(h), byte(h>>8)
 		}

@@ -101,40 +101,64 @@ func TestTypeTable(t *testing.T) {
 	}
 }
 
-// TestIQ3SGrid: the IQ3_S codebook compiled into the kernels (iq3s_grid.cuh) is
-// core/quant's: entry i's four bytes are the magnitudes quant decodes from a block whose
-// first run indexes i (d = 1, scale 1, no signs).
-func TestIQ3SGrid(t *testing.T) {
+// gridTable parses the C array name of a kernel header: its entries, in order.
+func gridTable(t *testing.T, header, name string) []uint64 {
+	t.Helper()
 	_, hdrs, err := kernels.Source("mmvk.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := string(hdrs["iq3s_grid.cuh"])
-	_, body, _ := strings.Cut(src, "{")
+	_, body, ok := strings.Cut(string(hdrs[header]), " "+name+"[")
+	if !ok {
+		t.Fatalf("%s: no table %s", header, name)
+	}
+	_, body, _ = strings.Cut(body, "{")
 	body, _, _ = strings.Cut(body, "}")
-	var grid []uint32
+	var out []uint64
 	for _, f := range strings.FieldsFunc(body, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-		v, err := strconv.ParseUint(f, 0, 32)
+		v, err := strconv.ParseUint(strings.TrimSuffix(f, "ull"), 0, 64)
 		if err != nil {
-			t.Fatalf("iq3s_grid.cuh: %q: %v", f, err)
+			t.Fatalf("%s: %s: %q: %v", header, name, f, err)
 		}
-		grid = append(grid, uint32(v))
+		out = append(out, v)
 	}
-	if len(grid) != 512 {
-		t.Fatalf("iq3s_grid.cuh has %d entries, want 512", len(grid))
-	}
-	blk := make([]byte, quant.IQ3_S.BlockBytes())
-	out := make([]float32, 256)
-	for i, w := range grid {
-		clear(blk)
-		blk[0], blk[1] = 0x00, 0x3c // f16 1.0
-		blk[2], blk[66] = byte(i), byte(i>>8)
-		if err := quant.Dequantize(quant.IQ3_S, out, blk); err != nil {
-			t.Fatal(err)
+	return out
+}
+
+// TestIQGrids: the codebooks compiled into the kernels (iq3s_grid.cuh, iq_grids.cuh) are
+// core/quant's: entry i's bytes are the magnitudes quant decodes (divided by the
+// block's scale) from a block whose first run indexes i (d = 1, scale field 0, no signs).
+func TestIQGrids(t *testing.T) {
+	for _, tc := range []struct {
+		typ          quant.Type
+		header, name string
+		n, per       int     // entries, magnitudes per entry
+		db           float32 // the block's value scale: d·(0.5+0)·fscale, or IQ3_S's d·1
+		set          func(blk []byte, i int)
+	}{
+		{quant.IQ3_S, "iq3s_grid.cuh", "iq3s_grid", 512, 4, 1, func(b []byte, i int) { b[2], b[66] = byte(i), byte(i>>8) }},
+		{quant.IQ2_XXS, "iq_grids.cuh", "iq2xxs_grid", 256, 8, 0.125, func(b []byte, i int) { b[2] = byte(i) }},
+		{quant.IQ2_XS, "iq_grids.cuh", "iq2xs_grid", 512, 8, 0.125, func(b []byte, i int) { b[2], b[3] = byte(i), byte(i>>8) }},
+		{quant.IQ2_S, "iq_grids.cuh", "iq2s_grid", 1024, 8, 0.125, func(b []byte, i int) { b[2], b[66] = byte(i), byte(i>>8) }},
+		{quant.IQ3_XXS, "iq_grids.cuh", "iq3xxs_grid", 256, 4, 0.25, func(b []byte, i int) { b[2] = byte(i) }},
+	} {
+		grid := gridTable(t, tc.header, tc.name)
+		if len(grid) != tc.n {
+			t.Fatalf("%s has %d entries, want %d", tc.name, len(grid), tc.n)
 		}
-		for k := range 4 {
-			if got := float32(w >> (8 * k) & 0xFF); out[k] != got {
-				t.Fatalf("entry %d byte %d: kernels %v, core/quant %v", i, k, got, out[k])
+		blk := make([]byte, tc.typ.BlockBytes())
+		out := make([]float32, 256)
+		for i, w := range grid {
+			clear(blk)
+			blk[0], blk[1] = 0x00, 0x3c // f16 1.0
+			tc.set(blk, i)
+			if err := quant.Dequantize(tc.typ, out, blk); err != nil {
+				t.Fatal(err)
+			}
+			for k := range tc.per {
+				if got := float32(w>>(8*k)&0xFF) * tc.db; out[k] != got {
+					t.Fatalf("%s entry %d byte %d: kernels %v, core/quant %v", tc.name, i, k, got, out[k])
+				}
 			}
 		}
 	}

@@ -41,6 +41,10 @@ func TestPackSplitsBlocks(t *testing.T) {
 		{quant.IQ4_XS, "iq4_xs", 0, 8, 8, 128, 136, 0, 0},
 		{quant.MXFP4, "mxfp4", 0, 1, 1, 16, 17, 0, 0},
 		{quant.IQ3_S, "iq3_s", 0, 2, 2, 64, 110, 66, 44},
+		{quant.IQ3_XXS, "iq3_xxs", 0, 2, 2, 64, 98, 66, 32},
+		{quant.IQ2_XXS, "iq2_xxs", 0, 2, 2, 64, 66, 0, 0},
+		{quant.IQ2_XS, "iq2_xs", 0, 2, 2, 64, 74, 66, 8},
+		{quant.IQ2_S, "iq2_s", 0, 2, 2, 64, 82, 66, 16},
 	}
 	for _, tt := range wide {
 		t.Run(tt.layout, func(t *testing.T) {
@@ -114,20 +118,20 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	if err != nil || layout != "f32" || len(p.q) != 16 {
 		t.Fatalf("one-row F16: got %q, %d bytes, %v; want f32, 16 bytes", layout, len(p.q), err)
 	}
-	// IQ2_XXS has no CUDA kernel yet: an F16 copy (random blocks with a small scale:
-	// minfer has no IQ2_XXS quantizer).
-	iq := randomIQ2XXS(2)
-	layout, p, err = pack(quant.IQ2_XXS, 2, 256, iq)
+	// IQ1_S has no CUDA kernel yet: an F16 copy (random blocks with a small scale:
+	// minfer has no IQ1_S quantizer).
+	iq := randomIQ1S(2)
+	layout, p, err = pack(quant.IQ1_S, 2, 256, iq)
 	if err != nil || layout != "f16" || len(p.q) != 1024 {
-		t.Fatalf("IQ2_XXS: got layout %q, %d bytes, %v; want the 1024-byte f16 copy", layout, len(p.q), err)
+		t.Fatalf("IQ1_S: got layout %q, %d bytes, %v; want the 1024-byte f16 copy", layout, len(p.q), err)
 	}
 	want := make([]float32, 512)
-	quant.Dequantize(quant.IQ2_XXS, want, iq)
+	quant.Dequantize(quant.IQ1_S, want, iq)
 	got := make([]float32, 512)
 	quant.F16RowToF32(got, p.q)
 	for i := range want {
 		if r := quant.F16ToF32(quant.F32ToF16(want[i])); got[i] != r {
-			t.Fatalf("IQ2_XXS copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
+			t.Fatalf("IQ1_S copy [%d] = %v, want %v (the F16 rounding of %v)", i, got[i], r, want[i])
 		}
 	}
 	vals := make([]float32, 64)
@@ -152,11 +156,11 @@ func TestPackPassThroughAndFallback(t *testing.T) {
 	}
 }
 
-// randomIQ2XXS is n random IQ2_XXS blocks whose f16 scale (the block's first two bytes)
-// is 0.02, so values stay small.
-func randomIQ2XXS(n int) []byte {
+// randomIQ1S is n random IQ1_S blocks whose f16 scale (the block's first two bytes) is
+// 0.02, so values stay small.
+func randomIQ1S(n int) []byte {
 	rng := rand.New(rand.NewPCG(5, 6))
-	bb := quant.IQ2_XXS.BlockBytes()
+	bb := quant.IQ1_S.BlockBytes()
 	b := make([]byte, n*bb)
 	for i := range b {
 		b[i] = byte(rng.Uint32())
@@ -218,7 +222,7 @@ func TestHeldAs(t *testing.T) {
 	}{
 		{quant.Q4_K, "q4_k", quant.Q4_K},
 		{quant.F16, "f16", quant.F16},
-		{quant.IQ2_XXS, "f16", quant.F16},
+		{quant.IQ1_S, "f16", quant.F16},
 		{quant.Q3_K, "q3_k", quant.Q3_K},
 		{quant.BF16, "bf16", quant.BF16},
 		{quant.BF16, "f32", quant.F32},

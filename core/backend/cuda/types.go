@@ -77,6 +77,10 @@ var wtypes = []wtype{
 	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
 	{t: quant.MXFP4, layout: "mxfp4", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 1, qOff: 1, qLen: 16}, mv: []mvKernel{{"mxfp4", "TMXFP4", 32, false}}},
 	{t: quant.IQ3_S, layout: "iq3_s", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 44}, mv: []mvKernel{{"iq3_s", "TIQ3_S", 256, false}}},
+	{t: quant.IQ3_XXS, layout: "iq3_xxs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 32}, mv: []mvKernel{{"iq3_xxs", "TIQG<W_IQ3_XXS>", 256, false}}},
+	{t: quant.IQ2_XXS, layout: "iq2_xxs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64}, mv: []mvKernel{{"iq2_xxs", "TIQG<W_IQ2_XXS>", 256, false}}},
+	{t: quant.IQ2_XS, layout: "iq2_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 8}, mv: []mvKernel{{"iq2_xs", "TIQG<W_IQ2_XS>", 256, false}}},
+	{t: quant.IQ2_S, layout: "iq2_s", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 16}, mv: []mvKernel{{"iq2_s", "TIQG<W_IQ2_S>", 256, false}}},
 }
 
 // mvFile is the source of the type's mat-vec kernels.
