@@ -25,13 +25,15 @@ import (
 // largest over the steps compared). Measured on the H200 (5db37c9): at most 0.029 on the
 // llama files and 0.030-0.041 on the qwen3 ones, Q5_K_M (kernels older than issue 25)
 // and IQ3_S (then an F16 copy) among them at 0.035-0.036, so it is the architecture's noise
-// (TestModelVsCPU's 3e-2 bounds the prompt step alone); a wrong kernel gives O(1).
+// (TestModelVsCPU's 3e-2 bounds the prompt step alone); a wrong kernel gives O(1). The
+// bound is 1.5× the largest measured, since IQ3_S now has 8-bit activations on both
+// sides too (its kernel landed after that run).
 // Greedy texts may part where the CPU's top two tokens are closer than that noise:
 // within quantNearTie standard deviations of the step's logit difference (two
 // independent errors of σ/√2 each cross a gap of 4σ with probability ≈ 0.2%; measured:
 // every parting within 3.1σ).
 const (
-	quantLogitBound = 5e-2
+	quantLogitBound = 6e-2
 	quantNearTie    = 4
 )
 
