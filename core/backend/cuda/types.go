@@ -10,8 +10,8 @@ import (
 // wtype is what the CUDA backend knows about one weight type its kernels read (ggml's
 // type_traits is the model): how pack lays its blocks out on the device, the C++ names
 // of its layout and mat-vec traits, and its kernels. Every use reads this table: pack,
-// the kernel names Open looks up, the instantiation lines compiled into mmvq.cu,
-// embed.cu and gemm.cu (instances), MatMul's kernel choice and the tests.
+// the kernel names Open looks up, the instantiation lines compiled into mmvq.cu or
+// mmvk.cu, embed.cu and gemm.cu (instances), MatMul's kernel choice and the tests.
 type wtype struct {
 	t quant.Type
 	// layout is the kernel suffix (embed_LAYOUT, dequant_f16_LAYOUT); its upper case after
