@@ -19,7 +19,7 @@ func init() {
 
 const loadgenUsage = `
 Usage: minfer loadgen [--url http://127.0.0.1:8080] [-c CLIENTS] [--requests N]
-                      [-n MAX_TOKENS] [--stream] [--completions] [--json]
+                      [-n MAX_TOKENS] [--stream] [--completions] [--system TEXT] [--json]
 
 Sends chat completions (or text completions with --completions) to an OpenAI-compatible
 server — minfer serve, llama-server, vLLM — from --clients concurrent clients, each
@@ -32,12 +32,16 @@ status is 1 when every request failed.
 The API key comes from --api-key-env (an environment variable's name, default
 OPENAI_API_KEY) when that variable is set. --extra merges a JSON object into every
 request body, e.g. '{"ignore_eos": true}' so llama-server generates all -n tokens.
+--system starts every request with the same system prompt (with --completions, the
+same first paragraph): what a server's prefix caching serves, e.g. minfer serve's
+prefixes shared between slots; the rest of each prompt stays distinct.
 
 Examples:
   minfer serve -m model.gguf --parallel 8 &
   minfer loadgen -c 8 --requests 4 -n 128
   minfer loadgen --url http://127.0.0.1:8081 -c 32 --requests 2 -n 128 --stream --json
   minfer loadgen --url http://127.0.0.1:8082 -c 8 -n 128 --extra '{"ignore_eos": true}'
+  minfer loadgen -c 4 -n 64 --system "$(cat system-prompt.txt)"
 `
 
 func runLoadgen(ctx context.Context, m *Main, args []string) error {
@@ -56,6 +60,7 @@ func runLoadgen(ctx context.Context, m *Main, args []string) error {
 	fs.Float64Var(&o.Temperature, "temp", 0, "temperature of each request")
 	fs.BoolVar(&o.Stream, "stream", false, "stream the replies (measures TTFT and inter-token latency)")
 	fs.BoolVar(&o.Completions, "completions", false, "send /v1/completions instead of /v1/chat/completions")
+	fs.StringVar(&o.System, "system", "", "system prompt every request starts with (`TEXT`)")
 	fs.StringVar(&o.Model, "model", "default", "the requests' model field")
 	fs.StringVar(&keyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
 	fs.StringVar(&extra, "extra", "", "JSON object merged into every request body")

@@ -6,7 +6,8 @@
 //
 // Each of Clients clients sends Requests requests in turn, so at most Clients are in
 // flight. Every prompt is distinct (no server can answer one request from another's
-// prompt cache). The run is bounded: Clients×Requests requests, each with Timeout, and
+// prompt cache), after the System prompt they all start with when one is set (what a
+// server's prefix caching serves). The run is bounded: Clients×Requests requests, each with Timeout, and
 // ctx ends it early.
 package loadgen
 
@@ -38,6 +39,10 @@ type Options struct {
 	Stream bool
 	// Completions sends /v1/completions with a prompt instead of chat messages.
 	Completions bool
+	// System, when set, starts every request: a system message before the user's, or
+	// with Completions the start of the prompt (a blank line, then the request's own
+	// text). A server that shares cached prefixes computes it once, not per request.
+	System string
 	// Model is the request's "model" field (servers that serve one model ignore it).
 	Model string
 	// APIKey, when set, is sent as "Authorization: Bearer KEY".
@@ -206,8 +211,15 @@ func one(ctx context.Context, o Options, base string, i int) outcome {
 	if o.Completions {
 		path = "/v1/completions"
 		body["prompt"] = Prompt(i)
+		if o.System != "" {
+			body["prompt"] = o.System + "\n\n" + Prompt(i)
+		}
 	} else {
-		body["messages"] = []map[string]string{{"role": "user", "content": Prompt(i)}}
+		msgs := []map[string]string{{"role": "user", "content": Prompt(i)}}
+		if o.System != "" {
+			msgs = append([]map[string]string{{"role": "system", "content": o.System}}, msgs...)
+		}
+		body["messages"] = msgs
 	}
 	if o.Stream {
 		body["stream"] = true

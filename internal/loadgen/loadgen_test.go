@@ -23,6 +23,7 @@ type fakeServer struct {
 	maxInFlight        atomic.Int64
 	mu                 sync.Mutex
 	prompts            map[string]bool
+	systems            map[string]int // system prompts seen (message, or the prompt's first paragraph)
 	withUsage, auth    bool
 	sawAuth, sawModels atomic.Bool
 }
@@ -47,12 +48,21 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), 400)
 		return
 	}
-	text := body.Prompt
+	text, sys := body.Prompt, ""
 	if r.URL.Path == "/v1/chat/completions" {
-		text = body.Messages[0]["content"]
+		last := body.Messages[len(body.Messages)-1]
+		text = last["content"]
+		if len(body.Messages) == 2 && body.Messages[0]["role"] == "system" && last["role"] == "user" {
+			sys = body.Messages[0]["content"]
+		}
+	} else if s, rest, ok := strings.Cut(text, "\n\n"); ok {
+		sys, text = s, rest
 	}
 	f.mu.Lock()
 	f.prompts[text] = true
+	if sys != "" {
+		f.systems[sys]++
+	}
 	f.mu.Unlock()
 	time.Sleep(5 * time.Millisecond) // requests overlap
 	if f.failEvery > 0 && n%f.failEvery == 0 {
@@ -89,19 +99,22 @@ func TestRun(t *testing.T) {
 		failEvery   int64
 		wantTokens  int
 		wantErrors  int
+		system      string
 	}{
-		{"chat", false, false, false, 0, 6 * 3 * 4, 0},
-		{"chat stream", true, false, false, 0, 6 * 3 * 4, 0},
-		{"chat stream with usage", true, false, true, 0, 6 * 3 * 5, 0},
-		{"completions stream", true, true, false, 0, 6 * 3 * 4, 0},
-		{"errors counted", false, false, false, 3, 6 * 2 * 4, 6},
+		{"chat", false, false, false, 0, 6 * 3 * 4, 0, ""},
+		{"chat stream", true, false, false, 0, 6 * 3 * 4, 0, ""},
+		{"chat stream with usage", true, false, true, 0, 6 * 3 * 5, 0, ""},
+		{"completions stream", true, true, false, 0, 6 * 3 * 4, 0, ""},
+		{"errors counted", false, false, false, 3, 6 * 2 * 4, 6, ""},
+		{"chat with a system prompt", false, false, false, 0, 6 * 3 * 4, 0, "You are terse."},
+		{"completions with a system prompt", false, true, false, 0, 6 * 3 * 4, 0, "You are terse."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeServer{failEvery: tc.failEvery, prompts: map[string]bool{}, withUsage: tc.usage}
+			f := &fakeServer{failEvery: tc.failEvery, prompts: map[string]bool{}, systems: map[string]int{}, withUsage: tc.usage}
 			srv := httptest.NewServer(f)
 			defer srv.Close()
 			res, err := Run(context.Background(), Options{URL: srv.URL + "/v1", Clients: 3, Requests: 6, MaxTokens: 4,
-				Stream: tc.stream, Completions: tc.completions, APIKey: "k", Extra: map[string]any{"ignore_eos": true}})
+				Stream: tc.stream, Completions: tc.completions, APIKey: "k", Extra: map[string]any{"ignore_eos": true}, System: tc.system})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,6 +129,9 @@ func TestRun(t *testing.T) {
 			}
 			if len(f.prompts) != 18 {
 				t.Errorf("%d distinct prompts, want 18", len(f.prompts))
+			}
+			if want := map[bool]int{true: 18}[tc.system != ""]; f.systems[tc.system] != want || len(f.systems) > 1 {
+				t.Errorf("system prompts seen %v, want %q in %d requests", f.systems, tc.system, want)
 			}
 			if !f.sawAuth.Load() {
 				t.Error("the API key was not sent")
