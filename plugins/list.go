@@ -92,7 +92,8 @@ func row(name string, info Info) ListRow {
 // and returns a ListRow for each, in name order. Where the registry as a whole fails to
 // load, each plugin is loaded on its own (the built-ins together first), so that the
 // rows say which plugins load and which do not: a failed one's row holds its Source and
-// its Error, and the error returned counts them. log and opts are NewRegistry's.
+// its Error, and the error returned counts and names them. log and opts are
+// NewRegistry's.
 func ListDeclared(ctx context.Context, decls map[string]config.Plugin, log io.Writer, opts ...Option) ([]ListRow, error) {
 	if reg, err := NewRegistry(ctx, decls, log, opts...); err == nil {
 		defer reg.Close()
@@ -117,12 +118,12 @@ func ListDeclared(ctx context.Context, decls map[string]config.Plugin, log io.Wr
 		rows = append(rows, Rows(reg)...)
 		return nil
 	}
-	failed := 0
+	var failed []string
 	one := func(name string) {
 		if err := load(map[string]config.Plugin{name: decls[name]}); err != nil {
 			msg := strings.TrimPrefix(err.Error(), "plugins: [plugins."+name+"]: ")
 			rows = append(rows, ListRow{Name: name, Roles: []string{}, Source: decls[name].WithDefaults(name).Source, Error: msg})
-			failed++
+			failed = append(failed, "[plugins."+name+"]: "+msg)
 		}
 	}
 	if load(builtins) != nil {
@@ -134,7 +135,8 @@ func ListDeclared(ctx context.Context, decls map[string]config.Plugin, log io.Wr
 		one(name)
 	}
 	slices.SortFunc(rows, func(a, b ListRow) int { return strings.Compare(a.Name, b.Name) })
-	return rows, fmt.Errorf("plugins: %d of %d declared plugins failed to load", failed, len(decls))
+	slices.Sort(failed)
+	return rows, fmt.Errorf("plugins: %d of %d declared plugins failed to load: %s", len(failed), len(decls), strings.Join(failed, "; "))
 }
 
 // WriteRows writes rows as a table (a row that failed to load shows its error in place
