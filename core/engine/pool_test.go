@@ -294,7 +294,7 @@ func BenchmarkSharedSystemPrompt(b *testing.B) {
 				if paging, err = NewPaging(pool, target, nil, 0, 0); err != nil {
 					b.Fatal(err)
 				}
-				defer paging.Close()
+				b.Cleanup(paging.Close) // after the sessions' Close (cleanups run last first)
 			}
 			newSession := func() *Session {
 				s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: 512, Batch: 64, Pool: pool, Paging: paging})

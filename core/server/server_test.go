@@ -591,6 +591,7 @@ func servePool(t *testing.T, paged bool) (*kv.Pool, *Server, *httptest.Server) {
 		if paging, err = engine.NewPaging(pool, m, nil, backend.KVF16, backend.KVF16); err != nil || paging == nil {
 			t.Fatalf("NewPaging: %v, %v", paging, err)
 		}
+		t.Cleanup(paging.Close) // after the server's Close, which closes the sessions
 	}
 	srv, err := New(Options{ModelID: "stories260K", Parallel: 2, QueueSize: 8, Resolver: testResolver{}, KVPool: pool, Tokenizer: tok,
 		NewSession: func() (*engine.Session, error) {

@@ -134,7 +134,10 @@ func (st *Stack) kvPool(cfg *config.Config) (*kv.Pool, error) {
 	// on a backend that pages (the CPU) the caches are views of one arena per model,
 	// sharing prompt prefixes between slots
 	if st.Paging, err = engine.NewPaging(pool, st.Target, st.Draft, c.KVType, c.DraftKVType); err != nil {
-		return nil, err
+		// an arena the system will not reserve (a budget past what it maps): the
+		// pool still bounds whole caches, which grow as the sequences do
+		fmt.Fprintf(st.log, "kv pool: caches not paged: %v\n", err)
+		st.Paging = nil
 	}
 	st.SessCfg.Paging = st.Paging
 	return pool, nil

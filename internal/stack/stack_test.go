@@ -160,3 +160,42 @@ func TestServePoolAllocatesNoWholeContext(t *testing.T) {
 		})
 	}
 }
+
+// TestServePagedCaches: on the CPU serve's pooled slots get paged caches (said on
+// stderr); a pool too large for the system to reserve as an arena leaves the caches
+// unpaged, said, instead of failing to start.
+func TestServePagedCaches(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		poolMB int
+		paged  bool
+		say    string
+	}{
+		{"paged", 0, true, "paged, prompt prefixes shared between slots"},
+		{"too large to reserve", 1 << 24, false, "kv pool: caches not paged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Model.Ctx = 256
+			cfg.Server.Parallel = 2
+			cfg.Server.KVPoolMB = tc.poolMB
+			var errb strings.Builder
+			o := testOptions(t)
+			o.Log = &errb
+			srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			defer srv.Close()
+			if (st.Paging != nil) != tc.paged || !strings.Contains(errb.String(), tc.say) {
+				t.Errorf("paging %v, stderr %q; want %v and %q", st.Paging != nil, errb.String(), tc.paged, tc.say)
+			}
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt": "Once upon a time", "max_tokens": 4}`)))
+			if rec.Code != 200 {
+				t.Errorf("a request: status %d: %s", rec.Code, rec.Body.String())
+			}
+		})
+	}
+}

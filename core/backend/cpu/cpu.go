@@ -180,6 +180,11 @@ func (b *Backend) Free(x any) {
 		v.k, v.v, v.k16, v.v16, v.table, v.freed = nil, nil, nil, nil, nil, true
 	case *KVArena:
 		st := &v.store
+		if !st.freed {
+			k, vv := st.raw()
+			releaseKV(k)
+			releaseKV(vv)
+		}
 		st.k, st.v, st.k16, st.v16, st.freed = nil, nil, nil, nil, true
 	case nil:
 	default:

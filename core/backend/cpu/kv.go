@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
 )
@@ -81,7 +82,7 @@ func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
 	if spec.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("cpu: KV cache: head dim %d is odd", spec.HeadDim)
 	}
-	kv, err := newStore(spec)
+	kv, err := newStore(spec, false)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +90,10 @@ func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
 	return kv, nil
 }
 
-// newStore allocates the zeroed storage of spec.Ctx positions (unmapped: no table).
-func newStore(spec backend.KVSpec) (*KV, error) {
+// newStore allocates the zeroed storage of spec.Ctx positions (unmapped: no table):
+// on the Go heap, or for an arena (reserve) as reserved memory (reserveKV) whose pages
+// the system backs only once written.
+func newStore(spec backend.KVSpec, reserve bool) (*KV, error) {
 	kv := &KV{spec: spec}
 	switch spec.Type {
 	case backend.KVF16:
@@ -108,14 +111,41 @@ func newStore(spec backend.KVSpec) (*KV, error) {
 		return nil, fmt.Errorf("cpu: KV cache %+v: %d layers × %d heads × %d positions is too large", spec, spec.Layers, spec.KVHeads, spec.Ctx)
 	}
 	n := int(vecs)
+	var k, v []byte
+	if reserve {
+		var err error
+		if k, err = reserveKV(n * kv.vecBytes); err != nil {
+			return nil, fmt.Errorf("cpu: KV arena of %d MiB: %w", 2*int64(n)*int64(kv.vecBytes)>>20, err)
+		}
+		if v, err = reserveKV(n * kv.vecBytes); err != nil {
+			releaseKV(k)
+			return nil, fmt.Errorf("cpu: KV arena of %d MiB: %w", 2*int64(n)*int64(kv.vecBytes)>>20, err)
+		}
+	}
 	if spec.Type == backend.KVF16 {
-		kv.k16 = make([]uint16, n*spec.HeadDim)
-		kv.v16 = make([]uint16, n*spec.HeadDim)
+		if reserve {
+			kv.k16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(k))), n*spec.HeadDim)
+			kv.v16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(v))), n*spec.HeadDim)
+		} else {
+			kv.k16 = make([]uint16, n*spec.HeadDim)
+			kv.v16 = make([]uint16, n*spec.HeadDim)
+		}
+	} else if reserve {
+		kv.k, kv.v = k, v
 	} else {
 		kv.k = make([]byte, n*kv.vecBytes)
 		kv.v = make([]byte, n*kv.vecBytes)
 	}
 	return kv, nil
+}
+
+// raw is the storage's K and V memory as bytes (for releaseKV).
+func (kv *KV) raw() (k, v []byte) {
+	if kv.k16 != nil {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.k16))), 2*len(kv.k16)),
+			unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(kv.v16))), 2*len(kv.v16))
+	}
+	return kv.k, kv.v
 }
 
 // NewKVArena allocates blocks zeroed blocks of block positions (backend.Pager).
@@ -130,7 +160,7 @@ func (b *Backend) NewKVArena(spec backend.KVSpec, block, blocks int) (backend.KV
 	if spec.Layers < 1 || spec.KVHeads < 1 || spec.HeadDim < 1 || spec.HeadDim%2 != 0 {
 		return nil, fmt.Errorf("cpu: KV arena %+v: layers, kv heads and an even head dim ≥ 1 wanted", spec)
 	}
-	st, err := newStore(spec)
+	st, err := newStore(spec, true)
 	if err != nil {
 		return nil, err
 	}
