@@ -125,3 +125,21 @@ func TestLongOutputLinesCut(t *testing.T) {
 		t.Fatalf("first line: got %d bytes %.80q…, want %d", len(lines[0]), lines[0], len(want))
 	}
 }
+
+// TestOpenWithADoneContext: Open under a context already done returns at once with the
+// context's error and leaves no process behind, even though the stop lands before the
+// plugin's process has started (before: the stop found no process to kill and Open
+// waited out the start timeout, an hour here; under load the same race hung
+// TestOpenStopsWithItsContext).
+func TestOpenWithADoneContext(t *testing.T) {
+	script, pidFile := wrapper(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := openGuarded(t, ctx, script, Options{StartTimeout: time.Hour})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		waitGone(t, readPID(t, pidFile))
+	}
+}

@@ -94,7 +94,8 @@ type Client struct {
 	name string
 	opts Options
 	pc   *plugin.Client
-	cmd  *exec.Cmd // the plugin process, the leader of its own process group
+	cmd  *exec.Cmd          // the plugin process, the leader of its own process group
+	stop context.CancelFunc // kills cmd's group through exec (cmd.Cancel), once it runs
 	conn *sp.Conn
 	info sp.Info
 	pid  int
@@ -138,7 +139,11 @@ func Open(ctx context.Context, name, path string, opts Options) (*Client, error)
 		logOut = io.Discard
 	}
 	prefix := "plugin " + name + ": "
-	cmd := exec.Command(path)
+	// stop kills the plugin's process group once the process exists, whenever start
+	// asks (exec runs Cancel only after Start has set cmd.Process: no race with it).
+	stopCtx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(stopCtx, path)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	orphanKill(cmd)
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sp.Handshake,
@@ -158,12 +163,13 @@ func Open(ctx context.Context, name, path string, opts Options) (*Client, error)
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(sp.MaxMessageBytes), grpc.MaxCallSendMsgSize(sp.MaxMessageBytes))},
 	})
-	c := &Client{name: name, opts: opts, pc: pc, cmd: cmd}
+	c := &Client{name: name, opts: opts, pc: pc, cmd: cmd, stop: stop}
 	if err := c.start(ctx); err != nil {
 		// A child that never handshakes may have started others that hold the output
 		// pipes open, and go-plugin's Kill waits for those pipes: kill the group first.
 		c.killGroup()
 		pc.Kill()
+		stop()
 		return nil, fail(err)
 	}
 	return c, nil
@@ -184,7 +190,9 @@ const closeGrace = 2 * time.Second
 
 func (c *Client) start(ctx context.Context) error {
 	// go-plugin waits up to StartTimeout for the handshake and takes no context:
-	// wait beside it, so a host told to stop (SIGTERM) does not wait it out.
+	// wait beside it, so a host told to stop (SIGTERM) does not wait it out. c.stop
+	// kills the process group even where the process has not started yet (killGroup
+	// alone found no process then, and the wait lasted the whole StartTimeout).
 	type started struct {
 		rpc plugin.ClientProtocol
 		err error
@@ -198,7 +206,7 @@ func (c *Client) start(ctx context.Context) error {
 	select {
 	case st = <-ch:
 	case <-ctx.Done():
-		c.killGroup() // the handshake wait ends with the process
+		c.stop() // the handshake wait ends with the process
 		<-ch
 		return ctx.Err()
 	}
@@ -328,6 +336,7 @@ func (c *Client) Close() error {
 	}
 	c.killGroup()
 	<-done
+	c.stop() // the process has ended: this only releases the context
 	return nil
 }
 
