@@ -16,22 +16,85 @@
 #define BK 32
 #define LDS (BK + 8)  // shared row stride in halves: 80 bytes, conflict-free fragment loads
 
+// dq8 writes the values c0 … c0+7 of weight row `row` (c0 % 8 == 0, so they share one
+// block and, in the K-quants, one sub-block) as floats, with one wide load of their
+// quants and one decode of their scales instead of eight wval calls; each value is
+// wval's expression. Types without a case here take wval.
+template <int T>
+static __device__ __forceinline__ void dq8(const void *q, const void *d, const void *e, i64 row, int c0, int cols,
+                                           float *o) {
+    if (T == W_Q8_0) {
+        const i64 i = row * cols + c0;
+        const float dd = h2f(((const u16 *)d)[i / 32]);
+        const int2 v = *(const int2 *)((const i8 *)q + i);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            o[k] = dd * (float)(i8)(v.x >> (8 * k));
+            o[4 + k] = dd * (float)(i8)(v.y >> (8 * k));
+        }
+    } else if (T == W_Q4_0 || T == W_Q5_0) {
+        const i64 b = row * (cols / 32) + c0 / 32;
+        const int i0 = c0 % 32, sh = i0 < 16 ? 0 : 4;
+        const int2 v = *(const int2 *)((const u8 *)q + b * 16 + (i0 % 16));
+        const float dd = h2f(((const u16 *)d)[b]);
+        const u32 hb = T == W_Q5_0 ? ((const u32 *)e)[b] >> i0 : 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int x = (int)((((u32)(k < 4 ? v.x : v.y)) >> (8 * (k % 4) + sh)) & 0xF);
+            if (T == W_Q5_0) x = (x | (((hb >> k) & 1) << 4)) - 16;
+            else x -= 8;
+            o[k] = dd * (float)x;
+        }
+    } else if (T == W_Q4_K || T == W_Q5_K) {
+        const int bs = T == W_Q4_K ? 144 : 176, qo = T == W_Q4_K ? 16 : 48;
+        const u8 *blk = (const u8 *)q + (row * (cols / 256) + c0 / 256) * bs;
+        const int k0 = c0 % 256, j = k0 / 64, l0 = k0 % 32, hi = (k0 % 64) >= 32;
+        const int4 h = *(const int4 *)blk;
+        int sc, m;
+        k_scale_min(2 * j + hi, h.y, h.z, h.w, sc, m);
+        const float dd = h2f((u16)(h.x & 0xFFFF)), dmin = h2f((u16)((u32)h.x >> 16));
+        const int2 v = *(const int2 *)(blk + qo + j * 32 + l0);
+        int2 qh = {0, 0};
+        if (T == W_Q5_K) qh = *(const int2 *)(blk + 16 + l0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int x = (int)((((u32)(k < 4 ? v.x : v.y)) >> (8 * (k % 4) + (hi ? 4 : 0))) & 0xF);
+            if (T == W_Q5_K) x |= (int)(((((u32)(k < 4 ? qh.x : qh.y)) >> (8 * (k % 4))) >> (2 * j + hi)) & 1) << 4;
+            o[k] = dd * (float)sc * (float)x - dmin * (float)m;
+        }
+    } else if (T == W_Q6_K) {
+        const i64 b = row * (cols / 256) + c0 / 256;
+        const u8 *body = (const u8 *)q + b * 208;
+        const int k0 = c0 % 256, n = k0 / 128, r = k0 % 128, part = r / 32, l0 = r % 32;
+        const int2 lo = *(const int2 *)(body + n * 64 + (part & 1) * 32 + l0);
+        const int2 hv = *(const int2 *)(body + 128 + n * 32 + l0);
+        const int sc = (i8)body[192 + n * 8 + part * 2 + l0 / 16];
+        const float dd = h2f(((const u16 *)d)[b]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int x = (int)((((u32)(k < 4 ? lo.x : lo.y)) >> (8 * (k % 4) + (part >= 2 ? 4 : 0))) & 0xF);
+            const int hb = (int)((((u32)(k < 4 ? hv.x : hv.y)) >> (8 * (k % 4) + 2 * part)) & 3);
+            o[k] = dd * (float)sc * (float)((x | (hb << 4)) - 32);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = wval<T>(q, d, e, row, c0 + k, cols);
+    }
+}
+
 // dequant: grid (rows, ceil(cols/2048)), 256 threads, 8 consecutive values per thread
-// written as one 16-byte store (cols % 32 == 0).
+// (dq8) written as one 16-byte store (cols % 32 == 0).
 template <int T>
 static __device__ void dequant(const void *q, const void *d, const void *e, u16 *out, int rows, int cols) {
     const int row = blockIdx.x, c0 = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
     if (c0 >= cols) return;
-    u32 h[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        h[k] = (u32)f2h(wval<T>(q, d, e, row, c0 + 2 * k, cols)) |
-               ((u32)f2h(wval<T>(q, d, e, row, c0 + 2 * k + 1, cols)) << 16);
+    float f[8];
+    dq8<T>(q, d, e, row, c0, cols, f);
     int4 v;
-    v.x = (int)h[0];
-    v.y = (int)h[1];
-    v.z = (int)h[2];
-    v.w = (int)h[3];
+    v.x = (int)pack2(f[0], f[1]);
+    v.y = (int)pack2(f[2], f[3]);
+    v.z = (int)pack2(f[4], f[5]);
+    v.w = (int)pack2(f[6], f[7]);
     *(int4 *)(out + (i64)row * cols + c0) = v;
 }
 
@@ -146,4 +209,52 @@ extern "C" __global__ void f16_from_f32(const float *x, u16 *out, int n) {
     grid_dep_sync();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = f2h(x[i]);
+}
+
+// act_round_q8_0, act_round_q8_k: the GEMM's activations rounded as the CPU backend
+// (core/backend/cpu, ggml's x86 code) rounds them for a dot with the weight's type, its
+// vec-dot type: the value written is q·d, q the block's 8-bit level of x and d its
+// scale, as f16 into o16 (cuBLAS's input) or, where o16 is null, as f32 into o32
+// (gemm_f16w's input, which it rounds to the same f16 as it loads). One warp per block
+// of 32·V values, V consecutive values per lane; nblocks blocks.
+//   q8_0 (Q8_0 and Q8_1, blocks of 32): d = amax/127 stored as f16, q = rint(x·127/amax).
+//   q8_k (Q8_K, blocks of 256): s = 127/amax, q = rint(x·s), d = 1/s in f32 (ggml's
+//   quantize_row_q8_K_ref scales by −127/max with max the signed value of largest
+//   magnitude: q and d both change sign, q·d does not).
+// Rounding the activations to these levels first, not straight to f16, gives the GEMM
+// the CPU's numbers: without it the trained target's perplexity was 0.126% off the CPU's
+// (docs/perf-cuda.md).
+template <int V, bool F16D>
+static __device__ __forceinline__ void act_round(const float *x, u16 *o16, float *o32, int nblocks) {
+    const int b = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, l = threadIdx.x % WARP;
+    if (b >= nblocks) return;
+    const i64 i0 = (i64)b * (32 * V) + l * V;
+    float v[V];
+    float a = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        v[k] = x[i0 + k];
+        a = fmaxf(a, fabsf(v[k]));
+    }
+    const float amax = warp_max(a);
+    const float s = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+    float dd;
+    if (F16D) dd = h2f(f2h(__fdiv_rn(amax, 127.0f)));
+    else dd = amax != 0.0f ? __fdiv_rn(1.0f, s) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const float y = __fmul_rn((float)__float2int_rn(__fmul_rn(v[k], s)), dd);
+        if (o16) o16[i0 + k] = f2h(y);
+        else o32[i0 + k] = y;
+    }
+}
+
+extern "C" __global__ void act_round_q8_0(const float *x, u16 *o16, float *o32, int nblocks) {
+    grid_dep_sync();
+    act_round<1, true>(x, o16, o32, nblocks);
+}
+
+extern "C" __global__ void act_round_q8_k(const float *x, u16 *o16, float *o32, int nblocks) {
+    grid_dep_sync();
+    act_round<8, false>(x, o16, o32, nblocks);
 }

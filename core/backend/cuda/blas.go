@@ -11,7 +11,8 @@ import (
 // planMatMul's GEMM path multiplies with cublasGemmEx on the tensor cores instead of
 // gemm_f16w: the weight is dequantized to the same bounded, reused f16 scratch as
 // before (one weight at a time, never the whole model), x is rounded to f16 into a
-// second scratch, and a bias, when one folds into the matmul, is added after it.
+// second scratch (ops.go gemm), and a bias, when one folds into the matmul, is added
+// after it.
 // Without the library the backend's own kernel stays (the fallback).
 
 // blasWorkspace is the fixed cuBLAS workspace (NVIDIA's advice for Hopper: 32 MiB).
@@ -51,19 +52,6 @@ func (b *Backend) BLAS() (bool, string) {
 		return false, ""
 	}
 	return true, b.blas.VersionString()
-}
-
-// gemmBLAS queues the cuBLAS form of the GEMM path (see gemm).
-func (b *Backend) gemmBLAS(mm *pendingMM, W *Weight, wf driver.DevicePtr, xs, ds *Buffer, nt int) {
-	xh := b.scratchFor("xf16", 2*int64(nt)*int64(W.cols))
-	if xh == 0 {
-		return
-	}
-	g, bl := flat(nt * W.cols)
-	mm.launches = append(mm.launches,
-		launchSpec{name: "f16_from_f32", grid: g, block: bl, args: []driver.Arg{driver.P(xs.p), driver.P(xh), driver.I(nt * W.cols)}},
-		launchSpec{name: "cublas_gemm", bias: true, args: []driver.Arg{0},
-			blas: &blasSpec{w: wf, x: xh, dst: ds.p, nt: nt, rows: W.rows, cols: W.cols}})
 }
 
 // launchBLAS enqueues a held-back cuBLAS GEMM and its bias.

@@ -14,11 +14,13 @@ import (
 	"github.com/minfer/minfer/core/quant"
 )
 
-// TestMatMulBLASVsCPU: the GEMM path (nt ≥ 64) through cuBLAS and through minfer's own
-// kernel (MINFER_NO_CUBLAS=1), each against the CPU backend on random inputs, with a
-// bias folded into the matmul and two weights pending at once (q and k of one x), and
-// the cuBLAS result the same bits when the call is repeated (the prefill is
-// deterministic run to run). Skips where libcublas does not load.
+// TestMatMulBLASVsCPU: the GEMM path (nt from the tier's GEMMMinRows, 65 on sm_80+)
+// through cuBLAS and through minfer's own kernel (MINFER_NO_CUBLAS=1), each against the
+// CPU backend on random inputs within 0.2% (the activations rounded as the CPU rounds
+// them, act_round_*), with a bias folded into the matmul and two weights pending at
+// once (q and k of one x), and the cuBLAS result the same bits when the call is
+// repeated (the prefill is deterministic run to run). Skips where libcublas does not
+// load.
 func TestMatMulBLASVsCPU(t *testing.T) {
 	bl := open(t)
 	defer bl.Close()
@@ -79,7 +81,15 @@ func TestMatMulBLASVsCPU(t *testing.T) {
 					g    *cudabe.Backend
 				}{{"cublas", bl}, {"own", own}} {
 					got := run(form.g)
+					// Where the GEMM runs (nt above the identity bound: at nt 64 sm_80+
+					// takes the int8 kernel) it rounds x to the CPU's 8-bit levels
+					// (act_round_*), so only the f16 roundings of w and x·d (≈ 2^-12
+					// each) separate it from the CPU: ≈ 3e-4, where x straight to f16
+					// differs by the CPU's Q8_0/Q8_K noise (5e-3 Q8_0, 7e-3 Q8_K here).
 					bound := matmulBound(typ, nt)
+					if nt > form.g.Caps().IdentityRows {
+						bound = min(bound, 2e-3)
+					}
 					if e := relErr(got.d0, want.d0); e > bound {
 						t.Errorf("%s %s: biased output: relative error %.3g > %.3g", form.name, name, e, bound)
 					}

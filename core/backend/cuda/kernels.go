@@ -19,7 +19,7 @@ func kernelNames() map[string][]string {
 		"attn.cu":        {"attn_part_f16", "attn_part_q8", "attn_combine", "attn_flash_f16_64", "attn_flash_f16_128"},
 		"topk.cu":        {"topk"},
 		"rowstats.cu":    {"rowstats_part", "rowstats_merge"},
-		"gemm.cu":        {"gemm_f16w", "f16_from_f32"},
+		"gemm.cu":        {"gemm_f16w", "f16_from_f32", "act_round_q8_0", "act_round_q8_k"},
 		"embed.cu":       nil,
 		"mmvq.cu":        nil,
 		"mmvk.cu":        nil,
