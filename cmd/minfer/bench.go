@@ -34,7 +34,8 @@ comma-separated list (or repeat), one test per value, as llama-bench's do; -p 0 
 --device picks the backend (auto: CUDA when a usable GPU is present, else the CPU).
 --ledger (CUDA) runs the forwards in profiling mode — graphs off, CUDA events around
 every kernel — and prints a per-kernel ledger: ms per kernel kind and its share of the
-forward, so a shape's cost can be attributed to kernels.
+forward, so a shape's cost can be attributed to kernels. A row marked † is a library call
+(cuBLAS): its time also holds the host's work inside the call.
 
 Examples:
   minfer bench -m qwen2.5-0.5b-q8_0.gguf

@@ -57,7 +57,7 @@ func (b *Backend) BLAS() (bool, string) {
 // launchBLAS enqueues a held-back cuBLAS GEMM and its bias.
 func (b *Backend) launchBLAS(l launchSpec) {
 	s := l.blas
-	b.timedLaunch("cublas_gemm", func() { b.fail(b.blas.GemmF16NT(s.rows, s.nt, s.cols, s.w, s.x, s.dst)) })
+	b.timedLibCall("cublas_gemm", func() { b.fail(b.blas.GemmF16NT(s.rows, s.nt, s.cols, s.w, s.x, s.dst)) })
 	if bias := driver.DevicePtr(l.args[0]); bias != 0 {
 		g, bl := flat(s.nt * s.rows)
 		b.launch("add_bias", g, bl, 0, driver.P(s.dst), driver.P(bias), driver.I(s.nt*s.rows), driver.I(s.rows))

@@ -22,13 +22,21 @@ type ledger struct {
 type timed struct {
 	name       string
 	start, end *driver.Event
+	host       bool // a library call: see KernelStat.HostInCall
 }
 
-// KernelStat is one kernel's share of the time measured in ledger mode.
+// KernelStat is one kernel's share of the time measured in ledger mode: the time between
+// events recorded on the stream just before and just after its launch call. Where the
+// GPU had nothing queued when the call began, that includes the host's launch latency
+// (ledger mode runs without graphs).
 type KernelStat struct {
 	Name  string
 	Calls int
-	MS    float64 // total device milliseconds
+	MS    float64 // total milliseconds between the events
+	// HostInCall marks a library call (cuBLAS) rather than one kernel launch: the events
+	// bracket the whole host call, so its time also holds the host's work inside the call
+	// (cuBLAS's heuristics and checks) while the GPU waited, not only the GPU's time.
+	HostInCall bool
 }
 
 func (l *ledger) event() *driver.Event {
@@ -44,8 +52,14 @@ func (l *ledger) event() *driver.Event {
 	return e
 }
 
-// around records events before and after launch when the ledger is on.
-func (b *Backend) timedLaunch(name string, launch func()) {
+// timedLaunch records events before and after launch when the ledger is on.
+func (b *Backend) timedLaunch(name string, launch func()) { b.timed(name, false, launch) }
+
+// timedLibCall is timedLaunch for a library call that does host work between the events
+// (KernelStat.HostInCall).
+func (b *Backend) timedLibCall(name string, call func()) { b.timed(name, true, call) }
+
+func (b *Backend) timed(name string, host bool, launch func()) {
 	if !b.led.on || b.capturing {
 		launch()
 		return
@@ -58,7 +72,7 @@ func (b *Backend) timedLaunch(name string, launch func()) {
 	s.Record(b.stream)
 	launch()
 	e.Record(b.stream)
-	b.led.pending = append(b.led.pending, timed{name: name, start: s, end: e})
+	b.led.pending = append(b.led.pending, timed{name: name, start: s, end: e, host: host})
 }
 
 // settle folds finished events into the stats (call after a stream sync).
@@ -84,6 +98,7 @@ func (b *Backend) settle() {
 			}
 			st.Calls++
 			st.MS += float64(ms)
+			st.HostInCall = st.HostInCall || t.host
 		}
 		b.led.free = append(b.led.free, t.start, t.end)
 	}
@@ -112,18 +127,28 @@ func (b *Backend) Ledger() []KernelStat {
 // ResetLedger clears the measured times.
 func (b *Backend) ResetLedger() { b.led.stats = nil }
 
-// WriteLedger prints the ledger as a table: ms and share per kernel.
+// WriteLedger prints the ledger as a table: ms and share per kernel. A library call's
+// row (KernelStat.HostInCall) is marked with † and explained under the table.
 func (b *Backend) WriteLedger(w io.Writer) {
 	st := b.Ledger()
 	var total float64
+	lib := false
 	for _, s := range st {
 		total += s.MS
+		lib = lib || s.HostInCall
 	}
 	fmt.Fprintf(w, "%-22s %8s %10s %9s %6s\n", "kernel", "calls", "ms", "µs/call", "%")
 	for _, s := range st {
-		fmt.Fprintf(w, "%-22s %8d %10.3f %9.2f %5.1f%%\n", s.Name, s.Calls, s.MS, 1e3*s.MS/float64(s.Calls), 100*s.MS/total)
+		name := s.Name
+		if s.HostInCall {
+			name += " †"
+		}
+		fmt.Fprintf(w, "%-22s %8d %10.3f %9.2f %5.1f%%\n", name, s.Calls, s.MS, 1e3*s.MS/float64(s.Calls), 100*s.MS/total)
 	}
 	fmt.Fprintf(w, "%-22s %8s %10.3f\n", "total", "", total)
+	if lib {
+		fmt.Fprintf(w, "† a library call: the time includes the host's work inside the call while the GPU waited, not only GPU time\n")
+	}
 }
 
 func ledgerOn() bool { return os.Getenv("MINFER_LEDGER") == "1" }
