@@ -12,11 +12,11 @@
 # On the GPU machine, three calls back to back (an idle machine is taken back after 30 s):
 #   bash .dev/cmp/h200-compare.sh stash      # (carry .dev/cmp) copies it to /tmp/h2c
 #   bash .dev/cmpt/h200-compare.sh start     # (carry .dev/cmpt) copies it, starts the run detached
-#   bash /tmp/h2c/h200-compare.sh wait 540   # repeat until "ALL DONE"; logs land in $OUT
+#   bash /tmp/h2c/h200-compare.sh wait 280   # repeat until "ALL DONE"; logs land in $OUT each time
 # While llama.cpp builds (10 of the 16 cores) the GPU runs minfer-only work: the CUDA tests,
-# the drafter bed and minfer's own serving and speculation rows, whose criteria are ratios of
-# minfer to itself. Everything that is divided by a llama.cpp figure runs after the build, the
-# two engines alternating.
+# the drafter bed and minfer's speculation rows, whose criteria are ratios of minfer to
+# itself. Everything that is divided by a llama.cpp figure runs after the build, the two
+# engines alternating; minfer's serving rows at 1-32 clients come last.
 set -u
 W=/tmp/h2c; L=$W/logs; M=$W/m; LB=$W/llama.cpp/build/bin; MF=$W/minfer
 export MINFER_CACHE_DIR=$W/kcache
@@ -53,27 +53,21 @@ serve() {
   kill $p; wait $p 2>/dev/null
 }
 
-minfer_only() {
-  # The CUDA tests (every one, TestCompileAllArchs included), then the drafter bed.
+# During the build: the CUDA tests (TestCompileAllArchs runs without a GPU:
+# scripts/nvrtc-check.sh), the drafter bed and minfer's speculation rows.
+during_build() {
   (cd $W/t && MINFER_TESTDATA=$W/t/td timeout 400 ./cuda.test -test.v -test.timeout 380s \
-     -test.skip '^TestBenchModel$' > $L/cuda-test.log 2>&1; echo "rc=$?" >> $L/cuda-test.log)
-  stage "cuda tests $(tail -1 $L/cuda-test.log) $(grep -c '^--- FAIL' $L/cuda-test.log) failed"
-  if [ -x $W/bench-drafters.sh ]; then
-    timeout 300 bash $W/bench-drafters.sh $MF $W/t/td/models/trained $L/drafters > $L/drafters.log 2>&1
-    stage "drafters rc=$?"
-  fi
+     -test.skip '^(TestBenchModel|TestCompileAllArchs)$' > $L/cuda-test.log 2>&1; echo "rc=$?" >> $L/cuda-test.log)
+  stage "cuda tests $(tail -1 $L/cuda-test.log) $(grep -c -- '--- FAIL' $L/cuda-test.log) failed"
+  timeout 300 bash $W/bench-drafters.sh $MF $W/t/td/models/trained $L/drafters > $L/drafters.log 2>&1
+  stage "drafters rc=$?"
   while ! grep -q "synth pair" $L/progress.txt; do sleep 2; done
   $MF specbench -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda --depths 0,1,2,3,4,6,8,auto \
     --curve-rows 64 -n 128 -r 2 --json > $L/mf-specbench.json 2>>$L/err.log
   stage "specbench rc=$?"
-  for c in 1 4 8 32; do
-    serve mf-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
-    serve mf-spec-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
-      --parallel $c --ctx 2048 --addr 127.0.0.1:18101
-  done
-  stage "minfer serve done"
 }
 
+# After the build, the two engines alternating: everything divided by a llama.cpp figure.
 side_by_side() {
   for pass in a b; do
     for f in t7-q4km s7-q40 s7-q8 s05-q8 d05-q4km s7-q3_k_m s7-iq4_xs; do
@@ -81,8 +75,8 @@ side_by_side() {
       $LB/llama-bench -m $M/$f.gguf -p 512 -n 128 -fa 1 -ngl 99 -r 3 -o json > $L/lb-$f-$pass.json 2>>$L/err.log
       $MF bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda --json > $L/mf-$f-$pass.json 2>>$L/err.log
     done
+    stage "bench pass $pass done"
   done
-  stage "bench done"
   $LB/llama-bench -m $M/t7-q4km.gguf -p 4096 -n 0 -fa 1 -ngl 99 -r 2 -o json > $L/lb-pp4096.json 2>>$L/err.log
   $MF bench -m $M/t7-q4km.gguf -p 4096 -n 0 -r 2 --device cuda --json > $L/mf-pp4096.json 2>>$L/err.log
   MINFER_NO_CUBLAS=1 $MF bench -m $M/t7-q4km.gguf -p 512 -n 0 -r 3 --device cuda --json > $L/mf-nocublas.json 2>>$L/err.log
@@ -95,8 +89,20 @@ side_by_side() {
   done
   stage "llama spec done"
   serve llama-np8 18102 8 3 -- $LB/llama-server -m $M/t7-q4km.gguf -ngl 99 -fa on -np 8 -c 16384 --port 18102
-  serve mf-np8-again 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
-  stage "llama serve done"
+  serve mf-np8 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
+  stage "serve np8 done"
+}
+
+# Last (minfer alone): serving at 1-32 clients, plain and with the draft model.
+serving() {
+  for c in 1 4 32; do
+    serve mf-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
+  done
+  for c in 1 4 8 32; do
+    serve mf-spec-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
+      --parallel $c --ctx 2048 --addr 127.0.0.1:18101
+  done
+  stage "minfer serving done"
 }
 
 run() {
@@ -104,9 +110,10 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > $L/smi.txt 2>&1
   build & local bp=$!
   synth & local sp=$!
-  minfer_only
+  during_build
   wait $bp $sp
   side_by_side
+  serving
   stage "ALL DONE"
 }
 
