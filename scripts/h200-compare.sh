@@ -59,6 +59,11 @@ during_build() {
   (cd $W/t && MINFER_TESTDATA=$W/t/td timeout 400 ./cuda.test -test.v -test.timeout 380s \
      -test.skip '^(TestBenchModel|TestCompileAllArchs)$' > $L/cuda-test.log 2>&1; echo "rc=$?" >> $L/cuda-test.log)
   stage "cuda tests $(tail -1 $L/cuda-test.log) $(grep -c -- '--- FAIL' $L/cuda-test.log) failed"
+  if [ -d $W/q/td ]; then # the quant-types files, when a call stashed them there (too big for .dev/cmpt)
+    (cd $W/t && MINFER_TESTDATA=$W/q/td timeout 200 ./cuda.test -test.v -test.run '^TestQuantTypesGreedyGPU$' \
+       > $L/cuda-quant-types.log 2>&1; echo "rc=$?" >> $L/cuda-quant-types.log)
+    stage "quant-types greedy $(tail -1 $L/cuda-quant-types.log)"
+  fi
   timeout 300 bash $W/bench-drafters.sh $MF $W/t/td/models/trained $L/drafters > $L/drafters.log 2>&1
   stage "drafters rc=$?"
   while ! grep -q "synth pair" $L/progress.txt; do sleep 2; done
