@@ -24,7 +24,8 @@
 #             b.log (stderr), summary.txt (every row and the bars, also printed)
 #   Environment: DEVICE (cuda), N tokens per prompt (128), R repetitions (5), COUNT
 #   prompts per file (8), TOKENS per prompt window (128), WARMUP seconds (2),
-#   MINFER_CACHE_DIR (compiled kernels and plugins; default $OUT/cache).
+#   MINFER_CACHE_DIR (compiled kernels and plugins; default ${TMPDIR:-/tmp}/minfer-bench-cache,
+#   outside OUT so that the folder stays small enough to fetch).
 #
 # On the H200 (about a minute; the first run compiles the CUDA kernels):
 #   scripts/bench-drafters.sh .dev/minfer .dev/td/trained "$OUT/drafters"
@@ -47,7 +48,7 @@ done
 [[ -x $bin ]] || { echo "bench-drafters: $bin: not an executable" >&2; exit 2; }
 mkdir -p "$out"
 out=$(realpath "$out")
-export MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-$out/cache}
+export MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-${TMPDIR:-/tmp}/minfer-bench-cache}
 device=${DEVICE:-cuda}
 common=(--device "$device" --prompt-count "${COUNT:-8}" --prompt-tokens "${TOKENS:-128}"
 	-n "${N:-128}" -r "${R:-5}" --warmup "${WARMUP:-2}" --curve=false --json)
