@@ -546,7 +546,7 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 	if s.paging != nil { // another session's cache may hold more of the prompt
 		tc := s.target.(*seq).c
 		var err error
-		if keep, err = s.paging.share(s, tc, prompt, keep, len(prompt)-1); err != nil {
+		if keep, err = s.paging.share(s, tc, prompt, keep, len(prompt)-1, false); err != nil {
 			return 0, err
 		}
 	}
@@ -557,15 +557,34 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 		s.paging.publish(s, prompt[:len(prompt)-1], s.target.(*seq).c)
 	}
 	if !draft || s.draft == nil {
+		s.publishDraft()
 		return keep, nil
+	}
+	if s.paging != nil { // the same for the draft cache
+		if _, err := s.paging.share(s, s.draft.(*seq).c, prompt, s.draft.len(), len(prompt)-1, true); err != nil {
+			return keep, err
+		}
 	}
 	rest := prompt[s.draft.len() : len(prompt)-1]
 	for _, id := range rest {
 		if int(id) >= s.draft.vocab() {
+			s.publishDraft()
 			return keep, nil // the draft cannot follow this prompt (see draftTokens)
 		}
 	}
-	return keep, feed(ctx, s.draft, rest, s.batch)
+	if err := feed(ctx, s.draft, rest, s.batch); err != nil {
+		return keep, err
+	}
+	s.publishDraft()
+	return keep, nil
+}
+
+// publishDraft records, with paging, what the draft cache holds of the prompt prefill
+// published.
+func (s *Session) publishDraft() {
+	if s.paging != nil && s.draft != nil {
+		s.paging.publishDraft(s, s.draft.len(), s.draft.(*seq).c)
+	}
 }
 
 // feedLast runs ids through m in forwards of at most batch tokens and returns the last

@@ -20,8 +20,8 @@ import (
 // references, the partial last block copied when it writes) instead of computing them:
 // a system prompt shared by requests on several slots is computed once. With row
 // identity the shared entries have the bits the session would have computed, so the
-// output is the same (tested). The draft model's cache is not shared (a draft's length
-// moves with its rounds); it prefills from its own cache as before.
+// output is the same (tested). The draft model's cache shares the same way, what its
+// prefill left in it (the prompt's first positions, as far as the request drafted).
 //
 // The pool stays the budget: a session takes blocks for its whole sequence, a shared
 // prefix included, so admission is as without sharing; what sharing saves is the
@@ -34,11 +34,13 @@ type Paging struct {
 	held map[*Session]held // published prompt prefixes
 }
 
-// held is what a session published: its target cache holds ids at positions 0..len-1,
-// unchanged until it withdraws them.
+// held is what a session published: its target cache holds ids at positions 0..len-1
+// and its draft cache (when dc is set) ids[:dn], unchanged until it withdraws them.
 type held struct {
 	ids []int32
 	c   *kv.Cache
+	dn  int
+	dc  *kv.Cache
 }
 
 // NewPaging makes the arenas for pool's sessions on target (and draft, when not nil):
@@ -111,8 +113,19 @@ func (p *Paging) publish(s *Session, ids []int32, c *kv.Cache) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.held[s]
-	h.ids, h.c = append(h.ids[:0], ids...), c
+	h.ids, h.c, h.dc = append(h.ids[:0], ids...), c, nil
 	p.held[s] = h
+}
+
+// publishDraft records that s's draft cache holds the first n of the ids publish
+// recorded.
+func (p *Paging) publishDraft(s *Session, n int, c *kv.Cache) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h, ok := p.held[s]; ok && h.c != nil && n <= len(h.ids) {
+		h.dn, h.dc = n, c
+		p.held[s] = h
+	}
 }
 
 // withdraw forgets what s published, before its cache changes below it.
@@ -120,7 +133,7 @@ func (p *Paging) withdraw(s *Session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h, ok := p.held[s]; ok {
-		h.c = nil
+		h.c, h.dc = nil, nil
 		p.held[s] = h
 	}
 }
@@ -135,20 +148,25 @@ func (p *Paging) forget(s *Session) {
 // share makes c start with the longest prefix of prompt[:limit] that another session's
 // target cache holds, if longer than keep, and returns the positions c now holds
 // (keep when nothing longer is held).
-func (p *Paging) share(s *Session, c *kv.Cache, prompt []int32, keep, limit int) (int, error) {
+// With draft, the same for the draft caches.
+func (p *Paging) share(s *Session, c *kv.Cache, prompt []int32, keep, limit int, draft bool) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	best, from := keep, (*kv.Cache)(nil)
 	for o, h := range p.held {
-		if o == s || h.c == nil {
+		src, ids := h.c, h.ids
+		if draft {
+			src, ids = h.dc, h.ids[:min(h.dn, len(h.ids))]
+		}
+		if o == s || src == nil {
 			continue
 		}
 		n := 0
-		for n < len(h.ids) && n < limit && h.ids[n] == prompt[n] {
+		for n < len(ids) && n < limit && ids[n] == prompt[n] {
 			n++
 		}
 		if n > best {
-			best, from = n, h.c
+			best, from = n, src
 		}
 	}
 	if from == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 )
@@ -182,6 +183,15 @@ func TestPagedPrefixSharing(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()
 	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draftModel := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	for _, draft := range []*model.Model{nil, draftModel} {
+		t.Run(map[bool]string{true: "plain", false: "speculative"}[draft == nil], func(t *testing.T) {
+			testPagedPrefixSharing(t, target, draft)
+		})
+	}
+}
+
+func testPagedPrefixSharing(t *testing.T, target, draft *model.Model) {
 	v := target.Params.Vocab
 	const ctx, sys = 128, 45 // the system prompt: 5 blocks and a part
 	prompt := func(i int) []int32 {
@@ -194,10 +204,16 @@ func TestPagedPrefixSharing(t *testing.T) {
 		}
 		return p
 	}
-	req := func(i int) Request { return Request{Prompt: prompt(i), NPredict: 12, Sampler: enginetest.Greedy{}} }
+	req := func(i int) Request {
+		r := Request{Prompt: prompt(i), NPredict: 12, Sampler: enginetest.Greedy{}}
+		if draft != nil {
+			r.Policy = FixedDepth(3)
+		}
+		return r
+	}
 	want := make([][]int32, 4)
 	for i := range want {
-		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
+		s, err := NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +228,7 @@ func TestPagedPrefixSharing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paging, err := NewPaging(pool, target, nil, 0, 0)
+	paging, err := NewPaging(pool, target, draft, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +236,7 @@ func TestPagedPrefixSharing(t *testing.T) {
 	bt := NewBatching(64)
 	sessions := make([]*Session, 4)
 	for i := range sessions {
-		if sessions[i], err = NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Batching: bt, Pool: pool, Paging: paging}); err != nil {
+		if sessions[i], err = NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Batching: bt, Pool: pool, Paging: paging}); err != nil {
 			t.Fatal(err)
 		}
 		defer sessions[i].Close()
@@ -237,17 +253,24 @@ func TestPagedPrefixSharing(t *testing.T) {
 			t.Errorf("sequence %d: %d cached tokens, want at least %d", i, res.CachedTokens, minCached)
 		}
 	}
+	used := func() (int, int) {
+		d := 0
+		if paging.Draft() != nil {
+			d = paging.Draft().Used()
+		}
+		return paging.Target().Used(), d
+	}
 	res, err := sessions[0].Generate(bg, req(0))
 	check(0, res, err, 0)
 	if res.CachedTokens != 0 {
 		t.Fatalf("the first request found %d cached tokens", res.CachedTokens)
 	}
-	alone := paging.Target().Used()
+	aloneT, aloneD := used()
 	// 1 shares from idle 0; then 2 and 3 start together beside each other
 	res, err = sessions[1].Generate(bg, req(1))
 	check(1, res, err, sys)
-	if got := paging.Target().Used(); got >= 2*alone {
-		t.Errorf("two sequences sharing a %d-token prefix use %d blocks, one alone %d: the prefix is not held once", sys, got, alone)
+	if gotT, gotD := used(); gotT >= 2*aloneT || draft != nil && gotD >= 2*aloneD {
+		t.Errorf("two sequences sharing a %d-token prefix use %d target and %d draft blocks, one alone %d and %d: the prefix is not held once", sys, gotT, gotD, aloneT, aloneD)
 	}
 	var wg sync.WaitGroup
 	results := make([]*Result, 4)
