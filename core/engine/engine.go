@@ -540,15 +540,24 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 		}
 	}
 	s.hist = append(s.hist[:0], prompt...)
-	if err := s.reserve(s.want); err != nil {
-		return keep, err
-	}
-	if s.paging != nil { // another session's cache may hold more of the prompt
-		tc := s.target.(*seq).c
+	if s.paging != nil {
+		// Another session's cache may hold more of the prompt. Share before the
+		// reservation: it may take back the very session shared from (an idle one,
+		// oldest first), whose blocks then live on by this cache's references, which
+		// the reservation covers.
 		var err error
-		if keep, err = s.paging.share(s, tc, prompt, keep, len(prompt)-1, false); err != nil {
-			return 0, err
+		if keep, err = s.sharePrefix(prompt, keep, draft); err != nil {
+			return keep, err
 		}
+	}
+	if err := s.reserve(s.want); err != nil {
+		if s.paging != nil { // no references beyond what the pool lent
+			s.target.truncate(0)
+			if s.draft != nil {
+				s.draft.truncate(0)
+			}
+		}
+		return keep, err
 	}
 	if err := feed(ctx, s.target, prompt[keep:len(prompt)-1], s.batch); err != nil {
 		return keep, err
@@ -559,11 +568,6 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 	if !draft || s.draft == nil {
 		s.publishDraft()
 		return keep, nil
-	}
-	if s.paging != nil { // the same for the draft cache
-		if _, err := s.paging.share(s, s.draft.(*seq).c, prompt, s.draft.len(), len(prompt)-1, true); err != nil {
-			return keep, err
-		}
 	}
 	rest := prompt[s.draft.len() : len(prompt)-1]
 	for _, id := range rest {
@@ -577,6 +581,28 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 	}
 	s.publishDraft()
 	return keep, nil
+}
+
+// sharePrefix starts the paged caches from the longest prefix of prompt another
+// session's caches hold, where longer than what they hold (keep positions of the
+// target; the draft's only when the request drafts), making the caches first where
+// the pool took them back. It returns the target positions now held.
+func (s *Session) sharePrefix(prompt []int32, keep int, draft bool) (int, error) {
+	for _, sq := range s.seqs() {
+		if sq.c == nil {
+			c, err := s.paging.blocks(s, sq).NewCache(s.Ctx())
+			if err != nil {
+				return keep, err
+			}
+			sq.c = c
+		}
+	}
+	keep, err := s.paging.share(s, s.target.(*seq).c, prompt, keep, len(prompt)-1, false)
+	if err != nil || !draft || s.draft == nil {
+		return keep, err
+	}
+	_, err = s.paging.share(s, s.draft.(*seq).c, prompt, s.draft.len(), len(prompt)-1, true)
+	return keep, err
 }
 
 // publishDraft records, with paging, what the draft cache holds of the prompt prefill

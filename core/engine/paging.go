@@ -11,8 +11,8 @@ import (
 
 // Paging gives the pooled sessions of a model pair (a server's slots, Config.Paging)
 // paged caches and shares prompt prefixes between them. Each model's caches are views
-// of one arena of kv.Blocks, as many blocks as the pool, so a cache grows a block at a
-// time and never moves or recomputes. A session that starts a request looks at the
+// of one arena of kv.Blocks, so a cache grows a block at a time and never moves or
+// recomputes. A session that starts a request looks at the
 // prompts the other sessions' target caches hold (each published when its prefill
 // ends, withdrawn before its cache changes below it: the next prefill, a reclaim, a
 // reset, a close) and, when one shares a longer prefix with its prompt than its own
@@ -44,7 +44,11 @@ type held struct {
 }
 
 // NewPaging makes the arenas for pool's sessions on target (and draft, when not nil):
-// pool.Blocks() blocks of pool.Block() positions each, of element types kt and dkt. It
+// blocks of pool.Block() positions, of element types kt and dkt, twice as many as the
+// pool's. The pool bounds what the caches hold; the slack covers the moment between a
+// session's Share and its reservation, when its references may keep alive blocks whose
+// session the pool has just taken back (the arena is address space until written, so
+// the slack costs no memory). It
 // returns nil and no error where the backend does not page (backend.Pager: the CPU
 // does; CUDA keeps whole caches) or captures graphs.
 func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType) (*Paging, error) {
@@ -58,12 +62,13 @@ func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType
 	}
 	p := &Paging{held: map[*Session]held{}}
 	var err error
-	if p.target, err = target.NewBlocks(pool.Block(), pool.Blocks(), kt); err != nil {
+	n := 2 * pool.Blocks()
+	if p.target, err = target.NewBlocks(pool.Block(), n, kt); err != nil {
 		return nil, fmt.Errorf("engine: paged KV for %s: %w", target.Name, err)
 	}
 	p.b = append(p.b, target.Backend())
 	if draft != nil {
-		if p.draft, err = draft.NewBlocks(pool.Block(), pool.Blocks(), dkt); err != nil {
+		if p.draft, err = draft.NewBlocks(pool.Block(), n, dkt); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("engine: paged KV for %s: %w", draft.Name, err)
 		}

@@ -356,3 +356,84 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestPagedShareThenReclaim: a session shares the prefix of an idle one, and its
+// reservation then makes the pool take that idle session's blocks back (the pool
+// holds two sequences' budget, not three): the shared blocks live on by the sharer's
+// references, the outputs are those of whole caches, the arena never holds more than
+// the pool lent, and every block comes back when the sessions close.
+func TestPagedShareThenReclaim(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	v := target.Params.Vocab
+	const ctx = 128
+	prompt := func(i int) []int32 {
+		p := make([]int32, 50)
+		for k := range p {
+			p[k] = int32((k*7919 + 13) % v) // a common prefix of 40
+			if k >= 40 {
+				p[k] = int32((i*104729 + k*31 + 5) % v)
+			}
+		}
+		return p
+	}
+	req := func(i int) Request { return Request{Prompt: prompt(i), NPredict: 10, Sampler: enginetest.Greedy{}} }
+	alone := func(r Request) []int32 {
+		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		res, err := s.Generate(bg, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Tokens
+	}
+	pool, err := kv.NewPool(8, 15, 1) // a request takes 10 blocks (50 + 16 + 1 + 10 positions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paging, err := NewPaging(pool, target, nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paging.Close()
+	var a, c *Session
+	for _, p := range []**Session{&a, &c} {
+		if *p, err = NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Pool: pool, Paging: paging}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen := func(s *Session, i, minCached int) {
+		t.Helper()
+		r := req(i)
+		res, err := s.Generate(bg, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := alone(r); !slices.Equal(res.Tokens, want) {
+			t.Fatalf("request %d: paged %v, whole cache %v", i, res.Tokens, want)
+		}
+		if res.CachedTokens < minCached {
+			t.Errorf("request %d: %d cached tokens, want at least %d", i, res.CachedTokens, minCached)
+		}
+		if paging.Target().Used() > pool.Used() {
+			t.Fatalf("the arena holds %d blocks, the pool lent %d", paging.Target().Used(), pool.Used())
+		}
+	}
+	gen(a, 0, 0)
+	before := a.Reclaims()
+	gen(c, 1, 40) // shares a's prefix, then its reservation takes a's blocks back
+	if a.Reclaims() == before {
+		t.Fatal("the pool took nothing back from the idle session")
+	}
+	gen(c, 1, 49) // its own cache, the shared blocks included
+	gen(a, 0, 40) // a starts over from c's prefix, taking c's blocks back in turn
+	a.Close()
+	c.Close()
+	if pool.Used() != 0 || paging.Target().Used() != 0 {
+		t.Errorf("after Close: the pool lends %d blocks, the arena holds %d; want 0 and 0", pool.Used(), paging.Target().Used())
+	}
+}
