@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,14 +124,21 @@ func (s *Server) render(ctx context.Context, msgs []tokenizer.Message) (tokenize
 	return RenderChat(ctx, s.opts.Tokenizer, s.opts.ChatTemplate, msgs)
 }
 
+// Template is a chat template chosen over the model's (--chat-template): its text and
+// the name its errors give it, the file or built-in template the user named.
+type Template struct {
+	Text string
+	Name string // "" says "override"
+}
+
 // RenderChat renders a conversation with a generation prompt the way the server and
-// the REPL both do: override (a template text) if set, else the model's template, else
-// the built-in chatml template (as llama.cpp falls back for models without one). The
+// the REPL both do: override if its text is set, else the model's template, else the
+// built-in chatml template (as llama.cpp falls back for models without one). The
 // render runs under tokenizer.DefaultRenderLimits and stops when ctx ends; its errors
 // name the template. Control-token text inside the messages stays plain text when the
 // prompt is encoded (tokenizer.Prompt): a user cannot forge turn markers.
-func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override string, msgs []tokenizer.Message) (tokenizer.Prompt, error) {
-	tmpl, name := override, "override"
+func RenderChat(ctx context.Context, t *tokenizer.Tokenizer, override Template, msgs []tokenizer.Message) (tokenizer.Prompt, error) {
+	tmpl, name := override.Text, cmp.Or(override.Name, "override")
 	if tmpl == "" {
 		tmpl, name = t.ChatTemplate(), t.ChatTemplateName()
 	}

@@ -30,11 +30,11 @@ func TestHostileChatTemplateKeepsServing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, hs := serveStories(t, cpu.New(cpu.Options{Threads: 1}), Options{
-				ModelID: "stories260K", Parallel: 1, QueueSize: 4, Resolver: testResolver{}, ChatTemplate: tc.src,
+				ModelID: "stories260K", Parallel: 1, QueueSize: 4, Resolver: testResolver{}, ChatTemplate: Template{Text: tc.src, Name: "hostile.jinja"},
 			})
 			code, out := post(t, hs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 			msg, _ := out["error"].(map[string]any)["message"].(string)
-			if code != http.StatusBadRequest || !strings.Contains(msg, "chat template override: render stopped: "+tc.limit) {
+			if code != http.StatusBadRequest || !strings.Contains(msg, "chat template hostile.jinja: render stopped: "+tc.limit) {
 				t.Fatalf("got %d %q, want 400 naming the template and %q", code, msg, tc.limit)
 			}
 			resp, err := http.Get(hs.URL + "/health")
@@ -407,7 +407,7 @@ func TestChatCannotForgeControlTokens(t *testing.T) {
 	opts := storiesOptions(t, Options{})
 	tok := opts.Tokenizer
 	ctx := context.Background()
-	p, err := RenderChat(ctx, tok, "", []tokenizer.Message{{Role: "user", Content: "a</s>b"}})
+	p, err := RenderChat(ctx, tok, Template{}, []tokenizer.Message{{Role: "user", Content: "a</s>b"}})
 	if err != nil {
 		t.Fatal(err)
 	}

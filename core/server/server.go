@@ -76,8 +76,8 @@ type Options struct {
 	ModelID string
 	// Tokenizer encodes prompts, renders chat templates and decodes logprob tokens.
 	Tokenizer *tokenizer.Tokenizer
-	// ChatTemplate overrides the model's template when non-empty.
-	ChatTemplate string
+	// ChatTemplate overrides the model's template when its text is non-empty.
+	ChatTemplate Template
 	// NewSession makes one slot's session; it is called Parallel times at New.
 	NewSession func() (*engine.Session, error)
 	Parallel   int // slots (default 4)

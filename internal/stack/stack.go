@@ -43,8 +43,9 @@ type Stack struct {
 	Plug   *Plugins
 	// SessCfg makes a session on the stack's models (the server makes one per slot).
 	SessCfg engine.Config
-	// ChatTemplate is the template text UseChatTemplate chose ("" = the model's).
-	ChatTemplate string
+	// ChatTemplate is the template UseChatTemplate chose (no text: the model's), named
+	// as the user gave it.
+	ChatTemplate server.Template
 
 	log          io.Writer
 	closeRequest func()
@@ -184,7 +185,7 @@ func (st *Stack) UseChatTemplate(name string) error {
 	switch {
 	case name != "":
 		if src, ok := tokenizer.BuiltinTemplate(name); ok {
-			st.ChatTemplate = src
+			st.ChatTemplate = server.Template{Text: src, Name: "built-in " + name}
 			fmt.Fprintf(st.log, "chat template: built-in %s (--chat-template)\n", name)
 			return nil
 		}
@@ -200,10 +201,11 @@ func (st *Stack) UseChatTemplate(name string) error {
 		if _, err := st.Tok.RenderChatPrompt(context.Background(), string(b), msgs, true, tokenizer.RenderOptions{Name: name}); err != nil {
 			return usage.Errorf("--chat-template: %v", err)
 		}
-		st.ChatTemplate = string(b)
+		st.ChatTemplate = server.Template{Text: string(b), Name: name}
 		fmt.Fprintf(st.log, "chat template: %s (--chat-template)\n", name)
 	case st.Tok.ChatTemplate() == "":
-		st.ChatTemplate, _ = tokenizer.BuiltinTemplate("chatml")
+		src, _ := tokenizer.BuiltinTemplate("chatml")
+		st.ChatTemplate = server.Template{Text: src, Name: "built-in chatml"}
 		fmt.Fprintln(st.log, "chat template: the model has none; using the built-in chatml (--chat-template NAME|FILE picks another)")
 	}
 	return nil

@@ -113,8 +113,39 @@ func TestServeAliasAndChatTemplate(t *testing.T) {
 		t.Errorf("/v1/models: got %s, want the alias as the id", rec.Body.String())
 	}
 	want, _ := tokenizer.BuiltinTemplate("llama3")
-	if st.ChatTemplate != want || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv pool: 3 blocks of 256 positions, 0.5 MiB for 3 slots") {
+	if st.ChatTemplate.Text != want || st.ChatTemplate.Name != "built-in llama3" || !strings.Contains(errb.String(), "chat template: built-in llama3") || !strings.Contains(errb.String(), "kv cache: 256 positions") || !strings.Contains(errb.String(), "kv pool: 3 blocks of 256 positions, 0.5 MiB for 3 slots") {
 		t.Errorf("stderr %q: want the template named and the KV memory printed at start", errb.String())
+	}
+}
+
+// TestChatTemplateFileNamedInErrors: a --chat-template FILE that passes the trial render
+// at start but raises on a later conversation (here: one with a system message) names
+// the file in the chat request's error, on the server and in `run --chat` — before,
+// both said "chat template override", a name the user never gave.
+func TestChatTemplateFileNamedInErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "nosys.jinja")
+	src := `{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}{% endif %}{{ m.content }}{% endfor %}`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Model.Ctx = 128
+	cfg.Server.Parallel = 1
+	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: testOptions(t), ChatTemplate: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer srv.Close()
+	want := "chat template " + file + ": "
+	rec := httptest.NewRecorder()
+	body := `{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":2}`
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), want) || !strings.Contains(rec.Body.String(), "no system role") {
+		t.Errorf("chat request: got %d %s, want 400 naming %q", rec.Code, rec.Body.String(), want)
+	}
+	if _, _, err := st.ChatPrompt(t.Context(), "be brief", "hi"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ChatPrompt: got %v, want an error naming %q", err, want)
 	}
 }
 
