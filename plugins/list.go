@@ -121,9 +121,10 @@ func ListDeclared(ctx context.Context, decls map[string]config.Plugin, log io.Wr
 	var failed []string
 	one := func(name string) {
 		if err := load(map[string]config.Plugin{name: decls[name]}); err != nil {
-			msg := strings.TrimPrefix(err.Error(), "plugins: [plugins."+name+"]: ")
+			where := decls[name].Where(name)
+			msg := strings.TrimPrefix(err.Error(), "plugins: "+where+": ")
 			rows = append(rows, ListRow{Name: name, Roles: []string{}, Source: decls[name].WithDefaults(name).Source, Error: msg})
-			failed = append(failed, "[plugins."+name+"]: "+msg)
+			failed = append(failed, where+": "+msg)
 		}
 	}
 	if load(builtins) != nil {

@@ -99,7 +99,7 @@ type entry struct {
 
 // NewRegistry loads every plugin of decls (keyed by config name). log receives guest
 // output (nil: discarded). Any plugin that fails to load fails the whole registry with
-// an error naming it.
+// an error naming it as the user gave it (config.Plugin.Where).
 func NewRegistry(ctx context.Context, decls map[string]config.Plugin, log io.Writer, opts ...Option) (*Registry, error) {
 	r := &Registry{log: log, entries: map[string]*entry{}, modules: map[string]*wasm.Module{}}
 	r.opts.instances = 2
@@ -110,7 +110,7 @@ func NewRegistry(ctx context.Context, decls map[string]config.Plugin, log io.Wri
 	for _, name := range names {
 		if err := r.load(ctx, name, decls[name].WithDefaults(name)); err != nil {
 			r.Close()
-			return nil, fmt.Errorf("plugins: [plugins.%s]: %w", name, err)
+			return nil, fmt.Errorf("plugins: %s: %w", decls[name].Where(name), err)
 		}
 	}
 	return r, nil

@@ -247,6 +247,10 @@ func TestRunDraftersIdentity(t *testing.T) {
 // a missing file is named, a plugin of the wrong role is refused by role, and
 // --penalty none turns the penalty off.
 func TestRunPluginSources(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := emptyConfig(t)
 	run := func(args ...string) (string, error) {
 		out, _, err := runCLI(t, "", append([]string{"run", "--config", cfg, "-p", "Once upon a time", "-n", "8", "--temp", "0.7", "--seed", "3"}, args...)...)
@@ -264,9 +268,9 @@ func TestRunPluginSources(t *testing.T) {
 	}{
 		{"built-in source", []string{"--sampler", "builtin:sampling"}, 0, ""},
 		{"penalty none", []string{"--sampler", "sampling", "--penalty", "none"}, 0, ""},
-		{"missing file", []string{"--policy", "file:./nope.wasm"}, 1, "nope.wasm: no such file"},
+		{"missing file", []string{"--policy", "file:./nope.wasm"}, 1, "--policy file:./nope.wasm: open " + filepath.Join(wd, "nope.wasm") + ": no such file"},
 		{"wrong role", []string{"--sampler", "builtin:static"}, 2, `run: --sampler "builtin:static": plugin "static" is not a sampler plugin`},
-		{"unknown built-in", []string{"--penalty", "builtin:nope"}, 2, `no built-in plugin "nope"`},
+		{"unknown built-in", []string{"--penalty", "builtin:nope"}, 2, `run: --penalty builtin:nope: no built-in plugin "nope"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := run(tc.args...)

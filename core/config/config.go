@@ -266,6 +266,19 @@ type Plugin struct {
 	// Roles the plugin is used for (sdk role names); empty = whatever it declares.
 	// When set, the config may only use it in those roles.
 	Roles []string `toml:"roles"`
+	// Given, for a plugin declared by a flag and not by a table, is that flag and its
+	// value as the user wrote them ("--policy file:./x.wasm"): errors name it (Where).
+	// Not a config key.
+	Given string `toml:"-"`
+}
+
+// Where names the plugin declared as name the way the user wrote it, for errors: the
+// flag and value that declared it (Given), else its [plugins.NAME] table.
+func (p Plugin) Where(name string) string {
+	if p.Given != "" {
+		return p.Given
+	}
+	return "[plugins." + name + "]"
 }
 
 // Plugin defaults.

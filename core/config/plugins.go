@@ -27,7 +27,7 @@ func (c *Config) UsePlugin(role sdk.Role, arg string) error {
 	}
 	if _, declared := c.Plugins[arg]; !declared && strings.Contains(arg, ":") {
 		var err error
-		if name, err = c.declareSource(arg); err != nil {
+		if name, err = c.declareSource("--"+string(role), arg); err != nil {
 			return err
 		}
 	}
@@ -63,7 +63,7 @@ func (c *Config) UseDrafters(arg string) error {
 		name := a
 		if _, declared := c.Plugins[a]; !declared && strings.Contains(a, ":") {
 			var err error
-			if name, err = c.declareSource(a); err != nil {
+			if name, err = c.declareSource("--drafter", a); err != nil {
 				return err
 			}
 		}
@@ -81,17 +81,17 @@ func (c *Config) UseDrafters(arg string) error {
 
 var nonName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// declareSource declares a plugin for source (unless one with that source exists) and
-// returns its name.
-func (c *Config) declareSource(source string) (string, error) {
-	p := Plugin{Source: source}
+// declareSource declares a plugin for source, given with flag (unless one with that
+// source exists), and returns its name.
+func (c *Config) declareSource(flag, source string) (string, error) {
+	p := Plugin{Source: source, Given: flag + " " + source}
 	kind, ref, err := p.SourceKind()
 	if err != nil {
-		return "", fmt.Errorf("config: %w", err)
+		return "", fmt.Errorf("%s: %w", p.Given, err)
 	}
 	if kind == SourceBuiltin {
 		if Builtins[ref] == "" {
-			return "", fmt.Errorf("config: no built-in plugin %q (built-ins: %s)", ref, strings.Join(BuiltinNames(), ", "))
+			return "", fmt.Errorf("%s: no built-in plugin %q (built-ins: %s)", p.Given, ref, strings.Join(BuiltinNames(), ", "))
 		}
 		if q, ok := c.Plugins[ref]; ok && q.Source == source {
 			return ref, nil
@@ -99,7 +99,7 @@ func (c *Config) declareSource(source string) (string, error) {
 	} else {
 		abs, err := filepath.Abs(ref)
 		if err != nil {
-			return "", fmt.Errorf("config: %s: %w", source, err)
+			return "", fmt.Errorf("%s: %w", p.Given, err)
 		}
 		p.Source = kind + ":" + abs
 	}

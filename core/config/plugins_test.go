@@ -29,8 +29,8 @@ func TestUsePlugin(t *testing.T) {
 		{"no penalty", sdk.RolePenalty, "none", "", "", ""},
 		{"unknown name", sdk.RolePolicy, "wizard", "", "", `--policy "wizard": no plugin "wizard" declared`},
 		{"wrong role", sdk.RoleSampler, "adaptive", "", "", `plugin "adaptive" is not a sampler plugin`},
-		{"unknown builtin", sdk.RolePolicy, "builtin:oracle", "", "", `no built-in plugin "oracle"`},
-		{"bad kind", sdk.RolePolicy, "http://x", "", "", `unknown kind "http"`},
+		{"unknown builtin", sdk.RolePolicy, "builtin:oracle", "", "", `--policy builtin:oracle: no built-in plugin "oracle"`},
+		{"bad kind", sdk.RolePolicy, "http://x", "", "", `--policy http://x: source "http://x": unknown kind "http"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
@@ -56,6 +56,36 @@ func TestUsePlugin(t *testing.T) {
 			}
 			if err := c.Validate(); err != nil {
 				t.Fatalf("Validate after UsePlugin: %v", err)
+			}
+		})
+	}
+}
+
+// TestPluginWhere: a plugin that a flag declared is named in errors by that flag and
+// its value as the user wrote them, never by a [plugins.NAME] table (a name derived
+// from the file) that the user never wrote; a table's plugin by its table.
+func TestPluginWhere(t *testing.T) {
+	c := Default()
+	c.Plugins["mine"] = Plugin{Source: "file:/x/mine.wasm"}
+	if err := c.UsePlugin(sdk.RolePolicy, "file:./pol.wasm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UseDrafters("ngram,process:./bin/dr"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"pol", "--policy file:./pol.wasm"},
+		{"dr", "--drafter process:./bin/dr"},
+		{"mine", "[plugins.mine]"},
+		{"ngram", "[plugins.ngram]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := c.Plugins[tc.name]
+			if !ok {
+				t.Fatalf("no plugin %q declared (have %v)", tc.name, c.pluginNames())
+			}
+			if got := p.Where(tc.name); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -49,7 +49,7 @@ func (j *Job) Run(ctx context.Context) error {
 	for i, n := range names {
 		if strings.Contains(n, ":") { // an inline source
 			key := "replay-" + fmt.Sprint(i)
-			decls[key] = config.Plugin{Source: n}
+			decls[key] = config.Plugin{Source: n, Given: "--policy " + n}
 			names[i] = key
 		}
 	}
