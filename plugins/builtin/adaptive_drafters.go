@@ -10,8 +10,9 @@ import "github.com/minfer/minfer/sdk"
 // depth and cut-off it would decide for it alone, and gives the round to the drafter
 // whose choice scores the most expected tokens per second (in expectation: the
 // optimism that explores depths within a drafter would favour the drafter whose
-// estimates are least settled), keeping the last round's drafter unless another
-// scores more than `hysteresis` better. A drafter not tried yet gets the next round;
+// estimates are least settled), keeping the drafter that drafted the last round unless
+// another scores more than `hysteresis` better (after a plain round, none: the best
+// choice wins). A drafter not tried yet gets the next round;
 // one passed over is probed now and then (probeDrafter). Every drafter's evidence relaxes every round, so one that lost long
 // ago is tried again. With one drafter the policy is exactly the single-drafter one.
 
@@ -96,7 +97,11 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 				best = j
 			}
 		}
-		if ran < n && scores[ran]*(1+a.p.Hysteresis) >= scores[best] {
+		// The drafter that drafted the last round keeps the next unless another scores
+		// more than the hysteresis better. A plain round keeps nothing: the engine tells
+		// it as drafter 0's (the draft model's), which would favour the model after
+		// every plain round.
+		if last.Depth > 0 && ran < n && scores[ran]*(1+a.p.Hysteresis) >= scores[best] {
 			best = ran
 		}
 		best = a.probeDrafter(best, n)
