@@ -23,7 +23,8 @@ type Job struct {
 	Rounds []sdk.TraceRound // the traces' rounds (OffsetSeqs numbers later files' sequences on)
 	Files  []string         // the trace files, for the header
 	// Policies are as the user gave them: names declared in Config, or inline sources
-	// (builtin:NAME, file:PATH.wasm), which the job declares.
+	// (builtin:NAME, file:PATH.wasm, a path relative to the working directory), which the
+	// job declares as run's --policy does.
 	Policies []string
 	Params   map[string]any // applied over each policy's params table
 	Config   *config.Config
@@ -44,16 +45,20 @@ type replayRow struct {
 
 // Run replays every policy and prints the result.
 func (j *Job) Run(ctx context.Context) error {
-	decls := maps.Clone(j.Config.Plugins)
+	// an inline source is declared as run's --policy declares it (a path relative to
+	// the working directory, errors naming the flag), on a copy of the config
+	cfg := *j.Config
+	cfg.Plugins = maps.Clone(j.Config.Plugins)
 	names := slices.Clone(j.Policies)
 	for i, n := range names {
-		if strings.Contains(n, ":") { // an inline source
-			key := "replay-" + fmt.Sprint(i)
-			decls[key] = config.Plugin{Source: n, Given: "--policy " + n}
-			names[i] = key
+		if _, declared := cfg.Plugins[n]; !declared && strings.Contains(n, ":") {
+			if err := cfg.UsePlugin(sdk.RolePolicy, n); err != nil {
+				return usage.Errorf("policy replay: %v", err)
+			}
+			names[i] = cfg.Spec.Policy
 		}
 	}
-	reg, err := plugins.NewRegistry(ctx, decls, j.Stderr, plugins.WithDir(j.Config.Dir), plugins.WithInstances(1))
+	reg, err := plugins.NewRegistry(ctx, cfg.Plugins, j.Stderr, plugins.WithDir(j.Config.Dir), plugins.WithInstances(1))
 	if err != nil {
 		return err
 	}
