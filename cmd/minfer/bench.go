@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine/bench"
@@ -85,7 +86,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {
-		return usagef("bench: %v", err)
+		return usagef("bench: --kv %s: %s", kvName, strings.TrimPrefix(err.Error(), "kv: "))
 	}
 	cfg, _, err := config.LoadOrDefault(configPath)
 	if err != nil {

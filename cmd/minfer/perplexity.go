@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
@@ -73,7 +74,7 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {
-		return usagef("perplexity: %v", err)
+		return usagef("perplexity: --kv %s: %s", kvName, strings.TrimPrefix(err.Error(), "kv: "))
 	}
 	cfg, _, err := config.LoadOrDefault(configPath)
 	if err != nil {

@@ -146,7 +146,7 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if err != nil {
 		return err
 	}
-	opts := check.CheckOptions{Plugin: f.plugin, Params: []byte(f.params), Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr}
+	opts := check.CheckOptions{Plugin: f.plugin, Name: filepath.Base(file), Params: []byte(f.params), Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr}
 	infos, results, err := check.Check(ctx, bin, opts)
 	if err != nil {
 		return fmt.Errorf("plugin check %s: %w", file, err)

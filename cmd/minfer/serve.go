@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,9 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	})
 	if err := f.apply(fs, cfg); err != nil {
 		return err
+	}
+	if apiKeyEnv != "" && os.Getenv(apiKeyEnv) == "" { // before the model loads; the stack names [server] api_key_env
+		return fmt.Errorf("serve: --api-key-env %s: the variable is empty or unset", apiKeyEnv)
 	}
 	srv, st, err := stack.NewServer(ctx, cfg, stack.ServerOptions{Stack: m.stackOptions(), Verbose: f.verbose, Alias: alias, ChatTemplate: f.chatTemplate})
 	if err != nil {

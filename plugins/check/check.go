@@ -6,6 +6,7 @@ package check
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -59,6 +60,7 @@ func SimTraces() (map[string][]sdk.TraceRound, error) {
 // CheckOptions configures Check.
 type CheckOptions struct {
 	Plugin   string        // check only this plugin of the module ("" = all)
+	Name     string        // names the module in its load errors, as the file the user gave ("" = "module")
 	Params   []byte        // JSON params for init ("{}" when nil)
 	Timeout  time.Duration // per call (0: Deadline's default, the host's)
 	MemoryMB int           // memory cap (0: config.DefaultMemoryMB, the host's)
@@ -104,7 +106,7 @@ type CheckResult struct {
 // over a copy-heavy sequence and determinism. The error is non-nil only when the
 // module cannot be loaded at all.
 func Check(ctx context.Context, bin []byte, opts CheckOptions) ([]sdk.Info, []CheckResult, error) {
-	m, err := wasm.Load(ctx, bin, wasm.Options{Name: "check", Timeout: opts.Deadline(), MemoryMB: opts.Memory(),
+	m, err := wasm.Load(ctx, bin, wasm.Options{Name: cmp.Or(opts.Name, "module"), Timeout: opts.Deadline(), MemoryMB: opts.Memory(),
 		Instances: 1, Log: opts.Log, CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestErrorsNameWhatTheUserGave: a bad flag value fails naming the flag and the value
+// as the user typed them — not a key minfer made up ([plugins.replay-0], a plugin named
+// after its file, plugin "check"), a config key the user did not write ([server]
+// api_key_env for --api-key-env) or a bare package prefix ("kv:" for --kv).
+func TestErrorsNameWhatTheUserGave(t *testing.T) {
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := emptyConfig(t)
+	notWasm := writeFile(t, dir, "junk.wasm", []byte("not a module"))
+	text := writeFile(t, dir, "text.txt", []byte("Once upon a time"))
+	trace := filepath.Join("..", "..", "plugins", "check", "simtraces", "kink.jsonl")
+	t.Setenv("MINFER_TEST_UNSET_KEY", "")
+	for _, c := range []robustCase{
+		// a path relative to the working directory, as run's --policy (before: to the config's)
+		{name: "policy replay missing file", args: []string{"policy", "replay", "--config", cfg, trace, "--policy", "file:./nope.wasm"}, code: 1,
+			want: "--policy file:./nope.wasm: open " + filepath.Join(wd, "nope.wasm") + ": no such file"},
+		{name: "policy replay unknown built-in", args: []string{"policy", "replay", "--config", cfg, trace, "--policy", "static,builtin:nope"}, code: 2,
+			want: `policy replay: --policy builtin:nope: no built-in plugin "nope"`},
+		{name: "run drafter not wasm", args: []string{"run", "--config", cfg, "-p", "hi", "-n", "1", "--drafter", "file:" + notWasm}, code: 1,
+			want: "--drafter file:" + notWasm + `: plugin "junk": load: not a valid WebAssembly module`},
+		{name: "plugin check not wasm", args: []string{"plugin", "check", notWasm}, code: 1,
+			want: "plugin check " + notWasm + `: plugin "junk.wasm": load: not a valid WebAssembly module`},
+		{name: "bench kv", args: []string{"bench", "--config", cfg, "--kv", "q9"}, code: 2, want: `bench: --kv q9: unknown cache type "q9"`},
+		{name: "perplexity kv", args: []string{"perplexity", "--config", cfg, "-f", text, "--kv", "q9"}, code: 2, want: `perplexity: --kv q9: unknown cache type "q9"`},
+		{name: "serve api key env unset", args: []string{"serve", "--config", cfg, "--api-key-env", "MINFER_TEST_UNSET_KEY", "--addr", "127.0.0.1:0"}, code: 1,
+			want: "serve: --api-key-env MINFER_TEST_UNSET_KEY: the variable is empty or unset"},
+	} {
+		t.Run(c.name, func(t *testing.T) { runRobust(t, c) })
+	}
+}
