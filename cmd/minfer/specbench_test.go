@@ -99,11 +99,11 @@ func TestSpecbenchErrors(t *testing.T) {
 		{[]string{}, "no draft"},
 		{[]string{"--draft", "x.gguf", "--depths", "1,deep"}, "--depths"},
 		{[]string{"--draft", "x.gguf", "-n", "0"}, "must be ≥ 1"},
-		{[]string{"--draft", "x.gguf", "--policies", "nosuch"}, `no plugin "nosuch" declared`},
-		{[]string{"--draft", "x.gguf", "--policies", "penalty"}, "not a policy plugin"},
+		{[]string{"--draft", "x.gguf", "--policies", "nosuch"}, `specbench: --policies "nosuch": no plugin "nosuch" declared`},
+		{[]string{"--draft", "x.gguf", "--policies", "penalty"}, `--policies "penalty": plugin "penalty" is not a policy plugin`},
 		{[]string{"--draft", "x.gguf", "--policies", "adaptive,"}, "an empty name"},
 		{[]string{"--drafters", "model"}, "--drafters model: no draft model"},
-		{[]string{"--drafters", "greedy"}, "not a drafter plugin"},
+		{[]string{"--drafters", "greedy"}, `specbench: --drafters "greedy": plugin "greedy" is not a drafter plugin`},
 		{[]string{"--drafters", "ngram,,auto"}, "an empty name"},
 	} {
 		_, _, err := runCLI(t, "", append([]string{"specbench", "--config", emptyConfig(t)}, tc.args...)...)

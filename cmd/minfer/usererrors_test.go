@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/minfer/minfer/internal/testpath"
 )
 
 // TestErrorsNameWhatTheUserGave: a bad flag value fails naming the flag and the value
@@ -31,6 +33,12 @@ func TestErrorsNameWhatTheUserGave(t *testing.T) {
 			want: "--drafter file:" + notWasm + `: plugin "junk": load: not a valid WebAssembly module`},
 		{name: "plugin check not wasm", args: []string{"plugin", "check", notWasm}, code: 1,
 			want: "plugin check " + notWasm + `: plugin "junk.wasm": load: not a valid WebAssembly module`},
+		{name: "specbench policies file", args: []string{"specbench", "--config", cfg, "--draft", testpath.Path(t, "models", "stories260K.gguf"), "--policies", "file:./nope.wasm"}, code: 1,
+			want: "--policies file:./nope.wasm: open " + filepath.Join(wd, "nope.wasm") + ": no such file"},
+		{name: "specbench policies built-in", args: []string{"specbench", "--config", cfg, "--draft", "x.gguf", "--policies", "builtin:nope"}, code: 2,
+			want: `specbench: --policies builtin:nope: no built-in plugin "nope"`},
+		{name: "specbench drafters file", args: []string{"specbench", "--config", cfg, "--depths", "0", "--drafters", "ngram,file:" + notWasm}, code: 1,
+			want: "--drafters file:" + notWasm + `: plugin "junk": load: not a valid WebAssembly module`},
 		{name: "bench kv", args: []string{"bench", "--config", cfg, "--kv", "q9"}, code: 2, want: `bench: --kv q9: unknown cache type "q9"`},
 		{name: "perplexity kv", args: []string{"perplexity", "--config", cfg, "-f", text, "--kv", "q9"}, code: 2, want: `perplexity: --kv q9: unknown cache type "q9"`},
 		{name: "serve api key env unset", args: []string{"serve", "--config", cfg, "--api-key-env", "MINFER_TEST_UNSET_KEY", "--addr", "127.0.0.1:0"}, code: 1,

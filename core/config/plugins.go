@@ -17,9 +17,16 @@ import (
 // penalty, "" or "none" means no penalty. A forced [spec] depth still wins over the
 // policy (Spec.PolicyName). Call Validate after all changes.
 func (c *Config) UsePlugin(role sdk.Role, arg string) error {
+	return c.UsePluginFlag("--"+string(role), role, arg)
+}
+
+// UsePluginFlag is UsePlugin for arg given with flag, a flag other than the role's own
+// (specbench's --policies, --drafters): its errors, and those of a plugin it declares,
+// name flag.
+func (c *Config) UsePluginFlag(flag string, role sdk.Role, arg string) error {
 	name := arg
 	if role == sdk.RoleDrafter {
-		return c.UseDrafters(arg)
+		return c.useDrafters(flag, arg)
 	}
 	if role == sdk.RolePenalty && (arg == "" || arg == "none") {
 		c.Sampling.Penalty = ""
@@ -27,12 +34,12 @@ func (c *Config) UsePlugin(role sdk.Role, arg string) error {
 	}
 	if _, declared := c.Plugins[arg]; !declared && strings.Contains(arg, ":") {
 		var err error
-		if name, err = c.declareSource("--"+string(role), arg); err != nil {
+		if name, err = c.declareSource(flag, arg); err != nil {
 			return err
 		}
 	}
 	v := &checker{}
-	c.checkRef(v, "--"+string(role), arg, name, role)
+	c.checkRef(v, flag, arg, name, role)
 	if len(v.errs) > 0 {
 		e := v.errs[0]
 		return fmt.Errorf("%s %s: %s", e.Key, e.Value, e.Msg)
@@ -52,7 +59,9 @@ func (c *Config) UsePlugin(role sdk.Role, arg string) error {
 
 // UseDrafters sets [spec] drafter from a --drafter argument: comma-separated plugin
 // names or sources (see UsePlugin), "" or "none" for none.
-func (c *Config) UseDrafters(arg string) error {
+func (c *Config) UseDrafters(arg string) error { return c.useDrafters("--drafter", arg) }
+
+func (c *Config) useDrafters(flag, arg string) error {
 	if arg == "" || arg == "none" {
 		c.Spec.Drafter = ""
 		return nil
@@ -63,12 +72,12 @@ func (c *Config) UseDrafters(arg string) error {
 		name := a
 		if _, declared := c.Plugins[a]; !declared && strings.Contains(a, ":") {
 			var err error
-			if name, err = c.declareSource("--drafter", a); err != nil {
+			if name, err = c.declareSource(flag, a); err != nil {
 				return err
 			}
 		}
 		v := &checker{}
-		c.checkRef(v, "--drafter", a, name, sdk.RoleDrafter)
+		c.checkRef(v, flag, a, name, sdk.RoleDrafter)
 		if len(v.errs) > 0 {
 			e := v.errs[0]
 			return fmt.Errorf("%s %s: %s", e.Key, e.Value, e.Msg)

@@ -73,9 +73,16 @@ func TestPluginWhere(t *testing.T) {
 	if err := c.UseDrafters("ngram,process:./bin/dr"); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.UsePluginFlag("--policies", sdk.RolePolicy, "file:./other.wasm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UsePluginFlag("--policies", sdk.RolePolicy, "nosuch"); err == nil || !strings.HasPrefix(err.Error(), `--policies "nosuch": no plugin`) {
+		t.Errorf("UsePluginFlag of an unknown name: got %v, want an error naming --policies", err)
+	}
 	for _, tc := range []struct{ name, want string }{
 		{"pol", "--policy file:./pol.wasm"},
 		{"dr", "--drafter process:./bin/dr"},
+		{"other", "--policies file:./other.wasm"},
 		{"mine", "[plugins.mine]"},
 		{"ngram", "[plugins.ngram]"},
 	} {

@@ -27,8 +27,8 @@ func Rows(cfg *config.Config, depths []config.Depth, policyList string) ([]bench
 		if arg == "" {
 			return nil, usage.Errorf("specbench: --policies %q: an empty name", policyList)
 		}
-		if err := cfg.UsePlugin(sdk.RolePolicy, arg); err != nil {
-			return nil, usage.Errorf("specbench: --policies: %v", err)
+		if err := cfg.UsePluginFlag("--policies", sdk.RolePolicy, arg); err != nil {
+			return nil, usage.Errorf("specbench: %v", err)
 		}
 		rows = append(rows, bench.Row{Label: "auto:" + arg, Depth: config.DepthAuto, Policy: cfg.Spec.Policy})
 	}
@@ -59,8 +59,8 @@ func DrafterRows(cfg *config.Config, rows []bench.Row, drafterList string) ([]be
 		case "auto":
 			auto = true
 		default:
-			if err := cfg.UseDrafters(arg); err != nil {
-				return nil, usage.Errorf("specbench: --drafters: %v", err)
+			if err := cfg.UsePluginFlag("--drafters", sdk.RoleDrafter, arg); err != nil {
+				return nil, usage.Errorf("specbench: %v", err)
 			}
 			plugins = append(plugins, cfg.Spec.Drafter)
 			rows = append(rows, bench.Row{Label: "drafter:" + arg, Depth: config.DepthAuto, Drafter: cfg.Spec.Drafter, NoDraftModel: true})
