@@ -497,7 +497,10 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 	}
 	if s.pool != nil {
 		s.pool.Busy(s) // its blocks are its own again (or the pool took them: hist is empty)
-		defer s.pool.Idle(s)
+		defer func() {
+			s.unreserve() // what it did not write is the others' again
+			s.pool.Idle(s)
+		}()
 		n := len(req.Prompt) + s.draftMax + 1
 		if req.NPredict > 0 {
 			n += req.NPredict
@@ -542,14 +545,15 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 	s.hist = append(s.hist[:0], prompt...)
 	if s.paging != nil {
 		// Another session's cache may hold more of the prompt. Share before the
-		// reservation: it may take back the very session shared from (an idle one,
-		// oldest first), whose blocks then live on by this cache's references, which
-		// the reservation covers.
+		// reservation, which then counts only the blocks this session writes: it may
+		// take back the very session shared from (an idle one, oldest first), whose
+		// shared blocks then live on by this cache's references, counted once.
 		var err error
 		if keep, err = s.sharePrefix(prompt, keep, draft); err != nil {
 			return keep, err
 		}
 	}
+	s.unreserve() // (what the previous sequence's caches reserved: reserved anew)
 	if err := s.reserve(s.want); err != nil {
 		if s.paging != nil { // no references beyond what the pool lent
 			s.target.truncate(0)
@@ -588,14 +592,8 @@ func (s *Session) prefill(ctx context.Context, prompt []int32, draft bool) (kept
 // target; the draft's only when the request drafts), making the caches first where
 // the pool took them back. It returns the target positions now held.
 func (s *Session) sharePrefix(prompt []int32, keep int, draft bool) (int, error) {
-	for _, sq := range s.seqs() {
-		if sq.c == nil {
-			c, err := s.paging.blocks(s, sq).NewCache(s.Ctx())
-			if err != nil {
-				return keep, err
-			}
-			sq.c = c
-		}
+	if err := s.pagedCaches(); err != nil {
+		return keep, err
 	}
 	keep, err := s.paging.share(s, s.target.(*seq).c, prompt, keep, len(prompt)-1, false)
 	if err != nil || !draft || s.draft == nil {

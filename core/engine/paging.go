@@ -23,9 +23,10 @@ import (
 // output is the same (tested). The draft model's cache shares the same way, what its
 // prefill left in it (the prompt's first positions, as far as the request drafted).
 //
-// The pool stays the budget: a session takes blocks for its whole sequence, a shared
-// prefix included, so admission is as without sharing; what sharing saves is the
-// prefix's prefill, and arena blocks (Blocks.Used counts a shared block once).
+// The pool is the budget, counted in physical blocks (kv.Pool.Page): a session
+// reserves only the blocks it writes itself, past the prefix it shares, so sharing
+// saves the prefix's prefill, its memory and its budget — a tight pool admits more
+// requests that share a system prompt.
 type Paging struct {
 	target, draft *kv.Blocks
 	b             []backend.Backend // the arenas' backends, to free them
@@ -44,13 +45,10 @@ type held struct {
 }
 
 // NewPaging makes the arenas for pool's sessions on target (and draft, when not nil):
-// blocks of pool.Block() positions, of element types kt and dkt, twice as many as the
-// pool's. The pool bounds what the caches hold; the slack covers the moment between a
-// session's Share and its reservation, when its references may keep alive blocks whose
-// session the pool has just taken back (the arena is address space until written, so
-// the slack costs no memory). It
-// returns nil and no error where the backend does not page (backend.Pager: the CPU
-// does; CUDA keeps whole caches) or captures graphs.
+// as many blocks of pool.Block() positions as the pool's, of element types kt and
+// dkt, the pool their budget (kv.Pool.Page). It returns nil and no error where the
+// backend does not page (backend.Pager: the CPU does; CUDA keeps whole caches) or
+// captures graphs.
 func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType) (*Paging, error) {
 	for _, m := range []*model.Model{target, draft} {
 		if m == nil {
@@ -62,7 +60,7 @@ func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType
 	}
 	p := &Paging{held: map[*Session]held{}}
 	var err error
-	n := 2 * pool.Blocks()
+	n := pool.Blocks()
 	if p.target, err = target.NewBlocks(pool.Block(), n, kt); err != nil {
 		return nil, fmt.Errorf("engine: paged KV for %s: %w", target.Name, err)
 	}
@@ -73,6 +71,14 @@ func NewPaging(pool *kv.Pool, target, draft *model.Model, kt, dkt backend.KVType
 			return nil, fmt.Errorf("engine: paged KV for %s: %w", draft.Name, err)
 		}
 		p.b = append(p.b, draft.Backend())
+	}
+	arenas := []*kv.Blocks{p.target}
+	if p.draft != nil {
+		arenas = append(arenas, p.draft)
+	}
+	if err := pool.Page(arenas...); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("engine: paged KV: %w", err)
 	}
 	return p, nil
 }

@@ -19,8 +19,12 @@ import (
 //
 // With Config.Paging (backends that page: the CPU) the caches are paged views of one
 // arena per model (paging.go): a cache takes arena blocks as it writes and never moves,
-// so growing costs no recomputation, and sessions share prompt prefixes. Without it (a
-// backend that keeps whole caches: CUDA) paging is by cache: a sequence's cache is one
+// so growing costs no recomputation, and sessions share prompt prefixes. The pool then
+// counts physical blocks: a request reserves, per cache, only the blocks it will write
+// itself (its tokens past a shared prefix, and a copy of the prefix's partly filled
+// last block), a block shared by several caches costs the budget once, and what a
+// request reserved and did not write goes back when it ends. Without it (a backend
+// that keeps whole caches: CUDA) paging is by cache: a sequence's cache is one
 // allocation of whole blocks, reallocated and recomputed as above when it grows. Either
 // way the pool is the budget: memory is taken as sequences grow, returned when they
 // end, and bounded over all of them.
@@ -43,10 +47,10 @@ func (s *Session) seqs() []*seq {
 }
 
 // capacity is the positions the session's caches all hold room for (paged caches:
-// the blocks it took from the pool).
+// the blocks its largest cache references or holds in reserve).
 func (s *Session) capacity() int {
 	if s.paging != nil {
-		return min(s.blocks*s.pool.Block(), s.Ctx())
+		return min(s.pagedBlocks()*s.pool.Block(), s.Ctx())
 	}
 	room := -1
 	for _, sq := range s.seqs() {
@@ -65,6 +69,9 @@ func (s *Session) capacity() int {
 // blocks from the pool: the room rounded up to whole blocks, at least double what the
 // caches held. Without a pool the caches hold the whole context already.
 func (s *Session) reserve(n int) error {
+	if s.pool != nil && s.paging != nil {
+		return s.reservePaged(n)
+	}
 	have := s.capacity()
 	if s.pool == nil || n <= have {
 		return nil
@@ -78,16 +85,6 @@ func (s *Session) reserve(n int) error {
 	}
 	s.blocks += need // (a cache that failed to grow keeps its old room, within these)
 	for _, sq := range s.seqs() {
-		if s.paging != nil { // a paged cache takes its blocks as it writes: no move
-			if sq.c == nil {
-				c, err := s.paging.blocks(s, sq).NewCache(s.Ctx())
-				if err != nil {
-					return err
-				}
-				sq.c = c
-			}
-			continue
-		}
 		if sq.c != nil && sq.c.Ctx() >= room {
 			continue
 		}
@@ -96,6 +93,68 @@ func (s *Session) reserve(n int) error {
 		}
 	}
 	return nil
+}
+
+// reservePaged makes each paged cache reserve the arena blocks it will take to hold n
+// positions (at most the context): those it writes itself, past what it shares. The
+// pool takes idle sessions' blocks back while the arenas have too few to lend.
+func (s *Session) reservePaged(n int) error {
+	if err := s.pagedCaches(); err != nil {
+		return err
+	}
+	n = min(n, s.Ctx())
+	err := s.pool.Reserve(func() error {
+		for _, sq := range s.seqs() {
+			if err := sq.c.Reserve(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: room for %d positions (%d in the cache): %w", n, s.target.len(), err)
+	}
+	return nil
+}
+
+// pagedCaches makes the empty paged caches of a session that has none (new, or the
+// pool took them back).
+func (s *Session) pagedCaches() error {
+	for _, sq := range s.seqs() {
+		if sq.c == nil {
+			c, err := s.paging.blocks(s, sq).NewCache(s.Ctx())
+			if err != nil {
+				return err
+			}
+			sq.c = c
+		}
+	}
+	return nil
+}
+
+// unreserve gives back what the paged caches reserved and did not write (a request
+// that ended).
+func (s *Session) unreserve() {
+	if s.paging == nil {
+		return
+	}
+	for _, sq := range s.seqs() {
+		if sq.c != nil {
+			sq.c.Unreserve()
+		}
+	}
+}
+
+// pagedBlocks is the blocks the session's largest paged cache references (shared ones
+// included) or holds in reserve.
+func (s *Session) pagedBlocks() int {
+	n := 0
+	for _, sq := range s.seqs() {
+		if sq.c != nil {
+			n = max(n, sq.c.Holds()+sq.c.Reserved())
+		}
+	}
+	return n
 }
 
 // regrow reallocates sq's cache with room positions and recomputes what it held, the
@@ -154,5 +213,12 @@ func (s *Session) ReleaseLocked() {
 // the record is stale. Safe to call from any goroutine.
 func (s *Session) Reclaims() uint64 { return s.reclaims.Load() }
 
-// PoolBlocks is the number of pool blocks the session holds (0 without a pool).
-func (s *Session) PoolBlocks() int { return s.blocks }
+// PoolBlocks is the number of pool blocks the session holds (0 without a pool; paged
+// caches: the blocks its largest cache references, a shared one included, or holds in
+// reserve).
+func (s *Session) PoolBlocks() int {
+	if s.paging != nil {
+		return s.pagedBlocks()
+	}
+	return s.blocks
+}

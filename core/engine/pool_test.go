@@ -359,7 +359,7 @@ func processCPU() time.Duration {
 
 // TestPagedShareThenReclaim: a session shares the prefix of an idle one, and its
 // reservation then makes the pool take that idle session's blocks back (the pool
-// holds two sequences' budget, not three): the shared blocks live on by the sharer's
+// holds one sequence and less than the other's own blocks): the shared blocks live on by the sharer's
 // references, the outputs are those of whole caches, the arena never holds more than
 // the pool lent, and every block comes back when the sessions close.
 func TestPagedShareThenReclaim(t *testing.T) {
@@ -391,7 +391,9 @@ func TestPagedShareThenReclaim(t *testing.T) {
 		}
 		return res.Tokens
 	}
-	pool, err := kv.NewPool(8, 15, 1) // a request takes 10 blocks (50 + 16 + 1 + 10 positions)
+	// a request alone takes 10 blocks (50 + 16 + 1 + 10 positions); one sharing the
+	// 40-token prefix (5 blocks) of an idle one holding 8 reserves 5 more: 13 > 12
+	pool, err := kv.NewPool(8, 12, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,20 @@ import (
 // blocks of its block table, in any order, so it grows a block at a time and never
 // moves; and caches share blocks: Cache.Share makes a cache start with another's first
 // positions (a common prompt prefix: a system prompt, an earlier chat turn) by taking
-// references to its blocks instead of computing them. A shared block is read-only: a
-// cache about to write into one copies it first (copy on write; only the last, partial
-// block of a shared prefix is ever copied, as positions below a cache's length are
-// never rewritten). A block returns to the arena when no cache holds it.
+// references to its blocks instead of computing them. A shared block's positions that
+// another cache reads are read-only: a cache about to write into a shared block copies
+// it first (copy on write), except the block's writer (the cache that filled it, or
+// its last holder), which writes past what the others read in place. Only the last,
+// partly filled block of a shared prefix is ever copied, by its sharers, as positions
+// below a cache's length are never rewritten. A block returns to the arena when no
+// cache holds it.
+//
+// The arena is a budget counted in physical blocks: a block held by several caches
+// costs it once. A cache reserves (Cache.Reserve) the blocks it will take itself to
+// grow to a length — new blocks and the copies of shared ones it must make — and its
+// writes then take blocks from that reserve, so a reserved cache never finds the arena
+// spent; the arena lends no block that is reserved. Attached to a Pool (Pool.Page),
+// the pool's admission, taking back idle sequences, and its counts read the arena's.
 //
 // Blocks is safe for concurrent use by its caches' goroutines; the block data is
 // written only by forwards, which the engine runs one at a time per backend (Prepare,
@@ -25,9 +35,18 @@ type Blocks struct {
 	spec  backend.KVSpec // its caches' shape but Ctx
 	block int
 
+	pool *Pool // set by Pool.Page: the pool's own takes count against the arena too
+
 	mu   sync.Mutex
 	ref  []int32 // per block: the caches holding it
 	free []int32 // blocks with no reference, the next taken last
+	// per block: the cache that may write into it in place while it is shared, and
+	// the positions below which its other holders read it (hi: 0 while one holds it)
+	writer []uint64
+	hi     []int32
+	refs   int // references of all blocks (a block shared by n caches: n)
+	// reserved is the blocks caches reserved and have not taken yet (Cache.resv summed)
+	reserved int
 }
 
 // NewBlocks allocates an arena of blocks blocks of block positions on p for caches of
@@ -44,7 +63,7 @@ func NewBlocks(p backend.Pager, spec backend.KVSpec, block, blocks int) (*Blocks
 	if err != nil {
 		return nil, fmt.Errorf("kv: allocating %d blocks of %d positions: %w", blocks, block, err)
 	}
-	bs := &Blocks{arena: a, spec: spec, block: block, ref: make([]int32, blocks)}
+	bs := &Blocks{arena: a, spec: spec, block: block, ref: make([]int32, blocks), writer: make([]uint64, blocks), hi: make([]int32, blocks)}
 	for i := blocks - 1; i >= 0; i-- {
 		bs.free = append(bs.free, int32(i))
 	}
@@ -55,11 +74,43 @@ func NewBlocks(p backend.Pager, spec backend.KVSpec, block, blocks int) (*Blocks
 func (bs *Blocks) Block() int  { return bs.block }
 func (bs *Blocks) Blocks() int { return len(bs.ref) }
 
-// Used is the number of blocks some cache holds (a shared block counts once).
+// Used is the number of blocks some cache holds (a shared block counts once: physical
+// blocks), Reserved the blocks caches reserved and have not taken yet, and Refs the
+// references caches hold (a block shared by n caches counted n times: Refs-Used is
+// what sharing saves).
 func (bs *Blocks) Used() int {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	return len(bs.ref) - len(bs.free)
+}
+
+func (bs *Blocks) Reserved() int {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return bs.reserved
+}
+
+func (bs *Blocks) Refs() int {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return bs.refs
+}
+
+// committed is Used+Reserved: the blocks the arena cannot lend.
+func (bs *Blocks) committed() int {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return len(bs.ref) - len(bs.free) + bs.reserved
+}
+
+// availLocked is the blocks the arena can lend beyond every reservation (and the
+// blocks its pool's own Take took).
+func (bs *Blocks) availLocked() int {
+	n := len(bs.free) - bs.reserved
+	if bs.pool != nil {
+		n -= int(bs.pool.taken.Load())
+	}
+	return n
 }
 
 // BlockBytes is the memory of one block, Bytes the arena's.
@@ -83,53 +134,110 @@ func (bs *Blocks) NewCache(ctx int) (*Cache, error) {
 	return &Cache{dev: dev, spec: spec, id: nextID.Add(1), blocks: bs}, nil
 }
 
-// takeLocked takes a free block with one reference.
-func (bs *Blocks) takeLocked() (int32, error) {
+// takeLocked takes a free block for c, with one reference and c its writer, from c's
+// reserve first. The caller checked that one is there for c (needLocked, availLocked).
+func (bs *Blocks) takeLocked(c *Cache) int32 {
 	if len(bs.free) == 0 {
-		return 0, fmt.Errorf("kv: %w: all %d blocks of %d positions are held", ErrPoolFull, len(bs.ref), bs.block)
+		panic("BUG: kv: a block taken from a spent arena")
 	}
 	b := bs.free[len(bs.free)-1]
 	bs.free = bs.free[:len(bs.free)-1]
-	bs.ref[b] = 1
-	return b, nil
+	bs.ref[b], bs.writer[b], bs.hi[b] = 1, c.id, 0
+	bs.refs++
+	if c.resv > 0 {
+		c.resv--
+		bs.reserved--
+	}
+	return b
 }
 
-// dropLocked gives back one reference to each of table's blocks.
-func (bs *Blocks) dropLocked(table []int32) {
+// dropLocked gives back one reference to each of table's blocks and returns how many
+// became free.
+func (bs *Blocks) dropLocked(table []int32) int {
+	freed := 0
 	for _, b := range table {
 		if bs.ref[b] <= 0 {
 			panic(fmt.Sprintf("BUG: kv: block %d dropped with %d references", b, bs.ref[b]))
 		}
 		bs.ref[b]--
-		if bs.ref[b] == 0 {
+		bs.refs--
+		switch bs.ref[b] {
+		case 1: // its last holder reads and writes it alone
+			bs.hi[b] = 0
+		case 0:
+			bs.writer[b] = 0
 			bs.free = append(bs.free, b)
+			freed++
 		}
 	}
+	return freed
 }
 
-// prepare makes c's table map positions [c.n, c.n+n) to blocks that c alone holds:
-// new blocks past its table, and a private copy of any shared block in the range. It
-// fails with ErrPoolFull, changing nothing that c reads, when the arena has too few
-// free blocks.
-func (bs *Blocks) prepare(c *Cache, n int) error {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	first, end := c.n/bs.block, (c.n+n+bs.block-1)/bs.block
-	need := max(end-len(c.table), 0)
-	for i := first; i < min(end, len(c.table)); i++ {
-		if bs.ref[c.table[i]] > 1 {
+// mustCopyLocked reports whether c must copy its block b before writing at its length:
+// b is shared, and c is not its writer or the others read b past c's length.
+func (bs *Blocks) mustCopyLocked(c *Cache, b int32) bool {
+	return bs.ref[b] > 1 && (bs.writer[b] != c.id || c.n < int(bs.hi[b]))
+}
+
+// needLocked is the blocks c takes to write positions [c.n, end): new blocks past its
+// table and copies of shared blocks in the range.
+func (bs *Blocks) needLocked(c *Cache, end int) int {
+	if end <= c.n {
+		return 0
+	}
+	first, last := c.n/bs.block, (end+bs.block-1)/bs.block
+	need := max(last-len(c.table), 0)
+	for i := first; i < min(last, len(c.table)); i++ {
+		if bs.mustCopyLocked(c, c.table[i]) {
 			need++
 		}
 	}
+	return need
+}
+
+// reserve makes c's reserve hold at least the blocks it takes to grow to end positions.
+func (bs *Blocks) reserve(c *Cache, end int) error {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	need := bs.needLocked(c, end)
+	if need <= c.resv {
+		return nil
+	}
+	if need > len(bs.ref) { // no wait would help
+		return fmt.Errorf("kv: %w: %d blocks of %d positions asked, the whole pool is %d", ErrFull, need, bs.block, len(bs.ref))
+	}
+	if d := need - c.resv; d > bs.availLocked() {
+		return fmt.Errorf("kv: %w: %d more blocks of %d positions asked, %d of %d held or reserved", ErrPoolFull, d, bs.block, len(bs.ref)-bs.availLocked(), len(bs.ref))
+	}
+	bs.reserved += need - c.resv
+	c.resv = need
+	return nil
+}
+
+// unreserveLocked gives back what c reserved and did not take.
+func (bs *Blocks) unreserveLocked(c *Cache) {
+	bs.reserved -= c.resv
+	c.resv = 0
+}
+
+// prepare makes c's table map positions [c.n, c.n+n) to blocks that c may write: new
+// blocks past its table, and a private copy of any shared block in the range it may
+// not write in place, taken from c's reserve first. It fails with ErrPoolFull,
+// changing nothing that c reads, when the arena has too few blocks to lend.
+func (bs *Blocks) prepare(c *Cache, n int) error {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	need := bs.needLocked(c, c.n+n)
 	if need == 0 {
 		return nil
 	}
-	if need > len(bs.free) {
-		return fmt.Errorf("kv: %w: %d blocks of %d positions wanted, %d of %d free", ErrPoolFull, need, bs.block, len(bs.free), len(bs.ref))
+	if avail := c.resv + bs.availLocked(); need > avail {
+		return fmt.Errorf("kv: %w: %d blocks of %d positions wanted, %d to lend (%d reserved)", ErrPoolFull, need, bs.block, max(avail, 0), c.resv)
 	}
+	first, end := c.n/bs.block, (c.n+n+bs.block-1)/bs.block
 	for i := first; i < min(end, len(c.table)); i++ {
-		if old := c.table[i]; bs.ref[old] > 1 { // copy on write
-			b, _ := bs.takeLocked()
+		if old := c.table[i]; bs.mustCopyLocked(c, old) { // copy on write
+			b := bs.takeLocked(c)
 			if err := bs.arena.CopyBlock(int(b), int(old)); err != nil {
 				bs.dropLocked([]int32{b})
 				return fmt.Errorf("kv: copying a shared block: %w", err)
@@ -139,21 +247,27 @@ func (bs *Blocks) prepare(c *Cache, n int) error {
 		}
 	}
 	for len(c.table) < end {
-		b, _ := bs.takeLocked()
-		c.table = append(c.table, b)
+		c.table = append(c.table, bs.takeLocked(c))
 	}
 	return bs.arena.SetTable(c.dev, c.table)
 }
 
-// truncate gives back the blocks of c's table past its first n positions.
+// truncate gives back the blocks of c's table past its first n positions. Those that
+// become free go to c's reserve (a cache rolled back after rejected drafts writes them
+// again), unless n is 0: an emptied cache reserves nothing.
 func (bs *Blocks) truncate(c *Cache, n int) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
+	if n == 0 {
+		defer bs.unreserveLocked(c)
+	}
 	keep := (n + bs.block - 1) / bs.block
 	if keep >= len(c.table) {
 		return
 	}
-	bs.dropLocked(c.table[keep:])
+	freed := bs.dropLocked(c.table[keep:])
+	c.resv += freed
+	bs.reserved += freed
 	c.table = c.table[:keep]
 	if err := bs.arena.SetTable(c.dev, c.table); err != nil {
 		panic("BUG: kv: a shorter table refused: " + err.Error())
@@ -172,19 +286,25 @@ func (bs *Blocks) share(c, src *Cache, n int) error {
 	}
 	k := (n + bs.block - 1) / bs.block
 	shared := append([]int32(nil), src.table[:k]...)
-	for _, b := range shared {
+	for i, b := range shared {
+		if bs.ref[b] == 1 { // src alone held it: src writes past what c reads
+			bs.writer[b] = src.id
+		}
 		bs.ref[b]++
+		bs.refs++
+		bs.hi[b] = max(bs.hi[b], int32(min(n, (i+1)*bs.block)))
 	}
 	bs.dropLocked(c.table)
 	c.table, c.n = shared, n
 	return bs.arena.SetTable(c.dev, c.table)
 }
 
-// close gives back all of c's blocks.
+// close gives back all of c's blocks and its reserve.
 func (bs *Blocks) close(c *Cache) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bs.dropLocked(c.table)
+	bs.unreserveLocked(c)
 	c.table = nil
 }
 
@@ -196,4 +316,14 @@ func (c *Cache) Holds() int {
 	c.blocks.mu.Lock()
 	defer c.blocks.mu.Unlock()
 	return len(c.table)
+}
+
+// Reserved is the blocks c reserved and has not taken yet.
+func (c *Cache) Reserved() int {
+	if c.blocks == nil {
+		return 0
+	}
+	c.blocks.mu.Lock()
+	defer c.blocks.mu.Unlock()
+	return c.resv
 }

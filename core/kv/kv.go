@@ -38,6 +38,7 @@ type Cache struct {
 	// paged caches: the arena and the block table (guarded by blocks.mu)
 	blocks *Blocks
 	table  []int32
+	resv   int // blocks reserved and not taken yet
 }
 
 var nextID atomic.Uint64
@@ -107,6 +108,30 @@ func (c *Cache) Prepare(n int) error {
 		return nil
 	}
 	return c.blocks.prepare(c, n)
+}
+
+// Reserve makes a paged cache reserve, in its arena, the blocks it will take to grow
+// to n positions (from Len: new blocks, and copies of the shared blocks it must not
+// write in place), so that Prepare up to n positions finds them. A reserve only grows
+// (Unreserve gives it back; truncating to 0 and Close do too); a block a rollback
+// frees goes back to it. It fails, reserving nothing more, with ErrPoolFull when the
+// arena has too few blocks to lend (a Pool's Reserve takes back idle sequences' blocks
+// first) and with ErrFull when the whole arena is too few. A whole cache has nothing
+// to do.
+func (c *Cache) Reserve(n int) error {
+	if c.blocks == nil {
+		return nil
+	}
+	return c.blocks.reserve(c, min(n, c.spec.Ctx))
+}
+
+// Unreserve gives back the blocks a paged cache reserved and did not take.
+func (c *Cache) Unreserve() {
+	if c.blocks != nil {
+		c.blocks.mu.Lock()
+		defer c.blocks.mu.Unlock()
+		c.blocks.unreserveLocked(c)
+	}
 }
 
 // Paged reports whether the cache is a paged one (Blocks.NewCache).

@@ -3,6 +3,8 @@ package kv
 import (
 	"errors"
 	"testing"
+
+	"github.com/minfer/minfer/core/backend"
 )
 
 type holder struct {
@@ -61,4 +63,109 @@ func TestPool(t *testing.T) {
 	if _, err := NewPool(16, 0, 1); err == nil {
 		t.Fatal("a pool of no blocks: got no error")
 	}
+}
+
+// cacheHolder is an idle sequence whose paged cache the pool may take back.
+type cacheHolder struct{ c *Cache }
+
+func (h *cacheHolder) ReleaseLocked() { h.c.Close() }
+
+// TestPagedPool: a pool paging an arena counts physical blocks. A sharer reserves only
+// what it writes past the shared prefix (the copy of the partly filled last block
+// included); the cache it shares from writes past the prefix in place, taking no
+// block; the pool admits by what is held or reserved, taking an idle holder back only
+// when that is too much, and the shared blocks then live on, counted; a rollback's
+// blocks return to the reserve; what could never fit is ErrFull; Close gives back
+// every block and reservation.
+func TestPagedPool(t *testing.T) {
+	fa := &fakeArena{}
+	bs, err := NewBlocks(fa, backend.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 32}, 4, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(4, 8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Page(bs); err != nil {
+		t.Fatal(err)
+	}
+	newCache := func() *Cache {
+		c, err := bs.NewCache(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	grow := func(c *Cache, n int) {
+		t.Helper()
+		if err := c.Prepare(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Append(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve := func(c *Cache, n int) error { return p.Reserve(func() error { return c.Reserve(n) }) }
+	check := func(what string, used, reserved, pool int) {
+		t.Helper()
+		if bs.Used() != used || bs.Reserved() != reserved || p.Used() != pool {
+			t.Fatalf("%s: arena holds %d, reserves %d, the pool counts %d; want %d, %d, %d", what, bs.Used(), bs.Reserved(), p.Used(), used, reserved, pool)
+		}
+	}
+	a := newCache()
+	if err := reserve(a, 10); err != nil {
+		t.Fatal(err)
+	}
+	check("a reserved 10 positions", 0, 3, 3)
+	grow(a, 10)
+	check("a wrote them", 3, 0, 3)
+	b := newCache()
+	if err := b.Share(a, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserve(b, 14); err != nil { // a copy of block 2, and block 3
+		t.Fatal(err)
+	}
+	check("b shares a's 10 and reserves 4 more", 3, 2, 5)
+	if got, want := p.SharedBytes(), int64(3*100); got != want { // fakeArena: 100 bytes a block
+		t.Errorf("SharedBytes %d, want %d", got, want)
+	}
+	grow(a, 1) // position 10, in shared block 2, past what b reads: in place
+	if len(fa.copies) != 0 {
+		t.Fatalf("a wrote past what b reads: copies %v, want none", fa.copies)
+	}
+	grow(b, 4) // positions 10-13: b copies block 2
+	if len(fa.copies) != 1 {
+		t.Fatalf("b wrote into the shared block: copies %v, want one", fa.copies)
+	}
+	check("b wrote its 4", 5, 0, 5)
+	c := newCache()
+	if err := reserve(c, 16); !errors.Is(err, ErrPoolFull) {
+		t.Fatalf("16 positions with 3 blocks to lend, nothing idle: got %v, want ErrPoolFull", err)
+	}
+	check("a refused reservation", 5, 0, 5)
+	p.Idle(&cacheHolder{a})
+	if err := reserve(c, 16); err != nil { // takes a back: blocks 0 and 1 live on in b
+		t.Fatal(err)
+	}
+	check("a taken back, c reserved", 4, 4, 8)
+	if err := p.Take(1); !errors.Is(err, ErrPoolFull) {
+		t.Fatalf("the arena's blocks all held or reserved: Take got %v, want ErrPoolFull", err)
+	}
+	grow(c, 16)
+	if err := c.Truncate(5); err != nil { // blocks 2 and 3 back to c's reserve
+		t.Fatal(err)
+	}
+	check("c rolled back to 5", 6, 2, 8)
+	grow(c, 11)
+	check("c wrote again", 8, 0, 8)
+	d := newCache()
+	if err := d.Reserve(40); !errors.Is(err, ErrFull) || errors.Is(err, ErrPoolFull) {
+		t.Fatalf("10 blocks of an arena of 8: got %v, want ErrFull", err)
+	}
+	b.Close()
+	c.Close()
+	d.Close()
+	check("after Close", 0, 0, 0)
 }
