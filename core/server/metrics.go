@@ -101,9 +101,13 @@ func (m *metrics) poolGauges(p KVPool) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_bytes", Help: "KV memory budget of the slots' block pool."},
 			func() float64 { return float64(p.Bytes()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_bytes", Help: "KV memory the slots' caches hold from the pool (running and idle slots; an idle slot's blocks are taken back when needed)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_bytes", Help: "KV memory of the pool's budget in use: blocks the slots' caches hold (a block shared by several slots once) or reserved for what their requests may still write (running and idle slots; an idle slot's blocks are taken back when needed)."},
 			func() float64 { return float64(p.UsedBytes()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_ratio", Help: "Share of the KV pool's blocks in use."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_physical_bytes", Help: "KV memory of the blocks the slots' caches hold, a block shared by several slots (a common prompt prefix) counted once; reservations not yet written excluded."},
+			func() float64 { return float64(p.PhysicalBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_shared_bytes", Help: "KV memory that prefix sharing saves: the shared blocks counted once more for each further slot holding them."},
+			func() float64 { return float64(p.SharedBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "minfer_kv_pool_used_ratio", Help: "Share of the KV pool's blocks in use (held or reserved; with paged caches, of the fullest model's arena)."},
 			func() float64 { return float64(p.Used()) / float64(p.Blocks()) }))
 }
 

@@ -60,6 +60,8 @@ type Resolver interface {
 type KVPool interface {
 	Bytes() int64
 	UsedBytes() int64
+	PhysicalBytes() int64
+	SharedBytes() int64
 	Used() int
 	Blocks() int
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -478,7 +479,7 @@ func TestSlotsSharePrefix(t *testing.T) {
 		t.Fatalf("status %d: %v", code, out)
 	}
 	want, _ := reply(out)
-	_, _, hs := servePool(t, true)
+	pool, _, hs := servePool(t, true)
 	// A holds slot 1, generating, its prompt's prefill done (its first event is out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -503,6 +504,39 @@ func TestSlotsSharePrefix(t *testing.T) {
 	if got != want {
 		t.Errorf("with a shared prefix: %q, without: %q", got, want)
 	}
+	// the pool counts the shared blocks once, and /metrics says what sharing saves
+	m := scrapeMetrics(t, hs.URL)
+	if shared := m["minfer_kv_pool_shared_bytes"]; shared <= 0 || shared != float64(pool.SharedBytes()) {
+		t.Errorf("minfer_kv_pool_shared_bytes %v (the pool: %d), want more than 0 while both slots hold the prefix", shared, pool.SharedBytes())
+	}
+	if phys, used := m["minfer_kv_pool_physical_bytes"], m["minfer_kv_pool_used_bytes"]; phys <= 0 || phys > used {
+		t.Errorf("minfer_kv_pool_physical_bytes %v, used %v: want more than 0, at most used", phys, used)
+	}
+}
+
+// scrapeMetrics is the server's /metrics samples without labels, by name.
+func scrapeMetrics(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // TestCachedTokensAsReused: cached_tokens is what the engine reused, also when the
