@@ -194,3 +194,41 @@ func TestAdaptiveOneDrafterUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptivePlainRoundKeepsNoDrafter: a plain round (told as drafter 0's, the draft
+// model's, as the engine tells it) does not keep drafter 0 by the hysteresis: after
+// it the drafter that scores best gets the round, even with a hysteresis so wide that
+// a drafter that had drafted would keep its rounds.
+func TestAdaptivePlainRoundKeepsNoDrafter(t *testing.T) {
+	ctx := context.Background()
+	p := mustPolicy(t, "adaptive", `{"hysteresis":10}`)
+	conf := func(n int, c float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = c
+		}
+		return v
+	}
+	out := []sdk.RoundOutcome{
+		// the model drafts 2 and both are rejected; the plugin drafts 4, all accepted
+		{Round: 0, Depth: 2, Drafted: 2, Accepted: 0, DraftConf: conf(2, 0.6), DraftNs: 200e3, VerifyNs: 1.4e6, Drafter: 0},
+		{Round: 1, Depth: 4, Drafted: 4, Accepted: 4, DraftConf: conf(4, 0.9), DraftNs: 8e3, VerifyNs: 2e6, Drafter: 1},
+		{Round: 2, Depth: 4, Drafted: 4, Accepted: 4, DraftConf: conf(4, 0.9), DraftNs: 8e3, VerifyNs: 2e6, Drafter: 1},
+		{Round: 3, Depth: 0, VerifyNs: 1e6, Drafter: 0}, // plain
+	}
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 16, Drafters: 2}
+	for _, o := range out {
+		if _, err := p.NextDepth(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		o.MaxDepth, o.Drafters = 16, 2
+		last = o
+	}
+	dec, err := p.NextDepth(ctx, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Depth == 0 || dec.Drafter != 1 {
+		t.Fatalf("after a plain round: %+v, want the plugin (drafter 1), whose rounds were all accepted", dec)
+	}
+}
