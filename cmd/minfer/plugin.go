@@ -13,6 +13,7 @@ import (
 	"github.com/minfer/minfer/plugins"
 	"github.com/minfer/minfer/plugins/check"
 	"github.com/minfer/minfer/plugins/scaffold"
+	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -139,12 +140,15 @@ func pluginCheck(ctx context.Context, m *Main, f pluginFlags, file string) error
 	if !json.Valid([]byte(f.params)) || !strings.HasPrefix(strings.TrimSpace(f.params), "{") {
 		return usagef("plugin check: --params %q is not a JSON object", f.params)
 	}
-	if f.timeout < 0 || f.memoryMB < 0 {
-		return usagef("plugin check: --timeout %v, --memory-mb %d: want ≥ 0 (0: the default)", f.timeout, f.memoryMB)
+	if f.timeout < 0 {
+		return usagef("plugin check: --timeout %v: want ≥ 0 (0: the default)", f.timeout)
+	}
+	if f.memoryMB < 0 || f.memoryMB > wasm.MaxMemoryMB {
+		return usagef("plugin check: --memory-mb %d: want 0..%d (0: the default; %d MB is all a wasm32 memory holds)", f.memoryMB, wasm.MaxMemoryMB, wasm.MaxMemoryMB)
 	}
 	bin, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return fmt.Errorf("plugin check: %w", err)
 	}
 	opts := check.CheckOptions{Plugin: f.plugin, Name: filepath.Base(file), Params: []byte(f.params), Timeout: f.timeout, MemoryMB: f.memoryMB, Log: m.Stderr}
 	infos, results, err := check.Check(ctx, bin, opts)

@@ -42,13 +42,16 @@ import (
 	"github.com/minfer/minfer/sdk"
 )
 
+// MaxMemoryMB is the largest Options.MemoryMB: all a wasm32 memory holds.
+const MaxMemoryMB = 4096
+
 // Options configures Load. Zero fields take the defaults shown.
 type Options struct {
 	// Name identifies the module in errors and log lines ("builtin", a file name).
 	Name string
 	// Timeout is the deadline of every call into the module (100ms).
 	Timeout time.Duration
-	// MemoryMB caps the module's linear memory (64; at most 4096, all a wasm32 memory holds).
+	// MemoryMB caps the module's linear memory (64; at most MaxMemoryMB).
 	MemoryMB int
 	// Instances is the number of instances started by Load (2); more are started on
 	// demand and kept up to 4×Instances.
@@ -162,8 +165,8 @@ func Load(ctx context.Context, bin []byte, opts Options) (*Module, error) {
 		opts.Instances = defaultInstances
 	}
 	loadErr := func(kind string, err error) error { return &Error{Plugin: opts.Name, Kind: kind, Err: err} }
-	if opts.MemoryMB > 4096 {
-		return nil, loadErr("load", fmt.Errorf("memory cap %d MB above 4096 (all a wasm32 memory holds)", opts.MemoryMB))
+	if opts.MemoryMB > MaxMemoryMB {
+		return nil, loadErr("load", fmt.Errorf("memory cap %d MB above %d (all a wasm32 memory holds)", opts.MemoryMB, MaxMemoryMB))
 	}
 	sum := sha256.Sum256(bin)
 	m := &Module{opts: opts, checksum: hex.EncodeToString(sum[:])}
