@@ -87,7 +87,7 @@ rows() {
 summarize() {
 	local commit
 	commit=$("$bin" version 2>/dev/null | head -1 || true)
-	echo "bench-drafters: device $device, N=${N:-128} R=${R:-5} COUNT=${COUNT:-8} TOKENS=${TOKENS:-128}, $secs s, minfer ${commit:-?}"
+	echo "bench-drafters: device $device, N=${N:-128} R=${R:-5} COUNT=${COUNT:-8} TOKENS=${TOKENS:-128}, $secs s, ${commit:-minfer ?}"
 	echo "host: $(uname -n), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?)"
 	for run in a b; do
 		[[ $run == a ]] && echo "(a) copy-heavy prompts, the target alone" || echo "(b) hybrid mix: prose + copy-heavy prompts, target + draft model"
