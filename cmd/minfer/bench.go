@@ -79,10 +79,11 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return usagef("bench: unexpected argument %q", rest[0])
 	case slices.Min(nps.Vals) < 0 || slices.Min(ngs.Vals) < 0 || slices.Max(nps.Vals)+slices.Max(ngs.Vals) == 0:
 		return usagef("bench: -p %s -n %s: want counts ≥ 0, not all 0", &nps, &ngs)
-	case reps < 1 || batch < 1:
-		return usagef("bench: -r and --batch must be ≥ 1")
 	case threads < 0:
 		return usagef("bench: --threads %d: want ≥ 0 (0: physical cores)", threads)
+	}
+	if err := atLeastOne(fs, "r", "batch", "b"); err != nil {
+		return err
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {

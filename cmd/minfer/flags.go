@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"slices"
+	"strconv"
 
 	"github.com/minfer/minfer/internal/cli"
 )
@@ -31,3 +33,15 @@ var flagConfigKeys = map[string]string{
 // flagErrors rewrites the errors of cfg.Validate whose key a flag of fs set as errors
 // naming that flag and the value typed (cli.FlagErrors).
 func flagErrors(fs *flag.FlagSet, err error) error { return cli.FlagErrors(fs, err, flagConfigKeys) }
+
+// atLeastOne is the usage error naming the first of the integer flags names that the
+// command line set below 1, as the user wrote it (-b 0, not --batch 0), or nil.
+func atLeastOne(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if v, e := strconv.Atoi(f.Value.String()); err == nil && e == nil && v < 1 && slices.Contains(names, f.Name) {
+			err = usagef("%s: %s %s: want ≥ 1", fs.Name(), cli.Dashed(f.Name), f.Value)
+		}
+	})
+	return err
+}

@@ -67,10 +67,11 @@ func runPerplexity(ctx context.Context, m *Main, args []string) error {
 		return usagef("perplexity: --ctx %d too small", nctx)
 	case chunks == 0 || chunks < -1:
 		return usagef("perplexity: --chunks %d: want -1 (all) or ≥ 1", chunks)
-	case batch < 1:
-		return usagef("perplexity: --batch %d: want ≥ 1", batch)
 	case threads < 0:
 		return usagef("perplexity: --threads %d: want ≥ 0 (0: physical cores)", threads)
+	}
+	if err := atLeastOne(fs, "batch", "b"); err != nil {
+		return err
 	}
 	kt, err := kv.ParseType(kvName)
 	if err != nil {

@@ -318,7 +318,7 @@ func TestRobustness(t *testing.T) {
 		{name: "policy replay of run --trace", args: []string{"policy", "replay", recorded, "--policy", "ucb", "--config", cfg}, want: "rounds from"},
 		{name: "run --trace into a missing folder", args: run("-p", "hi", "-n", "2", "--trace", filepath.Join(missing, "t.jsonl")), code: 1, want: "no such file"},
 		// the other commands
-		{name: "bench -r 0", args: []string{"bench", "--config", cfg, "-r", "0"}, code: 2, want: "-r and --batch"},
+		{name: "bench -r 0", args: []string{"bench", "--config", cfg, "-r", "0"}, code: 2, want: "bench: -r 0: want ≥ 1"},
 		{name: "bench threads -1", args: []string{"bench", "--config", cfg, "-t", "-1"}, code: 2, want: "--threads -1"},
 		{name: "bench empty model", args: []string{"bench", "--config", cfg, "-m", empty}, code: 1, want: "file is empty"},
 		{name: "specbench without draft", args: []string{"specbench", "--config", cfg, "-m", llamaQ8}, code: 2, want: "no draft model"},

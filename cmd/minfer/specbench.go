@@ -119,8 +119,9 @@ func runSpecbench(ctx context.Context, m *Main, args []string) error {
 		return usagef("specbench: no draft model and no drafter (give --draft DRAFT, --drafter NAME or --drafters)")
 	case warmup < 0:
 		return usagef("specbench: --warmup %g: want ≥ 0 seconds", warmup)
-	case f.n < 1 || reps < 1 || count < 1 || ptoks < 1 || curveRows < 1:
-		return usagef("specbench: -n, -r, --prompt-count, --prompt-tokens and --curve-rows must be ≥ 1")
+	}
+	if err := atLeastOne(fs, "n", "r", "prompt-count", "prompt-tokens", "curve-rows"); err != nil {
+		return err
 	}
 	cfg, _, err := config.LoadOrDefault(f.configPath)
 	if err != nil {

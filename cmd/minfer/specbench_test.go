@@ -98,7 +98,8 @@ func TestSpecbenchErrors(t *testing.T) {
 	}{
 		{[]string{}, "no draft"},
 		{[]string{"--draft", "x.gguf", "--depths", "1,deep"}, "--depths"},
-		{[]string{"--draft", "x.gguf", "-n", "0"}, "must be ≥ 1"},
+		{[]string{"--draft", "x.gguf", "-n", "0"}, "specbench: -n 0: want ≥ 1"},
+		{[]string{"--draft", "x.gguf", "--curve-rows", "-2"}, "specbench: --curve-rows -2: want ≥ 1"},
 		{[]string{"--draft", "x.gguf", "--policies", "nosuch"}, `specbench: --policies "nosuch": no plugin "nosuch" declared`},
 		{[]string{"--draft", "x.gguf", "--policies", "penalty"}, `--policies "penalty": plugin "penalty" is not a policy plugin`},
 		{[]string{"--draft", "x.gguf", "--policies", "adaptive,"}, "an empty name"},

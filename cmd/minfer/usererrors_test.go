@@ -45,6 +45,8 @@ func TestErrorsNameWhatTheUserGave(t *testing.T) {
 			want: "plugin check: open " + filepath.Join(dir, "nope.wasm") + ": no such file"},
 		{name: "bench kv", args: []string{"bench", "--config", cfg, "--kv", "q9"}, code: 2, want: `bench: --kv q9: unknown cache type "q9"`},
 		{name: "perplexity kv", args: []string{"perplexity", "--config", cfg, "-f", text, "--kv", "q9"}, code: 2, want: `perplexity: --kv q9: unknown cache type "q9"`},
+		{name: "bench alias", args: []string{"bench", "--config", cfg, "-b", "0"}, code: 2, want: "bench: -b 0: want ≥ 1"},
+		{name: "perplexity alias", args: []string{"perplexity", "--config", cfg, "-f", text, "-b", "-1"}, code: 2, want: "perplexity: -b -1: want ≥ 1"},
 		{name: "serve api key env unset", args: []string{"serve", "--config", cfg, "--api-key-env", "MINFER_TEST_UNSET_KEY", "--addr", "127.0.0.1:0"}, code: 1,
 			want: "serve: --api-key-env MINFER_TEST_UNSET_KEY: the variable is empty or unset"},
 	} {
