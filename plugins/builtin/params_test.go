@@ -59,3 +59,23 @@ func jsonKeys(t reflect.Type) []string {
 	}
 	return keys
 }
+
+// TestParamsOfTheWrongType: a params value of the wrong JSON type is named by its key
+// and by JSON's words (before: "json: cannot unmarshal string into Go struct field
+// .depth of type int").
+func TestParamsOfTheWrongType(t *testing.T) {
+	for _, tc := range []struct {
+		name, params, want string
+		make               func([]byte) error
+	}{
+		{"static depth", `{"depth":"x"}`, "static: params: depth: got a string, want an integer", func(b []byte) error { _, err := NewStatic(b); return err }},
+		{"sampling top_p", `{"top_p":true}`, "sampling: params: top_p: got a bool, want a number", func(b []byte) error { _, err := NewSampling(b); return err }},
+		{"suffix max_tokens", `{"max_tokens":1.5}`, "suffix: params: max_tokens: got a number 1.5, want an integer", func(b []byte) error { _, err := NewSuffix(b); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.make([]byte(tc.params)); err == nil || err.Error() != tc.want {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
