@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
+
+	"github.com/minfer/minfer/internal/jsonkind"
 )
 
 // RequestError is a client mistake: the server answers 400 (or Status) with an
@@ -121,7 +122,7 @@ func (x *Extension) UnmarshalJSON(b []byte) error {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return badRequest("minfer."+te.Field, "wrong type: got JSON %s, want %s", te.Value, jsonKind(te.Type))
+			return badRequest("minfer."+te.Field, "wrong type: got JSON %s, want %s", te.Value, jsonkind.Of(te.Type))
 		}
 		return badRequest("minfer", "want an object such as {\"policy\": \"adaptive\"}")
 	}
@@ -193,7 +194,7 @@ func decodeJSON(body []byte, v any) error {
 		case errors.As(err, &re):
 			return re
 		case errors.As(err, &te):
-			return badRequest(strings.TrimPrefix(te.Field, "commonRequest."), "wrong type: got JSON %s, want %s", te.Value, jsonKind(te.Type))
+			return badRequest(strings.TrimPrefix(te.Field, "commonRequest."), "wrong type: got JSON %s, want %s", te.Value, jsonkind.Of(te.Type))
 		case errors.As(err, &se):
 			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
 		default:
@@ -392,28 +393,4 @@ func (r *commonRequest) logprobs() (int, error) {
 		}
 		return n, nil
 	}
-}
-
-// jsonKind names the JSON value a Go type decodes from, for error messages (never the
-// Go type's name).
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "another type"
 }

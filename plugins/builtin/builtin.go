@@ -21,9 +21,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 
+	"github.com/minfer/minfer/internal/jsonkind"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -122,29 +122,11 @@ func decodeParams(name string, params []byte, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" { // json's own words name Go types ("Go struct field .depth of type int")
-			return fmt.Errorf("%s: params: %s: got a %s, want %s", name, te.Field, te.Value, jsonKind(te.Type))
+			return fmt.Errorf("%s: params: %s: got JSON %s, want %s", name, te.Field, te.Value, jsonkind.Of(te.Type))
 		}
 		return fmt.Errorf("%s: params: %w", name, err)
 	}
 	return nil
-}
-
-// jsonKind says what JSON value a params field of type t takes.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return "an object"
 }
 
 func checkRange(name, key string, v, lo, hi float64) error {

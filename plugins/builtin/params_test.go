@@ -68,9 +68,9 @@ func TestParamsOfTheWrongType(t *testing.T) {
 		name, params, want string
 		make               func([]byte) error
 	}{
-		{"static depth", `{"depth":"x"}`, "static: params: depth: got a string, want an integer", func(b []byte) error { _, err := NewStatic(b); return err }},
-		{"sampling top_p", `{"top_p":true}`, "sampling: params: top_p: got a bool, want a number", func(b []byte) error { _, err := NewSampling(b); return err }},
-		{"suffix max_tokens", `{"max_tokens":1.5}`, "suffix: params: max_tokens: got a number 1.5, want an integer", func(b []byte) error { _, err := NewSuffix(b); return err }},
+		{"static depth", `{"depth":"x"}`, "static: params: depth: got JSON string, want an integer", func(b []byte) error { _, err := NewStatic(b); return err }},
+		{"sampling top_p", `{"top_p":true}`, "sampling: params: top_p: got JSON bool, want a number", func(b []byte) error { _, err := NewSampling(b); return err }},
+		{"suffix max_tokens", `{"max_tokens":1.5}`, "suffix: params: max_tokens: got JSON number 1.5, want an integer", func(b []byte) error { _, err := NewSuffix(b); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.make([]byte(tc.params)); err == nil || err.Error() != tc.want {
