@@ -194,6 +194,10 @@ func (r *Registry) loadFile(ctx context.Context, e *entry) error {
 		for _, p := range ps {
 			have = append(have, p.Name)
 		}
+		if e.decl.Given != "" { // a flag's source has no entry to name
+			return fmt.Errorf("%s declares plugins %s: a flag cannot pick one; declare it in a [plugins.NAME] table named after it (source = %q) and give that name",
+				path, strings.Join(have, ", "), e.decl.Source)
+		}
 		return fmt.Errorf("%s declares plugins %s; name the entry after one of them", path, strings.Join(have, ", "))
 	}
 	e.mod, e.plugin = m, e.info.Name

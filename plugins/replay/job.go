@@ -180,8 +180,14 @@ func (j *Job) walk(ctx context.Context, reg *plugins.Registry, names []string) e
 // policyMaker returns a constructor of the declared policy name with overrides, or a
 // usage error naming what is declared.
 func policyMaker(ctx context.Context, reg *plugins.Registry, name string, overrides map[string]any) (func() (sdk.DepthPolicy, error), error) {
-	if _, ok := reg.Info(name); !ok {
+	info, ok := reg.Info(name)
+	if !ok {
 		return nil, usage.Errorf("policy replay: no plugin %q declared (have %s)", name, strings.Join(reg.Names(), ", "))
+	}
+	// as the host refuses a [plugins.NAME] params key the plugin does not declare (the
+	// plugin's own init would say "json: unknown field")
+	if err := plugins.CheckParamKeys(info, slices.Collect(maps.Keys(overrides))); err != nil {
+		return nil, usage.Errorf("policy replay: --params: %s", strings.TrimPrefix(err.Error(), "params: "))
 	}
 	return func() (sdk.DepthPolicy, error) {
 		p, _, err := reg.Policy(ctx, name, overrides)
