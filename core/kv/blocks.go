@@ -2,6 +2,7 @@ package kv
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/minfer/minfer/core/backend"
@@ -14,8 +15,8 @@ import (
 // positions (a common prompt prefix: a system prompt, an earlier chat turn) by taking
 // references to its blocks instead of computing them. A shared block's positions that
 // another cache reads are read-only: a cache about to write into a shared block copies
-// it first (copy on write), except the block's writer (the cache that filled it, or
-// its last holder), which writes past what the others read in place. Only the last,
+// it first (copy on write), except the block's writer (of its holders, the one that
+// holds most of it valid), which writes past what the others read in place. Only the last,
 // partly filled block of a shared prefix is ever copied, by its sharers, as positions
 // below a cache's length are never rewritten. A block returns to the arena when no
 // cache holds it.
@@ -40,11 +41,15 @@ type Blocks struct {
 	mu   sync.Mutex
 	ref  []int32 // per block: the caches holding it
 	free []int32 // blocks with no reference, the next taken last
-	// per block: the cache that may write into it in place while it is shared, and
-	// the positions below which its other holders read it (hi: 0 while one holds it)
-	writer []uint64
-	hi     []int32
-	refs   int // references of all blocks (a block shared by n caches: n)
+	// per block: the caches holding it, its index in their tables (a shared block
+	// sits at the same index in each), the holder that may write into it in place
+	// while it is shared (settleLocked), and the positions below which the others
+	// read it
+	holders [][]*Cache
+	idx     []int32
+	writer  []*Cache
+	hi      []int32
+	refs    int // references of all blocks (a block shared by n caches: n)
 	// reserved is the blocks caches reserved and have not taken yet (Cache.resv summed)
 	reserved int
 }
@@ -63,7 +68,7 @@ func NewBlocks(p backend.Pager, spec backend.KVSpec, block, blocks int) (*Blocks
 	if err != nil {
 		return nil, fmt.Errorf("kv: allocating %d blocks of %d positions: %w", blocks, block, err)
 	}
-	bs := &Blocks{arena: a, spec: spec, block: block, ref: make([]int32, blocks), writer: make([]uint64, blocks), hi: make([]int32, blocks)}
+	bs := &Blocks{arena: a, spec: spec, block: block, ref: make([]int32, blocks), holders: make([][]*Cache, blocks), idx: make([]int32, blocks), writer: make([]*Cache, blocks), hi: make([]int32, blocks)}
 	for i := blocks - 1; i >= 0; i-- {
 		bs.free = append(bs.free, int32(i))
 	}
@@ -134,15 +139,17 @@ func (bs *Blocks) NewCache(ctx int) (*Cache, error) {
 	return &Cache{dev: dev, spec: spec, id: nextID.Add(1), blocks: bs}, nil
 }
 
-// takeLocked takes a free block for c, with one reference and c its writer, from c's
-// reserve first. The caller checked that one is there for c (needLocked, availLocked).
-func (bs *Blocks) takeLocked(c *Cache) int32 {
+// takeLocked takes a free block for c's table index i, with c its one holder and
+// writer, from c's reserve first. The caller checked that one is there for c
+// (needLocked, availLocked).
+func (bs *Blocks) takeLocked(c *Cache, i int) int32 {
 	if len(bs.free) == 0 {
 		panic("BUG: kv: a block taken from a spent arena")
 	}
 	b := bs.free[len(bs.free)-1]
 	bs.free = bs.free[:len(bs.free)-1]
-	bs.ref[b], bs.writer[b], bs.hi[b] = 1, c.id, 0
+	bs.ref[b], bs.idx[b], bs.writer[b], bs.hi[b] = 1, int32(i), c, 0
+	bs.holders[b] = append(bs.holders[b][:0], c)
 	bs.refs++
 	if c.resv > 0 {
 		c.resv--
@@ -151,41 +158,89 @@ func (bs *Blocks) takeLocked(c *Cache) int32 {
 	return b
 }
 
-// dropLocked gives back one reference to each of table's blocks and returns how many
+// dropLocked gives back c's reference to each of table's blocks and returns how many
 // became free.
-func (bs *Blocks) dropLocked(table []int32) int {
+func (bs *Blocks) dropLocked(c *Cache, table []int32) int {
 	freed := 0
 	for _, b := range table {
-		if bs.ref[b] <= 0 {
-			panic(fmt.Sprintf("BUG: kv: block %d dropped with %d references", b, bs.ref[b]))
+		hs := bs.holders[b]
+		k := slices.Index(hs, c)
+		if bs.ref[b] <= 0 || k < 0 {
+			panic(fmt.Sprintf("BUG: kv: block %d dropped with %d references, the dropping cache not among them", b, bs.ref[b]))
 		}
+		bs.holders[b] = slices.Delete(hs, k, k+1)
 		bs.ref[b]--
 		bs.refs--
-		switch bs.ref[b] {
-		case 1: // its last holder reads and writes it alone
-			bs.hi[b] = 0
-		case 0:
-			bs.writer[b] = 0
+		if bs.ref[b] == 0 {
+			bs.writer[b], bs.hi[b] = nil, 0
 			bs.free = append(bs.free, b)
 			freed++
+			continue
 		}
+		bs.settleLocked(b)
 	}
 	return freed
+}
+
+// extentLocked is the end of the positions h holds valid in its block b.
+func (bs *Blocks) extentLocked(h *Cache, b int32) int {
+	return min(h.hw, (int(bs.idx[b])+1)*bs.block)
+}
+
+// settleLocked makes b's writer the holder that holds the most of it valid (the
+// others read below what it holds, and it writes only past its length: in place)
+// and hi what the others read, after b's holders or their lengths changed; and trims
+// the holders' reserves to what they still need (the new writer copies nothing).
+// Every shared block has a writer among its holders, so n caches sharing a block
+// reserve at most n-1 copies of it: the budget never counts more than the references.
+func (bs *Blocks) settleLocked(b int32) {
+	hs := bs.holders[b]
+	w, best := bs.writer[b], -1
+	if slices.Contains(hs, w) {
+		best = bs.extentLocked(w, b)
+	}
+	for _, h := range hs {
+		if e := bs.extentLocked(h, b); e > best {
+			w, best = h, e
+		}
+	}
+	hi := 0
+	for _, h := range hs {
+		if h != w {
+			hi = max(hi, bs.extentLocked(h, b))
+		}
+	}
+	bs.writer[b], bs.hi[b] = w, int32(hi)
+	for _, h := range hs {
+		bs.trimLocked(h)
+	}
+}
+
+// trimLocked gives back what h reserved beyond what it takes to grow to the end its
+// last Reserve asked for.
+func (bs *Blocks) trimLocked(h *Cache) {
+	if h.resv == 0 {
+		return
+	}
+	if need := bs.needLocked(h, h.end); need < h.resv {
+		bs.reserved -= h.resv - need
+		h.resv = need
+	}
 }
 
 // mustCopyLocked reports whether c must copy its block b before writing at its length:
 // b is shared, and c is not its writer or the others read b past c's length.
 func (bs *Blocks) mustCopyLocked(c *Cache, b int32) bool {
-	return bs.ref[b] > 1 && (bs.writer[b] != c.id || c.n < int(bs.hi[b]))
+	return bs.ref[b] > 1 && (bs.writer[b] != c || c.hw < int(bs.hi[b]))
 }
 
-// needLocked is the blocks c takes to write positions [c.n, end): new blocks past its
+// needLocked is the blocks c takes to write positions [c.hw, end): new blocks past its
 // table and copies of shared blocks in the range.
 func (bs *Blocks) needLocked(c *Cache, end int) int {
-	if end <= c.n {
+	if end <= c.hw {
 		return 0
 	}
-	first, last := c.n/bs.block, (end+bs.block-1)/bs.block
+	first, last := c.hw/bs.block, (end+bs.block-1)/bs.block
 	need := max(last-len(c.table), 0)
 	for i := first; i < min(last, len(c.table)); i++ {
 		if bs.mustCopyLocked(c, c.table[i]) {
@@ -199,8 +254,10 @@ func (bs *Blocks) needLocked(c *Cache, end int) int {
 func (bs *Blocks) reserve(c *Cache, end int) error {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
+	c.hw = c.n
 	need := bs.needLocked(c, end)
 	if need <= c.resv {
+		c.end = max(c.end, end)
 		return nil
 	}
 	if need > len(bs.ref) { // no wait would help
@@ -210,14 +267,14 @@ func (bs *Blocks) reserve(c *Cache, end int) error {
 		return fmt.Errorf("kv: %w: %d more blocks of %d positions asked, %d of %d held or reserved", ErrPoolFull, d, bs.block, len(bs.ref)-bs.availLocked(), len(bs.ref))
 	}
 	bs.reserved += need - c.resv
-	c.resv = need
+	c.resv, c.end = need, end
 	return nil
 }
 
 // unreserveLocked gives back what c reserved and did not take.
 func (bs *Blocks) unreserveLocked(c *Cache) {
 	bs.reserved -= c.resv
-	c.resv = 0
+	c.resv, c.end = 0, 0
 }
 
 // prepare makes c's table map positions [c.n, c.n+n) to blocks that c may write: new
@@ -227,27 +284,34 @@ func (bs *Blocks) unreserveLocked(c *Cache) {
 func (bs *Blocks) prepare(c *Cache, n int) error {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
+	c.hw = c.n
 	need := bs.needLocked(c, c.n+n)
-	if need == 0 {
-		return nil
-	}
-	if avail := c.resv + bs.availLocked(); need > avail {
-		return fmt.Errorf("kv: %w: %d blocks of %d positions wanted, %d to lend (%d reserved)", ErrPoolFull, need, bs.block, max(avail, 0), c.resv)
+	if need > 0 {
+		if avail := c.resv + bs.availLocked(); need > avail {
+			return fmt.Errorf("kv: %w: %d blocks of %d positions wanted, %d to lend (%d reserved)", ErrPoolFull, need, bs.block, max(avail, 0), c.resv)
+		}
 	}
 	first, end := c.n/bs.block, (c.n+n+bs.block-1)/bs.block
-	for i := first; i < min(end, len(c.table)); i++ {
+	for i := first; need > 0 && i < min(end, len(c.table)); i++ {
 		if old := c.table[i]; bs.mustCopyLocked(c, old) { // copy on write
-			b := bs.takeLocked(c)
+			resv := c.resv
+			b := bs.takeLocked(c, i)
 			if err := bs.arena.CopyBlock(int(b), int(old)); err != nil {
-				bs.dropLocked([]int32{b})
+				bs.dropLocked(c, []int32{b})
+				bs.reserved += resv - c.resv // the reserve stays whole
+				c.resv = resv
 				return fmt.Errorf("kv: copying a shared block: %w", err)
 			}
 			c.table[i] = b
-			bs.dropLocked([]int32{old})
+			bs.dropLocked(c, []int32{old})
 		}
 	}
 	for len(c.table) < end {
-		c.table = append(c.table, bs.takeLocked(c))
+		c.table = append(c.table, bs.takeLocked(c, len(c.table)))
+	}
+	c.hw = c.n + n // what it holds once the forward wrote
+	if need == 0 {
+		return nil
 	}
 	return bs.arena.SetTable(c.dev, c.table)
 }
@@ -261,11 +325,15 @@ func (bs *Blocks) truncate(c *Cache, n int) {
 	if n == 0 {
 		defer bs.unreserveLocked(c)
 	}
+	c.hw = n
 	keep := (n + bs.block - 1) / bs.block
+	if keep > 0 && keep <= len(c.table) && bs.ref[c.table[keep-1]] > 1 {
+		bs.settleLocked(c.table[keep-1]) // c may hold less of its last block now
+	}
 	if keep >= len(c.table) {
 		return
 	}
-	freed := bs.dropLocked(c.table[keep:])
+	freed := bs.dropLocked(c, c.table[keep:])
 	c.resv += freed
 	bs.reserved += freed
 	c.table = c.table[:keep]
@@ -286,16 +354,17 @@ func (bs *Blocks) share(c, src *Cache, n int) error {
 	}
 	k := (n + bs.block - 1) / bs.block
 	shared := append([]int32(nil), src.table[:k]...)
-	for i, b := range shared {
-		if bs.ref[b] == 1 { // src alone held it: src writes past what c reads
-			bs.writer[b] = src.id
-		}
+	old := c.table
+	c.table, c.n, c.hw = shared, n, n
+	for _, b := range shared {
 		bs.ref[b]++
 		bs.refs++
-		bs.hi[b] = max(bs.hi[b], int32(min(n, (i+1)*bs.block)))
+		bs.holders[b] = append(bs.holders[b], c)
 	}
-	bs.dropLocked(c.table)
-	c.table, c.n = shared, n
+	bs.dropLocked(c, old)
+	for _, b := range shared {
+		bs.settleLocked(b)
+	}
 	return bs.arena.SetTable(c.dev, c.table)
 }
 
@@ -303,8 +372,8 @@ func (bs *Blocks) share(c, src *Cache, n int) error {
 func (bs *Blocks) close(c *Cache) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	bs.dropLocked(c.table)
 	bs.unreserveLocked(c)
+	bs.dropLocked(c, c.table)
 	c.table = nil
 }
 

@@ -39,6 +39,8 @@ type Cache struct {
 	blocks *Blocks
 	table  []int32
 	resv   int // blocks reserved and not taken yet
+	end    int // the length the reserve is for
+	hw     int // the length the arena knows of (Len, or what the forward Prepare readied writes)
 }
 
 var nextID atomic.Uint64

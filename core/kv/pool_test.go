@@ -169,3 +169,77 @@ func TestPagedPool(t *testing.T) {
 	d.Close()
 	check("after Close", 0, 0, 0)
 }
+
+// TestPagedPoolOrphanedShare: when the cache that filled a shared block lets it go,
+// one of its sharers becomes the block's writer and gives back the copy it reserved:
+// n caches sharing a block reserve at most n-1 copies, so a pool of whole contexts
+// always admits as many running sequences (the budget never counts more than the
+// references).
+func TestPagedPoolOrphanedShare(t *testing.T) {
+	bs, err := NewBlocks(&fakeArena{}, backend.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 32}, 4, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(4, 3, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Page(bs); err != nil {
+		t.Fatal(err)
+	}
+	caches := make([]*Cache, 3) // three sequences of one block's context each
+	for i := range caches {
+		if caches[i], err = bs.NewCache(4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, c := caches[0], caches[1], caches[2]
+	if err := a.Reserve(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Prepare(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(2); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Cache{b, c} {
+		if err := s.Share(a, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Reserve(4); err != nil { // a copy of the shared block
+			t.Fatal(err)
+		}
+	}
+	if bs.Used() != 1 || bs.Reserved() != 2 || p.Used() != 3 {
+		t.Fatalf("a and two sharers: %d held, %d reserved, the pool counts %d; want 1, 2, 3", bs.Used(), bs.Reserved(), p.Used())
+	}
+	a.Close() // b or c writes the block in place now: one copy is enough
+	if bs.Used() != 1 || bs.Reserved() != 1 || p.Used() != 2 {
+		t.Fatalf("after a let the block go: %d held, %d reserved, the pool counts %d; want 1, 1, 2", bs.Used(), bs.Reserved(), p.Used())
+	}
+	d, err := bs.NewCache(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reserve(4); err != nil { // the third sequence of a three-context pool
+		t.Fatalf("a third sequence beside two sharers: %v", err)
+	}
+	for _, s := range []*Cache{b, c} {
+		if err := s.Prepare(2); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bs.Used() != 2 || bs.Reserved() != 1 {
+		t.Fatalf("both sharers wrote: %d held, %d reserved; want 2 (one copy) and 1 (d's)", bs.Used(), bs.Reserved())
+	}
+	for _, s := range []*Cache{b, c, d} {
+		s.Close()
+	}
+	if bs.Used() != 0 || bs.Reserved() != 0 || p.Used() != 0 {
+		t.Fatalf("after Close: %d held, %d reserved, the pool counts %d; want none", bs.Used(), bs.Reserved(), p.Used())
+	}
+}
