@@ -270,6 +270,10 @@ func (c *Config) Roles(name string) []sdk.Role {
 // to a declared plugin that can play role.
 func (c *Config) checkRef(v *checker, key, value, name string, role sdk.Role) {
 	if _, ok := c.Plugins[name]; !ok {
+		if _, _, err := (Plugin{Source: name}).SourceKind(); err == nil { // only a flag takes a source
+			v.addf(key, value, "a plugin source, not a name: declare it in a [plugins.NAME] table (source = %q) and give that NAME here", name)
+			return
+		}
 		v.addf(key, value, "no plugin %q declared (declared: %s)", name, strings.Join(c.pluginNames(), ", "))
 		return
 	}

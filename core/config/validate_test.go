@@ -59,6 +59,8 @@ func TestInvalidValues(t *testing.T) {
 		{"memory", "[plugins.mine]\nsource = \"file:x.wasm\"\nmemory_mb = 5000\n", 3, []string{"[plugins.mine] memory_mb = 5000"}},
 		{"role unknown", "[plugins.mine]\nsource = \"file:x.wasm\"\nroles = [\"scheduler\"]\n", 3, []string{`unknown role "scheduler"`}},
 		{"drafter unknown", "[spec]\ndrafter = \"ngram,lookahead\"\n", 2, []string{`[spec] drafter = "ngram,lookahead": no plugin "lookahead"`}},
+		{"policy source", "[spec]\npolicy = \"file:./x.wasm\"\n", 2, []string{`[spec] policy = "file:./x.wasm": a plugin source, not a name: declare it in a [plugins.NAME] table (source = "file:./x.wasm")`}},
+		{"drafter source", "[spec]\ndrafter = \"ngram,builtin:suffix\"\n", 2, []string{`[spec] drafter = "ngram,builtin:suffix": a plugin source, not a name`}},
 		{"drafter not one", "[spec]\ndrafter = \"greedy\"\n", 2, []string{`plugin "greedy" is not a drafter plugin`}},
 		{"drafter twice", "[spec]\ndrafter = \"ngram, ngram\"\n", 2, []string{`names "ngram" twice`}},
 		{"role twice", "[plugins.mine]\nsource = \"file:x.wasm\"\nroles = [\"policy\", \"policy\"]\n", 3, []string{`role "policy" listed twice`}},
