@@ -250,14 +250,16 @@ func (bs *Blocks) needLocked(c *Cache, end int) int {
 	return need
 }
 
-// reserve makes c's reserve hold at least the blocks it takes to grow to end positions.
+// reserve makes c's reserve hold the blocks it takes to grow to end positions, or to
+// the end an earlier reserve asked for when that is further (until unreserveLocked).
 func (bs *Blocks) reserve(c *Cache, end int) error {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	c.hw = c.n
+	end = max(end, c.end)
 	need := bs.needLocked(c, end)
 	if need <= c.resv {
-		c.end = max(c.end, end)
+		c.end = end
 		return nil
 	}
 	if need > len(bs.ref) { // no wait would help
@@ -342,7 +344,7 @@ func (bs *Blocks) truncate(c *Cache, n int) {
 	}
 }
 
-// share makes c hold src's first n positions, c's own blocks given back.
+// share makes c hold src's first n positions, c's own blocks and reserve given back.
 func (bs *Blocks) share(c, src *Cache, n int) error {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
@@ -355,6 +357,7 @@ func (bs *Blocks) share(c, src *Cache, n int) error {
 	k := (n + bs.block - 1) / bs.block
 	shared := append([]int32(nil), src.table[:k]...)
 	old := c.table
+	bs.unreserveLocked(c)
 	c.table, c.n, c.hw = shared, n, n
 	for _, b := range shared {
 		bs.ref[b]++

@@ -115,8 +115,10 @@ func (c *Cache) Prepare(n int) error {
 // Reserve makes a paged cache reserve, in its arena, the blocks it will take to grow
 // to n positions (from Len: new blocks, and copies of the shared blocks it must not
 // write in place), so that Prepare up to n positions finds them. A reserve only grows
-// (Unreserve gives it back; truncating to 0 and Close do too); a block a rollback
-// frees goes back to it. It fails, reserving nothing more, with ErrPoolFull when the
+// (Unreserve gives it back; truncating to 0, Share and Close do too); a block a
+// rollback frees goes back to it. A rollback into a block another cache holds more of
+// may make a write there need a copy: reserve again after one (a new prompt's prefill
+// does; a speculative rollback stays past what others share). It fails, reserving nothing more, with ErrPoolFull when the
 // arena has too few blocks to lend (a Pool's Reserve takes back idle sequences' blocks
 // first) and with ErrFull when the whole arena is too few. A whole cache has nothing
 // to do.
@@ -141,7 +143,7 @@ func (c *Cache) Paged() bool { return c.blocks != nil }
 
 // Share makes c, a paged cache of the same arena, hold src's first n positions by
 // referencing src's blocks (read-only until one of them writes: copy on write), giving
-// back what c held. Both caches stay usable on their own; c's next forward starts at
+// back what c held and reserved. Both caches stay usable on their own; c's next forward starts at
 // position n. src may be used by another goroutine meanwhile, as long as its first n
 // positions are valid and do not change during the call (Share reads its block table
 // under the arena's lock, never its length).
