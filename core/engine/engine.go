@@ -277,7 +277,7 @@ type Session struct {
 	maxBatchRows  int
 	hist          []int32 // tokens in the sequence; the target cache holds all but the last
 	// pool is Config.Pool when the caches page (pool.go); blocks is how many of its
-	// blocks they hold
+	// blocks whole caches hold (paged caches reserve theirs in the arenas)
 	pool   *kv.Pool
 	blocks int
 	// paging is Config.Paging with a pool: the caches are paged (paging.go)

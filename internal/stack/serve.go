@@ -59,7 +59,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 	pool := st.Pool
 	switch n := cfg.Server.Parallel; {
 	case pool != nil && st.Paging != nil:
-		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow; paged, prompt prefixes shared between slots\n",
+		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow; paged, prompt prefixes shared between slots and counted once\n",
 			pool.Blocks(), pool.Block(), float64(pool.Bytes())/(1<<20), n)
 	case pool != nil:
 		fmt.Fprintf(so.Log, "kv pool: %d blocks of %d positions, %.1f MiB for %d slots, taken as their sequences grow\n",
