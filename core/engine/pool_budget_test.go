@@ -9,6 +9,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/enginetest"
 	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/sdk"
@@ -34,13 +35,23 @@ func (g *gateSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.Sampl
 // whose prompts differ, and refuses the others with ErrPoolFull; it admits four
 // running at once whose prompts share a 60-token prefix with an idle slot's cache
 // (each reserves the 4 blocks it writes past the 7 whole shared ones, the copy of the
-// partly filled eighth included). The outputs are those of whole caches, the pool
+// partly filled eighth included). With a draft model its arena counts the same way
+// (its cache shares the prefix too). The outputs are those of whole caches, the pool
 // never counts more than its budget nor less than the arena holds, and every block
 // and reservation comes back on Close.
 func TestPagedPoolCountsSharing(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()
 	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draftModel := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	for _, draft := range []*model.Model{nil, draftModel} {
+		t.Run(map[bool]string{true: "plain", false: "speculative"}[draft == nil], func(t *testing.T) {
+			testPagedPoolCountsSharing(t, target, draft)
+		})
+	}
+}
+
+func testPagedPoolCountsSharing(t *testing.T, target, draft *model.Model) {
 	v := target.Params.Vocab
 	const ctx, sys, clients = 128, 60, 4
 	prompt := func(i int, shared bool) []int32 {
@@ -53,13 +64,20 @@ func TestPagedPoolCountsSharing(t *testing.T) {
 		}
 		return p
 	}
+	req := func(p []int32, s sdk.Sampler) Request {
+		r := Request{Prompt: p, NPredict: 4, Sampler: s}
+		if draft != nil {
+			r.Policy = FixedDepth(3)
+		}
+		return r
+	}
 	alone := func(p []int32) []int32 {
-		s, err := NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
+		s, err := NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		res, err := s.Generate(bg, Request{Prompt: p, NPredict: 4, Sampler: enginetest.Greedy{}})
+		res, err := s.Generate(bg, req(p, enginetest.Greedy{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,14 +87,14 @@ func TestPagedPoolCountsSharing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paging, err := NewPaging(pool, target, nil, 0, 0)
+	paging, err := NewPaging(pool, target, draft, 0, 0)
 	if err != nil || paging == nil {
 		t.Fatalf("NewPaging: %v, %v", paging, err)
 	}
 	defer paging.Close()
 	sessions := make([]*Session, clients+1)
 	for i := range sessions {
-		if sessions[i], err = NewSession(Config{Target: target, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Pool: pool, Paging: paging}); err != nil {
+		if sessions[i], err = NewSession(Config{Target: target, Draft: draft, Vocab: fakeVocab{}, Ctx: ctx, Batch: 16, Pool: pool, Paging: paging}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +111,7 @@ func TestPagedPoolCountsSharing(t *testing.T) {
 			started := false
 			g := &gateSampler{start: func() { started = true; events <- true }, wait: release}
 			wg.Go(func() {
-				results[i], errs[i] = sessions[1+i].Generate(bg, Request{Prompt: prompt(1+i, shared), NPredict: 4, Sampler: g})
+				results[i], errs[i] = sessions[1+i].Generate(bg, req(prompt(1+i, shared), g))
 				if !started {
 					events <- false
 				}
@@ -125,7 +143,7 @@ func TestPagedPoolCountsSharing(t *testing.T) {
 	}
 	first := func() {
 		t.Helper()
-		res, err := sessions[0].Generate(bg, Request{Prompt: prompt(0, true), NPredict: 4, Sampler: enginetest.Greedy{}})
+		res, err := sessions[0].Generate(bg, req(prompt(0, true), enginetest.Greedy{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,5 +164,8 @@ func TestPagedPoolCountsSharing(t *testing.T) {
 	}
 	if pool.Used() != 0 || paging.Target().Used() != 0 || paging.Target().Reserved() != 0 {
 		t.Errorf("after Close: the pool counts %d blocks, the arena holds %d and reserves %d; want none", pool.Used(), paging.Target().Used(), paging.Target().Reserved())
+	}
+	if d := paging.Draft(); d != nil && (d.Used() != 0 || d.Reserved() != 0) {
+		t.Errorf("after Close: the draft arena holds %d and reserves %d; want none", d.Used(), d.Reserved())
 	}
 }
