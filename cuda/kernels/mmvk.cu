@@ -14,9 +14,8 @@ struct TQ4_1 {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
+        R r; load4(a.q, b, r.q);
         const u32 dm = ((const u32 *)a.d)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
         r.d = h2f((u16)(dm & 0xFFFF));
         r.m = h2f((u16)(dm >> 16));
         return r;
@@ -24,9 +23,7 @@ struct TQ4_1 {
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
     static __device__ float fold(float acc, const R &r, const X &x) {
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x.x[k], s); s = dp4a(nib_hi(r.q[k]), x.x[k + 4], s); }
+        const int s = q4_dot(r.q, x.x);
         return ffma_rn(fmul_rn(r.d, x.d), i2f_rn(s), ffma_rn(fmul_rn(r.m, x.d), i2f_rn(x.sum), acc));
     }
 };
@@ -37,9 +34,8 @@ struct TQ5_1 {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
+        R r; load4(a.q, b, r.q);
         const u32 dm = ((const u32 *)a.d)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
         r.h = ((const u32 *)a.e)[b];
         r.d = h2f((u16)(dm & 0xFFFF));
         r.m = h2f((u16)(dm >> 16));
@@ -81,8 +77,7 @@ struct TIQ4_NL {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        R r; load4(a.q, b, r.q);
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
@@ -99,11 +94,10 @@ struct TIQ4_XS {
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 256) + u / 8;
         const int g = u % 8;
-        const int4 v = ((const int4 *)a.q)[b * 8 + g];
+        R r; load4(a.q, b * 8 + g, r.q);
         const int2 h = ((const int2 *)a.d)[b];
         const u32 sh = (u32)h.x >> 16, sl = ((u32)h.y >> (4 * g)) & 0xF;  // scales_l byte g/2, nibble g%2
         const int ls = (int)(sl | (((sh >> (2 * g)) & 3) << 4)) - 32;
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
         r.d = fmul_rn(h2f((u16)(h.x & 0xFFFF)), i2f_rn(ls));
         return r;
     }
@@ -118,8 +112,7 @@ struct TMXFP4 {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        R r; load4(a.q, b, r.q);
         r.d = e8m0_half(((const u8 *)a.d)[b]);
         return r;
     }

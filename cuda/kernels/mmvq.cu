@@ -23,17 +23,14 @@ struct TQ4_0 {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        R r; load4(a.q, b, r.q);
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;
     }
     typedef XBlock X;
     static __device__ X loadx(const Args &a, int j, int u) { return xblock(a, j, u); }
     static __device__ float fold(float acc, const R &r, const X &x) {
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(r.q[k]), x.x[k], s); s = dp4a(nib_hi(r.q[k]), x.x[k + 4], s); }
+        const int s = q4_dot(r.q, x.x);
         return fold1(acc, r.d, x.d, s - 8 * x.sum);
     }
 };
@@ -44,8 +41,7 @@ struct TQ5_0 {
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 32) + u;
-        const int4 v = ((const int4 *)a.q)[b];
-        R r; r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        R r; load4(a.q, b, r.q);
         r.h = ((const u32 *)a.e)[b];
         r.d = h2f(((const u16 *)a.d)[b]);
         return r;

@@ -20,6 +20,20 @@ static __device__ __forceinline__ int sum8(const int *x, int n) {
         if (k < n) s = dp4a(0x01010101, x[k], s);
     return s;
 }
+// load4 reads word i of q, 16 bytes: a 32-value block's 4-bit values, as 4 ints.
+static __device__ __forceinline__ void load4(const void *q, i64 i, int *x) {
+    const int4 v = ((const int4 *)q)[i];
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+}
+// q4_dot is the integer dot of a 32-value block's 4-bit values (q[k]: values 4k…4k+3 in
+// its low nibbles, 16+4k… in its high ones, as load4 reads them) with an activation
+// block; Q4_0 and Q4_1 share it, each applying its own offset or minimum.
+static __device__ __forceinline__ int q4_dot(const int *q, const int *x) {
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) { s = dp4a(nib_lo(q[k]), x[k], s); s = dp4a(nib_hi(q[k]), x[k + 4], s); }
+    return s;
+}
 static __device__ __forceinline__ void load8(const int *p, int *x) {
     const int4 a = ((const int4 *)p)[0], b = ((const int4 *)p)[1];
     x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
