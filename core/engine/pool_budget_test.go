@@ -7,11 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/enginetest"
-	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/sdk"
 )
 
@@ -39,17 +37,7 @@ func (g *gateSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.Sampl
 // (its cache shares the prefix too). The outputs are those of whole caches, the pool
 // never counts more than its budget nor less than the arena holds, and every block
 // and reservation comes back on Close.
-func TestPagedPoolCountsSharing(t *testing.T) {
-	b := cpu.New(cpu.Options{Threads: 2})
-	defer b.Close()
-	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
-	draftModel := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
-	for _, draft := range []*model.Model{nil, draftModel} {
-		t.Run(map[bool]string{true: "plain", false: "speculative"}[draft == nil], func(t *testing.T) {
-			testPagedPoolCountsSharing(t, target, draft)
-		})
-	}
-}
+func TestPagedPoolCountsSharing(t *testing.T) { plainAndSpeculative(t, testPagedPoolCountsSharing) }
 
 func testPagedPoolCountsSharing(t *testing.T, target, draft *model.Model) {
 	v := target.Params.Vocab

@@ -179,14 +179,18 @@ func TestPoolFull(t *testing.T) {
 // prefix from another's cache (Result.CachedTokens counts it), the arena holds its
 // blocks once, and every output equals that of a session with a whole cache —
 // whether the session it shares from is idle or generating beside it.
-func TestPagedPrefixSharing(t *testing.T) {
+func TestPagedPrefixSharing(t *testing.T) { plainAndSpeculative(t, testPagedPrefixSharing) }
+
+// plainAndSpeculative runs test as subtest "plain" on the synthetic qwen2 Q8_0 target
+// alone and as "speculative" with its Q4_0 draft.
+func plainAndSpeculative(t *testing.T, test func(t *testing.T, target, draft *model.Model)) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()
 	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
 	draftModel := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
 	for _, draft := range []*model.Model{nil, draftModel} {
 		t.Run(map[bool]string{true: "plain", false: "speculative"}[draft == nil], func(t *testing.T) {
-			testPagedPrefixSharing(t, target, draft)
+			test(t, target, draft)
 		})
 	}
 }
