@@ -86,6 +86,11 @@ side_by_side() {
   $MF bench -m $M/t7-q4km.gguf -p 4096 -n 0 -r 2 --device cuda --json > $L/mf-pp4096.json 2>>$L/err.log
   MINFER_NO_CUBLAS=1 $MF bench -m $M/t7-q4km.gguf -p 512 -n 0 -r 3 --device cuda --json > $L/mf-nocublas.json 2>>$L/err.log
   $LB/llama-bench -m $M/t7-q4km.gguf -p 1,2,4,8,16,32,64 -n 0 -fa 1 -ngl 99 -r 3 -o json > $L/lb-curve.json 2>>$L/err.log
+  $MF bench -m $M/t7-q4km.gguf -p 1,2,4,8,16,32,64 -n 0 -r 3 --device cuda --json > $L/mf-curve.json 2>>$L/err.log
+  for f in s7-q40 s7-q8; do # issue 18's curve bars name the Q4_0 and Q8_0 files too
+    $LB/llama-bench -m $M/$f.gguf -p 1,8,16,32,64 -n 0 -fa 1 -ngl 99 -r 2 -o json > $L/lb-curve-$f.json 2>>$L/err.log
+    $MF bench -m $M/$f.gguf -p 1,8,16,32,64 -n 0 -r 2 --device cuda --json > $L/mf-curve-$f.json 2>>$L/err.log
+  done
   stage "pp4096, fallback, curve done"
   for d in 1 2 4 8; do
     $LB/llama-speculative-simple -m $M/t7-q4km.gguf -md $M/d05-q4km.gguf --spec-type draft-simple -ngl 99 -ngld 99 -fa on \
