@@ -107,6 +107,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	fail := func(err error) (*Stack, error) { st.Close(); return nil, err }
 	var tf *gguf.File
 	var err error
+	// Plugins and the trace file first: a broken plugin or an unwritable --trace path is
+	// reported before minutes of model loading, not after.
+	if st.Plug, err = NewPlugins(ctx, cfg, o.Log); err != nil {
+		return fail(err)
+	}
 	if st.Target, tf, err = LoadModel(b, cfg.ResolvePath(cfg.Model.Path), "target", o); err != nil {
 		return fail(err)
 	}
@@ -151,9 +156,6 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Log, "kv cache: %d positions%s, %s, %.1f MiB\n", ctxN, ctxNote, kt, float64(st.KVBytes())/(1<<20))
-	}
-	if st.Plug, err = NewPlugins(ctx, cfg, o.Log); err != nil {
-		return fail(err)
 	}
 	return st, nil
 }
@@ -320,6 +322,14 @@ func NewBackend(cfg *config.Config) (backend.Backend, error) {
 	return nil, fmt.Errorf("device %q: want auto, cpu or cuda", cfg.Model.Device)
 }
 
+// modelSource names the flag and the config key that give the model of namespace ns.
+func modelSource(ns string) string {
+	if ns == "draft" {
+		return "--draft, or [draft] path in the config"
+	}
+	return "-m, or [model] path in the config"
+}
+
 // LoadModel opens path (o.Embedded when "") and loads it on b under the namespace ns,
 // printing its size on o.Log (and a progress bar for big files on a terminal), and with
 // o.Verbose its shape.
@@ -340,6 +350,9 @@ func LoadModel(b backend.Backend, path, ns string, o Options) (*model.Model, *gg
 		err = fmt.Errorf("%s: no model file given", ns)
 	}
 	if err != nil {
+		if path != "" { // say where the path came from: the flag or the config key
+			return nil, nil, fmt.Errorf("%s model (%s): %w", ns, modelSource(ns), err)
+		}
 		return nil, nil, err
 	}
 	opt := model.Options{Name: ns}

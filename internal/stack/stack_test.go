@@ -230,3 +230,39 @@ func TestServePagedCaches(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenErrorsNameTheirSource: a model file that is not there is named with the flag
+// and the config key that gave it, and an unwritable trace path is reported before any
+// model is loaded (a missing model file and a bad trace path give the trace's error).
+func TestOpenErrorsNameTheirSource(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.gguf")
+	for _, tc := range []struct {
+		name  string
+		edit  func(*config.Config)
+		wants []string
+	}{
+		{"target", func(c *config.Config) { c.Model.Path = missing }, []string{"target model (-m, or [model] path in the config)", "missing.gguf"}},
+		{"draft", func(c *config.Config) { c.Draft.Path = missing }, []string{"draft model (--draft, or [draft] path in the config)", "missing.gguf"}},
+		{"trace first", func(c *config.Config) {
+			c.Model.Path = missing
+			c.Log.Trace = filepath.Join(t.TempDir(), "no-such-dir", "trace.jsonl")
+		}, []string{"trace: ", "no-such-dir"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			tc.edit(cfg)
+			o := testOptions(t)
+			o.Backend = cpu.New(cpu.Options{Threads: 1})
+			st, err := Open(t.Context(), cfg, o)
+			if err == nil {
+				st.Close()
+				t.Fatal("Open: got no error")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Open: got %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
