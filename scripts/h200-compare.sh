@@ -1,7 +1,7 @@
 #!/bin/bash
 # h200-compare.sh: one device session that measures every GPU criterion of the open issues,
 # minfer beside llama.cpp on the same files in one run (../shared/bench/compare.sh's method,
-# extended: pp4096, the cuBLAS-less fallback, Q3_K_M/IQ4_XS decode, speculative serving, the
+# extended: pp4096, the nt curves, Q3_K_M/IQ4_XS decode, speculative serving, the
 # drafter bed) and runs the CUDA test binary while llama.cpp builds.
 #
 # Here (no GPU), from the repository root, put what the run needs into two folders, each under
@@ -40,7 +40,7 @@ build() {
   cd $W && tar xJf $W/llama.cpp-d32676d7.tar.xz && \
   cmake -S llama.cpp -B llama.cpp/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF > $L/build.log 2>&1 && \
-  cmake --build llama.cpp/build -j 10 --target llama-bench llama-server llama-speculative-simple >> $L/build.log 2>&1
+  cmake --build llama.cpp/build -j 10 --target llama-bench llama-server >> $L/build.log 2>&1
   stage "build rc=$?"
 }
 
@@ -75,7 +75,9 @@ during_build() {
 # After the build, the two engines alternating: everything divided by a llama.cpp figure.
 side_by_side() {
   for pass in a b; do
-    for f in t7-q4km s7-q40 s7-q8 s05-q8 d05-q4km s7-q3_k_m s7-iq4_xs; do
+    files="t7-q4km s7-q40 s7-q8 s05-q8 d05-q4km s7-q3_k_m s7-iq4_xs"
+    [ $pass = b ] && files="t7-q4km s05-q8 d05-q4km s7-iq4_xs" # pass b: the files whose bars are closest
+    for f in $files; do
       [ -f $M/$f.gguf ] || continue
       $LB/llama-bench -m $M/$f.gguf -p 512 -n 128 -fa 1 -ngl 99 -r 3 -o json > $L/lb-$f-$pass.json 2>>$L/err.log
       $MF bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda --json > $L/mf-$f-$pass.json 2>>$L/err.log
@@ -84,20 +86,13 @@ side_by_side() {
   done
   $LB/llama-bench -m $M/t7-q4km.gguf -p 4096 -n 0 -fa 1 -ngl 99 -r 2 -o json > $L/lb-pp4096.json 2>>$L/err.log
   $MF bench -m $M/t7-q4km.gguf -p 4096 -n 0 -r 2 --device cuda --json > $L/mf-pp4096.json 2>>$L/err.log
-  MINFER_NO_CUBLAS=1 $MF bench -m $M/t7-q4km.gguf -p 512 -n 0 -r 3 --device cuda --json > $L/mf-nocublas.json 2>>$L/err.log
   $LB/llama-bench -m $M/t7-q4km.gguf -p 1,2,4,8,16,32,64 -n 0 -fa 1 -ngl 99 -r 3 -o json > $L/lb-curve.json 2>>$L/err.log
   $MF bench -m $M/t7-q4km.gguf -p 1,2,4,8,16,32,64 -n 0 -r 3 --device cuda --json > $L/mf-curve.json 2>>$L/err.log
   for f in s7-q40 s7-q8; do # issue 18's curve bars name the Q4_0 and Q8_0 files too
     $LB/llama-bench -m $M/$f.gguf -p 1,8,16,32,64 -n 0 -fa 1 -ngl 99 -r 2 -o json > $L/lb-curve-$f.json 2>>$L/err.log
     $MF bench -m $M/$f.gguf -p 1,8,16,32,64 -n 0 -r 2 --device cuda --json > $L/mf-curve-$f.json 2>>$L/err.log
   done
-  stage "pp4096, fallback, curve done"
-  for d in 1 2 4 8; do
-    $LB/llama-speculative-simple -m $M/t7-q4km.gguf -md $M/d05-q4km.gguf --spec-type draft-simple -ngl 99 -ngld 99 -fa on \
-      --spec-draft-n-max $d -p "The history of the city begins with a small settlement by the river, where traders" \
-      -n 256 --temp 0 > /dev/null 2> $L/lc-spec-d$d.err
-  done
-  stage "llama spec done"
+  stage "pp4096, curve done"
   serve llama-np8 18102 8 3 -- $LB/llama-server -m $M/t7-q4km.gguf -ngl 99 -fa on -np 8 -c 16384 --port 18102
   serve mf-np8 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
   stage "serve np8 done"
