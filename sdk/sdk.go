@@ -107,7 +107,10 @@ type DraftResult struct {
 // Drafter proposes draft tokens from the sequence itself (n-gram lookup, suffix
 // structures, anything a plugin computes), in place of a draft model.
 type Drafter interface {
-	// Draft is called once per round that the policy gives to this drafter. The
+	// Draft is called once per round that the policy gives to this drafter, and once
+	// before the first round, while the prompt is prefilled, to tell it the prompt
+	// (MaxDepth 1; minfer does not use that call's answer, so that no round's draft
+	// time carries the prompt's). The
 	// returned slices may be reused by the drafter after the next call. A call that
 	// fails (an error, or an answer CheckDraft refuses) proposes nothing and ends the
 	// drafter's use for the sequence, whatever its host: the engine does not call it

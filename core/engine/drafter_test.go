@@ -102,8 +102,9 @@ func TestDrafterGreedyIdentity(t *testing.T) {
 			if k.name == "oracle" {
 				checkFullAcceptance(t, got, depth, np)
 			}
-			if st := got.Spec.ByDrafter[k.name]; st.Rounds != d.calls || st.Drafted != got.Spec.Drafted {
-				t.Fatalf("%s depth %d: by drafter %+v, want %d rounds and %d drafted", k.name, depth, got.Spec.ByDrafter, d.calls, got.Spec.Drafted)
+			// every round's call, and the one that told it the prompt (see TestDrafterPrimed)
+			if st := got.Spec.ByDrafter[k.name]; st.Rounds != d.calls-1 || st.Drafted != got.Spec.Drafted {
+				t.Fatalf("%s depth %d: by drafter %+v, want %d rounds and %d drafted", k.name, depth, got.Spec.ByDrafter, d.calls-1, got.Spec.Drafted)
 			}
 			checkTold(t, d.seq, prompt, got.Tokens)
 		}
@@ -192,8 +193,10 @@ func TestDrafterErrors(t *testing.T) {
 	}
 }
 
-// TestDrafterFallback: a drafter that errors or answers a hostile draft never fails
-// the request: its round falls back to the draft model, else to plain decoding, and the
+// TestDrafterFallback: a drafter that errors or answers a hostile draft (here at its
+// first call, which tells it the prompt and asks for one token: see TestDrafterPrimed)
+// never fails the request: its rounds fall back to the draft model, else to plain
+// decoding, and the
 // greedy output is plain decoding's. The first failure is reported once, naming the
 // drafter and the problem; the failure is counted and turns the drafter off (it is
 // not called again), as the WebAssembly and process hosts discard a failed instance.
@@ -211,12 +214,12 @@ func TestDrafterFallback(t *testing.T) {
 		propose func([]int32, *sdk.DraftRequest) (sdk.DraftResult, error)
 		want    string
 	}{
-		{"too many", fixed(sdk.DraftResult{Tokens: []int32{1, 2, 3}, Conf: []float32{1, 1, 1}}, nil), `drafter "evil": 3 draft tokens, at most 2`},
+		{"too many", fixed(sdk.DraftResult{Tokens: []int32{1, 2, 3}, Conf: []float32{1, 1, 1}}, nil), `drafter "evil": 3 draft tokens, at most 1`},
 		{"outside vocab", fixed(sdk.DraftResult{Tokens: []int32{v}, Conf: []float32{1}}, nil), "outside the vocabulary"},
 		{"negative id", fixed(sdk.DraftResult{Tokens: []int32{-1}, Conf: []float32{1}}, nil), "outside the vocabulary"},
 		{"nan conf", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{nan}}, nil), "confidence NaN"},
 		{"conf above 1", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{1.5}}, nil), "confidence 1.5"},
-		{"conf count", fixed(sdk.DraftResult{Tokens: []int32{1, 2}, Conf: []float32{1}}, nil), "1 confidences for 2"},
+		{"conf count", fixed(sdk.DraftResult{Tokens: []int32{1}, Conf: []float32{}}, nil), "0 confidences for 1"},
 		{"error", fixed(sdk.DraftResult{}, errors.New("out of ideas")), `drafter "evil": out of ideas`},
 	} {
 		for _, withModel := range []bool{false, true} {
@@ -255,14 +258,15 @@ func TestDrafterFallback(t *testing.T) {
 			})
 		}
 	}
-	// Failing every other call: its first answers (the true continuation) are
-	// accepted, its first failure turns it off, and it is told nothing after the
-	// failed call (a prefix of the sequence, ending where that call's did).
+	// Failing at its third call (the prompt's, a round's, then this one): its first
+	// round's answer (the true continuation) is accepted, its first failure turns it
+	// off, and it is told nothing after the failed call (a prefix of the sequence,
+	// ending where that call's did).
 	n := 0
 	honest := oracle(prompt, plain.Tokens)
 	d := &seenDrafter{propose: func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
 		n++
-		if n%2 == 0 {
+		if n%3 == 0 {
 			return sdk.DraftResult{}, errors.New("hiccup")
 		}
 		return honest(seq, q)
@@ -271,7 +275,7 @@ func TestDrafterFallback(t *testing.T) {
 	got := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np, Policy: FixedDepth(2),
 		Drafters: []Drafter{{Name: "flaky", Drafter: d}}, OnDrafterFailure: func(string, error) { reports++ }})
 	st := got.Spec.ByDrafter["flaky"]
-	if !slices.Equal(got.Tokens, plain.Tokens) || !st.Off || st.Failed != 1 || d.calls != 2 || st.Rounds != 1 || st.Accepted != 2 || reports != 1 {
+	if !slices.Equal(got.Tokens, plain.Tokens) || !st.Off || st.Failed != 1 || d.calls != 3 || st.Rounds != 1 || st.Accepted != 2 || reports != 1 {
 		t.Fatalf("tokens %v (want %v), %d calls, stats %+v, %d reports: want one good round, then a failed call, reported once, then off",
 			got.Tokens, plain.Tokens, d.calls, st, reports)
 	}
@@ -279,6 +283,56 @@ func TestDrafterFallback(t *testing.T) {
 		t.Fatalf("drafter told %d tokens, want %d (nothing after its failed call)", len(d.seq), want)
 	}
 	checkTold(t, d.seq, prompt, got.Tokens)
+}
+
+// TestDrafterPrimed: a request that may draft tells each drafter plugin the prompt
+// while it is prefilled, in a call asking for one token whose answer is unused, so
+// that the first round a drafter drafts is told only what the rounds since emitted
+// (its draft time, which the depth policy prices the drafter by, is a round's, not
+// the prompt's); the call's time is the prompt phase's (Ms.DraftersPrompt). A request
+// that cannot draft (no policy, or one token to generate) makes no such call.
+func TestDrafterPrimed(t *testing.T) {
+	const v, np = 40, 12
+	prompt := []int32{1, 2, 3, 4, 5, 6, 7}
+	plain := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np})
+	var calls []sdk.DraftRequest
+	honest := oracle(prompt, plain.Tokens)
+	d := &seenDrafter{propose: func(seq []int32, q *sdk.DraftRequest) (sdk.DraftResult, error) {
+		calls = append(calls, sdk.DraftRequest{Appended: slices.Clone(q.Appended), MaxDepth: q.MaxDepth, Vocab: q.Vocab})
+		return honest(seq, q)
+	}}
+	pol := &recOutcomes{dec: sdk.DepthDecision{Depth: 3}}
+	got := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, Request{Prompt: prompt, NPredict: np, Policy: pol,
+		Drafters: []Drafter{{Name: "x", Drafter: d}}})
+	if !slices.Equal(got.Tokens, plain.Tokens) {
+		t.Fatalf("got %v, want %v", got.Tokens, plain.Tokens)
+	}
+	if len(calls) < 2 || !slices.Equal(calls[0].Appended, prompt) || calls[0].MaxDepth != 1 || calls[0].Vocab != v {
+		t.Fatalf("calls %+v: want the first to tell the prompt %v and ask for 1 token of a vocabulary of %d", calls, prompt, v)
+	}
+	if n := len(calls[1].Appended); n != 0 || calls[1].MaxDepth != 3 {
+		t.Fatalf("first round's call %+v: want nothing appended (the prompt was told) and depth 3", calls[1])
+	}
+	if st := got.Spec.ByDrafter["x"]; st.Rounds != len(calls)-1 || got.Spec.Ms.DraftersPrompt <= 0 {
+		t.Fatalf("%d calls, by drafter %+v, prompt's call %v ms: want one call per round and the prompt's, timed",
+			len(calls), st, got.Spec.Ms.DraftersPrompt)
+	}
+	checkTold(t, d.seq, prompt, got.Tokens)
+	for _, tc := range []struct {
+		name string
+		req  Request
+	}{
+		{"no policy", Request{Prompt: prompt, NPredict: np}},
+		{"one token", Request{Prompt: prompt, NPredict: 1, Policy: FixedDepth(3)}},
+		{"nothing to generate", Request{Prompt: prompt, NPredict: 0, Policy: FixedDepth(3)}},
+	} {
+		d := &seenDrafter{propose: honest}
+		tc.req.Drafters = []Drafter{{Name: "x", Drafter: d}}
+		got := generate(t, &fakeLM{v: v, n: 64}, nil, fakeVocab{}, tc.req)
+		if d.calls != 0 || got.Spec.Ms.DraftersPrompt != 0 {
+			t.Fatalf("%s: %d calls, %v ms: want none", tc.name, d.calls, got.Spec.Ms.DraftersPrompt)
+		}
+	}
 }
 
 // TestNoDraftModel: a request that keeps the draft model out drafts with its plugins

@@ -46,8 +46,12 @@ func (g *gen) run(ctx context.Context) error {
 	g.off = make([]bool, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
+	primed := g.primeDrafters(ctx)
 	kept, err := s.prefill(ctx, g.req.Prompt, g.req.Policy != nil && !g.req.NoDraftModel)
 	g.res.CachedTokens = kept
+	if perr := g.primed(ctx, primed); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
 	}
@@ -97,6 +101,20 @@ func (g *gen) maxDepth() int {
 		d = min(d, s.maxBatchRows/s.generating()-1)
 	}
 	return max(d, 0)
+}
+
+// mayDraft reports whether a round of the request may draft at all, as far as the
+// request and the session's bounds tell before the prompt is prefilled (maxDepth's
+// bounds but the room left in the caches and the batch's rows).
+func (g *gen) mayDraft() bool {
+	d := g.s.draftMax
+	if g.req.DraftMax != nil {
+		d = min(d, *g.req.DraftMax)
+	}
+	if g.req.NPredict >= 0 {
+		d = min(d, g.req.NPredict-1)
+	}
+	return d > 0
 }
 
 // round runs one speculative round (depth 0 = plain decoding) and reports whether the
@@ -322,6 +340,70 @@ func (g *gen) drafterFailed(i int, err error) {
 	b.Off = true
 	g.off[i] = true
 	st.ByDrafter[name] = b
+}
+
+// primeDrafters tells every drafter plugin of a request that may draft the prompt
+// while the prompt is prefilled (in a goroutine: on a GPU the host only waits for the
+// prefill), with a call that asks for one token and whose answer is not used. Taking
+// in the prompt is the dearest call a drafter gets (some 0.5 ms for 136 tokens of the
+// suffix drafter in WebAssembly, against 10-30 µs a round); made in the first round
+// that drafts, it was charged to that round's draft time, which the depth policy
+// prices a drafter's draft step by, as the draft model's prefill would be if it were
+// not done here too (issue 22: on the H200 the suffix drafter at depth auto looked
+// dearer than the target's forward after its first round and never drafted again).
+// The wait for it, and its time, are the prompt phase's (Ms.DraftersPrompt). primed
+// collects the answers.
+func (g *gen) primeDrafters(ctx context.Context) <-chan primeResult {
+	if g.req.Policy == nil || len(g.req.Drafters) == 0 || !g.mayDraft() {
+		return nil
+	}
+	done := make(chan primeResult, 1)
+	prompt, vocab := g.req.Prompt, g.s.target.vocab()
+	go func() {
+		errs := make([]error, len(g.req.Drafters))
+		t0 := time.Now()
+		for i, dr := range g.req.Drafters {
+			q := sdk.DraftRequest{Appended: prompt, MaxDepth: 1, Vocab: vocab}
+			res, err := dr.Draft(ctx, &q)
+			if err == nil {
+				err = sdk.CheckDraft(&q, res)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("drafter %q: %w", dr.Name, err)
+			}
+		}
+		done <- primeResult{errs, ms(time.Since(t0))}
+	}()
+	return done
+}
+
+// primeResult is what primeDrafters' calls came to: an error per drafter plugin (nil:
+// it took the prompt in) and the time they took, in ms.
+type primeResult struct {
+	errs []error
+	ms   float64
+}
+
+// primed waits for primeDrafters' calls (nil: none were made) and turns off each
+// drafter whose call failed, as a round's failure would; only the request's own end is
+// an error.
+func (g *gen) primed(ctx context.Context, done <-chan primeResult) error {
+	if done == nil {
+		return nil
+	}
+	r := <-done
+	g.res.Spec.Ms.DraftersPrompt = r.ms
+	for i, err := range r.errs {
+		g.fed[i] = len(g.req.Prompt)
+		if err == nil {
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		g.drafterFailed(i, err)
+	}
+	return nil
 }
 
 // draftPlugin asks drafter plugin i (req.Drafters[i]) for up to d tokens, telling it

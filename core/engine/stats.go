@@ -32,6 +32,9 @@ type SpecMs struct {
 	// Drafters is the time in drafter plugin calls (each call and the check of its
 	// answer): a part of Draft.
 	Drafters float64 `json:"drafters,omitempty"`
+	// DraftersPrompt is the time the drafter plugins took to take in the prompt, told
+	// them while it was prefilled (a part of the prompt phase, not of any round).
+	DraftersPrompt float64 `json:"drafters_prompt,omitempty"`
 }
 
 // SpecStats describe the rounds of one request (plain decoding is rounds of depth 0).

@@ -60,6 +60,11 @@ func (r *Result) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "%s: drafting rounds by drafter: %s\n", d.Depth, strings.Join(parts, ", "))
 		}
 	}
+	for _, d := range r.Depths {
+		if d.DrafterPromptMs > 0 {
+			fmt.Fprintf(w, "%s: drafter plugins took in the prompt in %.3f ms a request (during its prefill)\n", d.Depth, d.DrafterPromptMs)
+		}
+	}
 	if len(r.VerifyMs) == 0 {
 		return
 	}

@@ -66,6 +66,10 @@ type RowResult struct {
 	// RoundsByDrafter counts the rounds that drafted, by drafter name ("model" for the
 	// draft model); absent when none did.
 	RoundsByDrafter map[string]int `json:"rounds_by_drafter,omitempty"`
+	// DrafterPromptMs is the time the drafter plugins took to take in a request's
+	// prompt (told them during its prefill, engine.SpecMs.DraftersPrompt), on average:
+	// not a round's.
+	DrafterPromptMs float64 `json:"drafter_prompt_ms,omitempty"`
 
 	samples    []float64 // one generation rate per (repetition, prompt)
 	drafted    int
@@ -77,6 +81,7 @@ type RowResult struct {
 	ms         engine.SpecMs // summed over the measured requests
 	genMs      float64       // their generation time (Timings.GenMs)
 	genRounds  int           // and rounds after the first
+	requests   int           // measured requests
 }
 
 // Spec runs every row on every prompt, o.Reps times, interleaved (each repetition runs
@@ -129,6 +134,8 @@ func Spec(ctx context.Context, o SpecOptions) ([]RowResult, error) {
 		r.ms.Verify += out.Spec.Ms.Verify
 		r.ms.Plugins += out.Spec.Ms.Plugins
 		r.ms.Drafters += out.Spec.Ms.Drafters
+		r.ms.DraftersPrompt += out.Spec.Ms.DraftersPrompt
+		r.requests++
 		if out.Timings.GenMs > 0 && out.Spec.Rounds > 1 {
 			r.genMs += out.Timings.GenMs
 			r.genRounds += out.Spec.Rounds - 1
@@ -189,6 +196,9 @@ func summarize(ds []RowResult, nPrompts int) {
 			n := float64(d.rounds)
 			d.TokensPerRound = float64(d.emitted) / n
 			d.PerRound = engine.SpecMs{Draft: d.ms.Draft / n, Verify: d.ms.Verify / n, Plugins: d.ms.Plugins / n, Drafters: d.ms.Drafters / n}
+		}
+		if d.requests > 0 {
+			d.DrafterPromptMs = d.ms.DraftersPrompt / float64(d.requests)
 		}
 		if d.genRounds > 0 {
 			d.RoundMs = d.genMs / float64(d.genRounds)
