@@ -329,8 +329,12 @@ func (a *Adaptive) probeFromZero(bound int) {
 // token since it last ran.
 func (a *Adaptive) draftingCanPay(bound int) bool {
 	step, ok := a.steps.min()
-	if !ok || a.est[1] <= 0 {
-		return true // not measured yet
+	if !ok || a.steps.n < min(2, a.p.Window) || a.est[1] <= 0 {
+		// Not measured yet, or once: a drafter's first round may carry a one-off cost
+		// (a host that tells a drafter plugin the prompt in it, a draft model's
+		// warm-up), and one such round must not stop the probes that would measure a
+		// second.
+		return true
 	}
 	for d := 1; d <= bound; d++ {
 		if float64(d+1)/(float64(d)*step+a.est[d+1]) > (1+a.p.Hysteresis)/a.est[1] {

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -17,6 +18,12 @@ type simDrafter struct {
 	supply func(pos int) int
 	step   float64
 	conf   float32
+	// call is the cost of a call, whatever its depth (a drafter plugin's call; 0 for
+	// a draft model, whose cost is its steps')
+	call float64
+	// first is added to the drafter's first call (a host that tells a drafter plugin
+	// the prompt in its first round's call)
+	first float64
 	// catchUp is the cost of each token emitted since the drafter last drafted, paid
 	// when it drafts again (a draft model's cache catching up with the sequence)
 	catchUp float64
@@ -77,6 +84,12 @@ func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify f
 			acc++
 		}
 		draftNs := float64(steps) * dr.step
+		if d > 0 {
+			draftNs += dr.call
+			if got[k] == 1 {
+				draftNs += dr.first
+			}
+		}
 		if dr.jitter > 0 {
 			draftNs *= 1 + dr.jitter*g.Float64()
 		}
@@ -230,5 +243,47 @@ func TestAdaptivePlainRoundKeepsNoDrafter(t *testing.T) {
 	}
 	if dec.Depth == 0 || dec.Drafter != 1 {
 		t.Fatalf("after a plain round: %+v, want the plugin (drafter 1), whose rounds were all accepted", dec)
+	}
+}
+
+// TestAdaptiveDrafterPluginOnGPU: a drafter plugin alone on the H200 bed's cost shape
+// (a verify forward of 200 µs whose rows are nearly free, C_T(9)/C_T(1) = 1.12; a call
+// of 15 µs whatever its depth; copied text, every proposal at confidence 1), over
+// requests of 128 tokens as specbench runs them: the adaptive policy gets at least
+// 0.9 of the best static depth's rate — also when the drafter's first call costs 2.5
+// verify forwards, as it did when the host told a drafter plugin the prompt in its
+// first round's call (issue 22: one such round made drafting look as if it could never
+// pay, so the policy parked at depth 0 and never probed again, 0.99× plain in this
+// simulation, 1.00 tokens a round on the H200).
+func TestAdaptiveDrafterPluginOnGPU(t *testing.T) {
+	const requests, tokens = 20, 128
+	verify := flat(200e3, 3e3)
+	mean := func(policy, params string, d simDrafter) float64 {
+		sum := 0.0
+		for seed := range uint64(requests) {
+			r, _ := simulateDrafters(t, mustPolicy(t, policy, params), []simDrafter{d}, verify, tokens, seed)
+			sum += r
+		}
+		return sum / requests
+	}
+	for _, accept := range []float64{0.5, 0.7} {
+		for _, first := range []float64{0, 500e3} {
+			t.Run(fmt.Sprintf("accept %.1f, first call +%.0f µs", accept, first/1e3), func(t *testing.T) {
+				d := simDrafter{accept: constant(accept), supply: func(int) int { return 16 }, call: 15e3, conf: 1, first: first}
+				plain := mean("static", `{"depth":0}`, d)
+				bestD, best := 0, plain
+				for depth := 1; depth <= 16; depth++ {
+					if r := mean("static", fmt.Sprintf(`{"depth":%d}`, depth), d); r > best {
+						bestD, best = depth, r
+					}
+				}
+				got := mean("adaptive", "{}", d)
+				t.Logf("adaptive %.2f× plain, best static depth %d %.2f×", got/plain, bestD, best/plain)
+				if got < 0.9*best {
+					t.Fatalf("adaptive %.0f tok/s (%.2f× plain), want ≥ 0.9 × the best static depth's (%d: %.0f, %.2f×)",
+						got, got/plain, bestD, best, best/plain)
+				}
+			})
+		}
 	}
 }
