@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/minfer/minfer/core/backend"
@@ -241,5 +242,73 @@ func TestPagedPoolOrphanedShare(t *testing.T) {
 	}
 	if bs.Used() != 0 || bs.Reserved() != 0 || p.Used() != 0 {
 		t.Fatalf("after Close: %d held, %d reserved, the pool counts %d; want none", bs.Used(), bs.Reserved(), p.Used())
+	}
+}
+
+// BenchmarkPagedRound is the KV bookkeeping of one decoding round of a paged session
+// on a server of 32 slots all decoding at once (a goroutine each, sharing one pool and
+// arena): the round's reserve of room for its next row (engine: Session.reserve, under
+// the pool's lock, "pool") or the same reserve on the arena alone ("arena": what a
+// round costs without the pool's lock), then the forward's Prepare and Append. Each
+// slot's request reserves 100 prompt + 64 generated positions up front, as a bounded
+// request does, and starts again when it has written them, so most rounds find their
+// reserve already holds their row. ns/op is per round of one slot.
+func BenchmarkPagedRound(b *testing.B) {
+	const slots, block, request = 32, 256, 164
+	for _, mode := range []string{"pool", "arena"} {
+		b.Run(mode, func(b *testing.B) {
+			bs, err := NewBlocks(&fakeArena{}, backend.KVSpec{Layers: 1, KVHeads: 1, HeadDim: 32}, block, slots)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := NewPool(block, slots, 100)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Page(bs); err != nil {
+				b.Fatal(err)
+			}
+			reserve := func(c *Cache, n int) error {
+				if mode == "arena" {
+					return c.Reserve(n)
+				}
+				return p.Reserve(func() error { return c.Reserve(n) })
+			}
+			b.SetParallelism((slots + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				c, err := bs.NewCache(4096)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer c.Close()
+				for pb.Next() {
+					if c.Len() == request {
+						if err := c.Truncate(0); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+					if c.Len() == 0 {
+						if err := reserve(c, request); err != nil { // the request's prefill
+							b.Error(err)
+							return
+						}
+					}
+					if err := reserve(c, c.Len()+1); err != nil { // the round's
+						b.Error(err)
+						return
+					}
+					if err := c.Prepare(1); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := c.Append(1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }
