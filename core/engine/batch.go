@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -208,22 +209,31 @@ func (b *batcher) loop() {
 const minPiece = 8
 
 // step runs jobs: each one the model refuses fails alone; the rest run in forwards of
-// at most maxRows rows, the shortest jobs first, each sequence's rows with the logits
-// it asks for (every row for verify rows, the last for a prompt's end, none for a
-// prompt chunk in its middle). A last-row or no-row job (a prefill chunk) that does not
-// fit beside the others' rows is cut (chunked prefill): its first rows fill the
-// forward, with no logits, and the job, holding the rest, is returned to run in the
-// next step beside the others' next rows, instead of in a forward of its own that they
-// would wait for. With row identity the cut changes no bit of the sequence's cache or
-// logits (a job whose lone forward is past the backend's identity bound is not cut).
+// at most maxRows rows, each sequence's rows with the logits it asks for (every row for
+// verify rows, the last for a prompt's end, none for a prompt chunk in its middle).
+// The jobs that must not wait (decode steps, verify rows) come first, the shortest
+// first; then the prompt chunks, oldest first (a returned job is at the queue's front).
+//
+// Chunked prefill: a prompt chunk that does not fit beside the others' rows is cut —
+// its first rows fill the forward, with no logits, and the job, holding the rest, is
+// returned to run in the next step beside the others' next rows, instead of in a
+// forward of its own that they would wait for. One that finds too little room left
+// waits whole for the next step once an older chunk got rows in this one, so the
+// oldest prompt progresses every step and the decoding sessions wait for at most one
+// prompt forward a step; and while other sessions generate, a chunk in a forward of
+// its own is cut to maxRows rows, so that forward is no longer than a step. With row
+// identity a cut changes no bit of the sequence's cache or logits (a job whose lone
+// forward is past the backend's identity bound is not cut).
 func (b *batcher) step(jobs []*job) (rest []*job) {
 	mu := backendLock(b.m.Backend())
 	mu.Lock()
 	defer mu.Unlock()
-	slices.SortStableFunc(jobs, func(x, y *job) int { return len(x.ids) - len(y.ids) })
+	slices.SortStableFunc(jobs, func(x, y *job) int { return x.order() - y.order() })
 	var groups [][]*job
-	rows := 0         // the last group's
-	var pieces []*job // pieces[i] is cut from rest[i]
+	rows := 0          // the last group's
+	var pieces []*job  // pieces[i] is cut from rest[i] (nil: rest[i] waits whole)
+	prefilled := false // a prompt chunk got rows in this step
+	others := b.generating() > 1
 	for _, j := range jobs {
 		if j.start < 0 {
 			j.start = j.c.Len()
@@ -238,6 +248,11 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 				groups[len(groups)-1] = append(groups[len(groups)-1], p)
 				rows = b.maxRows
 				pieces, rest = append(pieces, p), append(rest, j)
+				prefilled = true
+				continue
+			}
+			if j.prefill() && prefilled { // the next step's rows
+				pieces, rest = append(pieces, nil), append(rest, j)
 				continue
 			}
 			groups = append(groups, nil)
@@ -246,8 +261,18 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 		if len(groups) == 0 {
 			groups = append(groups, nil)
 		}
+		if others && len(j.ids) > b.maxRows { // a forward of its own: the others' wait is one of maxRows
+			if p := b.cut(j, b.maxRows); p != nil {
+				groups[len(groups)-1] = append(groups[len(groups)-1], p)
+				rows = b.maxRows
+				pieces, rest = append(pieces, p), append(rest, j)
+				prefilled = true
+				continue
+			}
+		}
 		groups[len(groups)-1] = append(groups[len(groups)-1], j)
 		rows += len(j.ids)
+		prefilled = prefilled || j.prefill()
 	}
 	for _, g := range groups {
 		b.run(g)
@@ -255,14 +280,27 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 	// a job whose piece failed fails
 	kept := rest[:0]
 	for i, j := range rest {
-		if err := pieces[i].err; err != nil {
-			j.fail(err)
+		if p := pieces[i]; p != nil && p.err != nil {
+			j.fail(p.err)
 			close(j.done)
 			continue
 		}
 		kept = append(kept, j)
 	}
 	return kept
+}
+
+// prefill reports whether j is a prompt chunk: several rows of which at most the last
+// gets logits, a job a step may cut or leave for the next step.
+func (j *job) prefill() bool { return j.out != model.OutAll && len(j.ids) > 1 }
+
+// order is j's place in a step: the jobs that must not wait (decode steps, verify rows)
+// by their rows, then the prompt chunks in the order they came.
+func (j *job) order() int {
+	if j.prefill() {
+		return math.MaxInt32
+	}
+	return len(j.ids)
 }
 
 // cut returns j's first left rows as a piece of no logits, j keeping the rest; nil

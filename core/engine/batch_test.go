@@ -430,3 +430,104 @@ func TestFailedJobRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptWaitsForNextStep: a prompt chunk that finds no room beside the decode rows
+// and an older chunk waits whole for the next step instead of running in a forward of
+// its own that the decoding sessions would wait for; while other sessions generate, a
+// chunk alone in a step is cut to the step's rows. The prompts' last rows are still
+// those they give alone.
+func TestPromptWaitsForNextStep(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
+	newCache := func() *kv.Cache {
+		c, err := m.NewKV(64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ids := func(n, seed int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32((seed*31 + i*7 + 1) % m.Params.Vocab)
+		}
+		return out
+	}
+	alone := func(ids []int32) []float32 {
+		l, err := m.Forward(ids, newCache(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, l.Cols)
+		if err := m.ReadLogits(l, row); err != nil {
+			t.Fatal(err)
+		}
+		return row
+	}
+	type prompt struct {
+		j   *job
+		ids []int32 // all of them (a cut job holds the rest)
+		got []float32
+	}
+	newPrompt := func(n, seed int) *prompt {
+		p := &prompt{ids: ids(n, seed)}
+		p.j = &job{c: newCache(), ids: p.ids, done: make(chan struct{}), start: -1, read: func(l model.Logits) error {
+			p.got = make([]float32, l.Cols)
+			return m.ReadLogits(l, p.got)
+		}}
+		return p
+	}
+	decode := func(seed int) *job {
+		return &job{c: newCache(), ids: ids(1, seed), done: make(chan struct{}), start: -1, read: func(model.Logits) error { return nil }}
+	}
+	bt := NewBatching(16)
+	var forwards []int // rows of each forward
+	bt.Observe(func(_, rows int, _ time.Duration) { forwards = append(forwards, rows) })
+	bb := bt.batcher(m)
+	lens := func(ps ...*prompt) []int {
+		var n []int
+		for _, p := range ps {
+			n = append(n, p.j.c.Len())
+		}
+		return n
+	}
+
+	// a decoding session and two prompts of 30 rows in a step of 16
+	pa, pb := newPrompt(30, 1), newPrompt(30, 2)
+	rest := bb.step([]*job{pa.j, decode(3), pb.j})
+	if !slices.Equal(forwards, []int{16}) || len(rest) != 2 || rest[0] != pa.j || rest[1] != pb.j || !slices.Equal(lens(pa, pb), []int{15, 0}) {
+		t.Fatalf("first step: forwards of %v rows, %d jobs back, prompts at %v; want one of 16, both prompts back, at [15 0]", forwards, len(rest), lens(pa, pb))
+	}
+	forwards = nil
+	if rest = bb.step(append(rest, decode(4))); !slices.Equal(forwards, []int{16}) || len(rest) != 1 || rest[0] != pb.j || !slices.Equal(lens(pa, pb), []int{30, 0}) {
+		t.Fatalf("second step: forwards of %v rows, %d jobs back, prompts at %v; want one of 16, the second prompt back, at [30 0]", forwards, len(rest), lens(pa, pb))
+	}
+	forwards = nil
+	if rest = bb.step(rest); !slices.Equal(forwards, []int{30}) || len(rest) != 0 { // no one else generates: whole
+		t.Fatalf("third step: forwards of %v rows, %d jobs back; want one of 30, none back", forwards, len(rest))
+	}
+
+	// while others generate, a prompt alone in a step is cut to its rows
+	pc := newPrompt(30, 5)
+	bb.enter()
+	bb.enter()
+	forwards = nil
+	if rest = bb.step([]*job{pc.j}); !slices.Equal(forwards, []int{16}) || len(rest) != 1 || pc.j.c.Len() != 16 {
+		t.Fatalf("a prompt alone while others generate: forwards of %v rows, %d jobs back, at %d; want one of 16, the prompt back at 16", forwards, len(rest), pc.j.c.Len())
+	}
+	if rest = bb.step(rest); len(rest) != 0 || pc.j.c.Len() != 30 {
+		t.Fatalf("its rest: %d jobs back, at %d; want none, at 30", len(rest), pc.j.c.Len())
+	}
+	bb.leave()
+	bb.leave()
+	for i, p := range []*prompt{pa, pb, pc} {
+		if p.j.err != nil {
+			t.Fatalf("prompt %d: %v", i, p.j.err)
+		}
+		if want := alone(p.ids); !slices.Equal(p.got, want) {
+			t.Errorf("prompt %d: its last row differs from its forward alone", i)
+		}
+	}
+}
