@@ -462,6 +462,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, req engine.Requ
 	if s.beforeGenerate != nil {
 		s.beforeGenerate()
 	}
+	req.OnText = s.metrics.interToken(req.OnText)
 	res, err := sl.sess.Generate(ctx, req)
 	if err != nil || res == nil {
 		sl.held = sl.held[:0] // unknown: count nothing as cached next time

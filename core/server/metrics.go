@@ -20,6 +20,7 @@ type metrics struct {
 	genTok     prometheus.Counter
 	ttft       prometheus.Histogram
 	tpot       prometheus.Histogram
+	itl        prometheus.Histogram
 	tps        prometheus.Histogram
 	batchSeqs  prometheus.Histogram
 	batchRows  prometheus.Histogram
@@ -48,6 +49,12 @@ func newMetrics() *metrics {
 		}),
 		tpot: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "minfer_time_per_output_token_seconds", Help: "Mean time between a request's generated tokens after the first (inter-token latency).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "minfer_inter_token_latency_seconds",
+			Help: "Time between successive pieces of a reply's text as the engine emits them, streamed or not: what a streaming client waits between chunks " +
+				"(a decoding step's wait behind other requests' prompts shows here, not in a request's mean; the tokens of one speculative round come together).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		batchSeqs: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -87,7 +94,7 @@ func newMetrics() *metrics {
 			Name: "minfer_drafter_off_total", Help: "Requests in which a drafter plugin was turned off after failing (a drafter is off at its first failure), by drafter.",
 		}, []string{"drafter"}),
 	}
-	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,
+	m.reg.MustRegister(m.requests, m.promptTok, m.genTok, m.ttft, m.tpot, m.itl, m.tps, m.batchSeqs, m.batchRows, m.forwardSec, m.queue, m.inflight,
 		m.rounds, m.drafted, m.accepted, m.depthRound, m.drFailed, m.drOff)
 	// The standard process and Go runtime series (process_cpu_seconds_total,
 	// process_resident_memory_bytes, go_goroutines, GC): CPU seconds per completion
@@ -128,6 +135,25 @@ func (s *Server) ObserveForward(seqs, rows int, d time.Duration) {
 	s.metrics.batchSeqs.Observe(float64(seqs))
 	s.metrics.batchRows.Observe(float64(rows))
 	s.metrics.forwardSec.Observe(d.Seconds())
+}
+
+// interToken returns onText (nil: none) observing the time between the calls that
+// bring text, for the inter-token latency histogram.
+func (m *metrics) interToken(onText func(string) error) func(string) error {
+	var last time.Time
+	return func(text string) error {
+		if text != "" {
+			now := time.Now()
+			if !last.IsZero() {
+				m.itl.Observe(now.Sub(last).Seconds())
+			}
+			last = now
+		}
+		if onText == nil {
+			return nil
+		}
+		return onText(text)
+	}
 }
 
 // observe records a finished generation.
