@@ -230,22 +230,27 @@ type Backend interface {
 }
 
 // SeqAttention is one sequence's share of a MultiAttention call: its rows' queries Q
-// (and, for RoPEStoreKVSeqs, keys K and values V), its cache, positions and row count,
-// and (for AttentionSeqs) where its output goes.
+// (and, for RoPEStoreKVSeqs, keys K and values V) and positions Pos, starting at row
+// Row of those buffers; its cache and row count; and (for AttentionSeqs) where its
+// output goes: rows DstRow … DstRow+NT-1 of Dst. Several sequences may share buffers
+// (a batched forward passes the batch's own, each sequence at its rows' offset) as
+// long as their rows do not overlap; Row and DstRow 0 are buffers holding one
+// sequence's rows.
 type SeqAttention struct {
 	Dst, Q, K, V Buffer
 	KV           KV
 	Pos          Buffer
 	NT           int
+	Row, DstRow  int
 }
 
 // MultiAttention is implemented by backends that can run the RoPE-and-store and the
 // attention of several sequences' rows, each against its own cache and positions, as
-// one op each: exactly RoPEStoreKV(s.Q, s.K, s.V, s.KV, layer, s.Pos, s.NT, r, a),
-// respectively Attention(s.Dst, s.Q, s.KV, layer, s.Pos, s.NT, a), for every s, in any
-// order (the sequences' buffers and caches must not overlap). A batched forward of many
-// one-row sequences uses it so the work of all of them is spread over the backend's
-// threads at once.
+// one op each: exactly RoPEStoreKV and Attention on each sequence's rows alone (the
+// same bits), for every s, in any order (the sequences' rows and caches must not
+// overlap). A batched forward (core/model ForwardBatch) needs it: every layer then
+// costs two ops for all its sequences instead of two per sequence, and the rows stay
+// in the batch's buffers (no gather and scatter).
 type MultiAttention interface {
 	RoPEStoreKVSeqs(seqs []SeqAttention, layer int, r RoPE, a Attn)
 	AttentionSeqs(seqs []SeqAttention, layer int, a Attn)

@@ -41,21 +41,12 @@ type Seq struct {
 	Out   Out
 }
 
-// seqRows is where a sequence's rows sit in a batched pass and the scratch its
-// attention runs in: its rows gathered from the batch, its positions.
+// seqRows is where a sequence's rows sit in a batched pass.
 type seqRows struct {
-	off, n  int
-	out     int // rows of it that go on past the last layer's attention (Out.RowsOut)
-	outOff  int // where they sit among those rows
-	kv      backend.KV
-	pos     backend.Buffer // I32 (cap)
-	posl    backend.Buffer // I32 (1) its last row's position
-	q, att  backend.Buffer // (cap, qdim)
-	ql      backend.Buffer // (1, qdim) its last row's query
-	k, v    backend.Buffer // (cap, kvdim)
-	cap     int
-	hostPos []int32
-	bufs    []backend.Buffer
+	off, n int
+	out    int // rows of it that go on past the last layer's attention (Out.RowsOut)
+	outOff int // where they sit among those rows
+	kv     backend.KV
 }
 
 // ForwardBatch runs several sequences' tokens as one forward: the rows of seqs[0],
@@ -92,6 +83,10 @@ func (m *Model) ForwardBatch(seqs []Seq) (Logits, error) {
 		nt += len(q.IDs)
 		nOut += q.Out.RowsOut(len(q.IDs))
 	}
+	ma, multi := m.b.(backend.MultiAttention)
+	if len(seqs) > 1 && !multi {
+		return Logits{}, fmt.Errorf("model %s: the %s backend cannot run several sequences in one forward (no backend.MultiAttention)", m.Name, m.b.Name())
+	}
 	if len(seqs) > 1 {
 		for j, q := range seqs {
 			if err := q.Cache.Prepare(len(q.IDs)); err != nil {
@@ -115,42 +110,37 @@ func (m *Model) ForwardBatch(seqs []Seq) (Logits, error) {
 	if err != nil {
 		return Logits{}, err
 	}
-	rows, err := m.seqScratch(seqs)
-	if err != nil {
-		return Logits{}, err
-	}
 	// With no row asked for, the last sequence's last row still runs to the end (the
 	// layer's ops take at least one row); its logits are not reported.
 	reported := nOut
+	rows := m.seqs[:0]
 	ids := make([]int32, 0, nt)
 	off, outOff := 0, 0
 	for j, q := range seqs {
-		r := rows[j]
-		r.off, r.n, r.kv = off, len(q.IDs), q.Cache.Device()
+		r := seqRows{off: off, n: len(q.IDs), kv: q.Cache.Device()}
 		r.out, r.outOff = q.Out.RowsOut(r.n), outOff
 		if nOut == 0 && j == len(seqs)-1 {
 			r.out, nOut = 1, 1
 		}
 		pos0 := q.Cache.Len()
 		for i := range r.n {
-			r.hostPos[i] = int32(pos0 + i)
+			s.hostPos[off+i] = int32(pos0 + i)
 		}
-		m.b.WriteI32(r.pos, 0, r.hostPos[:r.n])
-		if r.out == 1 && r.n > 1 {
-			m.b.WriteI32(r.posl, 0, r.hostPos[r.n-1:r.n])
-		}
+		rows = append(rows, r)
 		ids = append(ids, q.IDs...)
 		off += r.n
 		outOff += r.out
 	}
+	m.seqs = rows
+	m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
 	if nOut < nt {
 		if err := m.outRows(s); err != nil {
 			return Logits{}, err
 		}
 	}
 	m.b.WriteI32(s.ids, 0, ids)
-	s.nt, s.all, s.kv, s.seqs, s.nOut, s.last = nt, false, nil, rows, nOut, out
-	defer func() { s.seqs, s.last = nil, nil }()
+	s.nt, s.all, s.kv, s.seqs, s.nOut, s.last, s.ma = nt, false, nil, rows, nOut, out, ma
+	defer func() { s.seqs, s.last, s.ma = nil, nil, nil }()
 	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
 	if m.graphs != nil {
 		err = m.graphs.Run("", run) // a batch's shape changes every step: no capture
@@ -209,55 +199,12 @@ func (m *Model) outRows(s *pass) error {
 	return nil
 }
 
-// seqScratch returns per-sequence attention scratch for seqs (slot j serves seqs[j]),
-// growing a slot's buffers when its sequence has more rows than they hold.
-func (m *Model) seqScratch(seqs []Seq) ([]*seqRows, error) {
-	p := &m.Params
-	for len(m.seqs) < len(seqs) {
-		m.seqs = append(m.seqs, &seqRows{})
-	}
-	for j, q := range seqs {
-		r := m.seqs[j]
-		if r.cap >= len(q.IDs) {
-			continue
-		}
-		for _, b := range r.bufs {
-			m.b.Free(b)
-		}
-		c := max(len(q.IDs), 1)
-		*r = seqRows{cap: c, hostPos: make([]int32, c)}
-		var err error
-		alloc := func(n int, i32 bool) backend.Buffer {
-			if err != nil {
-				return nil
-			}
-			var buf backend.Buffer
-			if i32 {
-				buf, err = m.b.NewI32(n)
-			} else {
-				buf, err = m.b.NewF32(n)
-			}
-			if err == nil {
-				r.bufs = append(r.bufs, buf)
-			}
-			return buf
-		}
-		r.pos, r.posl = alloc(c, true), alloc(1, true)
-		r.q, r.att = alloc(c*p.QDim(), false), alloc(c*p.QDim(), false)
-		r.ql = alloc(p.QDim(), false)
-		r.k, r.v = alloc(c*p.KVDim(), false), alloc(c*p.KVDim(), false)
-		if err != nil {
-			return nil, fmt.Errorf("model %s: attention scratch for %d rows: %w", m.Name, c, err)
-		}
-	}
-	return m.seqs[:len(seqs)], nil
-}
-
 // attend rotates the rows' queries and keys, stores keys and values in the cache and
 // computes attention into s.att: for one sequence with the ops over all rows at once
 // (narrowing to the last row where only its logits are wanted); for a batch of
-// sequences, per sequence on its rows gathered from the batch, scattered back after —
-// in the last layer only the rows that get logits (see outputs).
+// sequences with one MultiAttention op each over all of them, every sequence's rows in
+// place in the batch's buffers — in the last layer only the rows that get logits (see
+// outputs).
 func (s *pass) attend(b backend.Backend, p *Params, l int, r rows) rows {
 	if s.seqs == nil {
 		b.RoPEStoreKV(s.q, s.k, s.v, s.kv, l, s.pos, s.nt, p.Rope, p.Attn) // cache (layer, pos, kv_dim) ← k, v
@@ -265,65 +212,50 @@ func (s *pass) attend(b backend.Backend, p *Params, l int, r rows) rows {
 		b.Attention(s.att, r.q, s.kv, l, r.pos, r.n, p.Attn)               // att (n, heads*head_dim)
 		return r
 	}
-	qd, kd := p.QDim(), p.KVDim()
-	ma, multi := b.(backend.MultiAttention)
 	s.multi = s.multi[:0]
 	for _, q := range s.seqs {
-		b.CopyRows(q.q, 0, s.q, q.off, q.n, qd) // this sequence's rows (n, qdim)
-		b.CopyRows(q.k, 0, s.k, q.off, q.n, kd)
-		b.CopyRows(q.v, 0, s.v, q.off, q.n, kd)
-		s.multi = append(s.multi, backend.SeqAttention{Dst: q.att, Q: q.q, K: q.k, V: q.v, KV: q.kv, Pos: q.pos, NT: q.n})
+		s.multi = append(s.multi, backend.SeqAttention{Dst: s.att, Q: s.q, K: s.k, V: s.v, KV: q.kv, Pos: s.pos, NT: q.n, Row: q.off, DstRow: q.off})
 	}
-	// All sequences' rotations and stores in one op, then all their attention in one:
-	// their few rows each are too little work to share the backend's threads one
-	// sequence at a time.
-	if multi {
-		ma.RoPEStoreKVSeqs(s.multi, l, p.Rope, p.Attn)
-	} else {
-		for _, a := range s.multi {
-			b.RoPEStoreKV(a.Q, a.K, a.V, a.KV, l, a.Pos, a.NT, p.Rope, p.Attn) // its cache ← k, v
-		}
-	}
-	narrow := l == p.Layers-1 && s.nOut < s.nt
-	if narrow {
-		s.multi = s.outputs(b, p, s.multi)
-	}
-	if multi {
-		ma.AttentionSeqs(s.multi, l, p.Attn)
-	} else {
-		for _, a := range s.multi {
-			b.Attention(a.Dst, a.Q, a.KV, l, a.Pos, a.NT, p.Attn) // att (n, heads*head_dim)
-		}
-	}
-	if !narrow {
-		for _, q := range s.seqs {
-			b.CopyRows(s.att, q.off, q.att, 0, q.n, qd) // back into the batch's rows
-		}
+	s.ma.RoPEStoreKVSeqs(s.multi, l, p.Rope, p.Attn) // each cache (layer, pos, kv_dim) ← its rows' k, v
+	if l < p.Layers-1 || s.nOut == s.nt {
+		s.ma.AttentionSeqs(s.multi, l, p.Attn) // att (nt, heads*head_dim)
 		return r
 	}
+	s.ma.AttentionSeqs(s.outputs(), l, p.Attn) // att (nOut, heads*head_dim)
+	// The residual rows of the rows that go on (nOut, embd), runs of consecutive rows
+	// (a batch of decoding sequences) in one copy.
+	run, src, dst := 0, 0, 0
 	for _, q := range s.seqs {
-		if q.out > 0 {
-			b.CopyRows(s.att, q.outOff, q.att, 0, q.out, qd)                // att (nOut, qdim)
-			b.CopyRows(s.xo, q.outOff, s.x, q.off+q.n-q.out, q.out, p.Embd) // its residual rows (nOut, embd)
+		if q.out == 0 {
+			continue
 		}
+		from := q.off + q.n - q.out
+		if run > 0 && from == src+run && q.outOff == dst+run {
+			run += q.out
+			continue
+		}
+		if run > 0 {
+			b.CopyRows(s.xo, dst, s.x, src, run, p.Embd)
+		}
+		run, src, dst = q.out, from, q.outOff
+	}
+	if run > 0 {
+		b.CopyRows(s.xo, dst, s.x, src, run, p.Embd)
 	}
 	return rows{n: s.nOut, x: s.xo, narrow: true}
 }
 
 // outputs narrows the last layer's attention to the rows that get logits, after every
-// row's keys and values are stored: a sequence's every row, its last (query and
-// position moved to a row of their own) or none.
-func (s *pass) outputs(b backend.Backend, p *Params, all []backend.SeqAttention) []backend.SeqAttention {
-	out := all[:0]
+// row's keys and values are stored: a sequence's every row, its last or none, each
+// written to its place among the nOut output rows.
+func (s *pass) outputs() []backend.SeqAttention {
+	out := s.multi[:0]
 	for j, q := range s.seqs {
-		a := all[j]
-		switch {
-		case q.out == 0:
+		a := s.multi[j]
+		if q.out == 0 {
 			continue
-		case q.out < q.n:
-			b.CopyRows(q.ql, 0, q.q, q.n-1, 1, p.QDim()) // its last row's rotated query (1, qdim)
-			a.Q, a.Pos, a.NT = q.ql, q.posl, 1
 		}
+		a.Row, a.NT, a.DstRow = q.off+q.n-q.out, q.out, q.outOff
 		out = append(out, a)
 	}
 	return out

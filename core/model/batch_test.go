@@ -65,6 +65,32 @@ func TestForwardBatchErrors(t *testing.T) {
 	}
 }
 
+// plainBackend hides the CPU backend's MultiAttention.
+type plainBackend struct{ backend.Backend }
+
+// TestForwardBatchNeedsMultiAttention: a backend without backend.MultiAttention runs
+// one sequence's ForwardBatch and refuses several with an error that says why, the
+// caches unchanged.
+func TestForwardBatchNeedsMultiAttention(t *testing.T) {
+	cb := cpu.New(cpu.Options{Threads: 2})
+	defer cb.Close()
+	m := golden.LoadModel(t, plainBackend{cb}, "models/stories260K.gguf", "target")
+	c1, _ := m.NewKV(8, backend.KVF16)
+	c2, _ := m.NewKV(8, backend.KVF16)
+	defer c1.Close()
+	defer c2.Close()
+	if _, err := m.ForwardBatch([]model.Seq{{IDs: []int32{1, 2}, Cache: c1}}); err != nil {
+		t.Fatalf("one sequence: %v", err)
+	}
+	_, err := m.ForwardBatch([]model.Seq{{IDs: []int32{3}, Cache: c1}, {IDs: []int32{1}, Cache: c2}})
+	if err == nil || !strings.Contains(err.Error(), "MultiAttention") {
+		t.Fatalf("two sequences: err = %v, want one naming MultiAttention", err)
+	}
+	if c1.Len() != 2 || c2.Len() != 0 {
+		t.Fatalf("the refused batch changed the caches (lengths %d, %d; want 2, 0)", c1.Len(), c2.Len())
+	}
+}
+
 // BenchmarkForwardBatch is one batched decode step of S sequences of the trained
 // target (Q8_0, 18.9M parameters) at positions 100-163 (a chat prompt's length), one
 // token each, on two threads: cpu-µs/step is the process CPU time of a step, which a
@@ -174,7 +200,7 @@ func BenchmarkSharedStep(b *testing.B) {
 
 // rowCounter is a backend that counts the rows each weight's matmuls run.
 type rowCounter struct {
-	backend.Backend
+	*cpu.Backend
 	rows map[backend.Weight]int
 }
 

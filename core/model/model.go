@@ -61,7 +61,7 @@ type Model struct {
 	f       *gguf.File
 	arch    *arch
 	scratch map[int]*pass // by capacity (a power of two ≥ nt)
-	seqs    []*seqRows    // ForwardBatch's per-sequence attention scratch, by slot
+	seqs    []seqRows     // ForwardBatch's sequences' places in the batch (reused)
 	last    *batchOut     // ForwardBatch's logits
 	graphs  backend.Graphs
 }
@@ -381,12 +381,6 @@ func (m *Model) free() {
 		s.free(m.b)
 	}
 	m.scratch = map[int]*pass{}
-	for _, r := range m.seqs {
-		for _, b := range r.bufs {
-			m.b.Free(b)
-		}
-	}
-	m.seqs = nil
 	if m.last != nil {
 		m.b.Free(m.last.logits)
 		m.last = nil
@@ -419,11 +413,12 @@ type pass struct {
 	// seqs, set by ForwardBatch, places each sequence's rows in the batch (nil: one
 	// sequence, kv); last then receives the logits of the nOut rows that get them,
 	// whose residual rows xo (cap, embd) gathers in the last layer when nOut < nt.
-	seqs []*seqRows
+	seqs []seqRows
 	last *batchOut
 	nOut int
 	xo   backend.Buffer
-	// multi holds the sequences' AttentionSeqs arguments (backend.MultiAttention).
+	// ma runs the batch's attention; multi holds its sequences' arguments.
+	ma    backend.MultiAttention
 	multi []backend.SeqAttention
 }
 

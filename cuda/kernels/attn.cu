@@ -5,8 +5,10 @@
 // chunk depends only on the row's position and the cache size (nsplit), never on nt, so
 // each row has the same bits whatever the batch; and a short context is spread over
 // several blocks of ≥ minchunk positions instead of one. attn_combine also writes the
-// output's 8-bit form when q is not null (hd % 32 == 0).
+// output's 8-bit form when q is not null (hd % 32 == 0). The *_seqs kernels do the same
+// for the rows of several sequences, each against its own cache (seqs.cuh).
 #include "common.cuh"
+#include "seqs.cuh"
 
 template <bool Q8>
 static __device__ __forceinline__ float kv_at(const void *c, const u16 *cd, i64 idx) {
@@ -22,15 +24,16 @@ static __device__ __forceinline__ int split_chunk(int p1, int nsplit, int minchu
     return c > minchunk ? c : minchunk;
 }
 
-// Dynamic shared memory: (hd + the largest chunk) floats. 128 threads.
+// attn_part_at is block (head h, row r, split s) of attn_part; the partials of a row
+// and head sit ps (≥ nsplit) splits apart. Dynamic shared memory: (hd + the largest
+// chunk) floats. 128 threads.
 template <bool Q8>
-static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
-                                 const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
-                                 int nsplit, float scale, int ctx, int *err) {
+static __device__ void attn_part_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                    const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
+                                    int nsplit, int ps, float scale, int ctx, int *err, int h, int r, int s) {
     extern __shared__ float sm[];
     __shared__ float red[32];
     float *sq = sm, *ss = sm + hd;
-    const int h = blockIdx.x, r = blockIdx.y, s = blockIdx.z;
     if (pos[r] < 0 || pos[r] >= ctx) {
         if (threadIdx.x == 0 && h == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
         return;
@@ -62,7 +65,7 @@ static __device__ void attn_part(const float *q, const void *kc, const u16 *kd, 
         l += e;
     }
     l = block_sum(l, red);  // its barriers also publish ss
-    float *out = part + (((i64)r * heads + h) * nsplit + s) * (hd + 2);
+    float *out = part + (((i64)r * heads + h) * ps + s) * (hd + 2);
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int i = 0; i < n; i++) acc += ss[i] * kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d);
@@ -75,28 +78,55 @@ extern "C" __global__ void attn_part_f16(const float *q, const void *kc, const v
                                          int heads, int kvheads, int hd, int chunk, int nsplit, float scale, int ctx,
                                          int *err) {
     grid_dep_sync();
-    attn_part<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
+    attn_part_at<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, nsplit, scale, ctx, err,
+                        blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
 extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                         const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
                                         int nsplit, float scale, int ctx, int *err) {
     grid_dep_sync();
-    attn_part<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, scale, ctx, err);
+    attn_part_at<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, nsplit, scale, ctx, err,
+                       blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
-// Grid (heads, nt), threads over hd.
-extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
-                                        int nsplit, int ctx, i8 *q, float *qd) {
+// attn_part_seqs is attn_part over the rows of nseq sequences (seqs.cuh), each row
+// against its sequence's cache at layer with its sequence's splits: grid (heads, rows,
+// the largest nsplit), partials ps splits apart.
+template <bool Q8>
+static __device__ void attn_part_seqs(const SeqDesc *seqs, int nseq, int layer, float *part, int heads, int kvheads,
+                                      int hd, int ps, float scale, int *err) {
+    const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.y)];
+    if ((int)blockIdx.z >= d.nsplit) return;
+    attn_part_at<Q8>(d.q, layer_at(d.kc, layer, d.layer_vals), layer_at(d.kd, layer, d.layer_scales),
+                     layer_at(d.vc, layer, d.layer_vals), layer_at(d.vd, layer, d.layer_scales), d.pos,
+                     part + (i64)d.first * heads * ps * (hd + 2), heads, kvheads, hd, d.chunk, d.nsplit, ps, scale,
+                     d.ctx, err, blockIdx.x, blockIdx.y - d.first, blockIdx.z);
+}
+
+extern "C" __global__ void attn_part_seqs_f16(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,
+                                              int kvheads, int hd, int ps, float scale, int *err) {
     grid_dep_sync();
-    const int h = blockIdx.x, r = blockIdx.y;
+    attn_part_seqs<false>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err);
+}
+
+extern "C" __global__ void attn_part_seqs_q8(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,
+                                             int kvheads, int hd, int ps, float scale, int *err) {
+    grid_dep_sync();
+    attn_part_seqs<true>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err);
+}
+
+// attn_combine_at merges the splits of row r, head h (partials ps splits apart) into
+// dst; the 8-bit shadow, when q is not null, goes to row qrow + r of q.
+static __device__ void attn_combine_at(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
+                                       int nsplit, int ps, int ctx, i8 *q, float *qd, int h, int r, int qrow) {
     if (pos[r] < 0 || pos[r] >= ctx) {  // recorded by attn_part
         for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[((i64)r * heads + h) * hd + d] = 0.0f;
         return;
     }
     chunk = split_chunk(pos[r] + 1, nsplit, chunk);
     const int ns = pos[r] / chunk + 1;
-    const float *p = part + ((i64)r * heads + h) * nsplit * (hd + 2);
+    const float *p = part + ((i64)r * heads + h) * ps * (hd + 2);
     float M = NEG_INF;
     for (int s = 0; s < ns; s++) M = fmaxf(M, p[s * (hd + 2)]);
     float L = 0.0f;
@@ -106,8 +136,24 @@ extern "C" __global__ void attn_combine(const float *part, const int *pos, float
         for (int s = 0; s < ns; s++) acc += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
         const float v = acc / L;
         dst[((i64)r * heads + h) * hd + d] = v;
-        if (q) q8_store(v, q, qd, ((i64)r * heads + h) * hd + d);
+        if (q) q8_store(v, q, qd, ((i64)(qrow + r) * heads + h) * hd + d);
     }
+}
+
+// Grid (heads, nt), threads over hd.
+extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
+                                        int nsplit, int ctx, i8 *q, float *qd) {
+    grid_dep_sync();
+    attn_combine_at(part, pos, dst, heads, hd, chunk, nsplit, nsplit, ctx, q, qd, blockIdx.x, blockIdx.y, 0);
+}
+
+// attn_combine_seqs is attn_combine over the rows of attn_part_seqs: grid (heads, rows).
+extern "C" __global__ void attn_combine_seqs(const SeqDesc *seqs, int nseq, const float *part, int heads, int hd,
+                                             int ps, i8 *q, float *qd) {
+    grid_dep_sync();
+    const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.y)];
+    attn_combine_at(part + (i64)d.first * heads * ps * (hd + 2), d.pos, d.dst, heads, hd, d.chunk, d.nsplit, ps, d.ctx,
+                    q, qd, blockIdx.x, blockIdx.y - d.first, d.dst_row);
 }
 
 // attn_flash_f16_HD: causal attention for many rows (prefill, the backend's

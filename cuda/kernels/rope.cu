@@ -2,11 +2,13 @@
 // with the KV store: blocks of KV heads then write their rotated k and their v into the
 // cache at pos[r]. Grid (nt, heads + kvheads); blockDim ≥ dims/2, a multiple of 32.
 // theta follows ggml's rope cache (common.cuh rope_cs, which mmvq.cu's fused q/k/v
-// kernel shares).
+// kernel shares). rope_store_seqs does the same for the rows of several sequences, each
+// with its own cache (seqs.cuh).
 //
 // Cache layouts (one layer): F16 [ctx][kvdim] halves; Q8_0 int8 [ctx][kvdim] plus f16
 // scales [ctx][kvdim/32], quantized as ggml's quantize_row_q8_0_ref.
 #include "common.cuh"
+#include "seqs.cuh"
 
 struct KVOut {
     void *kc, *vc;  // values (u16 for F16, i8 for Q8_0)
@@ -28,11 +30,12 @@ static __device__ __forceinline__ void store_row(const float *src, void *c, u16 
     }
 }
 
-extern "C" __global__ void rope_store(float *q, float *k, const float *v, const int *pos, const float *ff,
-                                      int heads, int kvheads, int hd, int dims, int neox, float base,
-                                      float freq_scale, void *kc, void *vc, u16 *kd, u16 *vd, int ctx, int *err) {
-    grid_dep_sync();
-    const int r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+// rope_store_row rotates row r's head h (a query head, or KV head h - heads) and, for a
+// KV head, stores its key and value at pos[r].
+static __device__ void rope_store_row(float *q, float *k, const float *v, const int *pos, const float *ff, int heads,
+                                      int kvheads, int hd, int dims, int neox, float base, float freq_scale, void *kc,
+                                      void *vc, u16 *kd, u16 *vd, int ctx, int *err, int r, int h) {
+    const int i = threadIdx.x;
     const int p = pos[r];
     float *vec = h < heads ? q + ((i64)r * heads + h) * hd : k + ((i64)r * kvheads + (h - heads)) * hd;
     if (i < dims / 2) {
@@ -51,4 +54,25 @@ extern "C" __global__ void rope_store(float *q, float *k, const float *v, const 
     const i64 off = (i64)p * kvdim + (i64)kvh * hd;
     store_row(vec, kc, kd, off, hd);
     store_row(v + ((i64)r * kvheads + kvh) * hd, vc, vd, off, hd);
+}
+
+extern "C" __global__ void rope_store(float *q, float *k, const float *v, const int *pos, const float *ff,
+                                      int heads, int kvheads, int hd, int dims, int neox, float base,
+                                      float freq_scale, void *kc, void *vc, u16 *kd, u16 *vd, int ctx, int *err) {
+    grid_dep_sync();
+    rope_store_row(q, k, v, pos, ff, heads, kvheads, hd, dims, neox, base, freq_scale, kc, vc, kd, vd, ctx, err,
+                   blockIdx.x, blockIdx.y);
+}
+
+// rope_store_seqs is rope_store over the rows of nseq sequences (seqs.cuh), each row
+// rotated and stored in its sequence's cache at layer. Grid (rows, heads + kvheads).
+extern "C" __global__ void rope_store_seqs(const SeqDesc *seqs, int nseq, int layer, const float *ff, int heads,
+                                           int kvheads, int hd, int dims, int neox, float base, float freq_scale,
+                                           int *err) {
+    grid_dep_sync();
+    const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.x)];
+    rope_store_row(d.q, d.k, d.v, d.pos, ff, heads, kvheads, hd, dims, neox, base, freq_scale,
+                   layer_at(d.kc, layer, d.layer_vals), layer_at(d.vc, layer, d.layer_vals),
+                   layer_at(d.kd, layer, d.layer_scales), layer_at(d.vd, layer, d.layer_scales), d.ctx, err,
+                   blockIdx.x - d.first, blockIdx.y);
 }

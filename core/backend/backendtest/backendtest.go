@@ -127,6 +127,7 @@ func RunOptions(t *testing.T, newBackend func() backend.Backend, opts Options) {
 	t.Run("TopK", func(t *testing.T) { testTopK(t, newBackend, opts) })
 	t.Run("RowStats", func(t *testing.T) { testRowStats(t, newBackend, opts) })
 	t.Run("Attention", func(t *testing.T) { testAttention(t, newBackend, opts) })
+	t.Run("MultiAttention", func(t *testing.T) { testMultiAttention(t, newBackend, opts) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newBackend) })
 	t.Run("RowIdentity", func(t *testing.T) { RowIdentity(t, newBackend, opts) })
 }

@@ -129,12 +129,13 @@ func (b *Backend) ropeJob(sq backend.SeqAttention, layer int, r backend.RoPE, a 
 		b.failf("RoPEStoreKV: rope %+v: %s", r, msg)
 		return ropeJob{}, false
 	}
-	hd := a.HeadDim
+	hd, r0 := a.HeadDim, sq.Row
+	qd, kvd := a.Heads*hd, a.KVHeads*hd
 	j := ropeJob{kv: kv, nt: nt,
-		q:   f32(sq.Q, nt*a.Heads*hd, "RoPEStoreKV q"),
-		k:   f32(sq.K, nt*a.KVHeads*hd, "RoPEStoreKV k"),
-		v:   f32(sq.V, nt*a.KVHeads*hd, "RoPEStoreKV v"),
-		pos: i32(sq.Pos, nt, "RoPEStoreKV pos"),
+		q:   f32(sq.Q, (r0+nt)*qd, "RoPEStoreKV q")[r0*qd:],
+		k:   f32(sq.K, (r0+nt)*kvd, "RoPEStoreKV k")[r0*kvd:],
+		v:   f32(sq.V, (r0+nt)*kvd, "RoPEStoreKV v")[r0*kvd:],
+		pos: i32(sq.Pos, r0+nt, "RoPEStoreKV pos")[r0 : r0+nt],
 	}
 	for _, p := range j.pos {
 		if p < 0 || int(p) >= kv.mapped() {
@@ -276,12 +277,14 @@ func (b *Backend) attnJob(sq backend.SeqAttention, layer int, a backend.Attn) (a
 		return attnJob{}, false
 	}
 	hd := a.HeadDim
-	q := f32(sq.Q, nt*a.Heads*hd, "Attention q")
-	d := f32(sq.Dst, nt*a.Heads*hd, "Attention dst")
+	qd := a.Heads * hd
+	q := f32(sq.Q, (sq.Row+nt)*qd, "Attention q")
+	d := f32(sq.Dst, (sq.DstRow+nt)*qd, "Attention dst")
 	if &q[0] == &d[0] {
 		panic("BUG: cpu: Attention: dst aliases q")
 	}
-	pos := i32(sq.Pos, nt, "Attention pos")
+	q, d = q[sq.Row*qd:(sq.Row+nt)*qd], d[sq.DstRow*qd:(sq.DstRow+nt)*qd]
+	pos := i32(sq.Pos, sq.Row+nt, "Attention pos")[sq.Row : sq.Row+nt]
 	for t := range nt {
 		if p := pos[t]; p < 0 || int(p) >= kv.mapped() {
 			b.failf("Attention: position %d outside the cache [0, %d)", p, kv.mapped())
@@ -297,7 +300,7 @@ func (b *Backend) attnJob(sq backend.SeqAttention, layer int, a backend.Attn) (a
 		}
 	}
 	for _, p := range pos {
-		j.work += (int(p) + 1) * a.Heads * hd
+		j.work += (int(p) + 1) * qd
 	}
 	group := a.Heads / a.KVHeads
 	if kv.k16 != nil && useAVX512 && hd == 64 && group >= 2 && !j.avx2 {

@@ -66,6 +66,19 @@ func (b *Backend) freqFactors(ff []float32) driver.DevicePtr {
 	return p
 }
 
+// checkRoPE says what is wrong with a rotation of a's heads by r ("" for nothing).
+func checkRoPE(r backend.RoPE, a backend.Attn) string {
+	switch {
+	case r.Mode != backend.RoPENormal && r.Mode != backend.RoPENeoX:
+		return fmt.Sprintf("unknown RoPE mode %d", r.Mode)
+	case r.Dims < 2 || r.Dims%2 != 0 || r.Dims > a.HeadDim:
+		return fmt.Sprintf("rotated dims %d must be even and in [2, head dim %d]", r.Dims, a.HeadDim)
+	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
+		return fmt.Sprintf("%d freq factors, want dims/2 = %d", len(r.FreqFactors), r.Dims/2)
+	}
+	return ""
+}
+
 // RoPEStoreKV rotates q and k in place and stores k and v at (layer, pos[i]). A
 // position outside the cache is recorded (by the kernel) and its row not stored.
 func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int, pos backend.Buffer, nt int, r backend.RoPE, a backend.Attn) {
@@ -75,15 +88,8 @@ func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int,
 		b.failf("RoPEStoreKV: %v", err)
 		return
 	}
-	switch {
-	case r.Mode != backend.RoPENormal && r.Mode != backend.RoPENeoX:
-		b.failf("RoPEStoreKV: unknown RoPE mode %d", r.Mode)
-		return
-	case r.Dims < 2 || r.Dims%2 != 0 || r.Dims > a.HeadDim:
-		b.failf("RoPEStoreKV: rotated dims %d must be even and in [2, head dim %d]", r.Dims, a.HeadDim)
-		return
-	case r.FreqFactors != nil && len(r.FreqFactors) != r.Dims/2:
-		b.failf("RoPEStoreKV: %d freq factors, want dims/2 = %d", len(r.FreqFactors), r.Dims/2)
+	if msg := checkRoPE(r, a); msg != "" {
+		b.failf("RoPEStoreKV: %s", msg)
 		return
 	}
 	hd, kvdim := a.HeadDim, a.KVHeads*a.HeadDim
@@ -123,11 +129,8 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	ps := i32(pos, nt, "Attention pos")
 	defer b.enter()()
 	if b.flash(kv, nt, hd) {
-		kc, vc, _, _ := kv.layerPtrs(layer)
 		ds.wrote()
-		b.launch(fmt.Sprintf("attn_flash_f16_%d", hd), driver.Dim3{X: ceilDiv(nt, 64), Y: a.Heads}, driver.Dim3{X: 128}, 0,
-			driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p), driver.P(ds.p), driver.I(a.Heads), driver.I(a.KVHeads),
-			driver.I(nt), driver.F(a.Scale), driver.I(kv.spec.Ctx), driver.P(b.errWord))
+		b.attnFlash(ds.p, qs.p, ps.p, kv, layer, nt, a)
 		return
 	}
 	part := b.scratchFor("attn", int64(nt)*int64(a.Heads)*int64(kv.nsplit)*int64(hd+2)*4)
@@ -158,6 +161,15 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
+}
+
+// attnFlash launches attn_flash_f16_HD for nt rows (queries at q, positions at pos,
+// outputs at dst) over kv's layer.
+func (b *Backend) attnFlash(dst, q, pos driver.DevicePtr, kv *KV, layer, nt int, a backend.Attn) {
+	kc, vc, _, _ := kv.layerPtrs(layer)
+	b.launch(fmt.Sprintf("attn_flash_f16_%d", a.HeadDim), driver.Dim3{X: ceilDiv(nt, 64), Y: a.Heads}, driver.Dim3{X: 128}, 0,
+		driver.P(q), driver.P(kc), driver.P(vc), driver.P(pos), driver.P(dst), driver.I(a.Heads), driver.I(a.KVHeads),
+		driver.I(nt), driver.F(a.Scale), driver.I(kv.spec.Ctx), driver.P(b.errWord))
 }
 
 // flash says whether Attention takes the one-pass tensor-core kernel (attn.cu
