@@ -221,11 +221,13 @@ static __device__ void attn_flash(const float *q, const u16 *kc, const u16 *vc, 
 
     for (int j0 = 0; j0 <= bmax; j0 += FA_KEYS) {
         __syncthreads();  // the previous tile's readers are done
-        // Load K and V positions j0 … j0+63 (16 bytes a thread a step; zeros past the cache).
+        // Load K and V positions j0 … j0+63 (16 bytes a thread a step), zeros past the
+        // block's last position: the cache there holds whatever its memory held (a NaN's
+        // bits too), and a masked position's p = 0 times a NaN value would be NaN.
         for (int i = threadIdx.x; i < FA_KEYS * HD / 8; i += blockDim.x) {
             const int row = i / (HD / 8), c8 = (i % (HD / 8)) * 8, p = j0 + row;
             int4 kv4 = make_int4(0, 0, 0, 0), vv4 = make_int4(0, 0, 0, 0);
-            if (p < ctx) {
+            if (p <= bmax) {
                 kv4 = *(const int4 *)(kc + (i64)p * kvdim + (i64)kvh * HD + c8);
                 vv4 = *(const int4 *)(vc + (i64)p * kvdim + (i64)kvh * HD + c8);
             }
