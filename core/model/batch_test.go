@@ -34,6 +34,14 @@ func TestForwardBatchInvariance(t *testing.T) {
 	}
 }
 
+// TestForwardBatchManySequences: 70 sequences in one batched forward (more than a CUDA
+// launch takes) get their own forwards' bits (modeltest.ManySequences).
+func TestForwardBatchManySequences(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	modeltest.ManySequences(t, golden.LoadModel(t, b, "models/stories260K.gguf", "target"), backend.KVF16, 70)
+}
+
 func TestForwardBatchErrors(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()

@@ -115,3 +115,72 @@ func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
 		})
 	}
 }
+
+// ManySequences checks model.ForwardBatch on n sequences at once — more than a GPU
+// launch takes (so its rows span several), with caches of four sizes (so a split-K
+// attention splits them differently), 1-4 rows each, every Out kind — against each
+// sequence's own Forward, bit for bit, and the caches' lengths after.
+func ManySequences(t *testing.T, m *model.Model, kt backend.KVType, n int) {
+	t.Helper()
+	v := m.Params.Vocab
+	tok := func(seq, i int) int32 { return int32((seq*7919 + i*104729 + 5) % v) }
+	outs := []model.Out{model.OutLast, model.OutAll, model.OutNone}
+	newCache := func(j int) *kv.Cache {
+		c, err := m.NewKV(32<<(j%4), kt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		for i := range j % 5 { // a prefix of 0-4 tokens
+			if _, err := m.Forward([]int32{tok(j, i)}, c, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	ids := func(j int) []int32 {
+		out := make([]int32, 1+j%4) // against Out's cycle of 3: every kind with every count
+		for i := range out {
+			out[i] = tok(j, j%5+i)
+		}
+		return out
+	}
+	read := func(l model.Logits) []float32 {
+		out := make([]float32, l.Rows*l.Cols)
+		if err := m.ReadLogits(l, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var want []float32
+	seqs := make([]model.Seq, n)
+	for j := range n {
+		out := outs[j%len(outs)]
+		l, err := m.Forward(ids(j), newCache(j), out == model.OutAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != model.OutNone {
+			want = append(want, read(l)...)
+		}
+		seqs[j] = model.Seq{IDs: ids(j), Cache: newCache(j), Out: out}
+	}
+	l, err := m.ForwardBatch(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := read(l)
+	if len(got) != len(want) {
+		t.Fatalf("%d logits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%d sequences: logit %d (row %d): batched %v, alone %v", n, i, i/v, got[i], want[i])
+		}
+	}
+	for j, q := range seqs {
+		if got, want := q.Cache.Len(), j%5+len(q.IDs); got != want {
+			t.Fatalf("sequence %d: cache length %d, want %d", j, got, want)
+		}
+	}
+}

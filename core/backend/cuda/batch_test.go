@@ -23,3 +23,17 @@ func TestForwardBatchInvariance(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardBatchManySequences: on the GPU, 70 sequences in one batched forward (two
+// launches of the *_seqs kernels, caches of four sizes) get their own forwards' bits.
+func TestForwardBatchManySequences(t *testing.T) {
+	g := open(t)
+	defer g.Close()
+	for _, kt := range []backend.KVType{backend.KVF16, backend.KVQ8_0} {
+		t.Run(kt.String(), func(t *testing.T) {
+			m := loadOn(t, g, testdata(t, "models", "synthetic", "synth-qwen2-q8_0.gguf"))
+			defer m.Close()
+			modeltest.ManySequences(t, m, kt, 70)
+		})
+	}
+}
