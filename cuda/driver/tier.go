@@ -109,15 +109,17 @@ func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
 type RowPairs map[string]NTSet
 
 // hopperMMQ is the Hopper tier's MMQRows: where the tensor-core kernel beat the mat-vec
-// chunks in BenchmarkMatMul (14336 × 4096, H200, time per matmul, mmq / mat-vec; Q4_0,
-// Q8_0 and Q6_K staged through shared memory, Q4_K and Q5_K from global memory, as
-// mmq.cu reads them): Q4_0 1.02 at nt 8, 0.88 at 12, 0.80 at 16, 0.78 at 64; Q8_0 1.04 at
-// 6, 0.89 at 8, 0.98 at 12, 0.82 at 64; Q4_K 1.14 at 8, 0.91 at 12, 0.77 at 16, 0.72 at
-// 64; Q5_K 1.12 at 4, 0.95 at 6, 0.78 at 8, 0.51 at 64; Q6_K 0.97 at 8, 0.92 at 16 but
-// 1.22 at 24 and 1.00-1.04 at 32-64, so it keeps the mat-vec. At 2-4 rows the kernel is
-// 1.2-3.4× slower than the mat-vec (too few bytes in flight per SM: perf-cuda.md v7).
+// launches in BenchmarkMatMul (14336 × 4096, H200, time per matmul, mmq / mat-vec, the
+// kernel with one group of up to 8 tiles per block, commit of perf-cuda.md v12): Q4_0
+// 0.93 at nt 8, 0.92 at 12, 0.82 at 16, 0.83 at 64 (1.25 at 4); Q8_0 0.92 at 8, 1.01 at
+// 12, 0.92 at 16, 0.63 at 64 (1.26 at 4); Q4_K 1.10 at 8, 1.02 at 12, 0.85 at 16, 0.67 at
+// 64; Q5_K 1.10 at 4, 0.78 at 8, 0.40 at 64 (0.95 at 6 in v7); Q6_K 0.99 at 8, 1.00 at
+// 12, 0.91 at 16, 0.65 at 64. Q4_K and Q6_K tie at 12 and win at 16: the mat-vec adds a
+// launch's worth per row past 8 while the kernel's cost is flat from 9 to 16, so they
+// take it from 13 (between the two measured points). At 2-4 rows the kernel is
+// 1.25-2.8× slower than the mat-vec (too few bytes in flight per SM: perf-cuda.md v7).
 // Q5_0 was not measured; it takes Q4_0's threshold (the same kernel with the fifth bits).
-var hopperMMQ = map[string]int{"q4_0": 12, "q5_0": 12, "q8_0": 8, "q4_k": 12, "q5_k": 6}
+var hopperMMQ = map[string]int{"q4_0": 8, "q5_0": 8, "q8_0": 8, "q4_k": 13, "q5_k": 6, "q6_k": 13}
 
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{

@@ -1,20 +1,22 @@
 // mmq.cu: dst[j][row] = w[row] · x[j] for a few activation rows (nt = 2 … the tier's
 // GEMMMinRows - 1) on the int8 tensor cores, for the quantized weight types. The weight
 // rows are the M dimension of mma.sync (16 per block), the activation rows (8-bit blocks
-// from quantize.cu, as the mat-vec kernels read them) the N dimension in tiles of 8,
-// padded with zeros; each round of 32 weight units is staged through shared memory
-// (Stage) and each unit unpacked into registers once and used for every activation tile
-// of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the
-// backend's chooser (planMatMul) never picks it below.
+// from quantize.cu, as the mat-vec kernels read them) the N dimension in tiles of 8 (up
+// to G = 8 tiles, 64 rows, per block; the columns past nt are computed and dropped);
+// each round of 32 weight units is staged through shared memory (Stage) or read from
+// global memory, and each unit unpacked into registers once and used for every
+// activation tile of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the backend's
+// chooser (planMatMul) never picks it below.
 //
 // Row identity with the mat-vec kernels (which serve nt = 1): integer dots are exact, and
 // every output is summed exactly as mmvq_rows sums it. There lane l of a warp adds the
 // units l, l+32, l+64, … of its row in that order (common.cuh's fold1/foldk), then the
-// warp adds the 32 lane sums with the xor tree 16, 8, 4, 2, 1. Here the 8 warps of a
-// block share the units: warp w's slot s takes the units of lane l = w + 8s, in the same
-// order, with the same fold; slots (xor 16, xor 8 of l) are added in registers and the
-// warps (xor 4, 2, 1) through shared memory, in the tree's order. Nothing depends on nt,
-// on the tile an activation row lands in, or on the other rows.
+// warp adds the 32 lane sums with the xor tree 16, 8, 4, 2, 1. Here the W warps of a
+// block (8 or 16) share the units: warp w's slot s (of 32 / W) takes the units of lane
+// l = w + W·s, in the same order, with the same fold; slots (the high bits of l: xor 16,
+// and xor 8 when W = 8) are added in registers and the warps (the low bits) through
+// shared memory, in the tree's order. Nothing depends on nt, on W, on the tile an
+// activation row lands in, or on the other rows.
 //
 // Each type T has units (mmvq.cu's count), RQ, RD, RE (the bytes of a row's 32 units in
 // its q, d, e arrays), STAGED (whether rounds go through shared memory), W and load (a unit of weight rows g and g+8, g = lane / 4, as mma
@@ -27,6 +29,11 @@ struct QArgs {
     const int *xq;          // quantized activations, as ints (4 values each)
     const float *xd;        // their scales, one per 32 values
     int cols, nt;
+    // zero: columns past nt read zeros (a test per load) instead of the last row (a
+    // clamp). The kernels of one or two tiles keep the test, as measured in v7 (with
+    // the clamp their K-quant forms took 123-128 registers instead of 80-99: NVRTC 11.8,
+    // sm_90); a kernel sets it from its G, a constant, so the other form compiles away.
+    bool zero;
 };
 
 // c += a · b: a 16 × 32 int8 tile (row major: rows g, g+8 × k 4t…4t+3, 16+4t…), b 32 × 8
@@ -72,13 +79,19 @@ static __device__ __forceinline__ RowP rowp(const QArgs &a, i64 r, int U) {
 // sub4: each byte of v (each below 128) minus the byte of o4, as a signed byte.
 static __device__ __forceinline__ u32 sub4(u32 v, u32 o4) { return ((v | 0x80808080u) - o4) ^ 0x80808080u; }
 
-// xword is word k of unit u's 32-value block of activation row j (0 past nt).
+// xrow is the activation row that column j of a tile reads: j, or the last row past nt.
+// A column past nt is computed but never stored (an mma's column depends on its own B
+// column only), so it may read any row or zeros (QArgs.zero).
+static __device__ __forceinline__ int xrow(const QArgs &a, int j) { return min(j, a.nt - 1); }
+// xword is word k of unit u's 32-value block of activation row xrow(j).
 static __device__ __forceinline__ u32 xword(const QArgs &a, int j, int blk32, int k) {
-    return j < a.nt ? (u32)a.xq[(i64)j * (a.cols / 4) + blk32 * 8 + k] : 0u;
+    if (a.zero) return j < a.nt ? (u32)a.xq[(i64)j * (a.cols / 4) + blk32 * 8 + k] : 0u;
+    return (u32)a.xq[(i64)xrow(a, j) * (a.cols / 4) + blk32 * 8 + k];
 }
-// xscale is the scale of 32-value block blk32 of activation row j (0 past nt).
+// xscale is the scale of 32-value block blk32 of activation row xrow(j).
 static __device__ __forceinline__ float xscale(const QArgs &a, int j, int blk32) {
-    return j < a.nt ? a.xd[(i64)j * (a.cols / 32) + blk32] : 0.0f;
+    if (a.zero) return j < a.nt ? a.xd[(i64)j * (a.cols / 32) + blk32] : 0.0f;
+    return a.xd[(i64)xrow(a, j) * (a.cols / 32) + blk32];
 }
 
 // Q4_0: unit = one block; a = nibbles - 8 (mmvq's s - 8·sum).
@@ -204,11 +217,10 @@ struct MQ4_K {
     }
     static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
-        const int jb = j0 + g;
         // activation word t of the unit's 16 values of sub-block 2j, and of 2j+1 (32 values on)
         u32 xa = 0, xb = 0;
-        if (jb < a.nt) {
-            const int *xp = a.xq + (i64)jb * (a.cols / 4) + (b * 256 + j * 64 + h * 16) / 4;
+        if (!a.zero || j0 + g < a.nt) {
+            const int *xp = a.xq + (i64)xrow(a, j0 + g) * (a.cols / 4) + (b * 256 + j * 64 + h * 16) / 4;
             xa = (u32)xp[t];
             xb = (u32)xp[8 + t];
         }
@@ -220,8 +232,9 @@ struct MQ4_K {
         const int s32 = b * 8 + j * 2;
         const float da[2] = {xscale(a, j0 + 2 * t, s32), xscale(a, j0 + 2 * t + 1, s32)};
         const float db[2] = {xscale(a, j0 + 2 * t, s32 + 1), xscale(a, j0 + 2 * t + 1, s32 + 1)};
+        // (rows g and g+8 of an mma against ones are the same sums: one pair serves both)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e], mb[e], da[e & 1], db[e & 1]);
+        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e & 1], mb[e & 1], da[e & 1], db[e & 1]);
     }
 };
 
@@ -261,28 +274,26 @@ struct MQ5_K {
         const float da[2] = {xscale(a, j0 + 2 * t, 2 * u), xscale(a, j0 + 2 * t + 1, 2 * u)};
         const float db[2] = {xscale(a, j0 + 2 * t, 2 * u + 1), xscale(a, j0 + 2 * t + 1, 2 * u + 1)};
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e], mb[e], da[e & 1], db[e & 1]);
+        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e & 1], mb[e & 1], da[e & 1], db[e & 1]);
     }
 };
 
-#define MMQ_WARPS 8
-#define MMQ_SLOTS (WARP / MMQ_WARPS)
-
-// mmq_rows: weight rows 16·tile … 16·tile+15 times activation tiles G·group … G·group+G-1
-// (8 rows each). See the file comment for the order of the sums.
+// mmq_rows's block: W warps (8 or 16) over 16 weight rows; warp w's S = 32 / W slots
+// take the units of mat-vec lanes w, w + W, … (see the file comment).
+//
 // Stage holds a block's 16 weight rows of one round (32 units) in shared memory: each
 // array's R bytes a row plus padding (16 bytes for q, 4 for d and e), which spreads the
 // fragment loads of rows g = 0 … 7 over the banks. The block copies a round with 16-byte
-// loads of q and 2-byte loads of d and e, all its threads at once, into registers a
+// loads of q and 2-byte loads of d and e, all its NTH threads at once, into registers a
 // round ahead of its use, so the bytes in flight per block are the whole next round
 // (one lane's fragment words a unit were too few: perf-cuda.md v7).
-template <class T>
+template <class T, int NTH>
 struct Stage {
     static constexpr int SQ = T::RQ + 16, SD = T::RD ? T::RD + 4 : 0, SE = T::RE ? T::RE + 4 : 0;
     static constexpr int BYTES = 16 * (SQ + SD + SE);
-    static constexpr int NQ = (T::RQ + 255) / 256;              // 16-byte chunks a thread
-    static constexpr int ND = (8 * T::RD + 255) / 256;           // 2-byte pieces a thread
-    static constexpr int NE = (8 * T::RE + 255) / 256;
+    static constexpr int NQ = (T::RQ + NTH - 1) / NTH;      // 16-byte chunks a thread
+    static constexpr int ND = (8 * T::RD + NTH - 1) / NTH;  // 2-byte pieces a thread
+    static constexpr int NE = (8 * T::RE + NTH - 1) / NTH;
     int4 rq[NQ];
     u16 rd[ND ? ND : 1], re[NE ? NE : 1];
     // fetch loads round r0 of rows row0 … row0+15 (the last row repeated past rows).
@@ -290,7 +301,7 @@ struct Stage {
         const int tid = threadIdx.x;
 #pragma unroll
         for (int i = 0; i < NQ; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < T::RQ) {  // 16 rows × RQ/16 chunks
                 const int row = c / (T::RQ / 16), col = c % (T::RQ / 16);
                 const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
@@ -300,7 +311,7 @@ struct Stage {
         if constexpr (ND > 0) {
 #pragma unroll
         for (int i = 0; i < ND; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < 8 * T::RD) {  // 16 rows × RD/2 pieces
                 const int row = c / (T::RD / 2), col = c % (T::RD / 2);
                 const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
@@ -311,7 +322,7 @@ struct Stage {
         if constexpr (NE > 0) {
 #pragma unroll
         for (int i = 0; i < NE; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < 8 * T::RE) {
                 const int row = c / (T::RE / 2), col = c % (T::RE / 2);
                 const RowP p = rowp<T>(a, min(row0 + row, rows - 1), U);
@@ -325,20 +336,20 @@ struct Stage {
         const int tid = threadIdx.x;
 #pragma unroll
         for (int i = 0; i < NQ; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < T::RQ) *(int4 *)(sm + (c / (T::RQ / 16)) * SQ + (c % (T::RQ / 16)) * 16) = rq[i];
         }
         if constexpr (ND > 0) {
 #pragma unroll
         for (int i = 0; i < ND; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < 8 * T::RD) *(u16 *)(sm + 16 * SQ + (c / (T::RD / 2)) * SD + (c % (T::RD / 2)) * 2) = rd[i];
         }
         }
         if constexpr (NE > 0) {
 #pragma unroll
         for (int i = 0; i < NE; i++) {
-            const int c = tid + 256 * i;
+            const int c = tid + NTH * i;
             if (c < 8 * T::RE) *(u16 *)(sm + 16 * (SQ + SD) + (c / (T::RE / 2)) * SE + (c % (T::RE / 2)) * 2) = re[i];
         }
         }
@@ -353,43 +364,70 @@ struct Stage {
     }
 };
 
+// mmq_round adds a full round's units to the slots' accumulators: slot s takes unit
+// u + W·s (lu + W·s in the rows pa, pb, relative to a staged round). With one or two
+// tiles the slots' loads are issued together (more bytes in flight); with four or eight
+// one slot's weights at a time are live, next to the 32-64 accumulators, and a tile that
+// starts past nt is skipped (warp-uniform).
+template <class T, int G, int W>
+static __device__ __forceinline__ void mmq_round(const QArgs &a, const RowP &pa, const RowP &pb, int lu, int u, int j00, int g,
+                                                 int t, float (&acc)[G][WARP / W][4]) {
+    constexpr int S = WARP / W;
+    if constexpr (G <= 2) {
+        typename T::W w[S];
+#pragma unroll
+        for (int s = 0; s < S; s++) w[s] = T::load(pa, pb, lu + W * s, t);
+#pragma unroll
+        for (int s = 0; s < S; s++)
+#pragma unroll
+            for (int n = 0; n < G; n++) T::tile(a, w[s], u + W * s, j00 + 8 * n, g, t, acc[n][s]);
+    } else {
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            const typename T::W w = T::load(pa, pb, lu + W * s, t);
+#pragma unroll
+            for (int n = 0; n < G; n++)
+                if (j00 + 8 * n < a.nt) T::tile(a, w, u + W * s, j00 + 8 * n, g, t, acc[n][s]);
+        }
+    }
+}
+
 // mmq_rows: weight rows 16·tile … 16·tile+15 times activation tiles G·group … G·group+G-1
-// (8 rows each). See the file comment for the order of the sums.
-template <class T, int G>
+// (8 rows each), by W warps. See the file comment for the order of the sums. G = 8
+// serves 33-64 rows at the cost of the tiles they fill (mmq_round skips the others).
+template <class T, int G, int W>
 static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int rows, const float *bias, int tile, int group) {
-    __shared__ float red[MMQ_WARPS][G * 4][WARP];
-    __shared__ __align__(16) u8 sm[T::STAGED ? Stage<T>::BYTES : 16];
+    constexpr int S = WARP / W;  // slots: mat-vec lanes a warp takes
+    constexpr int NTH = W * WARP;
+    // One buffer for the staged rounds and, after them, the warp tree's partial sums
+    // (the first level's W/2 warps × G·4 outputs × 32 lanes).
+    constexpr int RED = W / 2 * G * 4 * WARP * 4;
+    constexpr int SMB = T::STAGED && Stage<T, NTH>::BYTES > RED ? Stage<T, NTH>::BYTES : RED;
+    __shared__ __align__(16) u8 sm[SMB];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row0 = tile * 16, j00 = group * G * 8;
     const int U = T::units(a.cols);
-    float acc[G][MMQ_SLOTS][4];
+    float acc[G][S][4];
 #pragma unroll
     for (int n = 0; n < G; n++)
 #pragma unroll
-        for (int s = 0; s < MMQ_SLOTS; s++)
+        for (int s = 0; s < S; s++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[n][s][e] = 0.0f;
     // Full rounds: through shared memory (Stage) for the types that gain from it, else
-    // straight from global memory with the four slots' loads issued together. Tiles past
-    // nt see zero activations.
+    // straight from global memory with the slots' loads issued together.
     const int full = U / WARP * WARP;
     if constexpr (T::STAGED) {
-        Stage<T> st;
+        Stage<T, NTH> st;
         if (full > 0) st.fetch(a, row0, rows, U, 0);  // weights: before the wait, as in mmvq.cu
         grid_dep_sync();
         if (full > 0) st.store(sm);
         __syncthreads();
-        const RowP sa = Stage<T>::row(sm, g), sb = Stage<T>::row(sm, g + 8);
+        const RowP sa = Stage<T, NTH>::row(sm, g), sb = Stage<T, NTH>::row(sm, g + 8);
         for (int r0 = 0; r0 < full; r0 += WARP) {
             const bool more = r0 + WARP < full;
             if (more) st.fetch(a, row0, rows, U, r0 + WARP);  // in flight during this round
-            typename T::W w[MMQ_SLOTS];
-#pragma unroll
-            for (int s = 0; s < MMQ_SLOTS; s++) w[s] = T::load(sa, sb, warp + MMQ_WARPS * s, t);
-#pragma unroll
-            for (int s = 0; s < MMQ_SLOTS; s++)
-#pragma unroll
-                for (int n = 0; n < G; n++) T::tile(a, w[s], r0 + warp + MMQ_WARPS * s, j00 + 8 * n, g, t, acc[n][s]);
+            mmq_round<T, G, W>(a, sa, sb, warp, r0 + warp, j00, g, t, acc);
             __syncthreads();  // every warp has read this round
             if (more) {
                 st.store(sm);
@@ -400,56 +438,79 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
         grid_dep_sync();
         const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
         for (int r0 = 0; r0 < full; r0 += WARP) {
-            typename T::W w[MMQ_SLOTS];
-#pragma unroll
-            for (int s = 0; s < MMQ_SLOTS; s++) w[s] = T::load(ga, gb, r0 + warp + MMQ_WARPS * s, t);
-#pragma unroll
-            for (int s = 0; s < MMQ_SLOTS; s++)
-#pragma unroll
-                for (int n = 0; n < G; n++) T::tile(a, w[s], r0 + warp + MMQ_WARPS * s, j00 + 8 * n, g, t, acc[n][s]);
+            mmq_round<T, G, W>(a, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
         }
     }
-    // The last, partial round (units of mmvq's lanes warp + 8s below U), from global memory.
+    // The last, partial round (units of mmvq's lanes warp + W·s below U), from global memory.
     const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
 #pragma unroll
-    for (int s = 0; s < MMQ_SLOTS; s++) {
-        const int u = full + warp + MMQ_WARPS * s;
+    for (int s = 0; s < S; s++) {
+        const int u = full + warp + W * s;
         if (u < U) {  // warp-uniform
             const typename T::W w = T::load(ga, gb, u, t);
 #pragma unroll
-            for (int n = 0; n < G; n++) T::tile(a, w, u, j00 + 8 * n, g, t, acc[n][s]);
+            for (int n = 0; n < G; n++)
+                if (G <= 2 || j00 + 8 * n < a.nt) T::tile(a, w, u, j00 + 8 * n, g, t, acc[n][s]);
         }
     }
-    // xor 16 and xor 8 of the lane index are slots s ^ 2 and s ^ 1.
+    // The slots are the high bits of the lane index: xor 16 (and, with 4 slots, xor 8)
+    // are slots s ^ (S/2) (and s ^ 1), added in registers.
+    float v[G][4];
 #pragma unroll
     for (int n = 0; n < G; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            red[warp][n * 4 + e][lane] = fadd_rn(fadd_rn(acc[n][0][e], acc[n][2][e]), fadd_rn(acc[n][1][e], acc[n][3][e]));
-    __syncthreads();
-    // xor 4, 2, 1 are warps w ^ 4, w ^ 2, w ^ 1.
-    for (int i = warp; i < G * 4; i += MMQ_WARPS) {
-        float v[MMQ_WARPS];
+        for (int e = 0; e < 4; e++) {
+            if constexpr (S == 4) v[n][e] = fadd_rn(fadd_rn(acc[n][0][e], acc[n][2][e]), fadd_rn(acc[n][1][e], acc[n][3][e]));
+            else if constexpr (S == 2) v[n][e] = fadd_rn(acc[n][0][e], acc[n][1][e]);
+            else v[n][e] = acc[n][0][e];
+        }
+    // The warps are the low bits: xor h for h = W/2, …, 2, 1 is warp w ^ h; at each level
+    // warps h … 2h-1 hand their sums to warps 0 … h-1 through shared memory.
+    float *red = (float *)sm;
 #pragma unroll
-        for (int w = 0; w < MMQ_WARPS; w++) v[w] = red[w][i][lane];
-        const float c0 = fadd_rn(v[0], v[4]), c1 = fadd_rn(v[1], v[5]), c2 = fadd_rn(v[2], v[6]), c3 = fadd_rn(v[3], v[7]);
-        const float s = fadd_rn(fadd_rn(c0, c2), fadd_rn(c1, c3));
-        const int n = i / 4, e = i % 4;
-        const int row = row0 + g + (e >= 2 ? 8 : 0), j = j00 + 8 * n + 2 * t + (e & 1);
-        if (row < rows && j < a.nt) dst[(i64)j * rows + row] = bias ? fadd_rn(s, bias[row]) : s;
+    for (int h = W / 2; h >= 1; h /= 2) {
+        __syncthreads();  // the stage, or the previous level's sums, have been read
+        if (warp >= h && warp < 2 * h) {
+#pragma unroll
+            for (int n = 0; n < G; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) red[((warp - h) * G * 4 + n * 4 + e) * WARP + lane] = v[n][e];
+        }
+        __syncthreads();
+        if (warp < h) {
+#pragma unroll
+            for (int n = 0; n < G; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) v[n][e] = fadd_rn(v[n][e], red[(warp * G * 4 + n * 4 + e) * WARP + lane]);
+        }
+    }
+    if (warp == 0) {
+#pragma unroll
+        for (int n = 0; n < G; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = row0 + g + (e >= 2 ? 8 : 0), j = j00 + 8 * n + 2 * t + (e & 1);
+                if (row < rows && j < a.nt) dst[(i64)j * rows + row] = bias ? fadd_rn(v[n][e], bias[row]) : v[n][e];
+            }
     }
 }
+
+// mmq_warps is the block's warps for G tiles: 8 (four slots) up to two tiles, where
+// eight warps with 16·G accumulators each keep two blocks per SM; 16 (two slots) for
+// four and eight, where four slots would take 64-128 accumulators a thread (G = 3, 4
+// with eight warps ran 1.9-3× slower per row than G = 2 on the H200, perf-cuda.md v7).
+#define MMQ_W(G) ((G) <= 2 ? 8 : 16)
 
 // Each kernel multiplies one x by up to three weights of the same type (as mmvq.cu's):
 // blocks [0, tiles(rows0)·groups) take set 0, then set 1, then set 2; block b of a set
 // takes weight tile b / groups and activation group b % groups.
 #define MMQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
 #define MMQ1(name, T, G)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MMQ_WARPS * WARP) mmq_##name##_##G(                           \
+    extern "C" __global__ void __launch_bounds__(MMQ_W(G) * WARP) mmq_##name##_##G(                            \
         const int *xq, const float *xd, int cols, int nt, int groups, MMQ_SET(0), MMQ_SET(1), MMQ_SET(2)) {     \
         const int nb0 = (rows0 + 15) / 16 * groups, nb1 = (rows1 + 15) / 16 * groups;                           \
         int blk = blockIdx.x;                                                                                   \
-        QArgs a = {q0, d0, e0, xq, xd, cols, nt};                                                               \
+        QArgs a = {q0, d0, e0, xq, xd, cols, nt, (G) <= 2};                                                     \
         float *dst = dst0;                                                                                      \
         int rows = rows0;                                                                                       \
         const float *bias = bias0;                                                                              \
@@ -462,10 +523,10 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
                 a.q = q2; a.d = d2; a.e = e2; dst = dst2; rows = rows2; bias = bias2;                           \
             }                                                                                                   \
         }                                                                                                       \
-        mmq_rows<T, G>(a, dst, rows, bias, blk / groups, blk % groups);                                         \
+        mmq_rows<T, G, MMQ_W(G)>(a, dst, rows, bias, blk / groups, blk % groups);                               \
     }
-// MMQ(name, T): activation tiles per block G = 1, 2 (nt up to 16 in one group; more rows
-// take more groups: G = 3 and 4 ran 1.9-3× slower per row than G = 2 on the H200).
-#define MMQ(name, T) MMQ1(name, T, 1) MMQ1(name, T, 2)
+// MMQ(name, T): activation tiles per block G = 1, 2, 4, 8 (the backend's mmqGs; nt up to
+// 64 in one group, so each weight unit is read and unpacked once for every row).
+#define MMQ(name, T) MMQ1(name, T, 1) MMQ1(name, T, 2) MMQ1(name, T, 4) MMQ1(name, T, 8)
 // The per-type instantiations (MMQ lines) are appended at compile time from the
 // weight-type table, core/backend/cuda/types.go.

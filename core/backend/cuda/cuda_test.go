@@ -296,16 +296,28 @@ func TestMatMulSmallNTVsCPU(t *testing.T) {
 // the bits of the mat-vec kernels (MINFER_NO_MMQ=1), at every nt from 2 to 64 for every
 // type that has it (MINFER_MMQ=all), on
 // weights whose rows leave a partial 16-row tile, with several weights merged into one
-// launch (q, k, v) and with a bias folded in.
+// launch (q, k, v) and with a bias folded in. The chooser's blocks take nt in one group
+// (1, 2, 4 or 8 tiles of 8 rows); MINFER_MMQ_G=1 and =8 force one tile per block (up
+// to eight groups) and eight (tiles past nt skipped) at every nt.
 func TestMatMulMMQSameBits(t *testing.T) {
 	t.Setenv("MINFER_NO_MMQ", "1")
 	mv := open(t)
 	defer mv.Close()
 	t.Setenv("MINFER_NO_MMQ", "")
 	t.Setenv("MINFER_MMQ", "all") // from 2 rows for every type, whatever the tier's thresholds
-	mq := open(t)
-	defer mq.Close()
+	mqs := map[string]*cudabe.Backend{}
+	for _, g := range []string{"", "1", "8"} {
+		t.Setenv("MINFER_MMQ_G", g)
+		mqs[g] = open(t)
+		defer mqs[g].Close()
+	}
 	rng := rand.New(rand.NewPCG(13, 14))
+	for _, mode := range []string{"", "1", "8"} {
+		t.Run("MINFER_MMQ_G="+mode, func(t *testing.T) { mmqSameBits(t, mv, mqs[mode], rng) })
+	}
+}
+
+func mmqSameBits(t *testing.T, mv, mq *cudabe.Backend, rng *rand.Rand) {
 	for _, typ := range cudabe.NativeTypes() {
 		if typ == quant.F32 || typ == quant.F16 {
 			continue

@@ -34,7 +34,7 @@ func TestKernelNamesExist(t *testing.T) {
 					made[fmt.Sprintf("mmvq_%s%s_%d", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")), nt)] = true
 				}
 			case "MMQ":
-				for g := 1; g <= mmqMaxG; g++ {
+				for _, g := range mmqGs {
 					made[fmt.Sprintf("mmq_%s_%d", m[2], g)] = true
 				}
 			case "EMBED":

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/quant"
@@ -17,7 +18,7 @@ type switches struct {
 	noGEMM     bool   // matmul: chunked mat-vec (or mmq) for every nt
 	noMMQ      bool   // matmul: mat-vec launches instead of the small-nt tensor-core kernel
 	mmqAll     bool   // matmul: the small-nt tensor-core kernel from 2 rows for every type that has one
-	mmqG       int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1 or 2; 0: the chooser's)
+	mmqG       int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1, 2, 4 or 8; 0: the chooser's)
 	noFuse     bool   // residual add + RMSNorm as two kernels
 	noFuseRoPE bool   // q/k/v mat-vec and rope_store as separate kernels
 	noPDL      bool   // launches: no programmatic dependent launch
@@ -35,13 +36,12 @@ func readSwitches() switches {
 		noActRound: on("MINFER_NO_ACT_ROUND")}
 }
 
-// mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not 1 or 2).
+// mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not one of mmqGs).
 func mmqGEnv() int {
-	switch os.Getenv("MINFER_MMQ_G") {
-	case "1":
-		return 1
-	case "2":
-		return 2
+	for _, g := range mmqGs {
+		if os.Getenv("MINFER_MMQ_G") == strconv.Itoa(g) {
+			return g
+		}
 	}
 	return 0
 }
@@ -59,7 +59,7 @@ func Switches() map[string]string {
 		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
 		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
-		"MINFER_MMQ_G":            "=1 or =2: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
+		"MINFER_MMQ_G":            "=1, =2, =4 or =8: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
 		"MINFER_NO_CUBLAS":        "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
 		"MINFER_NO_FLASH":         "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
 		"MINFER_NO_ACT_ROUND":     "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
@@ -448,7 +448,7 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 	set := mvSet{q: W.q, d: W.d, e: W.e, dst: ds.p, rows: W.rows}
 	if p.path == pathMMQ {
 		mm.launches = append(mm.launches, launchSpec{name: p.kernel, bias: true,
-			grid: driver.Dim3{X: ceilDiv(W.rows, mmqRows) * p.groups}, block: driver.Dim3{X: 32 * mmqWarps},
+			grid: driver.Dim3{X: ceilDiv(W.rows, mmqRows) * p.groups}, block: driver.Dim3{X: 32 * mmqWarps(p.g)},
 			mv: &mvSpec{xq: xq, xd: xd, cols: W.cols, rowsPerBlock: mmqRows, groups: p.groups, kernel: p.kernel, nt: nt, mmq: true,
 				sets: []mvSet{set}}})
 		b.pend = append(b.pend, mm)
@@ -487,16 +487,14 @@ type mmPlan struct {
 	kernel string // pathMV: the mat-vec kernel (mmvq_KERNEL_n); pathMMQ: the kernel; pathGEMM: the dequant kernel, "" for F16
 	step   int    // pathMV: activation rows per launch
 	blas   bool   // pathGEMM: cuBLAS (blas.go) instead of gemm_f16w
-	groups int    // pathMMQ: activation groups (of G tiles of 8 rows) per weight tile
+	g      int    // pathMMQ: activation tiles of 8 rows per block (one of mmqGs)
+	groups int    // pathMMQ: activation groups (of g tiles) per weight tile
 	// scratch is the device scratch the path needs, in bytes (the GEMM's f16 copy).
 	scratch int64
 }
 
-// mmq.cu's block: 8 warps over 16 weight rows.
-const (
-	mmqWarps = 8
-	mmqRows  = 16
-)
+// mmqRows is the weight rows of an mmq.cu block (its warps: mmqWarps).
+const mmqRows = 16
 
 // planMatMul is MatMul's one chooser (ggml-cuda's habit: the function that picks a path
 // also answers whether a path exists and how much scratch it takes): from the weight's
@@ -529,11 +527,17 @@ func planMatMul(tier driver.Tier, cc int, sw switches, layout string, rows, cols
 	}
 	if ok && w.mmq != "" && nt >= from && cc >= 80 && !sw.noMMQ {
 		tiles := ceilDiv(nt, 8)
-		g := min(tiles, mmqMaxG)
-		if sw.mmqG > 0 {
-			g = min(sw.mmqG, mmqMaxG)
+		g := mmqMaxG
+		for _, c := range mmqGs { // the fewest tiles that hold nt: one group
+			if c >= tiles {
+				g = c
+				break
+			}
 		}
-		return mmPlan{path: pathMMQ, kernel: fmt.Sprintf("mmq_%s_%d", layout, g), groups: ceilDiv(tiles, g)}
+		if sw.mmqG > 0 {
+			g = sw.mmqG
+		}
+		return mmPlan{path: pathMMQ, kernel: fmt.Sprintf("mmq_%s_%d", layout, g), g: g, groups: ceilDiv(tiles, g)}
 	}
 	step := tier.MMVQMaxRows
 	if sw.noMultiRow {

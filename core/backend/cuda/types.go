@@ -94,8 +94,20 @@ func (w *wtype) mvFile() string {
 // mvMaxNT is the largest nt a mat-vec kernel is instantiated for (mmvq_NAME_1 … _8).
 const mvMaxNT = 8
 
-// mmqMaxG is the most activation tiles of 8 rows one mmq block takes (mmq_LAYOUT_1, _2).
-const mmqMaxG = 2
+// mmqGs are the activation tiles of 8 rows an mmq block takes, one kernel each
+// (mmq_LAYOUT_1 … _8, mmq.cu's MMQ): with G = 8 every nt up to 64 is one group.
+var mmqGs = []int{1, 2, 4, 8}
+
+// mmqMaxG is the largest of mmqGs.
+const mmqMaxG = 8
+
+// mmqWarps is the warps of an mmq block of g tiles (mmq.cu's MMQ_W).
+func mmqWarps(g int) int {
+	if g <= 2 {
+		return 8
+	}
+	return 16
+}
 
 // wtypeOf finds a type the kernels read natively.
 func wtypeOf(t quant.Type) (*wtype, bool) {
@@ -183,8 +195,10 @@ func typeKernels(src string) []string {
 				n = append(n, "dequant_f16_"+w.layout)
 			}
 		case "mmq.cu":
-			for g := 1; g <= mmqMaxG && w.mmq != ""; g++ {
-				n = append(n, fmt.Sprintf("mmq_%s_%d", w.layout, g))
+			for _, g := range mmqGs {
+				if w.mmq != "" {
+					n = append(n, fmt.Sprintf("mmq_%s_%d", w.layout, g))
+				}
 			}
 		case w.mvFile():
 			for _, k := range w.mv {
