@@ -78,8 +78,11 @@ func row(name string, info Info) ListRow {
 	for _, role := range info.Roles {
 		r.Roles = append(r.Roles, string(role))
 	}
-	if info.ABIMajor > 0 {
+	switch kind, _, _ := (config.Plugin{Source: info.Source}).SourceKind(); {
+	case info.ABIMajor > 0:
 		r.ABI = fmt.Sprintf("v%d.%d", info.ABIMajor, info.ABIMinor)
+	case kind == config.SourceBuiltin:
+		r.ABI = "native" // run as Go, not through the ABI (see native.go)
 	}
 	if info.Has(sdk.RoleSampler) {
 		k := info.Needs.TopK

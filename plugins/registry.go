@@ -7,7 +7,8 @@
 //	builtin:NAME  a plugin of plugins/builtin, run from the embedded builtin.wasm, its
 //	              checksum verified, as a trusted module (deadline checked when a call
 //	              returns; see wasm.Options.Trusted and WithInterruptibleBuiltins), or
-//	              natively with WithNativeBuiltins
+//	              natively with WithNativeBuiltins; the built-in drafters run natively
+//	              unless WithWasmDrafters (see native.go)
 //	file:PATH     an ABI v1 WebAssembly module (sdk/ABI.md); it must declare exactly one
 //	              plugin, or one whose name is the config NAME
 //	process:PATH  a go-plugin executable (sdk/process, plugins/process)
@@ -54,6 +55,7 @@ type options struct {
 	cacheDir       string
 	dir            string
 	nativeBuiltins bool
+	wasmDrafters   bool
 	untrusted      bool
 }
 
@@ -70,6 +72,10 @@ func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
 // WithNativeBuiltins runs builtin: plugins as native Go instead of WebAssembly.
 func WithNativeBuiltins() Option { return func(o *options) { o.nativeBuiltins = true } }
+
+// WithWasmDrafters runs the built-in drafters in the embedded module, as the other
+// built-ins run, instead of natively (see native.go).
+func WithWasmDrafters() Option { return func(o *options) { o.wasmDrafters = true } }
 
 // WithInterruptibleBuiltins compiles the built-in module like a user's, with deadlines
 // enforced inside calls (10-15x slower; see wasm.Options.Trusted).
@@ -160,7 +166,8 @@ func (r *Registry) loadBuiltin(ctx context.Context, e *entry) error {
 	if !ok {
 		return fmt.Errorf("source %q: no built-in plugin %q (have %s)", e.decl.Source, e.ref, strings.Join(config.BuiltinNames(), ", "))
 	}
-	if r.opts.nativeBuiltins {
+	drafter := p.NewDrafter != nil && len(p.Info.Roles) == 1
+	if r.opts.nativeBuiltins || drafter && !r.opts.wasmDrafters && !r.opts.untrusted {
 		e.native, e.info = p, p.Info
 		return nil
 	}
@@ -286,7 +293,7 @@ type roleKit[T any] struct {
 	role   sdk.Role
 	wasm   func(m *wasm.Module, ctx context.Context, plugin string, params []byte, co wasm.CallOptions) (T, error)
 	proc   func(c *process.Client, params []byte) (T, error)
-	native func(p builtin.Plugin, params []byte) (T, error)
+	native func(e *entry, params []byte) (T, error)
 }
 
 var (
@@ -295,8 +302,8 @@ var (
 			return asRole[sdk.DepthPolicy](m.Policy(ctx, n, p, co))
 		},
 		proc: (*process.Client).PolicyWith,
-		native: func(b builtin.Plugin, p []byte) (sdk.DepthPolicy, error) {
-			v, err := b.NewPolicy(p)
+		native: func(e *entry, p []byte) (sdk.DepthPolicy, error) {
+			v, err := e.native.NewPolicy(p)
 			return nativePolicy{v}, err
 		}}
 	samplerKit = roleKit[sdk.Sampler]{role: sdk.RoleSampler,
@@ -304,8 +311,8 @@ var (
 			return asRole[sdk.Sampler](m.Sampler(ctx, n, p, co))
 		},
 		proc: (*process.Client).SamplerWith,
-		native: func(b builtin.Plugin, p []byte) (sdk.Sampler, error) {
-			v, err := b.NewSampler(p)
+		native: func(e *entry, p []byte) (sdk.Sampler, error) {
+			v, err := e.native.NewSampler(p)
 			return nativeSampler{v}, err
 		}}
 	penaltyKit = roleKit[sdk.Penalty]{role: sdk.RolePenalty,
@@ -313,8 +320,8 @@ var (
 			return asRole[sdk.Penalty](m.Penalty(ctx, n, p, co))
 		},
 		proc: (*process.Client).PenaltyWith,
-		native: func(b builtin.Plugin, p []byte) (sdk.Penalty, error) {
-			v, err := b.NewPenalty(p)
+		native: func(e *entry, p []byte) (sdk.Penalty, error) {
+			v, err := e.native.NewPenalty(p)
 			return nativePenalty{v}, err
 		}}
 	drafterKit = roleKit[sdk.Drafter]{role: sdk.RoleDrafter,
@@ -322,9 +329,16 @@ var (
 			return asRole[sdk.Drafter](m.Drafter(ctx, n, p, co))
 		},
 		proc: (*process.Client).DrafterWith,
-		native: func(b builtin.Plugin, p []byte) (sdk.Drafter, error) {
-			v, err := b.NewDrafter(p)
-			return nativeDrafter{v}, err
+		native: func(e *entry, p []byte) (sdk.Drafter, error) {
+			if e.native.NewDrafter == nil {
+				return nil, errNoDrafter
+			}
+			v, err := e.native.NewDrafter(p)
+			if err != nil {
+				return nil, err
+			}
+			d := e.decl.WithDefaults(e.name) // (NewRegistry's are, a test's may not be)
+			return &nativeDrafter{d: v, name: e.name, timeout: d.Timeout, capBytes: d.MemoryMB << 20}, nil
 		}}
 )
 
@@ -361,7 +375,7 @@ func start[T any](r *Registry, ctx context.Context, name string, overrides map[s
 		}
 		v, err = k.proc(e.proc, params)
 	default:
-		if v, err = k.native(e.native, mustParams(e.decl.Params, overrides)); err != nil {
+		if v, err = k.native(e, mustParams(e.decl.Params, overrides)); err != nil {
 			err = fmt.Errorf("plugins: %s: %w", name, err)
 		}
 	}
@@ -378,12 +392,10 @@ var openProcess = process.Open
 type nativePolicy struct{ sdk.DepthPolicy }
 type nativeSampler struct{ sdk.Sampler }
 type nativePenalty struct{ sdk.Penalty }
-type nativeDrafter struct{ sdk.Drafter }
 
 func (nativePolicy) Close() error  { return nil }
 func (nativeSampler) Close() error { return nil }
 func (nativePenalty) Close() error { return nil }
-func (nativeDrafter) Close() error { return nil }
 
 // Release closes v if it is an io.Closer (every value the Registry hands out is).
 func Release(v any) error {

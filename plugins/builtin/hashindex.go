@@ -62,3 +62,6 @@ func (h *hashIndex) grow() {
 		}
 	}
 }
+
+// bytes is the memory the index holds.
+func (h *hashIndex) bytes() int { return cap(h.keys)*8 + cap(h.vals)*4 }

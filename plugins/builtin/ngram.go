@@ -56,6 +56,16 @@ func NewNgram(params []byte) (*Ngram, error) {
 	return g, nil
 }
 
+// MemoryBytes is the memory the drafter holds (a native host caps it as the
+// WebAssembly one caps the module's memory).
+func (g *Ngram) MemoryBytes() int {
+	n := cap(g.seq)*4 + cap(g.toks)*4 + cap(g.conf)*4
+	for i := range g.at {
+		n += g.at[i].bytes()
+	}
+	return n
+}
+
 // gramHash hashes s (FNV-1a over the ids); equal hashes are confirmed by comparing.
 func gramHash(s []int32) uint64 {
 	h := uint64(14695981039346656037)

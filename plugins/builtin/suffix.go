@@ -116,8 +116,9 @@ func (s *Suffix) reset() {
 	s.last, s.anchor = 0, 0
 }
 
-// bytes is the memory the structure holds.
-func (s *Suffix) bytes() int {
+// MemoryBytes is the memory the structure holds (a native host caps it as the
+// WebAssembly one caps the module's memory).
+func (s *Suffix) MemoryBytes() int {
 	return cap(s.seq)*4 + cap(s.st)*20 + cap(s.edges)*8 + len(s.trans.keys)*12 + cap(s.chain)*4
 }
 

@@ -191,7 +191,7 @@ func BenchmarkSuffixBuild(b *testing.B) {
 				for b.Loop() {
 					s, _ := NewSuffix(nil)
 					s.Draft(context.Background(), &q)
-					b.ReportMetric(float64(s.bytes()), "struct-B/op")
+					b.ReportMetric(float64(s.MemoryBytes()), "struct-B/op")
 				}
 			})
 		}

@@ -1,0 +1,50 @@
+package builtin
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/minfer/minfer/sdk"
+)
+
+// BenchmarkDrafterNative is plugins/wasm's BenchmarkDrafter run natively: a drafter
+// told a 512-token prompt, then 512 rounds that each tell the 3 tokens emitted since
+// and ask for 8, over a copy-heavy sequence (three in four tokens copy one 300 back).
+// ns/round is the iteration's time over its rounds (the prompt's call included).
+func BenchmarkDrafterNative(b *testing.B) {
+	g := rand.New(rand.NewPCG(1, 2))
+	seq := make([]int32, 512+3*512)
+	for i := range seq {
+		if i > 300 && g.IntN(4) > 0 {
+			seq[i] = seq[i-300]
+		} else {
+			seq[i] = int32(g.IntN(4000))
+		}
+	}
+	for _, name := range []string{"ngram", "suffix"} {
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			p, _ := Lookup(name)
+			rounds := 0
+			for b.Loop() {
+				d, err := p.NewDrafter(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				q := sdk.DraftRequest{Appended: seq[:512], MaxDepth: 8, Vocab: 4096}
+				for pos := 512; ; pos += 3 {
+					if _, err := d.Draft(ctx, &q); err != nil {
+						b.Fatal(err)
+					}
+					rounds++
+					if pos+3 > len(seq) {
+						break
+					}
+					q.Appended = seq[pos : pos+3]
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds), "ns/round")
+		})
+	}
+}
