@@ -296,7 +296,8 @@ func TestMatMulSmallNTVsCPU(t *testing.T) {
 // the bits of the mat-vec kernels (MINFER_NO_MMQ=1), at every nt from 2 to 64 for every
 // type that has it (MINFER_MMQ=all), on
 // weights whose rows leave a partial 16-row tile, with several weights merged into one
-// launch (q, k, v) and with a bias folded in. The chooser's blocks take nt in one group
+// launch (q, k, v) and with a bias folded in; 2560 columns give every type full rounds
+// of 32 units and a partial one (as a 7B's 3584 do). The chooser's blocks take nt in one group
 // (1, 2, 4 or 8 tiles of 8 rows); MINFER_MMQ_G=1 and =8 force one tile per block (up
 // to eight groups) and eight (tiles past nt skipped) at every nt.
 func TestMatMulMMQSameBits(t *testing.T) {
@@ -322,7 +323,7 @@ func mmqSameBits(t *testing.T, mv, mq *cudabe.Backend, rng *rand.Rand) {
 		if typ == quant.F32 || typ == quant.F16 {
 			continue
 		}
-		for _, sh := range [][2]int{{33, 256}, {301, 2048}, {96, 768}} {
+		for _, sh := range [][2]int{{33, 256}, {301, 2048}, {96, 768}, {47, 2560}} {
 			rows, cols := sh[0], sh[1]
 			data := [2][]byte{quantized(t, typ, rows, cols, rng), quantized(t, typ, rows+5, cols, rng)}
 			bias := normals(rng, rows, 1)
