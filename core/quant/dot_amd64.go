@@ -411,6 +411,28 @@ func init() {
 	// after): 2-23% slower than rows4x2 with AVX-512 off (docs/PERFORMANCE.md).
 	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil) }
 	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil) }
+	tileKernels[Q4_K] = func(tl *Tile) { tileRowsKAVX2(tl, rows4Q4_KAVX2, dotQ4_KSIMD) }
+	tileKernels[Q6_K] = func(tl *Tile) { tileRowsKAVX2(tl, rows4Q6_KAVX2, dotQ6_KSIMD) }
+}
+
+// tileRowsKAVX2 runs a K-quant tile (checked) four activation rows at a time through
+// rows4, which unpacks each weight super-block once for the four (VecDot unpacks it
+// once per dot: 24 % of a Qwen2.5-0.5B Q4_K_M prefill went to the Q4_K and Q6_K
+// VecDots), and the remaining rows through dot, with VecDot's bits either way.
+func tileRowsKAVX2(tl *Tile, rows4 rows4Func, dot func(int, []byte, []byte) float32) {
+	nb := tl.N / QK_K
+	t := 0
+	if nb > 0 {
+		for ; t+4 <= tl.NX; t += 4 {
+			rows4(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], tl.XStride, nb, &tl.Out[t*tl.OutStride], tl.OutStride)
+		}
+	}
+	for ; t < tl.NX; t++ {
+		x, out := tl.X[t*tl.XStride:], tl.Out[t*tl.OutStride:]
+		for r := 0; r < tl.Rows; r++ {
+			out[r] = dot(tl.N, tl.W[r*tl.WStride:], x)
+		}
+	}
 }
 
 // rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func

@@ -94,6 +94,16 @@ func dotQ4_KAVX2(w *byte, x *byte, nb int, acc *[8]float32, accm *[4]float32)
 //go:noescape
 func dotQ6_KAVX2(w *byte, x *byte, nb int, acc *[8]float32)
 
+// rows4Q4_KAVX2 runs ggml's super-block loop for rows weight rows against four Q8_K activation rows (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4Q4_KAVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+
+// rows4Q6_KAVX2 runs ggml's super-block loop for rows weight rows against four Q8_K activation rows (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4Q6_KAVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
+
 // dotQ5_KAVX2 runs ggml's Q5_K·Q8_K block loop over nb super-blocks into acc and summs (AVX2, FMA, F16C).
 //
 //go:noescape

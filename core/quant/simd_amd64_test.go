@@ -123,3 +123,43 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsKAVX2MatchVecDot runs the AVX2 K-quant row loops of DotTile (the Q4_K and
+// Q6_K tile kernels of CPUs without AVX-512, called here directly whatever the CPU) and
+// wants the pure-Go dot's bits for every pair: 1-6 super-blocks, 1-5 weight rows, 1-9
+// activation rows (groups of four and the rest), strides wider than a row.
+func TestRowsKAVX2MatchVecDot(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/F16C on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, c := range []struct {
+		typ   Type
+		rows4 rows4Func
+		dot   func(int, []byte, []byte) float32
+	}{{Q4_K, rows4Q4_KAVX2, dotQ4_KSIMD}, {Q6_K, rows4Q6_KAVX2, dotQ6_KSIMD}} {
+		for nb := 1; nb <= 6; nb++ {
+			n, rows, nx := QK_K*nb, 1+nb%5, 3+nb
+			rb := mustRowBytes(t, c.typ, n)
+			xb := mustRowBytes(t, Q8_K, n)
+			ws, xs, os := rb+5, xb+q8_KBytes+3, rows+3
+			tl := &Tile{N: n, W: make([]byte, rows*ws), WStride: ws, Rows: rows,
+				X: make([]byte, nx*xs), XStride: xs, NX: nx, Out: make([]float32, nx*os), OutStride: os}
+			for r := 0; r < rows; r++ {
+				copy(tl.W[r*ws:], randomRow(rng, c.typ, n))
+			}
+			for x := 0; x < nx; x++ {
+				copy(tl.X[x*xs:], randomRow(rng, Q8_K, n))
+			}
+			tileRowsKAVX2(tl, c.rows4, c.dot)
+			for x := 0; x < nx; x++ {
+				for r := 0; r < rows; r++ {
+					want := simdKernels[c.typ][1](n, tl.W[r*ws:], tl.X[x*xs:])
+					if got := tl.Out[x*os+r]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%s n=%d row %d act %d: %v, pure-Go dot %v", c.typ, n, r, x, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -93,11 +93,17 @@ func BenchmarkDotTile(b *testing.B) {
 			}
 		}
 	}
-	// The columns of the q, k, v, o, gate and up projections (ffn_down has 4864).
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_K} {
+	// The columns of the q, k, v, o, gate and up projections (ffn_down has 4864; a
+	// Q4_K_M file has them in Q5_0, 896 not being a multiple of 256), at 64 rows
+	// (prefill) and one (decoding); and the trained target's 512 columns, decoding.
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0} {
 		tr, _ := typ.Lookup()
-		b.Run(typ.String()+"/896cols/64/tile", func(b *testing.B) { benchTile(b, typ, tr, 896, rows, 64, "tile") })
+		for _, nx := range []int{64, 1} {
+			b.Run(typ.String()+"/896cols/"+itoa(nx)+"/tile", func(b *testing.B) { benchTile(b, typ, tr, 896, rows, nx, "tile") })
+		}
 	}
+	tr, _ := Q8_0.Lookup()
+	b.Run("Q8_0/512cols/1/tile", func(b *testing.B) { benchTile(b, Q8_0, tr, 512, rows, 1, "tile") })
 }
 
 func benchTile(b *testing.B, typ Type, tr *Traits, n, rows, nx int, path string) {

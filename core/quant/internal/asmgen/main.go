@@ -51,6 +51,8 @@ func main() {
 	dotBF16()
 	q4KDot()
 	q6KDot()
+	rows4Q4K()
+	rows4Q6K()
 	kConstants()
 	q5KDot()
 	q2KDot()
