@@ -13,7 +13,7 @@
 #   bash .dev/cmp/h200-compare.sh stash      # (carry .dev/cmp) copies it to /tmp/h2c
 #   bash .dev/cmpt/h200-compare.sh start     # (carry .dev/cmpt) copies it, starts the run detached
 #   bash /tmp/h2c/h200-compare.sh wait 280   # repeat until "ALL DONE"; logs land in $OUT each time
-# While llama.cpp builds (10 of the 16 cores) the GPU runs minfer-only work: the CUDA tests,
+# While llama.cpp builds (13 of the 16 cores) the GPU runs minfer-only work: the CUDA tests,
 # the drafter bed and minfer's speculation rows, whose criteria are ratios of minfer to
 # itself. Everything that is divided by a llama.cpp figure runs after the build, the two
 # engines alternating; minfer's serving rows at 1-32 clients come last.
@@ -40,7 +40,7 @@ build() {
   cd $W && tar xJf $W/llama.cpp-d32676d7.tar.xz && \
   cmake -S llama.cpp -B llama.cpp/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF > $L/build.log 2>&1 && \
-  cmake --build llama.cpp/build -j 10 --target llama-bench llama-server >> $L/build.log 2>&1
+  cmake --build llama.cpp/build -j 13 --target llama-bench llama-server >> $L/build.log 2>&1
   stage "build rc=$?"
 }
 
@@ -76,7 +76,7 @@ during_build() {
 side_by_side() {
   for pass in a b; do
     files="t7-q4km s7-q40 s7-q8 s05-q8 d05-q4km s7-q3_k_m s7-iq4_xs"
-    [ $pass = b ] && files="t7-q4km s05-q8 d05-q4km s7-iq4_xs" # pass b: the files whose bars are closest
+    [ $pass = b ] && files="t7-q4km s7-iq4_xs" # pass b: the headline file and the closest bar
     for f in $files; do
       [ -f $M/$f.gguf ] || continue
       $LB/llama-bench -m $M/$f.gguf -p 512 -n 128 -fa 1 -ngl 99 -r 3 -o json > $L/lb-$f-$pass.json 2>>$L/err.log
