@@ -409,8 +409,8 @@ func init() {
 	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2) }
 	// Four weight rows × two activation rows a pass was tried (commit 11dcf4f, removed
 	// after): 2-23% slower than rows4x2 with AVX-512 off (docs/PERFORMANCE.md).
-	tileKernels[Q4_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil) }
-	tileKernels[Q5_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil) }
+	tileKernels[Q4_0] = func(tl *Tile) { tileUnpackedAVX2(tl, &unpackedQ4_0) }
+	tileKernels[Q5_0] = func(tl *Tile) { tileUnpackedAVX2(tl, &unpackedQ5_0) }
 	tileKernels[Q4_K] = func(tl *Tile) { tileRowsKAVX2(tl, rows4Q4_KAVX2, dotQ4_KSIMD) }
 	tileKernels[Q6_K] = func(tl *Tile) { tileRowsKAVX2(tl, rows4Q6_KAVX2, dotQ6_KSIMD) }
 }
@@ -503,5 +503,71 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 	}
 	for ; t < tl.NX; t++ {
 		rows(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], nb, &tl.Out[t*tl.OutStride])
+	}
+}
+
+// unpackedKernels are the generated kernels of tileUnpackedAVX2 for one biased 32-block
+// type (Q4_0, Q5_0), and the row loops of tileRowsAVX2 for the rest of a tile.
+type unpackedKernels struct {
+	unpack  func(w *byte, wStride, rows, nb int, wu *byte)
+	prep    func(x *byte, xStride, groups, nb int, c32 *byte, xd *float32)
+	rows    func(w *byte, wStride, rows int, x *byte, nb int, out *float32)
+	rows4   rows4Func
+	rows4x2 rows4x2Func
+}
+
+var (
+	unpackedQ4_0 = unpackedKernels{unpackRowsQ4_0AVX2, prepBias4Q4_0AVX2, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2}
+	unpackedQ5_0 = unpackedKernels{unpackRowsQ5_0AVX2, prepBias4Q5_0AVX2, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2}
+)
+
+// Shape of tileUnpackedAVX2: it takes tiles of at least unpackedMinGroups groups of four
+// activation rows (the unpacking of a weight block costs about what rows4x2 spends
+// unpacking it for one group), and unpacks at most unpackedBytes of weight rows at a
+// time, so that the scratch stays in L2 (1 MB on Zen 4) while every group passes over it.
+const (
+	unpackedMinGroups = 2
+	unpackedBytes     = 256 << 10
+	unpackedBlock     = 64 // internal/asmgen's uBlock
+)
+
+// tileUnpackedAVX2 runs a Q4_0/Q5_0 tile (checked) through rows4x2uAVX2: the activation
+// rows' bias lanes and scales prepared once, the weight rows unpacked once per pass, each
+// group of four activation rows over each pass; an odd last weight row and the
+// activation rows after the last group go to tileRowsAVX2. VecDot's bits throughout.
+func tileUnpackedAVX2(tl *Tile, k *unpackedKernels) {
+	nb := tl.N / qk
+	groups := tl.NX / 4
+	wr := tl.Rows &^ 1
+	if nb == 0 || groups < unpackedMinGroups || wr == 0 {
+		tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, nil)
+		return
+	}
+	s := tileScratchPool.Get().(*tileScratch)
+	defer tileScratchPool.Put(s)
+	s.prep = grow(s.prep, groups*nb*128)
+	s.dw = grow(s.dw, groups*nb*4)
+	k.prep(&tl.X[0], tl.XStride, groups, nb, &s.prep[0], &s.dw[0])
+	pass := max(2, min(wr, unpackedBytes/(nb*unpackedBlock))&^1)
+	s.wu = grow(s.wu, pass*nb*unpackedBlock)
+	for r0 := 0; r0 < wr; r0 += pass {
+		n := min(pass, wr-r0)
+		k.unpack(&tl.W[r0*tl.WStride], tl.WStride, n, nb, &s.wu[0])
+		for g := 0; g < groups; g++ {
+			rows4x2uAVX2(&s.wu[0], n, nb, &tl.X[4*g*tl.XStride], tl.XStride, &s.prep[g*nb*128], &s.dw[g*nb*4],
+				&tl.Out[4*g*tl.OutStride+r0], tl.OutStride)
+		}
+	}
+	if wr < tl.Rows {
+		odd := *tl
+		odd.W, odd.Rows, odd.NX = tl.W[wr*tl.WStride:], 1, 4*groups
+		odd.Out = tl.Out[wr:]
+		tileRowsAVX2(&odd, k.rows, k.rows4, k.rows4x2, nil)
+	}
+	if 4*groups < tl.NX {
+		rest := *tl
+		rest.X, rest.NX = tl.X[4*groups*tl.XStride:], tl.NX-4*groups
+		rest.Out = tl.Out[4*groups*tl.OutStride:]
+		tileRowsAVX2(&rest, k.rows, k.rows4, k.rows4x2, nil)
 	}
 }

@@ -3095,6 +3095,348 @@ rows4x2Q5_0AVX2_block:
 	VZEROUPPER
 	RET
 
+// func unpackRowsQ4_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·unpackRowsQ4_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ nb+24(FP), BX
+	MOVQ wu+32(FP), SI
+
+unpackRowsQ4_0AVX2_row:
+	MOVQ AX, DI
+	MOVQ BX, R8
+
+unpackRowsQ4_0AVX2_block:
+	VBROADCASTI128 2(DI), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPBROADCASTW   (DI), X0
+	VCVTPH2PS      X0, Y0
+	VMOVUPS        Y0, 32(SI)
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000040, SI
+	DECQ           R8
+	JNZ            unpackRowsQ4_0AVX2_block
+	ADDQ           CX, AX
+	DECQ           DX
+	JNZ            unpackRowsQ4_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func unpackRowsQ5_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·unpackRowsQ5_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ nb+24(FP), BX
+	MOVQ wu+32(FP), SI
+
+unpackRowsQ5_0AVX2_row:
+	MOVQ AX, DI
+	MOVQ BX, R8
+
+unpackRowsQ5_0AVX2_block:
+	VBROADCASTI128 6(DI), Y0
+	VPSRLW         $0x04, Y0, Y1
+	VPBLENDD       $0xf0, Y1, Y0, Y0
+	VPAND          mask0F<>+0(SB), Y0, Y0
+	VPBROADCASTD   2(DI), Y1
+	VPSHUFB        bitsShuf<>+0(SB), Y1, Y1
+	VPOR           bitsMask<>+0(SB), Y1, Y1
+	VPCMPEQB       allOnes<>+0(SB), Y1, Y1
+	VPAND          sixteen<>+0(SB), Y1, Y1
+	VPOR           Y1, Y0, Y0
+	VMOVDQU        Y0, (SI)
+	VPBROADCASTW   (DI), X0
+	VCVTPH2PS      X0, Y0
+	VMOVUPS        Y0, 32(SI)
+	ADDQ           $0x00000016, DI
+	ADDQ           $0x00000040, SI
+	DECQ           R8
+	JNZ            unpackRowsQ5_0AVX2_block
+	ADDQ           CX, AX
+	DECQ           DX
+	JNZ            unpackRowsQ5_0AVX2_row
+	VZEROUPPER
+	RET
+
+// func prepBias4Q4_0AVX2(x *byte, xStride int, groups int, nb int, c32 *byte, xd *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·prepBias4Q4_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    xStride+8(FP), CX
+	MOVQ    groups+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	MOVQ    c32+32(FP), SI
+	MOVQ    xd+40(FP), DI
+	VMOVDQU eights<>+0(SB), Y0
+
+prepBias4Q4_0AVX2_group:
+	MOVQ AX, R8
+	LEAQ (AX)(CX*2), R9
+	MOVQ BX, R10
+
+prepBias4Q4_0AVX2_block:
+	VPMADDUBSW 2(R8), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, (SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R8), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, (DI)
+	VPMADDUBSW 2(R8)(CX*1), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 32(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R8)(CX*1), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 4(DI)
+	VPMADDUBSW 2(R9), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 64(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R9), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 8(DI)
+	VPMADDUBSW 2(R9)(CX*1), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 96(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R9)(CX*1), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 12(DI)
+	ADDQ       $0x22, R8
+	ADDQ       $0x22, R9
+	ADDQ       $0x80, SI
+	ADDQ       $0x10, DI
+	DECQ       R10
+	JNZ        prepBias4Q4_0AVX2_block
+	LEAQ       (AX)(CX*4), AX
+	DECQ       DX
+	JNZ        prepBias4Q4_0AVX2_group
+	VZEROUPPER
+	RET
+
+// func prepBias4Q5_0AVX2(x *byte, xStride int, groups int, nb int, c32 *byte, xd *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·prepBias4Q5_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    xStride+8(FP), CX
+	MOVQ    groups+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	MOVQ    c32+32(FP), SI
+	MOVQ    xd+40(FP), DI
+	VMOVDQU sixteens<>+0(SB), Y0
+
+prepBias4Q5_0AVX2_group:
+	MOVQ AX, R8
+	LEAQ (AX)(CX*2), R9
+	MOVQ BX, R10
+
+prepBias4Q5_0AVX2_block:
+	VPMADDUBSW 2(R8), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, (SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R8), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, (DI)
+	VPMADDUBSW 2(R8)(CX*1), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 32(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R8)(CX*1), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 4(DI)
+	VPMADDUBSW 2(R9), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 64(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R9), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 8(DI)
+	VPMADDUBSW 2(R9)(CX*1), Y0, Y1
+	VPMADDWD   ones16<>+0(SB), Y1, Y1
+	VMOVDQU    Y1, 96(SI)
+	VPXOR      X1, X1, X1
+	VPINSRW    $0x00, (R9)(CX*1), X1, X1
+	VCVTPH2PS  X1, X1
+	VMOVSS     X1, 12(DI)
+	ADDQ       $0x22, R8
+	ADDQ       $0x22, R9
+	ADDQ       $0x80, SI
+	ADDQ       $0x10, DI
+	DECQ       R10
+	JNZ        prepBias4Q5_0AVX2_block
+	LEAQ       (AX)(CX*4), AX
+	DECQ       DX
+	JNZ        prepBias4Q5_0AVX2_group
+	VZEROUPPER
+	RET
+
+// func rows4x2uAVX2(wu *byte, rows int, nb int, x *byte, xStride int, c32 *byte, xd *float32, out *float32, outStride int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·rows4x2uAVX2(SB), NOSPLIT, $0-72
+	MOVQ wu+0(FP), AX
+	MOVQ rows+8(FP), CX
+	MOVQ nb+16(FP), DX
+	SHLQ $0x06, DX
+	MOVQ xStride+32(FP), BX
+	MOVQ out+56(FP), SI
+	MOVQ outStride+64(FP), DI
+	SHLQ $0x02, DI
+
+rows4x2uAVX2_pair:
+	MOVQ   x+24(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   c32+40(FP), R10
+	MOVQ   xd+48(FP), R11
+	MOVQ   nb+16(FP), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+rows4x2uAVX2_block:
+	VMOVDQU      (AX), Y8
+	VMOVDQU      (AX)(DX*1), Y9
+	VMOVDQU      2(R8), Y10
+	VBROADCASTSS (R11), Y11
+	VPMADDUBSW   Y10, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPSUBD       (R10), Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       32(AX), Y11, Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPSUBD       (R10), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       32(AX)(DX*1), Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      2(R8)(BX*1), Y10
+	VBROADCASTSS 4(R11), Y11
+	VPMADDUBSW   Y10, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPSUBD       32(R10), Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       32(AX), Y11, Y13
+	VFMADD231PS  Y12, Y13, Y1
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPSUBD       32(R10), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       32(AX)(DX*1), Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVDQU      2(R9), Y10
+	VBROADCASTSS 8(R11), Y11
+	VPMADDUBSW   Y10, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPSUBD       64(R10), Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       32(AX), Y11, Y13
+	VFMADD231PS  Y12, Y13, Y2
+	VPMADDUBSW   Y10, Y9, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPSUBD       64(R10), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       32(AX)(DX*1), Y11, Y11
+	VFMADD231PS  Y10, Y11, Y6
+	VMOVDQU      2(R9)(BX*1), Y10
+	VBROADCASTSS 12(R11), Y11
+	VPMADDUBSW   Y10, Y8, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPSUBD       96(R10), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(AX), Y11, Y12
+	VFMADD231PS  Y8, Y12, Y3
+	VPMADDUBSW   Y10, Y9, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPSUBD       96(R10), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(AX)(DX*1), Y11, Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x40, AX
+	ADDQ         $0x22, R8
+	ADDQ         $0x22, R9
+	ADDQ         $0x80, R10
+	ADDQ         $0x10, R11
+	DECQ         R12
+	JNZ          rows4x2uAVX2_block
+	ADDQ         DX, AX
+	LEAQ         (SI)(DI*2), R12
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X8
+	VADDPS       X8, X0, X0
+	VMOVSHDUP    X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (SI)(DI*1)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R12)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (R12)(DI*1)
+	LEAQ         (SI)(DI*2), R12
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(SI)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(R12)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(R12)(DI*1)
+	ADDQ         $0x08, SI
+	SUBQ         $0x02, CX
+	JNZ          rows4x2uAVX2_pair
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 // Requires: AVX, F16C
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32

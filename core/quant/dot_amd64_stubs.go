@@ -74,6 +74,31 @@ func rows4x2Q4_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb in
 //go:noescape
 func rows4x2Q5_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, xd *float32, out *float32, outStride int)
 
+// unpackRowsQ4_0AVX2 unpacks rows weight rows of nb blocks into 32 level bytes and eight float32 scales per block (AVX2, F16C).
+//
+//go:noescape
+func unpackRowsQ4_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
+
+// unpackRowsQ5_0AVX2 unpacks rows weight rows of nb blocks into 32 level bytes and eight float32 scales per block (AVX2, F16C).
+//
+//go:noescape
+func unpackRowsQ5_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
+
+// prepBias4Q4_0AVX2 prepares the bias lanes and scales of groups of four Q8_0 activation rows (AVX2, F16C).
+//
+//go:noescape
+func prepBias4Q4_0AVX2(x *byte, xStride int, groups int, nb int, c32 *byte, xd *float32)
+
+// prepBias4Q5_0AVX2 prepares the bias lanes and scales of groups of four Q8_0 activation rows (AVX2, F16C).
+//
+//go:noescape
+func prepBias4Q5_0AVX2(x *byte, xStride int, groups int, nb int, c32 *byte, xd *float32)
+
+// rows4x2uAVX2 runs ggml's block loop for rows (even) unpacked weight rows, two at a time, against four prepared activation rows (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4x2uAVX2(wu *byte, rows int, nb int, x *byte, xStride int, c32 *byte, xd *float32, out *float32, outStride int)
+
 // dotF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n binary16 values; n%32 == 0 (AVX, F16C).
 //
 //go:noescape

@@ -163,3 +163,43 @@ func TestRowsKAVX2MatchVecDot(t *testing.T) {
 		}
 	}
 }
+
+// TestTileUnpackedAVX2MatchesVecDot runs the unpacked Q4_0/Q5_0 tiles of CPUs without
+// AVX-512 (called directly whatever the CPU) on shapes that take several unpacking
+// passes (4864 columns: 26 weight rows a pass), an odd last weight row and activation
+// rows after the last group of four, and wants the pure-Go dot's bits for every pair.
+func TestTileUnpackedAVX2MatchesVecDot(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/F16C on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, c := range []struct {
+		typ Type
+		k   *unpackedKernels
+	}{{Q4_0, &unpackedQ4_0}, {Q5_0, &unpackedQ5_0}} {
+		for _, sh := range []struct{ n, rows, nx int }{{4864, 61, 10}, {896, 6, 8}, {32, 3, 13}} {
+			t.Run(c.typ.String()+"/"+itoa(sh.n)+"x"+itoa(sh.rows)+"x"+itoa(sh.nx), func(t *testing.T) {
+				rb := mustRowBytes(t, c.typ, sh.n)
+				xb := mustRowBytes(t, Q8_0, sh.n)
+				ws, xs, os := rb+3, xb+5, sh.rows+2
+				tl := &Tile{N: sh.n, W: make([]byte, sh.rows*ws), WStride: ws, Rows: sh.rows,
+					X: make([]byte, sh.nx*xs), XStride: xs, NX: sh.nx, Out: make([]float32, sh.nx*os), OutStride: os}
+				for r := 0; r < sh.rows; r++ {
+					copy(tl.W[r*ws:], randomRow(rng, c.typ, sh.n))
+				}
+				for x := 0; x < sh.nx; x++ {
+					copy(tl.X[x*xs:], randomRow(rng, Q8_0, sh.n))
+				}
+				tileUnpackedAVX2(tl, c.k)
+				for x := 0; x < sh.nx; x++ {
+					for r := 0; r < sh.rows; r++ {
+						want := simdKernels[c.typ][1](sh.n, tl.W[r*ws:], tl.X[x*xs:])
+						if got := tl.Out[x*os+r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("row %d act %d: %v, pure-Go dot %v", r, x, got, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
