@@ -437,28 +437,14 @@ func tileRowsKAVX2(tl *Tile, rows4 rows4Func, dot func(int, []byte, []byte) floa
 
 // rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func
 // that of the two-weight-row ones, which read the activation scales prepared by
-// prepScales4.
+// prepScales4AVX2.
 type (
 	rows4Func   func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)
 	rows4x2Func func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)
 )
 
-// scalesPool holds prepScales4's buffers.
+// scalesPool holds prepScales4AVX2's buffers.
 var scalesPool = sync.Pool{New: func() any { return new([]float32) }}
-
-// prepScales4 writes f16(x_a.d) of block b of the four Q8_0 activation rows at x (a·xs
-// bytes apart), broadcast to eight floats, at xd[(4b+a)·8].
-func prepScales4(xd []float32, x []byte, xs, nb int) {
-	for b := 0; b < nb; b++ {
-		for a := 0; a < 4; a++ {
-			d := f16At(x[a*xs+b*q8_0Bytes:])
-			v := xd[(4*b+a)*8 : (4*b+a)*8+8 : (4*b+a)*8+8]
-			for i := range v {
-				v[i] = d
-			}
-		}
-	}
-}
 
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
 // a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
@@ -487,7 +473,7 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		x, out := &tl.X[t*tl.XStride], tl.Out[t*tl.OutStride:]
 		r := 0
 		if xd != nil {
-			prepScales4(xd, tl.X[t*tl.XStride:], tl.XStride, nb)
+			prepScales4AVX2(&tl.X[t*tl.XStride], tl.XStride, nb, &xd[0])
 		}
 		if xd != nil && rows4x2 != nil && tl.Rows >= 2 {
 			r = tl.Rows &^ 1

@@ -3437,6 +3437,36 @@ rows4x2uAVX2_block:
 	VZEROUPPER
 	RET
 
+// func prepScales4AVX2(x *byte, xStride int, nb int, xd *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·prepScales4AVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), AX
+	MOVQ xStride+8(FP), CX
+	MOVQ nb+16(FP), DX
+	MOVQ xd+24(FP), BX
+	LEAQ (AX)(CX*2), SI
+
+prepScales4_block:
+	VPBROADCASTW (AX), X0
+	VCVTPH2PS    X0, Y0
+	VMOVUPS      Y0, (BX)
+	VPBROADCASTW (AX)(CX*1), X0
+	VCVTPH2PS    X0, Y0
+	VMOVUPS      Y0, 32(BX)
+	VPBROADCASTW (SI), X0
+	VCVTPH2PS    X0, Y0
+	VMOVUPS      Y0, 64(BX)
+	VPBROADCASTW (SI)(CX*1), X0
+	VCVTPH2PS    X0, Y0
+	VMOVUPS      Y0, 96(BX)
+	ADDQ         $0x22, AX
+	ADDQ         $0x22, SI
+	ADDQ         $0x80, BX
+	DECQ         DX
+	JNZ          prepScales4_block
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(w *byte, x *byte, n int, acc *[32]float32)
 // Requires: AVX, F16C
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-32

@@ -99,6 +99,11 @@ func prepBias4Q5_0AVX2(x *byte, xStride int, groups int, nb int, c32 *byte, xd *
 //go:noescape
 func rows4x2uAVX2(wu *byte, rows int, nb int, x *byte, xStride int, c32 *byte, xd *float32, out *float32, outStride int)
 
+// prepScales4AVX2 broadcasts the block scales of four Q8_0 activation rows to eight float32 each (AVX2, F16C).
+//
+//go:noescape
+func prepScales4AVX2(x *byte, xStride int, nb int, xd *float32)
+
 // dotF16AVX2 adds float32(w_i·x_i) to acc[i%32] for the first n binary16 values; n%32 == 0 (AVX, F16C).
 //
 //go:noescape

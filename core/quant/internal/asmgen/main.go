@@ -52,6 +52,7 @@ func main() {
 	prepBias4("prepBias4Q4_0AVX2", eights)
 	prepBias4("prepBias4Q5_0AVX2", sixteens)
 	rows4x2u("rows4x2uAVX2")
+	prepScales4()
 	dotF16()
 	dotBF16()
 	q4KDot()

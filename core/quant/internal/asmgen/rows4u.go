@@ -161,3 +161,26 @@ func rows4x2u(name string) {
 	VZEROUPPER()
 	RET()
 }
+
+// prepScales4 emits func(x *byte, xStride, nb int, xd *float32): f16(x_a.d) of block b
+// of the four Q8_0 activation rows at x (a·xStride bytes apart), broadcast to eight
+// float32, at xd[(4b+a)·8] (the prepared scales of rows4x2 and rows4p).
+func prepScales4() {
+	TEXT("prepScales4AVX2", NOSPLIT, "func(x *byte, xStride, nb int, xd *float32)")
+	Pragma("noescape")
+	Doc("prepScales4AVX2 broadcasts the block scales of four Q8_0 activation rows to eight float32 each (AVX2, F16C).")
+	xa, xs, nb, dp := Load(Param("x"), GP64()), Load(Param("xStride"), GP64()), Load(Param("nb"), GP64()), Load(Param("xd"), GP64())
+	xb := GP64()
+	LEAQ(Mem{Base: xa, Index: xs, Scale: 2}, xb)
+	Label("prepScales4_block")
+	for a, x := range actRows4(xa, xb, xs) {
+		VMOVUPS(f16Broadcast(x), Mem{Base: dp, Disp: 32 * a})
+	}
+	ADDQ(Imm(q8_0Bytes), xa)
+	ADDQ(Imm(q8_0Bytes), xb)
+	ADDQ(Imm(128), dp)
+	DECQ(nb)
+	JNZ(LabelRef("prepScales4_block"))
+	VZEROUPPER()
+	RET()
+}
