@@ -54,6 +54,13 @@ type Suffix struct {
 
 	toks, best []int32
 	conf, cbuf []float32
+	// The walk in toks and cbuf (see Draft): from the state from, now at state at, with
+	// the frequency's denominator and running product there; sums[k] is the score of its
+	// first k+1 tokens; over when it can go no further.
+	from, at int32
+	denom, p float64
+	sums     []float64
+	over     bool
 }
 
 type samState struct {
@@ -236,6 +243,7 @@ func (s *Suffix) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftResult,
 	}
 	s.best, s.conf = s.best[:0], s.conf[:0]
 	bestScore := 0.0
+	s.from = -1
 	for m := min(s.maxPattern, len(s.seq)); m >= 1; m-- {
 		n := s.tail(m)
 		// the tail's own occurrence has no continuation yet
@@ -243,26 +251,50 @@ func (s *Suffix) Draft(_ context.Context, q *sdk.DraftRequest) (sdk.DraftResult,
 			continue
 		}
 		limit := min(q.MaxDepth, int(s.factor*float64(m))+s.offset, s.depth-m)
-		s.toks, s.cbuf = s.toks[:0], s.cbuf[:0]
-		p, score, denom := 1.0, 0.0, float64(s.st[n].count-1)
-		for len(s.toks) < limit {
-			b := s.st[n].best
-			if b < 0 {
-				break
-			}
-			c := s.next(n, b)
-			p *= min(float64(s.st[c].count)/denom, 1)
-			if p < s.minProb {
-				break
-			}
-			s.toks, s.cbuf = append(s.toks, b), append(s.cbuf, float32(p))
-			score += p
-			n, denom = c, float64(s.st[c].count)
+		// Tails of several lengths are often one state (a copied stretch's tails all
+		// occur once before): its walk is the same whatever the limit, so it is walked
+		// once, as far as the longest limit asks.
+		if n != s.from {
+			s.startWalk(n)
 		}
-		if score > bestScore {
-			bestScore = score
-			s.best, s.conf = append(s.best[:0], s.toks...), append(s.conf[:0], s.cbuf...)
+		s.walkTo(limit)
+		if k := min(limit, len(s.toks)); k > 0 && s.sums[k-1] > bestScore {
+			bestScore = s.sums[k-1]
+			s.best, s.conf = append(s.best[:0], s.toks[:k]...), append(s.conf[:0], s.cbuf[:k]...)
 		}
 	}
 	return sdk.DraftResult{Tokens: s.best, Conf: s.conf}, nil
+}
+
+// startWalk starts the walk from state n (a tail that occurred before): each step
+// goes to the most frequent continuation, its token's confidence the product of the
+// steps' frequencies so far.
+func (s *Suffix) startWalk(n int32) {
+	s.toks, s.cbuf, s.sums = s.toks[:0], s.cbuf[:0], s.sums[:0]
+	s.from, s.at, s.p, s.denom, s.over = n, n, 1, float64(s.st[n].count-1), false
+}
+
+// walkTo takes the walk on to limit tokens, unless it stops sooner: where the state
+// has no continuation or the confidence would fall below min_prob.
+func (s *Suffix) walkTo(limit int) {
+	score := 0.0
+	if k := len(s.sums); k > 0 {
+		score = s.sums[k-1]
+	}
+	for !s.over && len(s.toks) < limit {
+		b := s.st[s.at].best
+		if b < 0 {
+			s.over = true
+			break
+		}
+		c := s.next(s.at, b)
+		p := s.p * min(float64(s.st[c].count)/s.denom, 1)
+		if p < s.minProb {
+			s.over = true
+			break
+		}
+		score += p
+		s.toks, s.cbuf, s.sums = append(s.toks, b), append(s.cbuf, float32(p)), append(s.sums, score)
+		s.p, s.at, s.denom = p, c, float64(s.st[c].count)
+	}
 }
