@@ -50,6 +50,8 @@ type batcher struct {
 	splitOK bool
 
 	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
+	pick     []int32                // batchStats's picks, one per logits row
+	stats    model.RowStats         // batchStats's statistics of every row
 	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
 
 	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
@@ -62,8 +64,12 @@ type job struct {
 	out model.Out // which rows get logits; read is nil for OutNone
 	// read takes the job's logits rows (valid until the next forward)
 	read func(model.Logits) error
-	err  error
-	done chan struct{}
+	// stats, where read only computes model.RowStats of those rows: what it asks for,
+	// so that a batched forward computes every such job's statistics in one call (one
+	// wait) instead of one read each
+	stats *statsReq
+	err   error
+	done  chan struct{}
 	// seqs, rows: the sequences and rows of the forward that ran the job
 	seqs, rows int
 	// start is the cache's length before the job's first rows ran (its first piece,
@@ -355,10 +361,12 @@ func (b *batcher) run(g []*job) {
 	b.lastDur = time.Since(t0)
 	b.batches.Add(1)
 	b.batchedJobs.Add(int64(len(g)))
+	done := b.batchStats(g, l)
 	row := 0
 	for _, j := range g {
 		n := j.out.RowsOut(len(j.ids))
-		if n == 0 {
+		if n == 0 || done[j] {
+			row += n
 			continue
 		}
 		view, err := b.rows(l, row, n)
@@ -389,4 +397,70 @@ func (b *batcher) rows(l model.Logits, row, n int) (model.Logits, error) {
 	}
 	be.CopyRows(buf, 0, l.Buf, row, n, l.Cols)
 	return model.Logits{Buf: buf, Rows: n, Cols: l.Cols}, nil
+}
+
+// statsReq is a read that computes model.RowStats (k candidates, a pick per row) of the
+// job's rows into st.
+type statsReq struct {
+	k    int
+	pick []int32 // nil: no picks
+	st   *model.RowStats
+}
+
+// batchStats computes, in one model.RowStats call over the batch's logits l, the
+// statistics of every job of g that asks for them with the same k as the first such job
+// (a server's sessions share their sampler's k), and hands each job its rows' part; it
+// reports the jobs it served (nil where fewer than two ask: their own reads are as
+// cheap). Each row's statistics do not depend on the other rows, so a job gets the
+// numbers its own call would give. A failure fails the jobs it would have served.
+func (b *batcher) batchStats(g []*job, l model.Logits) map[*job]bool {
+	k, n := -1, 0
+	for _, j := range g {
+		if j.stats != nil && j.out.RowsOut(len(j.ids)) > 0 && (k < 0 || j.stats.k == k) {
+			k = j.stats.k
+			n++
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	served := make(map[*job]bool, n)
+	pick := b.pick[:0]
+	for _, j := range g {
+		rows := j.out.RowsOut(len(j.ids))
+		mine := j.stats != nil && rows > 0 && j.stats.k == k
+		served[j] = mine
+		for r := range rows {
+			p := int32(-1)
+			if mine && j.stats.pick != nil {
+				p = j.stats.pick[r]
+			}
+			pick = append(pick, p)
+		}
+	}
+	b.pick = pick
+	st := &b.stats
+	if err := b.m.RowStats(l, k, pick, st); err != nil {
+		for j, mine := range served {
+			if mine {
+				j.fail(err)
+			}
+		}
+		return served
+	}
+	row := 0
+	for _, j := range g {
+		rows := j.out.RowsOut(len(j.ids))
+		if served[j] {
+			d := j.stats.st
+			d.K = k
+			d.IDs = append(d.IDs[:0], st.IDs[row*k:(row+rows)*k]...)
+			d.Vals = append(d.Vals[:0], st.Vals[row*k:(row+rows)*k]...)
+			d.Max = append(d.Max[:0], st.Max[row:row+rows]...)
+			d.LSE = append(d.LSE[:0], st.LSE[row:row+rows]...)
+			d.Picked = append(d.Picked[:0], st.Picked[row:row+rows]...)
+		}
+		row += rows
+	}
+	return served
 }

@@ -201,7 +201,8 @@ func outOf(all bool) model.Out {
 func (s *seq) hasStats() bool { return s.m.HasRowStats() }
 
 func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.RowStats, error) {
-	if err := s.run(ids, outOf(all), func(l model.Logits) error { return s.m.RowStats(l, k, pick, &s.st) }); err != nil {
+	read := func(l model.Logits) error { return s.m.RowStats(l, k, pick, &s.st) }
+	if err := s.runJob(ids, outOf(all), read, &statsReq{k: k, pick: pick, st: &s.st}); err != nil {
 		return nil, err
 	}
 	return &s.st, nil
@@ -211,12 +212,18 @@ func (s *seq) forwardStats(ids []int32, all bool, k int, pick []int32) (*model.R
 // for with read (nil for model.OutNone): one wait for both. When the read fails, the
 // cache goes back to its length before the forward.
 func (s *seq) run(ids []int32, out model.Out, read func(model.Logits) error) error {
+	return s.runJob(ids, out, read, nil)
+}
+
+// runJob is run, where a batched forward may compute the read's row statistics for
+// several sequences at once when stats says what read computes (nil: it does more).
+func (s *seq) runJob(ids []int32, out model.Out, read func(model.Logits) error, stats *statsReq) error {
 	s.seqs, s.rows = 1, len(ids)
 	if s.c == nil {
 		return errors.New("BUG: engine: forward on a pooled cache before its blocks were taken")
 	}
 	if s.b != nil {
-		j := &job{c: s.c, ids: ids, out: out, read: read}
+		j := &job{c: s.c, ids: ids, out: out, read: read, stats: stats}
 		err := s.b.do(j)
 		s.seqs, s.rows = max(j.seqs, 1), max(j.rows, len(ids))
 		return err
