@@ -406,7 +406,9 @@ func init() {
 	if !hasAVX2 || hasTileZ {
 		return
 	}
-	tileKernels[Q8_0] = func(tl *Tile) { tileRowsAVX2(tl, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2) }
+	tileKernels[Q8_0] = func(tl *Tile) {
+		tileRowsAVX2(tl, rowsQ8_0AVX2, rows4wQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2)
+	}
 	// Four weight rows × two activation rows a pass was tried (commit 11dcf4f, removed
 	// after): 2-23% slower than rows4x2 with AVX-512 off (docs/PERFORMANCE.md).
 	tileKernels[Q4_0] = func(tl *Tile) { tileUnpackedAVX2(tl, &unpackedQ4_0) }
@@ -435,10 +437,12 @@ func tileRowsKAVX2(tl *Tile, rows4 rows4Func, dot func(int, []byte, []byte) floa
 	}
 }
 
-// rows4Func is the signature of the generated four-activation-row kernels; rows4x2Func
-// that of the two-weight-row ones, which read the activation scales prepared by
-// prepScales4AVX2.
+// rowsFunc is the signature of the generated one-activation-row kernels (rows4w: four
+// weight rows a pass, rows a multiple of four), rows4Func that of the
+// four-activation-row kernels; rows4x2Func that of the two-weight-row ones, which read
+// the activation scales prepared by prepScales4AVX2.
 type (
+	rowsFunc    func(w *byte, wStride, rows int, x *byte, nb int, out *float32)
 	rows4Func   func(w *byte, wStride, rows int, x *byte, xStride, nb int, out *float32, outStride int)
 	rows4x2Func func(w *byte, wStride, rows int, x *byte, xStride, nb int, xd *float32, out *float32, outStride int)
 )
@@ -449,9 +453,9 @@ var scalesPool = sync.Pool{New: func() any { return new([]float32) }}
 // tileRowsAVX2 runs the generated row kernels over tl (checked): four activation rows at
 // a time (each weight block unpacked once for the four; with rows4x2, Q4_0/Q5_0, two
 // weight rows at a time sharing each activation load; rows4p, Q8_0, one weight row with
-// the prepared scales), then one at a time.
-func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb int, out *float32),
-	rows4 rows4Func, rows4x2, rows4p rows4x2Func) {
+// the prepared scales), then one at a time (rows4w: four weight rows at a time, four
+// independent FMA chains; the rest through rows).
+func tileRowsAVX2(tl *Tile, rows, rows4w rowsFunc, rows4 rows4Func, rows4x2, rows4p rows4x2Func) {
 	nb := tl.N / qk
 	if nb == 0 {
 		for t := 0; t < tl.NX; t++ {
@@ -488,7 +492,14 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 		}
 	}
 	for ; t < tl.NX; t++ {
-		rows(&tl.W[0], tl.WStride, tl.Rows, &tl.X[t*tl.XStride], nb, &tl.Out[t*tl.OutStride])
+		x, out := &tl.X[t*tl.XStride], tl.Out[t*tl.OutStride:]
+		r := tl.Rows &^ 3
+		if r > 0 {
+			rows4w(&tl.W[0], tl.WStride, r, x, nb, &out[0])
+		}
+		if r < tl.Rows {
+			rows(&tl.W[r*tl.WStride], tl.WStride, tl.Rows-r, x, nb, &out[r])
+		}
 	}
 }
 
@@ -497,14 +508,15 @@ func tileRowsAVX2(tl *Tile, rows func(w *byte, wStride, rows int, x *byte, nb in
 type unpackedKernels struct {
 	unpack  func(w *byte, wStride, rows, nb int, wu *byte)
 	prep    func(x *byte, xStride, groups, nb int, c32 *byte, xd *float32)
-	rows    func(w *byte, wStride, rows int, x *byte, nb int, out *float32)
+	rows    rowsFunc
+	rows4w  rowsFunc
 	rows4   rows4Func
 	rows4x2 rows4x2Func
 }
 
 var (
-	unpackedQ4_0 = unpackedKernels{unpackRowsQ4_0AVX2, prepBias4Q4_0AVX2, rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2}
-	unpackedQ5_0 = unpackedKernels{unpackRowsQ5_0AVX2, prepBias4Q5_0AVX2, rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2}
+	unpackedQ4_0 = unpackedKernels{unpackRowsQ4_0AVX2, prepBias4Q4_0AVX2, rowsQ4_0AVX2, rows4wQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2}
+	unpackedQ5_0 = unpackedKernels{unpackRowsQ5_0AVX2, prepBias4Q5_0AVX2, rowsQ5_0AVX2, rows4wQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2}
 )
 
 // Shape of tileUnpackedAVX2: it takes tiles of at least unpackedMinGroups groups of four
@@ -526,7 +538,7 @@ func tileUnpackedAVX2(tl *Tile, k *unpackedKernels) {
 	groups := tl.NX / 4
 	wr := tl.Rows &^ 1
 	if nb == 0 || groups < unpackedMinGroups || wr == 0 {
-		tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, nil)
+		tileRowsAVX2(tl, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
 		return
 	}
 	s := tileScratchPool.Get().(*tileScratch)
@@ -548,12 +560,12 @@ func tileUnpackedAVX2(tl *Tile, k *unpackedKernels) {
 		odd := *tl
 		odd.W, odd.Rows, odd.NX = tl.W[wr*tl.WStride:], 1, 4*groups
 		odd.Out = tl.Out[wr:]
-		tileRowsAVX2(&odd, k.rows, k.rows4, k.rows4x2, nil)
+		tileRowsAVX2(&odd, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
 	}
 	if 4*groups < tl.NX {
 		rest := *tl
 		rest.X, rest.NX = tl.X[4*groups*tl.XStride:], tl.NX-4*groups
 		rest.Out = tl.Out[4*groups*tl.OutStride:]
-		tileRowsAVX2(&rest, k.rows, k.rows4, k.rows4x2, nil)
+		tileRowsAVX2(&rest, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
 	}
 }

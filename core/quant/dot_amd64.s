@@ -2275,6 +2275,377 @@ rowsQ5_0AVX2_done:
 	VZEROUPPER
 	RET
 
+// func rows4wQ8_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4wQ8_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ wStride+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ nb+32(FP), SI
+	MOVQ out+40(FP), DI
+	LEAQ (CX)(CX*2), R12
+
+rows4wQ8_0AVX2_rows:
+	MOVQ   AX, R8
+	LEAQ   (AX)(CX*2), R9
+	MOVQ   BX, R10
+	MOVQ   SI, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+rows4wQ8_0AVX2_block:
+	PREFETCHT1   4096(R8)
+	PREFETCHT1   4096(R8)(CX*1)
+	PREFETCHT1   4096(R9)
+	PREFETCHT1   4096(R8)(R12*1)
+	VMOVDQU      2(R10), Y4
+	VPBROADCASTW (R10), X5
+	VCVTPH2PS    X5, Y5
+	VMOVDQU      2(R8), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y4, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     ones16<>+0(SB), Y6, Y6
+	VPBROADCASTW (R8), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R8)(CX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y4, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     ones16<>+0(SB), Y6, Y6
+	VPBROADCASTW (R8)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y4, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     ones16<>+0(SB), Y6, Y6
+	VPBROADCASTW (R9), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R8)(R12*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y4, Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPMADDWD     ones16<>+0(SB), Y4, Y4
+	VPBROADCASTW (R8)(R12*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y6, Y3
+	ADDQ         $0x00000022, R8
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x22, R10
+	DECQ         R11
+	JNZ          rows4wQ8_0AVX2_block
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(DI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 8(DI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 12(DI)
+	LEAQ         (AX)(CX*4), AX
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, DX
+	JNZ          rows4wQ8_0AVX2_rows
+	VZEROUPPER
+	RET
+
+// func rows4wQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4wQ4_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	MOVQ    out+40(FP), DI
+	VMOVDQU eights<>+0(SB), Y0
+	LEAQ    (CX)(CX*2), R12
+
+rows4wQ4_0AVX2_rows:
+	MOVQ   AX, R8
+	LEAQ   (AX)(CX*2), R9
+	MOVQ   BX, R10
+	MOVQ   SI, R11
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+rows4wQ4_0AVX2_block:
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4096(R8)(CX*1)
+	PREFETCHT1     4096(R9)
+	PREFETCHT1     4096(R8)(R12*1)
+	VMOVDQU        2(R10), Y5
+	VPMADDUBSW     Y5, Y0, Y6
+	VPBROADCASTW   (R10), X7
+	VCVTPH2PS      X7, Y7
+	VBROADCASTI128 2(R8), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R8), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y1
+	VBROADCASTI128 2(R8)(CX*1), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R8)(CX*1), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y2
+	VBROADCASTI128 2(R9), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R9), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y3
+	VBROADCASTI128 2(R8)(R12*1), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y5
+	VPSUBW         Y6, Y5, Y5
+	VPMADDWD       ones16<>+0(SB), Y5, Y5
+	VPBROADCASTW   (R8)(R12*1), X6
+	VCVTPH2PS      X6, Y6
+	VMULPS         Y7, Y6, Y6
+	VCVTDQ2PS      Y5, Y5
+	VFMADD231PS    Y5, Y6, Y4
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x22, R10
+	DECQ           R11
+	JNZ            rows4wQ4_0AVX2_block
+	VEXTRACTF128   $0x01, Y1, X5
+	VADDPS         X5, X1, X1
+	VMOVHLPS       X1, X1, X5
+	VADDPS         X5, X1, X1
+	VMOVSHDUP      X1, X5
+	VADDSS         X5, X1, X1
+	VMOVSS         X1, (DI)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(DI)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(DI)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(DI)
+	LEAQ           (AX)(CX*4), AX
+	ADDQ           $0x10, DI
+	SUBQ           $0x04, DX
+	JNZ            rows4wQ4_0AVX2_rows
+	VZEROUPPER
+	RET
+
+// func rows4wQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·rows4wQ5_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), AX
+	MOVQ    wStride+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	MOVQ    out+40(FP), DI
+	VMOVDQU sixteens<>+0(SB), Y0
+	LEAQ    (CX)(CX*2), R12
+
+rows4wQ5_0AVX2_rows:
+	MOVQ   AX, R8
+	LEAQ   (AX)(CX*2), R9
+	MOVQ   BX, R10
+	MOVQ   SI, R11
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+rows4wQ5_0AVX2_block:
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4096(R8)(CX*1)
+	PREFETCHT1     4096(R9)
+	PREFETCHT1     4096(R8)(R12*1)
+	VMOVDQU        2(R10), Y5
+	VPMADDUBSW     Y5, Y0, Y6
+	VPBROADCASTW   (R10), X7
+	VCVTPH2PS      X7, Y7
+	VBROADCASTI128 6(R8), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   2(R8), Y9
+	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
+	VPOR           bitsMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          sixteen<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R8), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y1
+	VBROADCASTI128 6(R8)(CX*1), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   2(R8)(CX*1), Y9
+	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
+	VPOR           bitsMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          sixteen<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R8)(CX*1), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y2
+	VBROADCASTI128 6(R9), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   2(R9), Y9
+	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
+	VPOR           bitsMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          sixteen<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y8
+	VPSUBW         Y6, Y8, Y8
+	VPMADDWD       ones16<>+0(SB), Y8, Y8
+	VPBROADCASTW   (R9), X9
+	VCVTPH2PS      X9, Y9
+	VMULPS         Y7, Y9, Y9
+	VCVTDQ2PS      Y8, Y8
+	VFMADD231PS    Y8, Y9, Y3
+	VBROADCASTI128 6(R8)(R12*1), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          mask0F<>+0(SB), Y8, Y8
+	VPBROADCASTD   2(R8)(R12*1), Y9
+	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
+	VPOR           bitsMask<>+0(SB), Y9, Y9
+	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
+	VPAND          sixteen<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     Y5, Y8, Y5
+	VPSUBW         Y6, Y5, Y5
+	VPMADDWD       ones16<>+0(SB), Y5, Y5
+	VPBROADCASTW   (R8)(R12*1), X6
+	VCVTPH2PS      X6, Y6
+	VMULPS         Y7, Y6, Y6
+	VCVTDQ2PS      Y5, Y5
+	VFMADD231PS    Y5, Y6, Y4
+	ADDQ           $0x00000016, R8
+	ADDQ           $0x00000016, R9
+	ADDQ           $0x22, R10
+	DECQ           R11
+	JNZ            rows4wQ5_0AVX2_block
+	VEXTRACTF128   $0x01, Y1, X5
+	VADDPS         X5, X1, X1
+	VMOVHLPS       X1, X1, X5
+	VADDPS         X5, X1, X1
+	VMOVSHDUP      X1, X5
+	VADDSS         X5, X1, X1
+	VMOVSS         X1, (DI)
+	VEXTRACTF128   $0x01, Y2, X1
+	VADDPS         X1, X2, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 4(DI)
+	VEXTRACTF128   $0x01, Y3, X1
+	VADDPS         X1, X3, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 8(DI)
+	VEXTRACTF128   $0x01, Y4, X1
+	VADDPS         X1, X4, X2
+	VMOVHLPS       X2, X2, X1
+	VADDPS         X1, X2, X2
+	VMOVSHDUP      X2, X1
+	VADDSS         X1, X2, X2
+	VMOVSS         X2, 12(DI)
+	LEAQ           (AX)(CX*4), AX
+	ADDQ           $0x10, DI
+	SUBQ           $0x04, DX
+	JNZ            rows4wQ5_0AVX2_rows
+	VZEROUPPER
+	RET
+
 // func rows4Q8_0AVX2(w *byte, wStride int, rows int, x *byte, xStride int, nb int, out *float32, outStride int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·rows4Q8_0AVX2(SB), NOSPLIT, $0-64

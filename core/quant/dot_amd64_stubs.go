@@ -44,6 +44,21 @@ func rowsQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
 //go:noescape
 func rowsQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
 
+// rows4wQ8_0AVX2 runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4wQ8_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
+// rows4wQ4_0AVX2 runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4wQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
+// rows4wQ5_0AVX2 runs ggml's block loop for rows (a multiple of 4) weight rows, four at a time, against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4wQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
 // rows4Q8_0AVX2 runs ggml's block loop for rows weight rows against four activation rows (AVX2, FMA, F16C).
 //
 //go:noescape

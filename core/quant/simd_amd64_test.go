@@ -85,21 +85,23 @@ func TestFromFloatSIMDMatchesGo(t *testing.T) {
 // without AVX-512, called here directly whatever the CPU) and wants VecDot's bits for
 // every weight row and activation row, at every block count up to 20, with output and
 // activation strides wider than a row (1-5 weight rows: the two-weight-row kernels of
-// Q4_0/Q5_0 and their odd last row).
+// Q4_0/Q5_0 and their odd last row, the four-weight-row one-activation-row kernels and
+// the rows after the last four).
 func TestRowsAVX2MatchVecDot(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2/F16C on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	type kernels struct {
-		rows            func(*byte, int, int, *byte, int, *float32)
+		rows, rows4w    rowsFunc
 		rows4           rows4Func
 		rows4x2, rows4p rows4x2Func
 	}
+	// rows4w = rows: the one-row kernel for every weight row.
 	for name, k := range map[string]kernels{
-		"Q8_0": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil}, "Q8_0/prepared": {rowsQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2},
-		"Q4_0": {rowsQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil}, "Q4_0/rows4": {rowsQ4_0AVX2, rows4Q4_0AVX2, nil, nil},
-		"Q5_0": {rowsQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil}, "Q5_0/rows4": {rowsQ5_0AVX2, rows4Q5_0AVX2, nil, nil},
+		"Q8_0": {rowsQ8_0AVX2, rowsQ8_0AVX2, rows4Q8_0AVX2, nil, nil}, "Q8_0/prepared": {rowsQ8_0AVX2, rows4wQ8_0AVX2, rows4Q8_0AVX2, nil, rows4pQ8_0AVX2},
+		"Q4_0": {rowsQ4_0AVX2, rows4wQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, nil}, "Q4_0/rows4": {rowsQ4_0AVX2, rowsQ4_0AVX2, rows4Q4_0AVX2, nil, nil},
+		"Q5_0": {rowsQ5_0AVX2, rows4wQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, nil}, "Q5_0/rows4": {rowsQ5_0AVX2, rowsQ5_0AVX2, rows4Q5_0AVX2, nil, nil},
 	} {
 		typ := map[string]Type{"Q8_0": Q8_0, "Q4_0": Q4_0, "Q5_0": Q5_0}[strings.Split(name, "/")[0]]
 		tr, _ := typ.Lookup()
@@ -111,7 +113,7 @@ func TestRowsAVX2MatchVecDot(t *testing.T) {
 			tl := &Tile{N: n, W: randomRow(rng, typ, n*rows), WStride: rb, Rows: rows,
 				X: randomRow(rng, tr.VecDotType, (n+qk)*nx), XStride: xs, NX: nx,
 				Out: make([]float32, nx*os), OutStride: os}
-			tileRowsAVX2(tl, k.rows, k.rows4, k.rows4x2, k.rows4p)
+			tileRowsAVX2(tl, k.rows, k.rows4w, k.rows4, k.rows4x2, k.rows4p)
 			for x := 0; x < nx; x++ {
 				for r := 0; r < rows; r++ {
 					want := simdKernels[typ][1](n, tl.W[r*rb:], tl.X[x*xs:])
