@@ -224,9 +224,10 @@ const minPiece = 8
 // its first rows fill the forward, with no logits, and the job, holding the rest, is
 // returned to run in the next step beside the others' next rows, instead of in a
 // forward of its own that they would wait for. One that finds too little room left
-// waits whole for the next step once an older chunk got rows in this one, so the
-// oldest prompt progresses every step and the decoding sessions wait for at most one
-// prompt forward a step; and while other sessions generate, a chunk in a forward of
+// beside decode or verify rows waits whole for the next step once an older chunk got
+// rows in this one, so the oldest prompt progresses every step and the decoding
+// sessions wait for at most one prompt forward a step (a step of prompts alone runs
+// them all: nobody waits); and while other sessions generate, a chunk in a forward of
 // its own is cut to maxRows rows, so that forward is no longer than a step. With row
 // identity a cut changes no bit of the sequence's cache or logits (a job whose lone
 // forward is past the backend's identity bound is not cut).
@@ -240,6 +241,9 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 	var pieces []*job  // pieces[i] is cut from rest[i] (nil: rest[i] waits whole)
 	prefilled := false // a prompt chunk got rows in this step
 	others := b.generating() > 1
+	// waiting: the step serves decode or verify rows, whose sessions would wait for a
+	// prompt's forward of its own
+	waiting := slices.ContainsFunc(jobs, func(j *job) bool { return !j.prefill() })
 	for _, j := range jobs {
 		if j.start < 0 {
 			j.start = j.c.Len()
@@ -257,7 +261,7 @@ func (b *batcher) step(jobs []*job) (rest []*job) {
 				prefilled = true
 				continue
 			}
-			if j.prefill() && prefilled { // the next step's rows
+			if j.prefill() && prefilled && waiting { // the next step's rows
 				pieces, rest = append(pieces, nil), append(rest, j)
 				continue
 			}

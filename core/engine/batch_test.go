@@ -433,8 +433,8 @@ func TestFailedJobRollsBack(t *testing.T) {
 
 // TestPromptWaitsForNextStep: a prompt chunk that finds no room beside the decode rows
 // and an older chunk waits whole for the next step instead of running in a forward of
-// its own that the decoding sessions would wait for; while other sessions generate, a
-// chunk alone in a step is cut to the step's rows. The prompts' last rows are still
+// its own that the decoding sessions would wait for; prompts alone in a step all run;
+// while other sessions generate, a chunk alone in a step is cut to the step's rows. The prompts' last rows are still
 // those they give alone.
 func TestPromptWaitsForNextStep(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
@@ -509,6 +509,13 @@ func TestPromptWaitsForNextStep(t *testing.T) {
 		t.Fatalf("third step: forwards of %v rows, %d jobs back; want one of 30, none back", forwards, len(rest))
 	}
 
+	// prompts alone in a step all run: nobody waits for them
+	pd, pe := newPrompt(20, 6), newPrompt(20, 7)
+	forwards = nil
+	if rest = bb.step([]*job{pd.j, pe.j}); !slices.Equal(forwards, []int{20, 20}) || len(rest) != 0 {
+		t.Fatalf("two prompts alone: forwards of %v rows, %d jobs back; want two of 20, none back", forwards, len(rest))
+	}
+
 	// while others generate, a prompt alone in a step is cut to its rows
 	pc := newPrompt(30, 5)
 	bb.enter()
@@ -522,7 +529,7 @@ func TestPromptWaitsForNextStep(t *testing.T) {
 	}
 	bb.leave()
 	bb.leave()
-	for i, p := range []*prompt{pa, pb, pc} {
+	for i, p := range []*prompt{pa, pb, pc, pd, pe} {
 		if p.j.err != nil {
 			t.Fatalf("prompt %d: %v", i, p.j.err)
 		}
