@@ -36,7 +36,7 @@ func TestListShowsDeclaredParams(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts []Option
-	}{{"wasm built-ins", nil}, {"native built-ins", []Option{WithNativeBuiltins()}}} {
+	}{{"wasm built-ins", []Option{WithWasmBuiltins()}}, {"native built-ins", nil}} {
 		t.Run(mode.name, func(t *testing.T) {
 			r, err := NewRegistry(context.Background(), decls, nil, append(mode.opts, WithInstances(1))...)
 			if err != nil {

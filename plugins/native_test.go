@@ -29,7 +29,7 @@ func copySeq(n int) []int32 {
 }
 
 // TestBuiltinDraftersNative: the built-in drafters run natively by default and in
-// builtin.wasm with WithWasmDrafters (or WithInterruptibleBuiltins), and both propose
+// builtin.wasm with WithWasmBuiltins (or WithInterruptibleBuiltins), and both propose
 // the same tokens and confidences, round after round.
 func TestBuiltinDraftersNative(t *testing.T) {
 	ctx := context.Background()
@@ -39,7 +39,7 @@ func TestBuiltinDraftersNative(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer native.Close()
-	inWasm, err := NewRegistry(ctx, decls, nil, WithInstances(1), WithWasmDrafters())
+	inWasm, err := NewRegistry(ctx, decls, nil, WithInstances(1), WithWasmBuiltins())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestBuiltinDraftersNative(t *testing.T) {
 				t.Fatalf("default registry: drafter %T, want a native one", a)
 			}
 			if _, ok := b.(*wasm.Drafter); !ok {
-				t.Fatalf("WithWasmDrafters: drafter %T, want the module's", b)
+				t.Fatalf("WithWasmBuiltins: drafter %T, want the module's", b)
 			}
 			proposed := 0
 			for pos, step := 0, 200; pos < len(seq); pos, step = pos+step, 3 {
@@ -134,7 +134,7 @@ func TestNativeDrafterRules(t *testing.T) {
 		{"error", fakeDrafter(func() (sdk.DraftResult, error) { return sdk.DraftResult{}, errors.New("out of ideas") }), "plugin: out of ideas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &nativeDrafter{d: tc.d, name: "x", timeout: 5 * time.Millisecond}
+			n := &nativeDrafter{guard: guard{name: "x", role: sdk.RoleDrafter, timeout: 5 * time.Millisecond}, d: tc.d}
 			_, err := n.Draft(ctx, &sdk.DraftRequest{MaxDepth: 1, Vocab: 10})
 			if err == nil || !strings.HasPrefix(err.Error(), `plugin "x" drafter: `) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error naming the plugin and containing %q", err, tc.want)
@@ -149,3 +149,53 @@ func TestNativeDrafterRules(t *testing.T) {
 type fakeDrafter func() (sdk.DraftResult, error)
 
 func (f fakeDrafter) Draft(context.Context, *sdk.DraftRequest) (sdk.DraftResult, error) { return f() }
+
+// TestBuiltinsNative: every role's built-in runs natively by default, under a guard
+// that makes a panic a trap naming the plugin and keeps failing after it.
+func TestBuiltinsNative(t *testing.T) {
+	ctx := context.Background()
+	r, err := NewRegistry(ctx, config.Default().Plugins, nil, WithInstances(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, _, err := r.Policy(ctx, "adaptive", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(p)
+	s, _, err := r.Sampler(ctx, "greedy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(s)
+	q, _, err := r.Penalty(ctx, "penalty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Release(q)
+	if _, ok := p.(*nativePolicy); !ok {
+		t.Fatalf("policy %T, want a native one", p)
+	}
+	if _, ok := s.(*nativeSampler); !ok || s.Needs().TopK != 1 {
+		t.Fatalf("sampler %T needing %+v, want a native greedy one (top-1)", s, s.Needs())
+	}
+	if _, ok := q.(*nativePenalty); !ok || q.Window() < 0 {
+		t.Fatalf("penalty %T of window %d, want a native one", q, q.Window())
+	}
+	if d, err := p.NextDepth(ctx, sdk.RoundOutcome{Round: -1, MaxDepth: 8}); err != nil || d.Depth != 1 {
+		t.Fatalf("adaptive's first decision %+v %v, want depth 1 (its start)", d, err)
+	}
+	n := &nativePolicy{guard: guard{name: "x", role: sdk.RolePolicy, timeout: time.Second}, p: panicPolicy{}}
+	for range 2 {
+		if _, err := n.NextDepth(ctx, sdk.RoundOutcome{}); err == nil || err.Error() != `plugin "x" policy: trap: panic: boom` {
+			t.Fatalf("got %v, want the panic as a trap naming the plugin, every call", err)
+		}
+	}
+}
+
+type panicPolicy struct{}
+
+func (panicPolicy) NextDepth(context.Context, sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	panic("boom")
+}

@@ -4,11 +4,11 @@
 //
 // Sources:
 //
-//	builtin:NAME  a plugin of plugins/builtin, run from the embedded builtin.wasm, its
-//	              checksum verified, as a trusted module (deadline checked when a call
-//	              returns; see wasm.Options.Trusted and WithInterruptibleBuiltins), or
-//	              natively with WithNativeBuiltins; the built-in drafters run natively
-//	              unless WithWasmDrafters (see native.go)
+//	builtin:NAME  a plugin of plugins/builtin, run with WithWasmBuiltins from the
+//	              embedded builtin.wasm, its checksum verified, as a trusted module
+//	              (deadline checked when a call returns; see wasm.Options.Trusted and
+//	              WithInterruptibleBuiltins), or
+//	              natively (the default since issue 22; see native.go)
 //	file:PATH     an ABI v1 WebAssembly module (sdk/ABI.md); it must declare exactly one
 //	              plugin, or one whose name is the config NAME
 //	process:PATH  a go-plugin executable (sdk/process, plugins/process)
@@ -51,12 +51,11 @@ type Info = sdk.Info
 type Option func(*options)
 
 type options struct {
-	instances      int
-	cacheDir       string
-	dir            string
-	nativeBuiltins bool
-	wasmDrafters   bool
-	untrusted      bool
+	instances    int
+	cacheDir     string
+	dir          string
+	wasmBuiltins bool
+	untrusted    bool
 }
 
 // WithInstances sets how many instances of each WebAssembly module are started up
@@ -70,15 +69,16 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 // directory, config.Config.Dir) instead of the working directory.
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
-// WithNativeBuiltins runs builtin: plugins as native Go instead of WebAssembly.
-func WithNativeBuiltins() Option { return func(o *options) { o.nativeBuiltins = true } }
+// WithNativeBuiltins runs builtin: plugins as native Go (the default: see native.go),
+// undoing an earlier WithWasmBuiltins.
+func WithNativeBuiltins() Option { return func(o *options) { o.wasmBuiltins = false } }
 
-// WithWasmDrafters runs the built-in drafters in the embedded module, as the other
-// built-ins run, instead of natively (see native.go).
-func WithWasmDrafters() Option { return func(o *options) { o.wasmDrafters = true } }
+// WithWasmBuiltins runs builtin: plugins in the embedded builtin.wasm, through the ABI
+// as a user's module runs, instead of natively.
+func WithWasmBuiltins() Option { return func(o *options) { o.wasmBuiltins = true } }
 
-// WithInterruptibleBuiltins compiles the built-in module like a user's, with deadlines
-// enforced inside calls (10-15x slower; see wasm.Options.Trusted).
+// WithInterruptibleBuiltins runs the built-ins in the embedded module, compiled like a
+// user's, with deadlines enforced inside calls (10-15x slower; see wasm.Options.Trusted).
 func WithInterruptibleBuiltins() Option { return func(o *options) { o.untrusted = true } }
 
 // Registry holds the loaded plugins. Its methods are safe for concurrent use.
@@ -166,8 +166,7 @@ func (r *Registry) loadBuiltin(ctx context.Context, e *entry) error {
 	if !ok {
 		return fmt.Errorf("source %q: no built-in plugin %q (have %s)", e.decl.Source, e.ref, strings.Join(config.BuiltinNames(), ", "))
 	}
-	drafter := p.NewDrafter != nil && len(p.Info.Roles) == 1
-	if r.opts.nativeBuiltins || drafter && !r.opts.wasmDrafters && !r.opts.untrusted {
+	if !r.opts.wasmBuiltins && !r.opts.untrusted {
 		e.native, e.info = p, p.Info
 		return nil
 	}
@@ -303,8 +302,14 @@ var (
 		},
 		proc: (*process.Client).PolicyWith,
 		native: func(e *entry, p []byte) (sdk.DepthPolicy, error) {
+			if e.native.NewPolicy == nil {
+				return nil, errNoRole
+			}
 			v, err := e.native.NewPolicy(p)
-			return nativePolicy{v}, err
+			if err != nil {
+				return nil, err
+			}
+			return &nativePolicy{guard: e.guard(sdk.RolePolicy), p: v}, nil
 		}}
 	samplerKit = roleKit[sdk.Sampler]{role: sdk.RoleSampler,
 		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Sampler, error) {
@@ -312,8 +317,14 @@ var (
 		},
 		proc: (*process.Client).SamplerWith,
 		native: func(e *entry, p []byte) (sdk.Sampler, error) {
+			if e.native.NewSampler == nil {
+				return nil, errNoRole
+			}
 			v, err := e.native.NewSampler(p)
-			return nativeSampler{v}, err
+			if err != nil {
+				return nil, err
+			}
+			return &nativeSampler{guard: e.guard(sdk.RoleSampler), s: v}, nil
 		}}
 	penaltyKit = roleKit[sdk.Penalty]{role: sdk.RolePenalty,
 		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Penalty, error) {
@@ -321,8 +332,14 @@ var (
 		},
 		proc: (*process.Client).PenaltyWith,
 		native: func(e *entry, p []byte) (sdk.Penalty, error) {
+			if e.native.NewPenalty == nil {
+				return nil, errNoRole
+			}
 			v, err := e.native.NewPenalty(p)
-			return nativePenalty{v}, err
+			if err != nil {
+				return nil, err
+			}
+			return &nativePenalty{guard: e.guard(sdk.RolePenalty), p: v}, nil
 		}}
 	drafterKit = roleKit[sdk.Drafter]{role: sdk.RoleDrafter,
 		wasm: func(m *wasm.Module, ctx context.Context, n string, p []byte, co wasm.CallOptions) (sdk.Drafter, error) {
@@ -331,14 +348,13 @@ var (
 		proc: (*process.Client).DrafterWith,
 		native: func(e *entry, p []byte) (sdk.Drafter, error) {
 			if e.native.NewDrafter == nil {
-				return nil, errNoDrafter
+				return nil, errNoRole
 			}
 			v, err := e.native.NewDrafter(p)
 			if err != nil {
 				return nil, err
 			}
-			d := e.decl.WithDefaults(e.name) // (NewRegistry's are, a test's may not be)
-			return &nativeDrafter{d: v, name: e.name, timeout: d.Timeout, capBytes: d.MemoryMB << 20}, nil
+			return &nativeDrafter{guard: e.guard(sdk.RoleDrafter), d: v, capBytes: e.decl.WithDefaults(e.name).MemoryMB << 20}, nil
 		}}
 )
 
@@ -388,14 +404,12 @@ func start[T any](r *Registry, ctx context.Context, name string, overrides map[s
 // openProcess starts a process plugin (a variable so that tests count the starts).
 var openProcess = process.Open
 
-// Native built-ins have nothing to release.
-type nativePolicy struct{ sdk.DepthPolicy }
-type nativeSampler struct{ sdk.Sampler }
-type nativePenalty struct{ sdk.Penalty }
-
-func (nativePolicy) Close() error  { return nil }
-func (nativeSampler) Close() error { return nil }
-func (nativePenalty) Close() error { return nil }
+// guard is the rules a native built-in of this entry is held to in role (see
+// native.go): the declared deadline, and the config's name in its errors.
+func (e *entry) guard(role sdk.Role) guard {
+	d := e.decl.WithDefaults(e.name) // (NewRegistry's are; a test's may not be)
+	return guard{name: e.name, role: role, timeout: d.Timeout}
+}
 
 // Release closes v if it is an io.Closer (every value the Registry hands out is).
 func Release(v any) error {

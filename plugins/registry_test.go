@@ -26,8 +26,8 @@ func TestDefaultRegistry(t *testing.T) {
 		name := map[bool]string{false: "wasm", true: "native"}[native]
 		t.Run(name, func(t *testing.T) {
 			var opts []Option
-			if native {
-				opts = append(opts, WithNativeBuiltins())
+			if !native {
+				opts = append(opts, WithWasmBuiltins())
 			}
 			decls := config.Default().Plugins
 			for k, v := range decls {
