@@ -128,3 +128,32 @@ func TestListDeclaredShowsFailures(t *testing.T) {
 		t.Errorf("table:\n%s", table.String())
 	}
 }
+
+// TestWasmBuiltinsEnv: MINFER_WASM_BUILTINS=1 runs the built-ins in builtin.wasm (they
+// list with the module's ABI, not "native"), and an option given to NewRegistry still
+// decides over it.
+func TestWasmBuiltinsEnv(t *testing.T) {
+	decls := map[string]config.Plugin{"static": {Source: "builtin:static"}}
+	for _, tc := range []struct {
+		name, env string
+		opts      []Option
+		native    bool
+	}{
+		{"unset", "", nil, true},
+		{"set", "1", nil, false},
+		{"set, native asked for", "1", []Option{WithNativeBuiltins()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MINFER_WASM_BUILTINS", tc.env)
+			r, err := NewRegistry(context.Background(), decls, nil, append(tc.opts, WithInstances(1))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			info, _ := r.Info("static")
+			if got := row("static", info).ABI == "native"; got != tc.native {
+				t.Errorf("ABI %q: native %v, want %v", row("static", info).ABI, got, tc.native)
+			}
+		})
+	}
+}

@@ -69,8 +69,9 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 // directory, config.Config.Dir) instead of the working directory.
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
 
-// WithNativeBuiltins runs builtin: plugins as native Go (the default: see native.go),
-// undoing an earlier WithWasmBuiltins.
+// WithNativeBuiltins runs builtin: plugins as native Go (the default: see native.go,
+// unless the environment sets MINFER_WASM_BUILTINS=1), undoing an earlier
+// WithWasmBuiltins.
 func WithNativeBuiltins() Option { return func(o *options) { o.wasmBuiltins = false } }
 
 // WithWasmBuiltins runs builtin: plugins in the embedded builtin.wasm, through the ABI
@@ -109,6 +110,9 @@ type entry struct {
 func NewRegistry(ctx context.Context, decls map[string]config.Plugin, log io.Writer, opts ...Option) (*Registry, error) {
 	r := &Registry{log: log, entries: map[string]*entry{}, modules: map[string]*wasm.Module{}}
 	r.opts.instances = 2
+	// MINFER_WASM_BUILTINS=1: every command's built-ins in builtin.wasm (an option given
+	// here still decides: the tests' WithNativeBuiltins, say).
+	r.opts.wasmBuiltins = os.Getenv("MINFER_WASM_BUILTINS") == "1"
 	for _, o := range opts {
 		o(&r.opts)
 	}
