@@ -70,6 +70,10 @@ during_build() {
   $MF specbench -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda --depths 0,1,2,3,4,6,8,auto \
     --curve-rows 64 -n 128 -r 2 --json > $L/mf-specbench.json 2>>$L/err.log
   stage "specbench rc=$?"
+  if ! grep -q "build rc" $L/progress.txt; then # the built-ins through builtin.wasm, while the build leaves time
+    MINFER_WASM_BUILTINS=1 timeout 150 bash $W/bench-drafters.sh $MF $W/t/td/models/trained $L/drafters-wasm > $L/drafters-wasm.log 2>&1
+    stage "drafters (wasm built-ins) rc=$?"
+  fi
 }
 
 # After the build, the two engines alternating: everything divided by a llama.cpp figure.
