@@ -59,15 +59,21 @@ var exp2fTab = [32]uint64{
 }
 
 // expfs writes dst[i] = expf(src[i]) (len(dst) ≥ len(src)), eight at a time with
-// AVX-512 (the same bits, TestExpfsMatchesExpf).
+// AVX-512, four with AVX2 (the same bits, TestExpfsMatchesExpf).
 func expfs(dst, src []float32) {
 	n := len(src)
 	dst = dst[:n]
 	m := 0
-	if useAVX512 {
+	switch {
+	case useAVX512:
 		m = n &^ 7
 		if m > 0 {
 			expfAVX512(&dst[0], &src[0], m)
+		}
+	case useAVX2:
+		m = n &^ 3
+		if m > 0 {
+			expfAVX2(&dst[0], &src[0], m)
 		}
 	}
 	for i := m; i < n; i++ {

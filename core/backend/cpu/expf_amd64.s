@@ -47,7 +47,11 @@ DATA expfc<>+48(SB)/8, $0x40562e42e0000000 // ovf: 0x1.62e42ep6: above, +Inf
 DATA expfc<>+56(SB)/8, $0xc059fe3680000000 // ufl: -0x1.9fe368p6: below, 0
 DATA expfc<>+64(SB)/8, $0x0000000000000010 // sixteen: table index bit 4
 DATA expfc<>+72(SB)/8, $0x7f8000007f800000 // inf: two float32 +Inf
-GLOBL expfc<>(SB), RODATA|NOPTR, $80
+DATA expfc<>+80(SB)/8, $0x000000000000001f // mask31: table index (AVX2)
+DATA expfc<>+88(SB)/4, $0x42b17217 // ovf as float32 (AVX2)
+DATA expfc<>+92(SB)/4, $0xc2cff1b4 // ufl as float32 (AVX2)
+DATA expfc<>+96(SB)/4, $0x7f800000 // +Inf as float32 (AVX2)
+GLOBL expfc<>(SB), RODATA|NOPTR, $100
 
 // func expfAVX512(dst, src *float32, n int)
 // dst[i] = expf(src[i]) for i < n; n > 0, n%8 == 0.
@@ -106,5 +110,61 @@ loopexpf:
 	ADDQ $32, DI
 	SUBQ $8, CX
 	JNZ loopexpf
+	VZEROUPPER
+	RET
+
+// func expfAVX2(dst, src *float32, n int)
+// dst[i] = expf(src[i]) for i < n; n > 0, n%4 == 0. expfAVX512's steps on four values
+// at a time (four doubles a ymm): the table entries gathered (VPGATHERQQ) instead of
+// permuted, the special cases compared on the float32 inputs (the bounds are float32
+// values) and blended.
+TEXT ·expfAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	LEAQ exp2ftab<>+0(SB), R8
+	VBROADCASTSD expfc<>+0(SB), Y12  // invLn2N
+	VBROADCASTSD expfc<>+8(SB), Y13  // shift
+	VBROADCASTSD expfc<>+16(SB), Y14 // c0
+	VBROADCASTSD expfc<>+24(SB), Y15 // c1
+loopexpf2:
+	VCVTPS2PD (SI), Y0           // xd
+	VMOVAPD Y13, Y1
+	VFMADD231PD Y12, Y0, Y1      // kd = fma(InvLn2N, xd, shift); its bits are ki
+	VSUBPD Y13, Y1, Y2           // kd -= shift
+	VMOVAPD Y2, Y3
+	VFMSUB231PD Y12, Y0, Y3      // r = fma(InvLn2N, xd, -kd)
+	VPBROADCASTQ expfc<>+80(SB), Y4
+	VPAND Y4, Y1, Y4             // ki%32
+	VPCMPEQQ Y5, Y5, Y5          // gather every lane
+	VPXOR Y6, Y6, Y6
+	VPGATHERQQ Y5, (R8)(Y4*8), Y6 // tab[ki%32]
+	VPSLLQ $47, Y1, Y7
+	VPADDQ Y7, Y6, Y6            // s = asdouble(tab[ki%32] + ki<<47)
+	VMOVAPD Y15, Y7
+	VFMADD231PD Y14, Y3, Y7      // z = fma(C0, r, C1)
+	VMULPD Y3, Y3, Y8            // r2 = r·r
+	VBROADCASTSD expfc<>+40(SB), Y9
+	VBROADCASTSD expfc<>+32(SB), Y10
+	VFMADD231PD Y10, Y3, Y9      // y = fma(C2, r, 1)
+	VFMADD231PD Y8, Y7, Y9       // y = fma(z, r2, y)
+	VMULPD Y6, Y9, Y9            // y·s
+	VCVTPD2PSY Y9, X10
+	VMOVUPS (SI), X11            // x
+	VBROADCASTSS expfc<>+88(SB), X4
+	VCMPPS $0x1e, X4, X11, X5    // x > 0x1.62e42ep6: +Inf
+	VBROADCASTSS expfc<>+96(SB), X6
+	VBLENDVPS X5, X6, X10, X10
+	VBROADCASTSS expfc<>+92(SB), X4
+	VCMPPS $0x11, X4, X11, X5    // x < -0x1.9fe368p6 (-Inf too): 0
+	VANDNPS X10, X5, X10
+	VCMPPS $0x03, X11, X11, X5   // NaN: x + x
+	VADDPS X11, X11, X6
+	VBLENDVPS X5, X6, X10, X10
+	VMOVUPS X10, (DI)
+	ADDQ $16, SI
+	ADDQ $16, DI
+	SUBQ $4, CX
+	JNZ loopexpf2
 	VZEROUPPER
 	RET

@@ -95,6 +95,9 @@ func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32)
 func expfAVX512(dst, src *float32, n int)
 
 //go:noescape
+func expfAVX2(dst, src *float32, n int)
+
+//go:noescape
 func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32)
 
 //go:noescape

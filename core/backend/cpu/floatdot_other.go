@@ -49,6 +49,7 @@ func accumVF16AVX512(acc *float32, v *uint16, hd, n int, ms, vs *float32) {
 	panic("BUG: cpu: no AVX-512")
 }
 func expfAVX512(dst, src *float32, n int) { panic("BUG: cpu: no AVX-512") }
+func expfAVX2(dst, src *float32, n int)   { panic("BUG: cpu: no AVX2") }
 func accumVF16x64AVX512(acc *float32, v *uint16, n int, ms, vs *float32) {
 	panic("BUG: cpu: no AVX-512")
 }
