@@ -2296,7 +2296,9 @@ rows4wQ8_0AVX2_rows:
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 
-rows4wQ8_0AVX2_block:
+rows4wQ8_0AVX2_tail:
+	TESTQ        R11, R11
+	JZ           rows4wQ8_0AVX2_done
 	PREFETCHT1   4096(R8)
 	PREFETCHT1   4096(R8)(CX*1)
 	PREFETCHT1   4096(R9)
@@ -2348,7 +2350,9 @@ rows4wQ8_0AVX2_block:
 	ADDQ         $0x00000022, R9
 	ADDQ         $0x22, R10
 	DECQ         R11
-	JNZ          rows4wQ8_0AVX2_block
+	JMP          rows4wQ8_0AVX2_tail
+
+rows4wQ8_0AVX2_done:
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X0
 	VMOVHLPS     X0, X0, X4
@@ -2386,7 +2390,7 @@ rows4wQ8_0AVX2_block:
 
 // func rows4wQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·rows4wQ4_0AVX2(SB), NOSPLIT, $0-48
+TEXT ·rows4wQ4_0AVX2(SB), NOSPLIT, $128-48
 	MOVQ    w+0(FP), AX
 	MOVQ    wStride+8(FP), CX
 	MOVQ    rows+16(FP), DX
@@ -2406,106 +2410,520 @@ rows4wQ4_0AVX2_rows:
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 
-rows4wQ4_0AVX2_block:
+rows4wQ4_0AVX2_group:
+	CMPQ           R11, $0x08
+	JL             rows4wQ4_0AVX2_tail
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4160(R8)
+	PREFETCHT1     4224(R8)
+	PREFETCHT1     4096(R8)(CX*1)
+	PREFETCHT1     4160(R8)(CX*1)
+	PREFETCHT1     4224(R8)(CX*1)
+	PREFETCHT1     4096(R9)
+	PREFETCHT1     4160(R9)
+	PREFETCHT1     4224(R9)
+	PREFETCHT1     4096(R8)(R12*1)
+	PREFETCHT1     4160(R8)(R12*1)
+	PREFETCHT1     4224(R8)(R12*1)
+	VPINSRW        $0x00, (R10), X5, X5
+	VPINSRW        $0x01, 34(R10), X5, X5
+	VPINSRW        $0x02, 68(R10), X5, X5
+	VPINSRW        $0x03, 102(R10), X5, X5
+	VPINSRW        $0x04, 136(R10), X5, X5
+	VPINSRW        $0x05, 170(R10), X5, X5
+	VPINSRW        $0x06, 204(R10), X5, X5
+	VPINSRW        $0x07, 238(R10), X5, X5
+	VCVTPH2PS      X5, Y6
+	VPINSRW        $0x00, (R8), X7, X7
+	VPINSRW        $0x01, 18(R8), X7, X7
+	VPINSRW        $0x02, 36(R8), X7, X7
+	VPINSRW        $0x03, 54(R8), X7, X7
+	VPINSRW        $0x04, 72(R8), X7, X7
+	VPINSRW        $0x05, 90(R8), X7, X7
+	VPINSRW        $0x06, 108(R8), X7, X7
+	VPINSRW        $0x07, 126(R8), X7, X7
+	VCVTPH2PS      X7, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, (SP)
+	VPINSRW        $0x00, (R8)(CX*1), X9, X9
+	VPINSRW        $0x01, 18(R8)(CX*1), X9, X9
+	VPINSRW        $0x02, 36(R8)(CX*1), X9, X9
+	VPINSRW        $0x03, 54(R8)(CX*1), X9, X9
+	VPINSRW        $0x04, 72(R8)(CX*1), X9, X9
+	VPINSRW        $0x05, 90(R8)(CX*1), X9, X9
+	VPINSRW        $0x06, 108(R8)(CX*1), X9, X9
+	VPINSRW        $0x07, 126(R8)(CX*1), X9, X9
+	VCVTPH2PS      X9, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 32(SP)
+	VPINSRW        $0x00, (R9), X10, X10
+	VPINSRW        $0x01, 18(R9), X10, X10
+	VPINSRW        $0x02, 36(R9), X10, X10
+	VPINSRW        $0x03, 54(R9), X10, X10
+	VPINSRW        $0x04, 72(R9), X10, X10
+	VPINSRW        $0x05, 90(R9), X10, X10
+	VPINSRW        $0x06, 108(R9), X10, X10
+	VPINSRW        $0x07, 126(R9), X10, X10
+	VCVTPH2PS      X10, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 64(SP)
+	VPINSRW        $0x00, (R8)(R12*1), X11, X11
+	VPINSRW        $0x01, 18(R8)(R12*1), X11, X11
+	VPINSRW        $0x02, 36(R8)(R12*1), X11, X11
+	VPINSRW        $0x03, 54(R8)(R12*1), X11, X11
+	VPINSRW        $0x04, 72(R8)(R12*1), X11, X11
+	VPINSRW        $0x05, 90(R8)(R12*1), X11, X11
+	VPINSRW        $0x06, 108(R8)(R12*1), X11, X11
+	VPINSRW        $0x07, 126(R8)(R12*1), X11, X11
+	VCVTPH2PS      X11, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 96(SP)
+	VMOVDQU        2(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 2(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 2(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   32(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 2(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   64(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 2(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   96(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        36(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 20(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   4(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 20(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   36(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 20(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   68(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 20(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   100(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        70(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 38(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   8(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 38(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   40(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 38(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   72(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 38(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   104(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        104(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 56(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   12(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 56(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   44(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 56(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   76(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 56(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   108(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        138(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 74(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   16(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 74(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   48(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 74(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   80(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 74(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   112(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        172(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 92(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   20(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 92(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   52(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 92(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   84(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 92(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   116(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        206(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 110(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   24(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 110(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   56(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 110(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   88(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 110(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   120(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        240(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 128(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   28(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 128(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   60(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 128(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   92(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 128(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   124(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	ADDQ           $0x00000090, R8
+	ADDQ           $0x00000090, R9
+	ADDQ           $0x00000110, R10
+	SUBQ           $0x08, R11
+	JMP            rows4wQ4_0AVX2_group
+
+rows4wQ4_0AVX2_tail:
+	TESTQ          R11, R11
+	JZ             rows4wQ4_0AVX2_done
 	PREFETCHT1     4096(R8)
 	PREFETCHT1     4096(R8)(CX*1)
 	PREFETCHT1     4096(R9)
 	PREFETCHT1     4096(R8)(R12*1)
-	VMOVDQU        2(R10), Y5
-	VPMADDUBSW     Y5, Y0, Y6
-	VPBROADCASTW   (R10), X7
-	VCVTPH2PS      X7, Y7
-	VBROADCASTI128 2(R8), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R8), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y1
-	VBROADCASTI128 2(R8)(CX*1), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R8)(CX*1), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y2
-	VBROADCASTI128 2(R9), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R9), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y3
-	VBROADCASTI128 2(R8)(R12*1), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y5
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPBROADCASTW   (R8)(R12*1), X6
-	VCVTPH2PS      X6, Y6
-	VMULPS         Y7, Y6, Y6
-	VCVTDQ2PS      Y5, Y5
-	VFMADD231PS    Y5, Y6, Y4
+	VMOVDQU        2(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VPBROADCASTW   (R10), X12
+	VCVTPH2PS      X12, Y12
+	VBROADCASTI128 2(R8), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R8), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y1
+	VBROADCASTI128 2(R8)(CX*1), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R8)(CX*1), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y2
+	VBROADCASTI128 2(R9), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R9), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y3
+	VBROADCASTI128 2(R8)(R12*1), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VPBROADCASTW   (R8)(R12*1), X8
+	VCVTPH2PS      X8, Y8
+	VMULPS         Y12, Y8, Y8
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y8, Y4
 	ADDQ           $0x00000012, R8
 	ADDQ           $0x00000012, R9
 	ADDQ           $0x22, R10
 	DECQ           R11
-	JNZ            rows4wQ4_0AVX2_block
-	VEXTRACTF128   $0x01, Y1, X5
-	VADDPS         X5, X1, X1
-	VMOVHLPS       X1, X1, X5
-	VADDPS         X5, X1, X1
-	VMOVSHDUP      X1, X5
-	VADDSS         X5, X1, X1
-	VMOVSS         X1, (DI)
-	VEXTRACTF128   $0x01, Y2, X1
-	VADDPS         X1, X2, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(DI)
-	VEXTRACTF128   $0x01, Y3, X1
-	VADDPS         X1, X3, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 8(DI)
-	VEXTRACTF128   $0x01, Y4, X1
-	VADDPS         X1, X4, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 12(DI)
-	LEAQ           (AX)(CX*4), AX
-	ADDQ           $0x10, DI
-	SUBQ           $0x04, DX
-	JNZ            rows4wQ4_0AVX2_rows
+	JMP            rows4wQ4_0AVX2_tail
+
+rows4wQ4_0AVX2_done:
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VMOVHLPS     X1, X1, X6
+	VADDPS       X6, X1, X1
+	VMOVSHDUP    X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (DI)
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 4(DI)
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X1, X3, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 8(DI)
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X1, X4, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 12(DI)
+	LEAQ         (AX)(CX*4), AX
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, DX
+	JNZ          rows4wQ4_0AVX2_rows
 	VZEROUPPER
 	RET
 
 // func rows4wQ5_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·rows4wQ5_0AVX2(SB), NOSPLIT, $0-48
+TEXT ·rows4wQ5_0AVX2(SB), NOSPLIT, $128-48
 	MOVQ    w+0(FP), AX
 	MOVQ    wStride+8(FP), CX
 	MOVQ    rows+16(FP), DX
@@ -2525,124 +2943,730 @@ rows4wQ5_0AVX2_rows:
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 
-rows4wQ5_0AVX2_block:
+rows4wQ5_0AVX2_group:
+	CMPQ           R11, $0x08
+	JL             rows4wQ5_0AVX2_tail
+	PREFETCHT1     4096(R8)
+	PREFETCHT1     4160(R8)
+	PREFETCHT1     4224(R8)
+	PREFETCHT1     4096(R8)(CX*1)
+	PREFETCHT1     4160(R8)(CX*1)
+	PREFETCHT1     4224(R8)(CX*1)
+	PREFETCHT1     4096(R9)
+	PREFETCHT1     4160(R9)
+	PREFETCHT1     4224(R9)
+	PREFETCHT1     4096(R8)(R12*1)
+	PREFETCHT1     4160(R8)(R12*1)
+	PREFETCHT1     4224(R8)(R12*1)
+	VPINSRW        $0x00, (R10), X5, X5
+	VPINSRW        $0x01, 34(R10), X5, X5
+	VPINSRW        $0x02, 68(R10), X5, X5
+	VPINSRW        $0x03, 102(R10), X5, X5
+	VPINSRW        $0x04, 136(R10), X5, X5
+	VPINSRW        $0x05, 170(R10), X5, X5
+	VPINSRW        $0x06, 204(R10), X5, X5
+	VPINSRW        $0x07, 238(R10), X5, X5
+	VCVTPH2PS      X5, Y6
+	VPINSRW        $0x00, (R8), X7, X7
+	VPINSRW        $0x01, 22(R8), X7, X7
+	VPINSRW        $0x02, 44(R8), X7, X7
+	VPINSRW        $0x03, 66(R8), X7, X7
+	VPINSRW        $0x04, 88(R8), X7, X7
+	VPINSRW        $0x05, 110(R8), X7, X7
+	VPINSRW        $0x06, 132(R8), X7, X7
+	VPINSRW        $0x07, 154(R8), X7, X7
+	VCVTPH2PS      X7, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, (SP)
+	VPINSRW        $0x00, (R8)(CX*1), X9, X9
+	VPINSRW        $0x01, 22(R8)(CX*1), X9, X9
+	VPINSRW        $0x02, 44(R8)(CX*1), X9, X9
+	VPINSRW        $0x03, 66(R8)(CX*1), X9, X9
+	VPINSRW        $0x04, 88(R8)(CX*1), X9, X9
+	VPINSRW        $0x05, 110(R8)(CX*1), X9, X9
+	VPINSRW        $0x06, 132(R8)(CX*1), X9, X9
+	VPINSRW        $0x07, 154(R8)(CX*1), X9, X9
+	VCVTPH2PS      X9, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 32(SP)
+	VPINSRW        $0x00, (R9), X10, X10
+	VPINSRW        $0x01, 22(R9), X10, X10
+	VPINSRW        $0x02, 44(R9), X10, X10
+	VPINSRW        $0x03, 66(R9), X10, X10
+	VPINSRW        $0x04, 88(R9), X10, X10
+	VPINSRW        $0x05, 110(R9), X10, X10
+	VPINSRW        $0x06, 132(R9), X10, X10
+	VPINSRW        $0x07, 154(R9), X10, X10
+	VCVTPH2PS      X10, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 64(SP)
+	VPINSRW        $0x00, (R8)(R12*1), X11, X11
+	VPINSRW        $0x01, 22(R8)(R12*1), X11, X11
+	VPINSRW        $0x02, 44(R8)(R12*1), X11, X11
+	VPINSRW        $0x03, 66(R8)(R12*1), X11, X11
+	VPINSRW        $0x04, 88(R8)(R12*1), X11, X11
+	VPINSRW        $0x05, 110(R8)(R12*1), X11, X11
+	VPINSRW        $0x06, 132(R8)(R12*1), X11, X11
+	VPINSRW        $0x07, 154(R8)(R12*1), X11, X11
+	VCVTPH2PS      X11, Y8
+	VMULPS         Y6, Y8, Y8
+	VMOVUPS        Y8, 96(SP)
+	VMOVDQU        2(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 6(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   2(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 6(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   2(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   32(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 6(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   2(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   64(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 6(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   2(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   96(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        36(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 28(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   24(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   4(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 28(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   24(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   36(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 28(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   24(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   68(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 28(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   24(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   100(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        70(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 50(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   46(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   8(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 50(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   46(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   40(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 50(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   46(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   72(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 50(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   46(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   104(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        104(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 72(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   68(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   12(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 72(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   68(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   44(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 72(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   68(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   76(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 72(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   68(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   108(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        138(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 94(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   90(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   16(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 94(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   90(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   48(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 94(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   90(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   80(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 94(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   90(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   112(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        172(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 116(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   112(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   20(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 116(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   112(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   52(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 116(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   112(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   84(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 116(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   112(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   116(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        206(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 138(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   134(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   24(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 138(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   134(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   56(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 138(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   134(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   88(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 138(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   134(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   120(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVDQU        240(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VBROADCASTI128 160(R8), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   156(R8), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   28(SP), Y13
+	VFMADD231PS    Y12, Y13, Y1
+	VBROADCASTI128 160(R8)(CX*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   156(R8)(CX*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   60(SP), Y13
+	VFMADD231PS    Y12, Y13, Y2
+	VBROADCASTI128 160(R9), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   156(R9), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y12
+	VPSUBW         Y8, Y12, Y12
+	VPMADDWD       ones16<>+0(SB), Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   92(SP), Y13
+	VFMADD231PS    Y12, Y13, Y3
+	VBROADCASTI128 160(R8)(R12*1), Y12
+	VPSRLW         $0x04, Y12, Y13
+	VPBLENDD       $0xf0, Y13, Y12, Y12
+	VPAND          mask0F<>+0(SB), Y12, Y12
+	VPBROADCASTD   156(R8)(R12*1), Y13
+	VPSHUFB        bitsShuf<>+0(SB), Y13, Y13
+	VPOR           bitsMask<>+0(SB), Y13, Y13
+	VPCMPEQB       allOnes<>+0(SB), Y13, Y13
+	VPAND          sixteen<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y6, Y12, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   124(SP), Y8
+	VFMADD231PS    Y6, Y8, Y4
+	ADDQ           $0x000000b0, R8
+	ADDQ           $0x000000b0, R9
+	ADDQ           $0x00000110, R10
+	SUBQ           $0x08, R11
+	JMP            rows4wQ5_0AVX2_group
+
+rows4wQ5_0AVX2_tail:
+	TESTQ          R11, R11
+	JZ             rows4wQ5_0AVX2_done
 	PREFETCHT1     4096(R8)
 	PREFETCHT1     4096(R8)(CX*1)
 	PREFETCHT1     4096(R9)
 	PREFETCHT1     4096(R8)(R12*1)
-	VMOVDQU        2(R10), Y5
-	VPMADDUBSW     Y5, Y0, Y6
-	VPBROADCASTW   (R10), X7
-	VCVTPH2PS      X7, Y7
-	VBROADCASTI128 6(R8), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPBROADCASTD   2(R8), Y9
-	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
-	VPOR           bitsMask<>+0(SB), Y9, Y9
-	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
-	VPAND          sixteen<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R8), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y1
-	VBROADCASTI128 6(R8)(CX*1), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPBROADCASTD   2(R8)(CX*1), Y9
-	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
-	VPOR           bitsMask<>+0(SB), Y9, Y9
-	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
-	VPAND          sixteen<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R8)(CX*1), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y2
-	VBROADCASTI128 6(R9), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPBROADCASTD   2(R9), Y9
-	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
-	VPOR           bitsMask<>+0(SB), Y9, Y9
-	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
-	VPAND          sixteen<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y8
-	VPSUBW         Y6, Y8, Y8
-	VPMADDWD       ones16<>+0(SB), Y8, Y8
-	VPBROADCASTW   (R9), X9
-	VCVTPH2PS      X9, Y9
-	VMULPS         Y7, Y9, Y9
-	VCVTDQ2PS      Y8, Y8
-	VFMADD231PS    Y8, Y9, Y3
-	VBROADCASTI128 6(R8)(R12*1), Y8
-	VPSRLW         $0x04, Y8, Y9
-	VPBLENDD       $0xf0, Y9, Y8, Y8
-	VPAND          mask0F<>+0(SB), Y8, Y8
-	VPBROADCASTD   2(R8)(R12*1), Y9
-	VPSHUFB        bitsShuf<>+0(SB), Y9, Y9
-	VPOR           bitsMask<>+0(SB), Y9, Y9
-	VPCMPEQB       allOnes<>+0(SB), Y9, Y9
-	VPAND          sixteen<>+0(SB), Y9, Y9
-	VPOR           Y9, Y8, Y8
-	VPMADDUBSW     Y5, Y8, Y5
-	VPSUBW         Y6, Y5, Y5
-	VPMADDWD       ones16<>+0(SB), Y5, Y5
-	VPBROADCASTW   (R8)(R12*1), X6
-	VCVTPH2PS      X6, Y6
-	VMULPS         Y7, Y6, Y6
-	VCVTDQ2PS      Y5, Y5
-	VFMADD231PS    Y5, Y6, Y4
+	VMOVDQU        2(R10), Y6
+	VPMADDUBSW     Y6, Y0, Y8
+	VPBROADCASTW   (R10), X12
+	VCVTPH2PS      X12, Y12
+	VBROADCASTI128 6(R8), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPBROADCASTD   2(R8), Y14
+	VPSHUFB        bitsShuf<>+0(SB), Y14, Y14
+	VPOR           bitsMask<>+0(SB), Y14, Y14
+	VPCMPEQB       allOnes<>+0(SB), Y14, Y14
+	VPAND          sixteen<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R8), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y1
+	VBROADCASTI128 6(R8)(CX*1), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPBROADCASTD   2(R8)(CX*1), Y14
+	VPSHUFB        bitsShuf<>+0(SB), Y14, Y14
+	VPOR           bitsMask<>+0(SB), Y14, Y14
+	VPCMPEQB       allOnes<>+0(SB), Y14, Y14
+	VPAND          sixteen<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R8)(CX*1), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y2
+	VBROADCASTI128 6(R9), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPBROADCASTD   2(R9), Y14
+	VPSHUFB        bitsShuf<>+0(SB), Y14, Y14
+	VPOR           bitsMask<>+0(SB), Y14, Y14
+	VPCMPEQB       allOnes<>+0(SB), Y14, Y14
+	VPAND          sixteen<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y13
+	VPSUBW         Y8, Y13, Y13
+	VPMADDWD       ones16<>+0(SB), Y13, Y13
+	VPBROADCASTW   (R9), X14
+	VCVTPH2PS      X14, Y14
+	VMULPS         Y12, Y14, Y14
+	VCVTDQ2PS      Y13, Y13
+	VFMADD231PS    Y13, Y14, Y3
+	VBROADCASTI128 6(R8)(R12*1), Y13
+	VPSRLW         $0x04, Y13, Y14
+	VPBLENDD       $0xf0, Y14, Y13, Y13
+	VPAND          mask0F<>+0(SB), Y13, Y13
+	VPBROADCASTD   2(R8)(R12*1), Y14
+	VPSHUFB        bitsShuf<>+0(SB), Y14, Y14
+	VPOR           bitsMask<>+0(SB), Y14, Y14
+	VPCMPEQB       allOnes<>+0(SB), Y14, Y14
+	VPAND          sixteen<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y6, Y13, Y6
+	VPSUBW         Y8, Y6, Y6
+	VPMADDWD       ones16<>+0(SB), Y6, Y6
+	VPBROADCASTW   (R8)(R12*1), X8
+	VCVTPH2PS      X8, Y8
+	VMULPS         Y12, Y8, Y8
+	VCVTDQ2PS      Y6, Y6
+	VFMADD231PS    Y6, Y8, Y4
 	ADDQ           $0x00000016, R8
 	ADDQ           $0x00000016, R9
 	ADDQ           $0x22, R10
 	DECQ           R11
-	JNZ            rows4wQ5_0AVX2_block
-	VEXTRACTF128   $0x01, Y1, X5
-	VADDPS         X5, X1, X1
-	VMOVHLPS       X1, X1, X5
-	VADDPS         X5, X1, X1
-	VMOVSHDUP      X1, X5
-	VADDSS         X5, X1, X1
-	VMOVSS         X1, (DI)
-	VEXTRACTF128   $0x01, Y2, X1
-	VADDPS         X1, X2, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 4(DI)
-	VEXTRACTF128   $0x01, Y3, X1
-	VADDPS         X1, X3, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 8(DI)
-	VEXTRACTF128   $0x01, Y4, X1
-	VADDPS         X1, X4, X2
-	VMOVHLPS       X2, X2, X1
-	VADDPS         X1, X2, X2
-	VMOVSHDUP      X2, X1
-	VADDSS         X1, X2, X2
-	VMOVSS         X2, 12(DI)
-	LEAQ           (AX)(CX*4), AX
-	ADDQ           $0x10, DI
-	SUBQ           $0x04, DX
-	JNZ            rows4wQ5_0AVX2_rows
+	JMP            rows4wQ5_0AVX2_tail
+
+rows4wQ5_0AVX2_done:
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VMOVHLPS     X1, X1, X6
+	VADDPS       X6, X1, X1
+	VMOVSHDUP    X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (DI)
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 4(DI)
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X1, X3, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 8(DI)
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X1, X4, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, 12(DI)
+	LEAQ         (AX)(CX*4), AX
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, DX
+	JNZ          rows4wQ5_0AVX2_rows
 	VZEROUPPER
 	RET
 

@@ -70,7 +70,7 @@ var pairQ5_0 = pairDot{
 // hsum_float_8 of acc_r, acc_r = fma(f16(w_r.d)·f16(x.d), float32(lanes_r), acc_r) block
 // by block, the bits of VecDot (each row keeps its own chain; the scale product is one
 // VMULPS of the two broadcast scales, the same float32 product in every lane).
-func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem) {
+func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem, grouped bool) {
 	const k = 4
 	TEXT(name, NOSPLIT, "func(w *byte, wStride, rows int, x *byte, nb int, out *float32)")
 	Pragma("noescape")
@@ -78,6 +78,10 @@ func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem) {
 	w0, stride, rows := Load(Param("w"), GP64()), Load(Param("wStride"), GP64()), Load(Param("rows"), GP64())
 	x0, nb0, out := Load(Param("x"), GP64()), Load(Param("nb"), GP64()), Load(Param("out"), GP64())
 	corr := loadCorr(corrConst)
+	var scales Mem
+	if grouped {
+		scales = AllocLocal(4 * 32) // rows4wGroups' scale products
+	}
 	wp, wq, xp, nb := GP64(), GP64(), GP64(), GP64()
 	s3 := GP64()
 	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
@@ -92,7 +96,13 @@ func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem) {
 		VXORPS(acc[i], acc[i], acc[i])
 	}
 	ws := []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}, {Base: wq}, {Base: wp, Index: s3, Scale: 1}}
-	Label(name + "_block")
+	if grouped {
+		rows4wGroups(name, wBytes, body, corr, ws, xp, wp, wq, nb, scales, acc)
+	}
+	// The last nb%8 blocks (all of them if not grouped) one at a time.
+	Label(name + "_tail")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
 	for _, w := range ws {
 		PREFETCHT1(w.Offset(prefetchDist))
 	}
@@ -114,7 +124,8 @@ func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem) {
 	ADDQ(U32(wBytes), wq)
 	ADDQ(Imm(q8_0Bytes), xp)
 	DECQ(nb)
-	JNZ(LabelRef(name + "_block"))
+	JMP(LabelRef(name + "_tail"))
+	Label(name + "_done")
 	for i := range acc {
 		hsumStore(acc[i], Mem{Base: out, Disp: 4 * i})
 	}
@@ -124,4 +135,55 @@ func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem) {
 	JNZ(LabelRef(name + "_rows"))
 	VZEROUPPER()
 	RET()
+}
+
+// rows4wGroups emits the grouped part of blockDotRows4w: groups of eight blocks, the
+// 4×8 scale products f16(w.d)·f16(x.d) gathered and multiplied in three vectors per row
+// (VPINSRW ×8, VCVTPH2PS, VMULPS) into scales, then one broadcast load per dot, where
+// the block loop converts and multiplies each scale on its own (about five uops a dot).
+// Qwen2.5-0.5B decode (AMD EPYC, AVX2, -t 2, best of 3): Q4_0 47.4 → 57.0 t/s, Q4_K_M
+// (Q5_0 at 896 columns) 37.8 → 39.5; Q8_0, whose rows are twice the bytes and whose
+// decode is bound by memory, measured the same or slower, and keeps the block loop.
+func rows4wGroups(name string, wBytes int, body pairDot, corr reg.VecVirtual, ws []Mem, xp, wp, wq, nb reg.GPVirtual, scales Mem, acc []reg.VecVirtual) {
+	Label(name + "_group")
+	CMPQ(nb, Imm(8))
+	JL(LabelRef(name + "_tail"))
+	for _, w := range ws {
+		for off := 0; off < 8*wBytes; off += 64 {
+			PREFETCHT1(w.Offset(prefetchDist + off))
+		}
+	}
+	dx, fx := XMM(), YMM()
+	for b := 0; b < 8; b++ {
+		VPINSRW(Imm(uint64(b)), Mem{Base: xp, Disp: b * q8_0Bytes}, dx, dx)
+	}
+	VCVTPH2PS(dx, fx)
+	for r, w := range ws {
+		dw, fw := XMM(), YMM()
+		for b := 0; b < 8; b++ {
+			VPINSRW(Imm(uint64(b)), w.Offset(b*wBytes), dw, dw)
+		}
+		VCVTPH2PS(dw, fw)
+		VMULPS(fx, fw, fw) // f16(w.d)·f16(x.d)
+		VMOVUPS(fw, scales.Offset(32*r))
+	}
+	for b := 0; b < 8; b++ {
+		yx := YMM()
+		VMOVDQU(Mem{Base: xp, Disp: b*q8_0Bytes + 2}, yx)
+		var shared reg.VecVirtual
+		if body.prep != nil {
+			shared = body.prep(yx, corr)
+		}
+		for r, w := range ws {
+			p, d := body.dot(w.Offset(b*wBytes), yx, shared), YMM()
+			VCVTDQ2PS(p, p)
+			VBROADCASTSS(scales.Offset(32*r+4*b), d)
+			VFMADD231PS(p, d, acc[r])
+		}
+	}
+	ADDQ(U32(8*wBytes), wp)
+	ADDQ(U32(8*wBytes), wq)
+	ADDQ(U32(8*q8_0Bytes), xp)
+	SUBQ(Imm(8), nb)
+	JMP(LabelRef(name + "_group"))
 }
