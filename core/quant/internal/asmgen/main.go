@@ -483,27 +483,7 @@ func q6KDot() {
 		VMOVDQU(Mem{Base: wp, Disp: 64 * j}, ql0)
 		VMOVDQU(Mem{Base: wp, Disp: 64*j + 32}, ql1)
 		for k := 0; k < 4; k++ {
-			q, h := YMM(), YMM()
-			switch k {
-			case 0: // ql0&15 | (qh&3)<<4
-				VPAND(mask0F, ql0, q)
-				VPAND(mask03, qh, h)
-				VPSLLW(Imm(4), h, h)
-			case 1: // ql1&15 | (qh&12)<<2
-				VPAND(mask0F, ql1, q)
-				VPAND(mask0C, qh, h)
-				VPSLLW(Imm(2), h, h)
-			case 2: // ql0>>4 | qh&48
-				VPSRLW(Imm(4), ql0, q)
-				VPAND(mask0F, q, q)
-				VPAND(mask30, qh, h)
-			case 3: // ql1>>4 | (qh&192)>>2
-				VPSRLW(Imm(4), ql1, q)
-				VPAND(mask0F, q, q)
-				VPAND(maskC0, qh, h)
-				VPSRLW(Imm(2), h, h)
-			}
-			VPOR(h, q, q)
+			q := q6KQuants(k, ql0, ql1, qh)
 			x := Mem{Base: xp, Disp: 4 + 128*j + 32*k}
 			p := YMM()
 			VPMADDUBSW(x, q, p)
@@ -537,4 +517,31 @@ func q6KDot() {
 	VMOVUPS(acc, Mem{Base: accp})
 	VZEROUPPER()
 	RET()
+}
+
+// q6KQuants is the k-th (0-3) 32-byte run of 6-bit Q6_K quants of a half super-block,
+// unpacked from its low-nibble loads ql0, ql1 and its high-bit load qh (ggml's order).
+func q6KQuants(k int, ql0, ql1, qh reg.VecVirtual) reg.VecVirtual {
+	q, h := YMM(), YMM()
+	switch k {
+	case 0: // ql0&15 | (qh&3)<<4
+		VPAND(mask0F, ql0, q)
+		VPAND(mask03, qh, h)
+		VPSLLW(Imm(4), h, h)
+	case 1: // ql1&15 | (qh&12)<<2
+		VPAND(mask0F, ql1, q)
+		VPAND(mask0C, qh, h)
+		VPSLLW(Imm(2), h, h)
+	case 2: // ql0>>4 | qh&48
+		VPSRLW(Imm(4), ql0, q)
+		VPAND(mask0F, q, q)
+		VPAND(mask30, qh, h)
+	case 3: // ql1>>4 | (qh&192)>>2
+		VPSRLW(Imm(4), ql1, q)
+		VPAND(mask0F, q, q)
+		VPAND(maskC0, qh, h)
+		VPSRLW(Imm(2), h, h)
+	}
+	VPOR(h, q, q)
+	return q
 }

@@ -173,27 +173,7 @@ func rows4Q6K() {
 			VMOVDQU(Mem{Base: wp, Disp: 64 * j}, ql0)
 			VMOVDQU(Mem{Base: wp, Disp: 64*j + 32}, ql1)
 			for k := 0; k < 4; k++ {
-				q, h := YMM(), YMM()
-				switch k {
-				case 0: // ql0&15 | (qh&3)<<4
-					VPAND(mask0F, ql0, q)
-					VPAND(mask03, qh, h)
-					VPSLLW(Imm(4), h, h)
-				case 1: // ql1&15 | (qh&12)<<2
-					VPAND(mask0F, ql1, q)
-					VPAND(mask0C, qh, h)
-					VPSLLW(Imm(2), h, h)
-				case 2: // ql0>>4 | qh&48
-					VPSRLW(Imm(4), ql0, q)
-					VPAND(mask0F, q, q)
-					VPAND(mask30, qh, h)
-				case 3: // ql1>>4 | (qh&192)>>2
-					VPSRLW(Imm(4), ql1, q)
-					VPAND(mask0F, q, q)
-					VPAND(maskC0, qh, h)
-					VPSRLW(Imm(2), h, h)
-				}
-				VPOR(h, q, q)
+				q := q6KQuants(k, ql0, ql1, qh)
 				s := halfScales(sc, 8*j+2*k)
 				for a, x := range xs {
 					p := YMM()
