@@ -367,24 +367,7 @@ func (g *gatedSampler) Sample(ctx context.Context, r *sdk.SampleRound) (sdk.Samp
 // alone or in a batch, its forward in a batch, or a later piece of it — leaves its
 // cache as before its first piece ran (one rule, job.fail), and ends.
 func TestFailedJobRollsBack(t *testing.T) {
-	b := cpu.New(cpu.Options{Threads: 2})
-	defer b.Close()
-	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
-	newCache := func() *kv.Cache {
-		c, err := m.NewKV(64, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	ids := func(n, seed int) []int32 {
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32((seed*31 + i*7 + 1) % m.Params.Vocab)
-		}
-		return out
-	}
+	m, newCache, ids := jobFixture(t)
 	readOK := func(model.Logits) error { return nil }
 	readBad := func(model.Logits) error { return errors.New("read refused") }
 	newJob := func(c *kv.Cache, n, seed int, read func(model.Logits) error) *job {
@@ -437,24 +420,7 @@ func TestFailedJobRollsBack(t *testing.T) {
 // while other sessions generate, a chunk alone in a step is cut to the step's rows. The prompts' last rows are still
 // those they give alone.
 func TestPromptWaitsForNextStep(t *testing.T) {
-	b := cpu.New(cpu.Options{Threads: 2})
-	defer b.Close()
-	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
-	newCache := func() *kv.Cache {
-		c, err := m.NewKV(64, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	ids := func(n, seed int) []int32 {
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32((seed*31 + i*7 + 1) % m.Params.Vocab)
-		}
-		return out
-	}
+	m, newCache, ids := jobFixture(t)
 	alone := func(ids []int32) []float32 {
 		l, err := m.Forward(ids, newCache(), false)
 		if err != nil {
@@ -537,4 +503,29 @@ func TestPromptWaitsForNextStep(t *testing.T) {
 			t.Errorf("prompt %d: its last row differs from its forward alone", i)
 		}
 	}
+}
+
+// jobFixture is the batcher tests' model (the synthetic llama Q8_0 on two CPU threads,
+// closed with the test), a maker of 64-position caches closed with the test, and
+// ids(n, seed), n deterministic token ids.
+func jobFixture(t *testing.T) (*model.Model, func() *kv.Cache, func(n, seed int) []int32) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { b.Close() })
+	m := golden.LoadModel(t, b, "models/synthetic/synth-llama-q8_0.gguf", "target")
+	newCache := func() *kv.Cache {
+		c, err := m.NewKV(64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ids := func(n, seed int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32((seed*31 + i*7 + 1) % m.Params.Vocab)
+		}
+		return out
+	}
+	return m, newCache, ids
 }
