@@ -305,7 +305,10 @@ func TestPrefillJoinsDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt := NewBatching(16)
-	bt.minGather = 50 * time.Millisecond
+	// A step waits up to this long for the generating sessions' forwards (less when all
+	// have arrived): 50 ms let a decoder descheduled on a loaded 2-core machine miss the
+	// late prompt's step, which then ran alone (seen once at load 13).
+	bt.minGather = 300 * time.Millisecond
 	var mu sync.Mutex
 	var lone []int // rows of forwards that served one sequence
 	bt.Observe(func(seqs, rows int, _ time.Duration) {
