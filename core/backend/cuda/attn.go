@@ -44,6 +44,20 @@ func (kv *KV) layerPtrs(layer int) (k, v, kd, vd driver.DevicePtr) {
 	return
 }
 
+// ropeArgs are the RoPE kernels' arguments for r: its frequency factors' device copy
+// (0 for none) and 1 for NeoX rotation, 0 for normal; ok is false when the factors
+// could not be uploaded (b.err is set).
+func (b *Backend) ropeArgs(r backend.RoPE) (ff driver.DevicePtr, neox int, ok bool) {
+	ff = b.freqFactors(r.FreqFactors)
+	if r.FreqFactors != nil && ff == 0 {
+		return 0, 0, false
+	}
+	if r.Mode == backend.RoPENeoX {
+		neox = 1
+	}
+	return ff, neox, true
+}
+
 // freqFactors returns the device copy of RoPE frequency factors (uploaded once per
 // distinct slice content, so a graph capture never copies from the host).
 func (b *Backend) freqFactors(ff []float32) driver.DevicePtr {
@@ -99,13 +113,9 @@ func (b *Backend) RoPEStoreKV(q, k, v backend.Buffer, kvx backend.KV, layer int,
 		return
 	}
 	defer b.enter()()
-	ff := b.freqFactors(r.FreqFactors)
-	if r.FreqFactors != nil && ff == 0 {
+	ff, neox, ok := b.ropeArgs(r)
+	if !ok {
 		return
-	}
-	neox := 0
-	if r.Mode == backend.RoPENeoX {
-		neox = 1
 	}
 	qs.wrote()
 	ks.wrote()
@@ -341,13 +351,9 @@ func (b *Backend) fuseRoPE(q, k, v, pos *Buffer, kv *KV, layer, nt int, r backen
 	}
 	b.pend = pend
 	defer b.enter()() // launches the other pending matmuls (independent of these three)
-	ff := b.freqFactors(r.FreqFactors)
-	if r.FreqFactors != nil && ff == 0 {
+	ff, neox, ok := b.ropeArgs(r)
+	if !ok {
 		return true // b.err is set
-	}
-	neox := 0
-	if r.Mode == backend.RoPENeoX {
-		neox = 1
 	}
 	q.wrote()
 	k.wrote()

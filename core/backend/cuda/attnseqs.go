@@ -128,13 +128,9 @@ func (b *Backend) RoPEStoreKVSeqs(seqs []backend.SeqAttention, layer int, r back
 		f32(sq.Q, 0, "RoPEStoreKVSeqs q").wrote()
 		f32(sq.K, 0, "RoPEStoreKVSeqs k").wrote()
 	}
-	ff := b.freqFactors(r.FreqFactors)
-	if r.FreqFactors != nil && ff == 0 {
+	ff, neox, ok := b.ropeArgs(r)
+	if !ok {
 		return
-	}
-	neox := 0
-	if r.Mode == backend.RoPENeoX {
-		neox = 1
 	}
 	for len(descs) > 0 {
 		part := descs[:min(len(descs), maxLaunchSeqs)]
