@@ -3,6 +3,7 @@
 package modeltest
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -47,13 +48,7 @@ func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
 		}
 		return ids
 	}
-	read := func(l model.Logits) []float32 {
-		out := make([]float32, l.Rows*l.Cols)
-		if err := m.ReadLogits(l, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	read := func(l model.Logits) []float32 { return readLogits(t, m, l) }
 	for _, tc := range []struct {
 		name string
 		outs []model.Out // per sequence
@@ -81,19 +76,7 @@ func BatchInvariance(t *testing.T, m *model.Model, kt backend.KVType) {
 			for j, c := range together {
 				seqs[j] = model.Seq{IDs: batchIDs(j), Cache: c, Out: tc.outs[j]}
 			}
-			l, err := m.ForwardBatch(seqs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := read(l)
-			if len(got) != len(want) {
-				t.Fatalf("%d logits, want %d", len(got), len(want))
-			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("logit %d (row %d): batched %v, alone %v", i, i/v, got[i], want[i])
-				}
-			}
+			batchedBits(t, m, seqs, want, "")
 			for j := range together {
 				if together[j].Len() != alone[j].Len() {
 					t.Fatalf("sequence %d: cache length %d, want %d", j, together[j].Len(), alone[j].Len())
@@ -145,13 +128,7 @@ func ManySequences(t *testing.T, m *model.Model, kt backend.KVType, n int) {
 		}
 		return out
 	}
-	read := func(l model.Logits) []float32 {
-		out := make([]float32, l.Rows*l.Cols)
-		if err := m.ReadLogits(l, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	read := func(l model.Logits) []float32 { return readLogits(t, m, l) }
 	var want []float32
 	seqs := make([]model.Seq, n)
 	for j := range n {
@@ -165,22 +142,40 @@ func ManySequences(t *testing.T, m *model.Model, kt backend.KVType, n int) {
 		}
 		seqs[j] = model.Seq{IDs: ids(j), Cache: newCache(j), Out: out}
 	}
+	batchedBits(t, m, seqs, want, fmt.Sprintf("%d sequences: ", n))
+	for j, q := range seqs {
+		if got, want := q.Cache.Len(), j%5+len(q.IDs); got != want {
+			t.Fatalf("sequence %d: cache length %d, want %d", j, got, want)
+		}
+	}
+}
+
+// readLogits copies l's rows to the host.
+func readLogits(t *testing.T, m *model.Model, l model.Logits) []float32 {
+	t.Helper()
+	out := make([]float32, l.Rows*l.Cols)
+	if err := m.ReadLogits(l, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// batchedBits runs seqs as one m.ForwardBatch and checks that its logits are want's
+// bits (the sequences' own forwards' rows, in order); a failure is prefixed with what.
+func batchedBits(t *testing.T, m *model.Model, seqs []model.Seq, want []float32, what string) {
+	t.Helper()
 	l, err := m.ForwardBatch(seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := read(l)
+	got := readLogits(t, m, l)
 	if len(got) != len(want) {
-		t.Fatalf("%d logits, want %d", len(got), len(want))
+		t.Fatalf("%s%d logits, want %d", what, len(got), len(want))
 	}
+	v := m.Params.Vocab
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%d sequences: logit %d (row %d): batched %v, alone %v", n, i, i/v, got[i], want[i])
-		}
-	}
-	for j, q := range seqs {
-		if got, want := q.Cache.Len(), j%5+len(q.IDs); got != want {
-			t.Fatalf("sequence %d: cache length %d, want %d", j, got, want)
+			t.Fatalf("%slogit %d (row %d): batched %v, alone %v", what, i, i/v, got[i], want[i])
 		}
 	}
 }
