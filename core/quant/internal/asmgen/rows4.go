@@ -62,6 +62,24 @@ func f16ToScalar(m Mem) reg.VecVirtual {
 	return t
 }
 
+// zeroed4 is four new YMM accumulators set to zero.
+func zeroed4() [4]reg.VecVirtual {
+	var acc [4]reg.VecVirtual
+	for a := range acc {
+		acc[a] = YMM()
+		VXORPS(acc[a], acc[a], acc[a])
+	}
+	return acc
+}
+
+// outRows4 is the four output rows' addresses from op, os bytes apart, disp bytes into
+// each: it sets op2 to op + 2·os for the last two.
+func outRows4(op, os, op2 reg.Register, disp int) [4]Mem {
+	LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
+	return [4]Mem{{Base: op, Disp: disp}, {Base: op, Index: os, Scale: 1, Disp: disp},
+		{Base: op2, Disp: disp}, {Base: op2, Index: os, Scale: 1, Disp: disp}}
+}
+
 // hsumStore stores hsum_float_8(acc) = ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) at m.
 func hsumStore(acc reg.VecVirtual, m Mem) {
 	hi, lo := XMM(), XMM()
@@ -115,11 +133,7 @@ func blockDotRows4Scales(name string, wBytes int, body splitBody, corrConst Mem,
 		MOVQ(xd0, xdp)
 	}
 	MOVQ(nb0, nb)
-	var acc [4]reg.VecVirtual
-	for a := range acc {
-		acc[a] = YMM()
-		VXORPS(acc[a], acc[a], acc[a])
-	}
+	acc := zeroed4()
 	Label(name + "_block")
 	prefetchW(wp, wBytes)
 	u := body.unpack(Mem{Base: wp})
@@ -159,11 +173,9 @@ func blockDotRows4Scales(name string, wBytes int, body splitBody, corrConst Mem,
 	}
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
-	LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
-	hsumStore(acc[0], Mem{Base: op})
-	hsumStore(acc[1], Mem{Base: op, Index: os, Scale: 1})
-	hsumStore(acc[2], Mem{Base: op2})
-	hsumStore(acc[3], Mem{Base: op2, Index: os, Scale: 1})
+	for a, o := range outRows4(op, os, op2, 0) {
+		hsumStore(acc[a], o)
+	}
 	ADDQ(stride, w0)
 	ADDQ(Imm(4), op)
 	DECQ(rows)
@@ -199,13 +211,7 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	LEAQ(Mem{Base: x0, Index: xs, Scale: 2}, xb)
 	MOVQ(xd0, xdp)
 	MOVQ(nb0, nb)
-	var acc [2][4]reg.VecVirtual
-	for r := range acc {
-		for a := range acc[r] {
-			acc[r][a] = YMM()
-			VXORPS(acc[r][a], acc[r][a], acc[r][a])
-		}
-	}
+	acc := [2][4]reg.VecVirtual{zeroed4(), zeroed4()}
 	Label(name + "_block")
 	prefetchW(wp, wBytes)
 	prefetchW(wq, wBytes)
@@ -244,11 +250,9 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
 	for r := 0; r < 2; r++ {
-		LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
-		hsumStore(acc[r][0], Mem{Base: op, Disp: 4 * r})
-		hsumStore(acc[r][1], Mem{Base: op, Index: os, Scale: 1, Disp: 4 * r})
-		hsumStore(acc[r][2], Mem{Base: op2, Disp: 4 * r})
-		hsumStore(acc[r][3], Mem{Base: op2, Index: os, Scale: 1, Disp: 4 * r})
+		for a, o := range outRows4(op, os, op2, 4*r) {
+			hsumStore(acc[r][a], o)
+		}
 	}
 	LEAQ(Mem{Base: w0, Index: stride, Scale: 2}, w0)
 	ADDQ(Imm(8), op)

@@ -35,11 +35,7 @@ func rowsK(name string, wBytes int, zero func(), block func(wp reg.Register, xs 
 	MOVQ(x0, xa)
 	LEAQ(Mem{Base: x0, Index: xs, Scale: 2}, xb)
 	MOVQ(nb0, nb)
-	var acc [4]reg.VecVirtual
-	for a := range acc {
-		acc[a] = YMM()
-		VXORPS(acc[a], acc[a], acc[a])
-	}
+	acc := zeroed4()
 	if zero != nil {
 		zero()
 	}
@@ -51,8 +47,7 @@ func rowsK(name string, wBytes int, zero func(), block func(wp reg.Register, xs 
 	ADDQ(U32(q8KBytes), xb)
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
-	LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
-	store(acc, [4]Mem{{Base: op}, {Base: op, Index: os, Scale: 1}, {Base: op2}, {Base: op2, Index: os, Scale: 1}})
+	store(acc, outRows4(op, os, op2, 0))
 	ADDQ(stride, w0)
 	ADDQ(Imm(4), op)
 	DECQ(rows)

@@ -111,13 +111,7 @@ func rows4x2u(name string) {
 	Load(Param("c32"), cp)
 	Load(Param("xd"), dp)
 	Load(Param("nb"), nb)
-	var acc [2][4]reg.VecVirtual
-	for r := range acc {
-		for a := range acc[r] {
-			acc[r][a] = YMM()
-			VXORPS(acc[r][a], acc[r][a], acc[r][a])
-		}
-	}
+	acc := [2][4]reg.VecVirtual{zeroed4(), zeroed4()}
 	Label(name + "_block")
 	w := [2]Mem{{Base: wp}, {Base: wp, Index: rs, Scale: 1}}
 	u := [2]reg.VecVirtual{YMM(), YMM()}
@@ -149,11 +143,9 @@ func rows4x2u(name string) {
 	ADDQ(rs, wp)
 	op2 := nb // free after the loop
 	for r := 0; r < 2; r++ {
-		LEAQ(Mem{Base: op, Index: os, Scale: 2}, op2)
-		hsumStore(acc[r][0], Mem{Base: op, Disp: 4 * r})
-		hsumStore(acc[r][1], Mem{Base: op, Index: os, Scale: 1, Disp: 4 * r})
-		hsumStore(acc[r][2], Mem{Base: op2, Disp: 4 * r})
-		hsumStore(acc[r][3], Mem{Base: op2, Index: os, Scale: 1, Disp: 4 * r})
+		for a, o := range outRows4(op, os, op2, 4*r) {
+			hsumStore(acc[r][a], o)
+		}
 	}
 	ADDQ(Imm(8), op)
 	SUBQ(Imm(2), rows)
