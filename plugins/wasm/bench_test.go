@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/minfer/minfer/internal/drafttest"
 	"github.com/minfer/minfer/plugins/builtin"
 	"github.com/minfer/minfer/sdk"
 )
@@ -220,18 +221,10 @@ func BenchmarkSamplerFullRows(b *testing.B) {
 // BenchmarkDrafter is the drafter's share of a request through WebAssembly: each
 // iteration starts a drafter, tells it a 512-token prompt, then runs 512 rounds that
 // each tell the 3 tokens emitted since and ask for 8, over a copy-heavy sequence
-// (three in four tokens copy one 300 back). ns/round is the iteration's time over its
+// (internal/drafttest.CopyHeavy, BenchmarkDrafterNative's too). ns/round is the iteration's time over its
 // rounds (the prompt's call included).
 func BenchmarkDrafter(b *testing.B) {
-	g := rand.New(rand.NewPCG(1, 2))
-	seq := make([]int32, 512+3*512)
-	for i := range seq {
-		if i > 300 && g.IntN(4) > 0 {
-			seq[i] = seq[i-300]
-		} else {
-			seq[i] = int32(g.IntN(4000))
-		}
-	}
+	seq := drafttest.CopyHeavy()
 	for _, name := range []string{"ngram", "suffix"} {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
@@ -242,17 +235,11 @@ func BenchmarkDrafter(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				q := sdk.DraftRequest{Appended: seq[:512], MaxDepth: 8, Vocab: 4096}
-				for pos := 512; ; pos += 3 {
-					if _, err := d.Draft(ctx, &q); err != nil {
-						b.Fatal(err)
-					}
-					rounds++
-					if pos+3 > len(seq) {
-						break
-					}
-					q.Appended = seq[pos : pos+3]
+				n, err := drafttest.Rounds(ctx, d, seq)
+				if err != nil {
+					b.Fatal(err)
 				}
+				rounds += n
 				d.Close()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds), "ns/round")
