@@ -25,12 +25,7 @@ func TestRequestDrafter(t *testing.T) {
 	cfg.Spec.Drafter = "suffix"
 	cfg.Server.AllowPlugins = []string{"ngram", "suffix", "adaptive", "greedy"}
 	o := testOptions(t)
-	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer srv.Close()
+	srv, _ := testServer(t, cfg, ServerOptions{Stack: o})
 	h := srv.Handler()
 	post := func(ext string) (int, map[string]any) {
 		t.Helper()
@@ -129,12 +124,7 @@ func TestRequestDrafterTrap(t *testing.T) {
 	var errb strings.Builder
 	o := testOptions(t)
 	o.Log = &errb
-	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer srv.Close()
+	srv, _ := testServer(t, cfg, ServerOptions{Stack: o})
 	post := func(ext string) map[string]any {
 		t.Helper()
 		rec := httptest.NewRecorder()

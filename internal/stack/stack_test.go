@@ -13,6 +13,7 @@ import (
 	"github.com/minfer/minfer/core/backend/cpu"
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/gguf"
+	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/core/tokenizer"
 	"github.com/minfer/minfer/internal/testpath"
 	"github.com/minfer/minfer/sdk"
@@ -23,6 +24,19 @@ import (
 func testOptions(t *testing.T) Options {
 	path := testpath.Path(t, "models", "stories260K.gguf")
 	return Options{Log: io.Discard, EmbeddedName: "embedded:stories260K", Embedded: func() (*gguf.File, error) { return gguf.Open(path) }}
+}
+
+// testServer is NewServer's server and stack for cfg and o, closed with the test (the
+// server first).
+func testServer(t *testing.T, cfg *config.Config, o ServerOptions) (*server.Server, *Stack) {
+	t.Helper()
+	srv, st, err := NewServer(t.Context(), cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	t.Cleanup(srv.Close)
+	return srv, st
 }
 
 func TestModelID(t *testing.T) {
@@ -101,12 +115,7 @@ func TestServeAliasAndChatTemplate(t *testing.T) {
 	var errb strings.Builder
 	o := testOptions(t)
 	o.Log = &errb
-	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o, Alias: "tiny-stories", ChatTemplate: "llama3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer srv.Close()
+	srv, st := testServer(t, cfg, ServerOptions{Stack: o, Alias: "tiny-stories", ChatTemplate: "llama3"})
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
 	if !strings.Contains(rec.Body.String(), `"id":"tiny-stories"`) {
@@ -131,12 +140,7 @@ func TestChatTemplateFileNamedInErrors(t *testing.T) {
 	cfg := config.Default()
 	cfg.Model.Ctx = 128
 	cfg.Server.Parallel = 1
-	srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: testOptions(t), ChatTemplate: file})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer srv.Close()
+	srv, st := testServer(t, cfg, ServerOptions{Stack: testOptions(t), ChatTemplate: file})
 	want := "chat template " + file + ": "
 	rec := httptest.NewRecorder()
 	body := `{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":2}`
@@ -179,12 +183,7 @@ func TestServePoolAllocatesNoWholeContext(t *testing.T) {
 			kc := &kvCounter{Backend: cpu.New(cpu.Options{Threads: 1})}
 			o := testOptions(t)
 			o.Backend = kc
-			srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			defer srv.Close()
+			_, st := testServer(t, cfg, ServerOptions{Stack: o})
 			if (st.Pool != nil) != (tc.want == nil) || !slices.Equal(kc.ctxs, tc.want) {
 				t.Errorf("pool %v, caches allocated at start: got %v, want %v", st.Pool != nil, kc.ctxs, tc.want)
 			}
@@ -213,12 +212,7 @@ func TestServePagedCaches(t *testing.T) {
 			var errb strings.Builder
 			o := testOptions(t)
 			o.Log = &errb
-			srv, st, err := NewServer(t.Context(), cfg, ServerOptions{Stack: o})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			defer srv.Close()
+			srv, st := testServer(t, cfg, ServerOptions{Stack: o})
 			if (st.Paging != nil) != tc.paged || !strings.Contains(errb.String(), tc.say) {
 				t.Errorf("paging %v, stderr %q; want %v and %q", st.Paging != nil, errb.String(), tc.paged, tc.say)
 			}
