@@ -353,16 +353,13 @@ static __device__ __forceinline__ u32 lut4(u32 s, u32 t0, u32 t1, u32 t2, u32 t3
 }
 static __device__ __forceinline__ u32 iq4_lut4(u32 s) { return lut4(s, IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3); }
 
-// lut is the levels of the 8 nibbles of a word of 4-bit indices (bytes i, low and high
-// nibble): lo gets the low nibbles' levels (bytes 0-3), hi the high ones'.
-template <u32 T0, u32 T1, u32 T2, u32 T3>
-static __device__ __forceinline__ void lut(u32 q, int &lo, int &hi) {
-    const u32 a = lut4(q, T0, T1, T2, T3), b = lut4(q >> 16, T0, T1, T2, T3);  // levels of b0lo b0hi b1lo b1hi, b2lo …
-    lo = (int)prmt(a, b, 0x6420);
-    hi = (int)prmt(a, b, 0x7531);
+// nib_at is index i of a 32-value group of 4-bit indices in pack's halves order
+// (types.go's nibbleHalves): word k holds values 4k … 4k+3 in its low 16 bits and
+// 16+4k … 16+4k+3 in its high ones, four bits each.
+static __device__ __forceinline__ int nib_at(const u8 *g, int i) {
+    const int j = i % 16, byte = g[4 * (j / 4) + 2 * (i / 16) + (j % 4) / 2];
+    return (byte >> (4 * (j % 2))) & 0xF;
 }
-static __device__ __forceinline__ void iq4_lut(u32 q, int &lo, int &hi) { lut<IQ4_T0, IQ4_T1, IQ4_T2, IQ4_T3>(q, lo, hi); }
-
 static __device__ __forceinline__ int iq4_level(int i) { return (int)(i8)(iq4_lut4((u32)i) & 0xFF); }
 static __device__ __forceinline__ int fp4_level(int i) { return (int)(i8)(lut4((u32)i, FP4_T0, FP4_T1, FP4_T2, FP4_T3) & 0xFF); }
 
@@ -419,12 +416,13 @@ static __device__ __forceinline__ float iqg_fscale();
 //   BF16: plain row-major.
 //   Q4_1: q = 16-byte nibble blocks, d = u32 (f16 d, f16 m) per 32 values.
 //   Q5_1: q = 16-byte nibble blocks, e = u32 high bits, d = u32 (f16 d, f16 m).
-//   IQ4_NL: q = 16-byte nibble blocks (level indices), d = f16 scales.
-//   IQ4_XS: q = 128-byte nibble bodies, d = 8-byte heads (f16 d, u16 scales_h,
+//   IQ4_NL: q = 16-byte nibble blocks (level indices, halves order: see nib_at), d =
+//     f16 scales.
+//   IQ4_XS: q = 128-byte nibble bodies (halves order), d = 8-byte heads (f16 d, u16 scales_h,
 //     u8 scales_l[4]) per 256 values.
 //   Q3_K: q = 96-byte bodies (hmask 32, qs 64), e = 12 scale bytes, d = f16 per 256.
 //   Q2_K: q = 64-byte qs, e = 16 scale bytes, d = u32 (f16 d, f16 dmin) per 256.
-//   MXFP4: q = 16-byte nibble blocks (level indices), d = u8 E8M0 exponents.
+//   MXFP4: q = 16-byte nibble blocks (level indices, halves order), d = u8 E8M0 exponents.
 //   IQ3_S: q = 64-byte qs, e = 44 bytes (qh 8, signs 32, scales 4), d = f16 per 256.
 //   IQ2_XXS: q = 64 bytes (per group 4 grid indices, then a u32 of 4×7 sign bits and the
 //     scale in its top 4 bits), d = f16 per 256.
@@ -529,9 +527,9 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
     if (T == W_Q4_1 || T == W_Q5_1 || T == W_IQ4_NL) {
         const i64 b = row * (cols / 32) + col / 32;
         const int i = col % 32;
+        if (T == W_IQ4_NL) return fmul_rn(h2f(((const u16 *)d)[b]), (float)iq4_level(nib_at((const u8 *)q + b * 16, i)));
         const u8 byte = ((const u8 *)q)[b * 16 + (i % 16)];
         int v = i < 16 ? (byte & 0xF) : (byte >> 4);
-        if (T == W_IQ4_NL) return fmul_rn(h2f(((const u16 *)d)[b]), (float)iq4_level(v));
         if (T == W_Q5_1) v |= ((((const u32 *)e)[b] >> i) & 1) << 4;
         const u32 dm = ((const u32 *)d)[b];
         return fadd_rn(fmul_rn((float)v, h2f((u16)(dm & 0xFFFF))), h2f((u16)(dm >> 16)));
@@ -539,8 +537,7 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
     if (T == W_MXFP4) {
         const i64 b = row * (cols / 32) + col / 32;
         const int i = col % 32;
-        const u8 byte = ((const u8 *)q)[b * 16 + (i % 16)];
-        return fmul_rn((float)fp4_level(i < 16 ? (byte & 0xF) : (byte >> 4)), e8m0_half(((const u8 *)d)[b]));
+        return fmul_rn((float)fp4_level(nib_at((const u8 *)q + b * 16, i)), e8m0_half(((const u8 *)d)[b]));
     }
     if (T == W_IQ3_S) {
         const i64 b = row * (cols / 256) + col / 256;
@@ -564,8 +561,7 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
     if (T == W_IQ4_XS) {
         const i64 b = row * (cols / 256) + col / 256;
         const int k = col % 256, g = k / 32, i = k % 32;
-        const u8 byte = ((const u8 *)q)[b * 128 + 16 * g + (i % 16)];
-        const int v = i < 16 ? (byte & 0xF) : (byte >> 4);
+        const int v = nib_at((const u8 *)q + b * 128 + 16 * g, i);
         const u8 *h = (const u8 *)d + b * 8;
         const int sh = h[2] | (h[3] << 8), sl = (h[4 + g / 2] >> (4 * (g % 2))) & 0xF;
         const int ls = (sl | (((sh >> (2 * g)) & 3) << 4)) - 32;

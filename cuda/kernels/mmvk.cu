@@ -54,18 +54,23 @@ struct TQ5_1 {
     }
 };
 
-// lut_dot is the integer dot of 32 4-bit level indices into the table T0 … T3 (16 bytes:
-// value i in the low nibble of byte i, value 16 + i in its high one) with a 32-value
-// activation block.
+// lut_dot is the integer dot of 32 4-bit level indices into the table T0 … T3 (16 bytes)
+// with a 32-value activation block, the indices in pack's halves order (word k: values
+// 4k … 4k+3 in its low 16 bits, 16+4k … 16+4k+3 in its high ones; types.go's
+// blockSplit.halves). Each half is four levels in the activations' order: two table
+// lookups on the index's low three bits, then a select by its bit 3 — one index mask
+// and one select mask a word, 12 operations for 8 values.
 template <u32 T0, u32 T1, u32 T2, u32 T3>
 static __device__ __forceinline__ int lut_dot(const int *q, const int *x) {
     int s = 0;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        int lo, hi;
-        lut<T0, T1, T2, T3>((u32)q[k], lo, hi);
-        s = dp4a(lo, x[k], s);
-        s = dp4a(hi, x[k + 4], s);
+        const u32 w = (u32)q[k], i = w & 0x77777777u, sel = 0x32103210u | ((w & 0x88888888u) >> 1);
+        const u32 lo = prmt(prmt(T0, T1, i), prmt(T2, T3, i), sel);
+        const u32 i2 = i >> 16, sel2 = sel >> 16;
+        const u32 hi = prmt(prmt(T0, T1, i2), prmt(T2, T3, i2), sel2);
+        s = dp4a((int)lo, x[k], s);
+        s = dp4a((int)hi, x[k + 4], s);
     }
     return s;
 }

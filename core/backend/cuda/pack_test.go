@@ -13,6 +13,38 @@ import (
 
 // These tests need no GPU: they check the host-side packing and choosers.
 
+// TestNibbleHalves: after pack's reorder, the low 16 bits of word k of a 32-value group
+// hold values 4k … 4k+3 and its high 16 bits 16+4k … 16+4k+3, four bits each (what
+// lut_dot in mmvk.cu and nib_at in common.cuh read), and the reorder loses nothing.
+func TestNibbleHalves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 100 {
+		g := make([]byte, 16)
+		for i := range g {
+			g[i] = byte(rng.Uint32())
+		}
+		val := func(i int) uint32 { // value i of the group as GGUF stores it
+			if i < 16 {
+				return uint32(g[i] & 0xF)
+			}
+			return uint32(g[i-16] >> 4)
+		}
+		h := bytes.Clone(g)
+		nibbleHalves(h)
+		for k := range 4 {
+			w := uint32(h[4*k]) | uint32(h[4*k+1])<<8 | uint32(h[4*k+2])<<16 | uint32(h[4*k+3])<<24
+			for n := range 4 {
+				if got := w >> (4 * n) & 0xF; got != val(4*k+n) {
+					t.Fatalf("word %d nibble %d: %d, want value %d's %d", k, n, got, 4*k+n, val(4*k+n))
+				}
+				if got := w >> (16 + 4*n) & 0xF; got != val(16+4*k+n) {
+					t.Fatalf("word %d nibble %d: %d, want value %d's %d", k, 4+n, got, 16+4*k+n, val(16+4*k+n))
+				}
+			}
+		}
+	}
+}
+
 func TestPackSplitsBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	tests := []struct {
@@ -62,9 +94,14 @@ func TestPackSplitsBlocks(t *testing.T) {
 			if len(p.q) != nb*tt.qLen || len(p.d) != tt.dLen*nb || len(p.e) != nb*tt.eLen {
 				t.Fatalf("sizes q %d d %d e %d for %d blocks", len(p.q), len(p.d), len(p.e), nb)
 			}
+			wt, _ := wtypeOf(tt.t)
 			for i := range nb {
 				blk := data[i*tt.bs:]
-				if !bytes.Equal(p.q[i*tt.qLen:(i+1)*tt.qLen], blk[tt.qOff:tt.qOff+tt.qLen]) ||
+				q := bytes.Clone(blk[tt.qOff : tt.qOff+tt.qLen])
+				if wt.split.halves {
+					nibbleHalves(q)
+				}
+				if !bytes.Equal(p.q[i*tt.qLen:(i+1)*tt.qLen], q) ||
 					!bytes.Equal(p.d[tt.dLen*i:tt.dLen*(i+1)], blk[tt.dOff:tt.dOff+tt.dLen]) ||
 					tt.eLen > 0 && !bytes.Equal(p.e[i*tt.eLen:(i+1)*tt.eLen], blk[tt.eOff:tt.eOff+tt.eLen]) {
 					t.Fatalf("block %d not split as the layout says", i)

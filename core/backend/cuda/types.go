@@ -39,7 +39,15 @@ type wtype struct {
 // blockSplit: a block of the type's GGUF size holds its scales at dOff (dLen bytes, 2
 // when 0: one f16), qLen bytes of values at qOff and eLen bytes of extra fields (fifth
 // bits, sub-block scales) at eOff; pack gathers each into its array.
-type blockSplit struct{ dOff, dLen, qOff, qLen, eOff, eLen int }
+type blockSplit struct {
+	dOff, dLen, qOff, qLen, eOff, eLen int
+	// halves: q holds 32-value groups of 4-bit indices (byte i: value i in its low
+	// nibble, 16 + i in its high one), and pack reorders each 4-byte word of a group so
+	// that its low 16 bits hold the four low nibbles and its high 16 bits the four high
+	// ones (see nibbleHalves): a lookup of four levels then reads one half of a word, in
+	// the activations' order, with no byte interleave after it (common.cuh's lut_dot).
+	halves bool
+}
 
 // dBytes is the scale bytes per block.
 func (s *blockSplit) dBytes() int {
@@ -73,9 +81,9 @@ var wtypes = []wtype{
 	{t: quant.Q5_1, layout: "q5_1", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 4, qOff: 8, qLen: 16, eOff: 4, eLen: 4}, mv: []mvKernel{{"q5_1", "TQ5_1", 32, false}}},
 	{t: quant.Q2_K, layout: "q2_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 80, dLen: 4, qOff: 16, qLen: 64, eOff: 0, eLen: 16}, mv: []mvKernel{{"q2_k", "TQ2_K", 256, false}}},
 	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, true}}},
-	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
-	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
-	{t: quant.MXFP4, layout: "mxfp4", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 1, qOff: 1, qLen: 16}, mv: []mvKernel{{"mxfp4", "TMXFP4", 32, false}}},
+	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16, halves: true}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
+	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128, halves: true}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
+	{t: quant.MXFP4, layout: "mxfp4", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 1, qOff: 1, qLen: 16, halves: true}, mv: []mvKernel{{"mxfp4", "TMXFP4", 32, false}}},
 	{t: quant.IQ3_S, layout: "iq3_s", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 44}, mv: []mvKernel{{"iq3_s", "TIQ3_S", 256, false}}},
 	{t: quant.IQ3_XXS, layout: "iq3_xxs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 32}, mv: []mvKernel{{"iq3_xxs", "TIQG<W_IQ3_XXS>", 256, false}}},
 	{t: quant.IQ2_XXS, layout: "iq2_xxs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64}, mv: []mvKernel{{"iq2_xxs", "TIQG<W_IQ2_XXS>", 256, false}}},

@@ -97,11 +97,29 @@ func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 		b := data[i*bs : (i+1)*bs]
 		copy(p.d[db*i:], b[sp.dOff:sp.dOff+db])
 		copy(p.q[i*sp.qLen:], b[sp.qOff:sp.qOff+sp.qLen])
+		if sp.halves {
+			nibbleHalves(p.q[i*sp.qLen : (i+1)*sp.qLen])
+		}
 		if sp.eLen > 0 {
 			copy(p.e[i*sp.eLen:], b[sp.eOff:sp.eOff+sp.eLen])
 		}
 	}
 	return wt.layout, p, nil
+}
+
+// nibbleHalves reorders each 4-byte word of q (groups of 4-bit indices, byte i of a
+// 16-byte group holding value i low and 16 + i high) so that bits 4n … 4n+3 of the
+// word hold its byte n's low nibble for n < 4 and byte n−4's high nibble for n ≥ 4:
+// the word's low half is values 4k … 4k+3 of the group, its high half 16+4k … 16+4k+3.
+func nibbleHalves(q []byte) {
+	for w := 0; w+4 <= len(q); w += 4 {
+		var lo, hi uint32
+		for n := range 4 {
+			lo |= uint32(q[w+n]&0xF) << (4 * n)
+			hi |= uint32(q[w+n]>>4) << (4 * n)
+		}
+		binary.LittleEndian.PutUint32(q[w:], lo|hi<<16)
+	}
 }
 
 // bf16FitsF16 reports whether every BF16 value of data is finite and within binary16's range.
