@@ -418,8 +418,8 @@ static __device__ __forceinline__ float iqg_fscale();
 //   Q5_1: q = 16-byte nibble blocks, e = u32 high bits, d = u32 (f16 d, f16 m).
 //   IQ4_NL: q = 16-byte nibble blocks (level indices, halves order: see nib_at), d =
 //     f16 scales.
-//   IQ4_XS: q = 128-byte nibble bodies (halves order), d = 8-byte heads (f16 d, u16 scales_h,
-//     u8 scales_l[4]) per 256 values.
+//   IQ4_XS: q = 128-byte nibble bodies (halves order), d = f16 per 256 values, e = the
+//     eight group scales ls − 32 as int8 (types.go's iq4xsScales).
 //   Q3_K: q = 96-byte bodies (hmask 32, qs 64), e = 12 scale bytes, d = f16 per 256.
 //   Q2_K: q = 64-byte qs, e = 16 scale bytes, d = u32 (f16 d, f16 dmin) per 256.
 //   MXFP4: q = 16-byte nibble blocks (level indices, halves order), d = u8 E8M0 exponents.
@@ -562,10 +562,8 @@ static __device__ __forceinline__ float wval(const void *q, const void *d, const
         const i64 b = row * (cols / 256) + col / 256;
         const int k = col % 256, g = k / 32, i = k % 32;
         const int v = nib_at((const u8 *)q + b * 128 + 16 * g, i);
-        const u8 *h = (const u8 *)d + b * 8;
-        const int sh = h[2] | (h[3] << 8), sl = (h[4 + g / 2] >> (4 * (g % 2))) & 0xF;
-        const int ls = (sl | (((sh >> (2 * g)) & 3) << 4)) - 32;
-        return fmul_rn(fmul_rn(h2f(*(const u16 *)h), (float)ls), (float)iq4_level(v));
+        const int ls = ((const i8 *)e)[b * 8 + g];
+        return fmul_rn(fmul_rn(h2f(((const u16 *)d)[b]), (float)ls), (float)iq4_level(v));
     }
     if (T == W_Q3_K || T == W_Q2_K) {
         const i64 b = row * (cols / 256) + col / 256;

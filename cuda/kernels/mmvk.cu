@@ -92,18 +92,15 @@ struct TIQ4_NL {
 };
 
 // IQ4_XS: unit = one 32-value group g of a block (its 16 bytes of indices), x =
-// d·(ls − 32)·level with the group's 6-bit scale ls from the block's 8-byte head.
+// d·ls·level with the group's scale ls − 32 from e (pack decodes it from the block's
+// two scale fields once, at load).
 struct TIQ4_XS {
     struct R { int q[4]; float d; };
     static __device__ int units(int cols) { return cols / 32; }
     static __device__ R load(const Args &a, i64 row, int u) {
         const i64 b = row * (a.cols / 256) + u / 8;
-        const int g = u % 8;
-        R r; load4(a.q, b * 8 + g, r.q);
-        const int2 h = ((const int2 *)a.d)[b];
-        const u32 sh = (u32)h.x >> 16, sl = ((u32)h.y >> (4 * g)) & 0xF;  // scales_l byte g/2, nibble g%2
-        const int ls = (int)(sl | (((sh >> (2 * g)) & 3) << 4)) - 32;
-        r.d = fmul_rn(h2f((u16)(h.x & 0xFFFF)), i2f_rn(ls));
+        R r; load4(a.q, b * 8 + u % 8, r.q);
+        r.d = fmul_rn(h2f(((const u16 *)a.d)[b]), i2f_rn(((const i8 *)a.e)[b * 8 + u % 8]));
         return r;
     }
     typedef XBlock X;

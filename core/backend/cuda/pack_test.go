@@ -45,6 +45,49 @@ func TestNibbleHalves(t *testing.T) {
 	}
 }
 
+// TestPackIQ4XSScales: pack gives each IQ4_XS group its scale ls − 32 as one signed
+// byte of e, d as the block's f16, and the indices in halves order; checked against
+// core/quant's dequantizer on blocks whose d is 1 and whose indices are all level 1,
+// so every value of group g is its scale.
+func TestPackIQ4XSScales(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const rows, cols = 2, 512
+	rb, _ := quant.IQ4_XS.RowBytes(cols)
+	data := make([]byte, rows*rb)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	nb := len(data) / 136
+	for b := range nb {
+		blk := data[b*136:]
+		blk[0], blk[1] = 0x00, 0x3C // d = 1
+		for i := 8; i < 136; i++ {
+			blk[i] = 0x88 // index 8 both nibbles: level 1
+		}
+	}
+	layout, p, err := pack(quant.IQ4_XS, rows, cols, data)
+	if err != nil || layout != "iq4_xs" {
+		t.Fatalf("pack: %q, %v", layout, err)
+	}
+	f := make([]float32, rows*cols)
+	if err := quant.Dequantize(quant.IQ4_XS, f, data); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.q) != nb*128 || len(p.d) != nb*2 || len(p.e) != nb*8 {
+		t.Fatalf("sizes q %d d %d e %d for %d blocks", len(p.q), len(p.d), len(p.e), nb)
+	}
+	for b := range nb {
+		if !bytes.Equal(p.d[2*b:2*b+2], data[b*136:b*136+2]) {
+			t.Fatalf("block %d: d %x, want %x", b, p.d[2*b:2*b+2], data[b*136:b*136+2])
+		}
+		for g := range 8 {
+			if got, want := float32(int8(p.e[8*b+g])), f[256*b+32*g]; got != want {
+				t.Fatalf("block %d group %d: scale %v, dequantized value %v", b, g, got, want)
+			}
+		}
+	}
+}
+
 func TestPackSplitsBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	tests := []struct {
@@ -70,7 +113,6 @@ func TestPackSplitsBlocks(t *testing.T) {
 		{quant.Q2_K, "q2_k", 80, 4, 16, 64, 84, 0, 16},
 		{quant.Q3_K, "q3_k", 108, 2, 0, 96, 110, 96, 12},
 		{quant.IQ4_NL, "iq4_nl", 0, 2, 2, 16, 18, 0, 0},
-		{quant.IQ4_XS, "iq4_xs", 0, 8, 8, 128, 136, 0, 0},
 		{quant.MXFP4, "mxfp4", 0, 1, 1, 16, 17, 0, 0},
 		{quant.IQ3_S, "iq3_s", 0, 2, 2, 64, 110, 66, 44},
 		{quant.IQ3_XXS, "iq3_xxs", 0, 2, 2, 64, 98, 66, 32},

@@ -47,6 +47,21 @@ type blockSplit struct {
 	// ones (see nibbleHalves): a lookup of four levels then reads one half of a word, in
 	// the activations' order, with no byte interleave after it (common.cuh's lut_dot).
 	halves bool
+	// eFrom, when set, derives a block's eLen bytes of e from the whole GGUF block
+	// instead of copying them from eOff (IQ4_XS: its eight 6-bit group scales, split
+	// over two fields, as one signed byte each).
+	eFrom func(blk, e []byte)
+}
+
+// iq4xsScales writes the eight group scales of an IQ4_XS block (d f16, scales_h u16,
+// scales_l[4], qs[128]) as int8 ls − 32: group g's 6-bit ls is nibble g%2 of
+// scales_l[g/2] with bits 2g, 2g+1 of scales_h above it.
+func iq4xsScales(blk, e []byte) {
+	sh := uint16(blk[2]) | uint16(blk[3])<<8
+	for g := range 8 {
+		ls := (blk[4+g/2]>>(4*(g%2)))&0xF | byte(sh>>(2*g)&3)<<4
+		e[g] = byte(int8(ls) - 32)
+	}
 }
 
 // dBytes is the scale bytes per block.
@@ -82,7 +97,7 @@ var wtypes = []wtype{
 	{t: quant.Q2_K, layout: "q2_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 80, dLen: 4, qOff: 16, qLen: 64, eOff: 0, eLen: 16}, mv: []mvKernel{{"q2_k", "TQ2_K", 256, false}}},
 	{t: quant.Q3_K, layout: "q3_k", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 108, qOff: 0, qLen: 96, eOff: 96, eLen: 12}, mv: []mvKernel{{"q3_k", "TQ3_K", 256, true}}},
 	{t: quant.IQ4_NL, layout: "iq4_nl", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 16, halves: true}, mv: []mvKernel{{"iq4_nl", "TIQ4_NL", 32, false}}},
-	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 8, qOff: 8, qLen: 128, halves: true}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
+	{t: quant.IQ4_XS, layout: "iq4_xs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 8, qLen: 128, eLen: 8, halves: true, eFrom: iq4xsScales}, mv: []mvKernel{{"iq4_xs", "TIQ4_XS", 256, true}}},
 	{t: quant.MXFP4, layout: "mxfp4", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, dLen: 1, qOff: 1, qLen: 16, halves: true}, mv: []mvKernel{{"mxfp4", "TMXFP4", 32, false}}},
 	{t: quant.IQ3_S, layout: "iq3_s", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 44}, mv: []mvKernel{{"iq3_s", "TIQ3_S", 256, false}}},
 	{t: quant.IQ3_XXS, layout: "iq3_xxs", mvSrc: "mmvk.cu", split: &blockSplit{dOff: 0, qOff: 2, qLen: 64, eOff: 66, eLen: 32}, mv: []mvKernel{{"iq3_xxs", "TIQG<W_IQ3_XXS>", 256, false}}},

@@ -100,7 +100,10 @@ func pack(t quant.Type, rows, cols int, data []byte) (string, packed, error) {
 		if sp.halves {
 			nibbleHalves(p.q[i*sp.qLen : (i+1)*sp.qLen])
 		}
-		if sp.eLen > 0 {
+		switch {
+		case sp.eFrom != nil:
+			sp.eFrom(b, p.e[i*sp.eLen:(i+1)*sp.eLen])
+		case sp.eLen > 0:
 			copy(p.e[i*sp.eLen:], b[sp.eOff:sp.eOff+sp.eLen])
 		}
 	}
