@@ -55,6 +55,7 @@ type batcher struct {
 	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
 
 	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
+	forwards, served     atomic.Int64 // every forward, lone or batched, and the sequences they served
 }
 
 // job is one sequence's forward.
@@ -121,6 +122,19 @@ func (bt *Batching) Stats(m *model.Model) (batches, jobs int64) {
 		return 0, 0
 	}
 	return b.batches.Load(), b.batchedJobs.Load()
+}
+
+// Served reports how many forwards ran on m, lone or batched, and how many sequences'
+// forwards they served: served/forwards is the sequences a forward of m served on
+// average (the batch's occupancy).
+func (bt *Batching) Served(m *model.Model) (forwards, seqs int64) {
+	bt.mu.Lock()
+	b := bt.by[m]
+	bt.mu.Unlock()
+	if b == nil {
+		return 0, 0
+	}
+	return b.forwards.Load(), b.served.Load()
 }
 
 // batcher returns m's batcher, made on first use.
@@ -335,6 +349,8 @@ func (b *batcher) run(g []*job) {
 		j.seqs, j.rows = len(g), rows
 	}
 	start := time.Now()
+	b.forwards.Add(1)
+	b.served.Add(int64(len(g)))
 	defer func() {
 		if fn := b.observer.Load(); fn != nil {
 			(*fn)(len(g), rows, time.Since(start))

@@ -134,7 +134,7 @@ type trainedPrompt struct {
 // folder on a 2-thread CPU backend, with three eval prompts of train-report.json:
 // prose@705, code@708 and code@1416 (α 0.72, 0.28 and 0.78 in the report: the F16
 // pair over 64 generated tokens).
-func trainedBed(t *testing.T, draftFile string) (target, draft *model.Model, beds []trainedPrompt) {
+func trainedBed(t testing.TB, draftFile string) (target, draft *model.Model, beds []trainedPrompt) {
 	t.Helper()
 	var report struct {
 		EvalTokenIDs map[string][]int32 `json:"eval_token_ids"`
