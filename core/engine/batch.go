@@ -26,6 +26,13 @@ import (
 //
 // A lone forward runs exactly as without batching (model.ForwardNoWait, graphs and
 // all), so one session loses nothing.
+//
+// Speculation stays in step with the batch: a session whose round drafts is due on the
+// target until its verify arrives, and the target's step waits for it (expect), so
+// its verify rows ride in the others' forward; while it drafts, the draft model's
+// steps wait for the other sessions drafting, so their draft steps are one forward
+// (lockstep). A session parked at depth 0 sends the draft model nothing and is waited
+// for by none of its steps.
 
 // batcher coalesces one model's concurrent forwards.
 type batcher struct {
@@ -39,7 +46,16 @@ type batcher struct {
 	queue   []*job
 	running bool
 	active  int           // sessions inside Generate on this model
-	lastDur time.Duration // the last batched forward's time, for the gathering wait
+	lastDur time.Duration // the last batched forward's time (a draft model's: any), for the gathering wait
+	// draft: the model drafts for the sessions' targets. Its steps wait a little only
+	// for the sessions likely to draft soon (coming: see seq.owe), for up to half a
+	// draft forward; active stays 0.
+	draft  atomic.Bool
+	coming int
+	// due counts the sessions whose next forward every step waits for (a speculative
+	// round's verify on the target, a draft phase's forwards on the draft: see
+	// expect), dueQueued their jobs in the queue
+	due, dueQueued int
 	// minGather, when set (tests only), is the least a step waits for the other
 	// sessions' forwards, so that whether forwards coincide does not depend on the
 	// scheduler of a loaded machine.
@@ -71,6 +87,9 @@ type job struct {
 	stats *statsReq
 	err   error
 	done  chan struct{}
+	// due: the job is of a session steps wait for (batcher.expect); settles: queuing
+	// it ends that wait (a verify after its draft phase)
+	due, settles bool
 	// seqs, rows: the sequences and rows of the forward that ran the job
 	seqs, rows int
 	// start is the cache's length before the job's first rows ran (its first piece,
@@ -137,6 +156,13 @@ func (bt *Batching) Served(m *model.Model) (forwards, seqs int64) {
 	return b.forwards.Load(), b.served.Load()
 }
 
+// draftBatcher is batcher for a session's draft model.
+func (bt *Batching) draftBatcher(m *model.Model) *batcher {
+	b := bt.batcher(m)
+	b.draft.Store(true)
+	return b
+}
+
 // batcher returns m's batcher, made on first use.
 func (bt *Batching) batcher(m *model.Model) *batcher {
 	bt.mu.Lock()
@@ -153,10 +179,14 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	return b
 }
 
+// comes and came count the sessions likely to send a forward soon (seq.owe).
+func (b *batcher) comes() { b.mu.Lock(); b.coming++; b.mu.Unlock() }
+func (b *batcher) came()  { b.mu.Lock(); b.coming--; b.mu.Unlock(); b.wake() }
+
 // enter and leave count the sessions generating on the model: the batcher waits a
 // little for the others' forwards only while there are others.
 func (b *batcher) enter() { b.mu.Lock(); b.active++; b.mu.Unlock() }
-func (b *batcher) leave() { b.mu.Lock(); b.active--; b.mu.Unlock() }
+func (b *batcher) leave() { b.mu.Lock(); b.active--; b.mu.Unlock(); b.wake() }
 
 // generating is the number of sessions generating on the model (at least 1).
 func (b *batcher) generating() int {
@@ -165,21 +195,56 @@ func (b *batcher) generating() int {
 	return max(b.active, 1)
 }
 
+// expect tells the batcher that a session's next forwards are due: every step waits
+// for them (up to dueLimit) rather than running without them. A speculative round's
+// session is due on the target from its draft phase to its verify (the job that
+// settles it), so that its verify rows join the others' decode rows in one forward
+// instead of missing their step and running in one of their next (the desync of
+// issue 21: a probe took its session out of the batch for a step or more, and its
+// draft forwards waited behind the others' steps); on the draft model, the sessions
+// drafting are due while they draft, so that their draft steps batch (lockstep). A
+// session due must send its forward soon or call unexpect: it never waits on
+// something that waits for it (the target waits for the draft phase, never the
+// reverse).
+func (b *batcher) expect() {
+	b.mu.Lock()
+	b.due++
+	b.mu.Unlock()
+}
+
+// unexpect ends an expect without a settling job.
+func (b *batcher) unexpect() {
+	b.mu.Lock()
+	b.due--
+	b.mu.Unlock()
+	b.wake()
+}
+
+func (b *batcher) wake() {
+	select {
+	case b.arrived <- struct{}{}:
+	default:
+	}
+}
+
 // do runs j, batched with whatever other sessions ask for meanwhile.
 func (b *batcher) do(j *job) error {
 	j.done = make(chan struct{})
 	j.start = -1
 	b.mu.Lock()
+	switch {
+	case j.settles:
+		b.due--
+	case j.due:
+		b.dueQueued++
+	}
 	b.queue = append(b.queue, j)
 	if !b.running {
 		b.running = true
 		go b.loop()
 	}
 	b.mu.Unlock()
-	select {
-	case b.arrived <- struct{}{}:
-	default:
-	}
+	b.wake()
 	<-j.done
 	return j.err
 }
@@ -187,40 +252,83 @@ func (b *batcher) do(j *job) error {
 // gatherLimit bounds how long a step waits for the other generating sessions' forwards
 // once one has arrived: a small share of a forward, so that a session busy elsewhere
 // (a slow plugin) costs the others little.
+//
+// On a draft model the share is half a forward: while sessions draft, the target's
+// step waits for them (expect), so a draft forward that waits for another session's
+// draft step idles nothing else, and saves a forward of its own.
 func (b *batcher) gatherLimit() time.Duration {
-	return max(min(b.lastDur/20, 2*time.Millisecond), b.minGather)
+	share := time.Duration(20)
+	if b.draft.Load() {
+		share = 2
+	}
+	return max(min(b.lastDur/share, 2*time.Millisecond), b.minGather)
+}
+
+// dueLimit bounds how long a step waits for the due sessions' forwards (expect): a few
+// steps, and no less than 25 ms (a draft phase of several draft forwards), so that a
+// due session that stalls (a slow drafter plugin) holds the others up only that long.
+func (b *batcher) dueLimit() time.Duration {
+	return max(3*b.lastDur, 25*time.Millisecond)
 }
 
 func (b *batcher) loop() {
 	b.mu.Lock()
 	for len(b.queue) > 0 {
-		if len(b.queue) < b.active {
-			// wait for the other generating sessions' forwards, a bounded while
-			deadline := time.NewTimer(b.gatherLimit())
-			for len(b.queue) < b.active {
-				b.mu.Unlock()
-				timedOut := false
-				select {
-				case <-b.arrived:
-				case <-deadline.C:
-					timedOut = true
-				}
-				b.mu.Lock()
-				if timedOut {
-					break
-				}
-			}
-			deadline.Stop()
-		}
+		b.gather()
 		jobs := b.queue
-		b.queue = nil
+		b.queue, b.dueQueued = nil, 0
 		b.mu.Unlock()
 		rest := b.step(jobs)
 		b.mu.Lock()
+		for _, j := range rest {
+			if j.due {
+				b.dueQueued++
+			}
+		}
 		b.queue = append(rest, b.queue...)
 	}
 	b.running = false
 	b.mu.Unlock()
+}
+
+// gather waits (b.mu held) for the forwards a step should serve: the due sessions'
+// (up to dueLimit), and the other generating sessions' a bounded while (gatherLimit).
+func (b *batcher) gather() {
+	owed := func() bool { return b.dueQueued < b.due }
+	missing := func() bool { return len(b.queue) < b.active || b.coming > 0 }
+	if !owed() && !missing() {
+		return
+	}
+	now := time.Now()
+	dueBy, othersBy := now.Add(b.dueLimit()), now.Add(b.gatherLimit())
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var until time.Time
+		switch now := time.Now(); {
+		case owed() && now.Before(dueBy):
+			until = dueBy
+		case missing() && now.Before(othersBy):
+			until = othersBy
+		default:
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(until))
+		} else {
+			timer.Reset(time.Until(until)) // (no stale fire since Go 1.23)
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.arrived:
+		case <-timer.C:
+		}
+		b.mu.Lock()
+	}
 }
 
 // minPiece is the fewest rows of a prefill piece that a step cuts from a job to fill
@@ -363,6 +471,9 @@ func (b *batcher) run(g []*job) {
 		j := g[0]
 		if err := forwardRead(b.m, j.c, j.ids, j.out, j.read); err != nil {
 			j.fail(err)
+		}
+		if b.draft.Load() {
+			b.lastDur = time.Since(start)
 		}
 		return
 	}

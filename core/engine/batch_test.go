@@ -532,3 +532,74 @@ func jobFixture(t *testing.T) (*model.Model, func() *kv.Cache, func(n, seed int)
 	}
 	return m, newCache, ids
 }
+
+// TestDueForwardsJoinTheStep: a step waits for the forwards of the sessions that are
+// due (batcher.expect) — a speculative round's verify on the target, the draft steps of
+// the sessions drafting on the draft model — instead of running without them: a
+// decode step and a verify that comes a few milliseconds later run as one forward,
+// and so do two sessions' draft steps. A session that takes its pledge back
+// (unexpect) lets the step run without it.
+func TestDueForwardsJoinTheStep(t *testing.T) {
+	m, newCache, ids := jobFixture(t)
+	newJob := func(n, seed int) *job {
+		return &job{c: newCache(), ids: ids(n, seed), out: model.OutAll, read: func(model.Logits) error { return nil }}
+	}
+	late := 5 * time.Millisecond // well inside dueLimit (25 ms at least)
+	run := func(bb *batcher, early, later *job) {
+		t.Helper()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := bb.do(early); err != nil {
+				t.Error(err)
+			}
+		})
+		time.Sleep(late)
+		if err := bb.do(later); err != nil {
+			t.Error(err)
+		}
+		wg.Wait()
+	}
+
+	t.Run("verify joins the decode step", func(t *testing.T) {
+		bb := NewBatching(16).batcher(m)
+		bb.enter()
+		bb.enter()
+		defer bb.leave()
+		defer bb.leave()
+		bb.expect() // the speculating session drafts
+		decode, verify := newJob(1, 1), newJob(4, 2)
+		verify.settles = true
+		run(bb, decode, verify)
+		if decode.seqs != 2 || verify.seqs != 2 || decode.rows != 5 {
+			t.Errorf("decode served in a forward of %d sequences (%d rows), verify of %d; want both in one of 2 (5 rows)", decode.seqs, decode.rows, verify.seqs)
+		}
+		if bb.due != 0 {
+			t.Errorf("%d sessions still due after the verify, want 0", bb.due)
+		}
+	})
+	t.Run("draft steps in lockstep", func(t *testing.T) {
+		bb := NewBatching(16).draftBatcher(m)
+		bb.expect()
+		bb.expect()
+		a, b := newJob(1, 3), newJob(2, 4)
+		a.due, b.due = true, true
+		run(bb, a, b)
+		bb.unexpect()
+		bb.unexpect()
+		if a.seqs != 2 || b.seqs != 2 {
+			t.Errorf("draft steps served in forwards of %d and %d sequences, want one of 2", a.seqs, b.seqs)
+		}
+	})
+	t.Run("a pledge taken back", func(t *testing.T) {
+		bb := NewBatching(16).batcher(m)
+		bb.expect()
+		decode := newJob(1, 5)
+		go func() { time.Sleep(late); bb.unexpect() }()
+		if err := bb.do(decode); err != nil {
+			t.Fatal(err)
+		}
+		if decode.seqs != 1 {
+			t.Errorf("decode served with %d sequences, want alone", decode.seqs)
+		}
+	})
+}

@@ -171,6 +171,66 @@ type seq struct {
 	st      model.RowStats
 	// seqs, rows: what the last forward served (lm.served)
 	seqs, rows int
+	// pledged: the next forward is one the batcher's steps wait for, and settles that
+	// (a speculative round's verify: see batcher.expect); drafting: every forward is
+	// such a one, until endDraft (a draft phase's); owing: the last round drafted, so
+	// the next likely will (owe)
+	pledged, drafting, owing bool
+}
+
+// owe counts the sequence among those the draft model's steps wait a little for (the
+// batcher's coming sessions): its round is to draft with the model, or its last round
+// did, so its next likely will; its first draft step then batches with the others'
+// (lockstep) instead of running alone just before or after theirs. The next draft
+// phase, a round that does not draft with the model, or the request's end settles it
+// (settle).
+func (s *seq) owe() {
+	if s.b != nil && !s.owing {
+		s.owing = true
+		s.b.comes()
+	}
+}
+
+func (s *seq) settle() {
+	if s.owing {
+		s.owing = false
+		s.b.came()
+	}
+}
+
+// pledge makes the next forward (a speculative round's verify) one that the batcher's
+// steps wait for, from now (see batcher.expect); unpledge takes that back if the
+// forward was not sent (the round failed before its verify).
+func (s *seq) pledge() {
+	if s.b != nil && !s.pledged {
+		s.pledged = true
+		s.b.expect()
+	}
+}
+
+func (s *seq) unpledge() {
+	if s.pledged {
+		s.pledged = false
+		s.b.unexpect()
+	}
+}
+
+// startDraft and endDraft bracket a draft phase: the batcher's steps wait for every
+// forward of the sequence in between (see batcher.expect), so that the draft steps of
+// the sequences drafting together batch.
+func (s *seq) startDraft() {
+	s.settle()
+	if s.b != nil && !s.drafting {
+		s.drafting = true
+		s.b.expect()
+	}
+}
+
+func (s *seq) endDraft() {
+	if s.drafting {
+		s.drafting = false
+		s.b.unexpect()
+	}
 }
 
 func (s *seq) forward(ids []int32, all bool) ([]float32, error) {
@@ -223,7 +283,8 @@ func (s *seq) runJob(ids []int32, out model.Out, read func(model.Logits) error, 
 		return errors.New("BUG: engine: forward on a pooled cache before its blocks were taken")
 	}
 	if s.b != nil {
-		j := &job{c: s.c, ids: ids, out: out, read: read, stats: stats}
+		j := &job{c: s.c, ids: ids, out: out, read: read, stats: stats, due: s.drafting, settles: s.pledged}
+		s.pledged = false
 		err := s.b.do(j)
 		s.seqs, s.rows = max(j.seqs, 1), max(j.rows, len(ids))
 		return err
@@ -366,7 +427,7 @@ func NewSession(cfg Config) (*Session, error) {
 		}
 		s.draft = &seq{m: cfg.Draft, c: dc, logical: ctxN, kt: cfg.DraftKVType}
 		if cfg.Batching != nil {
-			s.draft.(*seq).b = cfg.Batching.batcher(cfg.Draft)
+			s.draft.(*seq).b = cfg.Batching.draftBatcher(cfg.Draft)
 		}
 	}
 	if id := cfg.Target.Backend().Caps().IdentityRows; id > 0 && (s.draftMax <= 0 || s.draftMax > id-1) {
@@ -514,11 +575,15 @@ func (s *Session) Generate(ctx context.Context, req Request) (*Result, error) {
 		}
 		s.want = min(n, s.Ctx()) // taken by prefill, once the shared prefix is known
 	}
-	for _, m := range []lm{s.target, s.draft} {
-		if sq, ok := m.(*seq); ok && sq.b != nil {
-			sq.b.enter()
-			defer sq.b.leave()
-		}
+	// The target's steps wait a little for every generating session; the draft's only
+	// for the sessions drafting (gen.draftTokens), so a parked session costs the others'
+	// draft steps nothing.
+	if sq, ok := s.target.(*seq); ok && sq.b != nil {
+		sq.b.enter()
+		defer sq.b.leave()
+	}
+	if sq, ok := s.draft.(*seq); ok {
+		defer sq.settle()
 	}
 	g := &gen{s: s, req: req, start: time.Now(), res: &Result{PromptTokens: len(req.Prompt)}}
 	g.res.Spec.Policy = req.PolicyName

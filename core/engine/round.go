@@ -152,7 +152,21 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	if err := s.reserve(s.target.len() + d + 1); err != nil {
 		return true, err
 	}
-	// 2. draft
+	// 2. draft. With batching, the target's steps wait for this round's verify from
+	// now, so that its rows join the others' step (see batcher.expect).
+	if d > 0 {
+		if sq, ok := s.target.(*seq); ok {
+			sq.pledge()
+			defer sq.unpledge() // (a no-op once the verify went)
+		}
+	}
+	if sq, ok := s.draft.(*seq); ok {
+		if d > 0 && k == 0 && !g.req.NoDraftModel {
+			sq.owe() // its draft phase comes: the draft's steps wait a little for it
+		} else {
+			sq.settle() // (owed since its last round, which drafted)
+		}
+	}
 	t0 := time.Now()
 	used, err := g.draft(ctx, k, d, dec)
 	if err != nil {
@@ -165,6 +179,13 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	r, t2, err := g.verify(ctx, round)
 	if err != nil {
 		return true, err
+	}
+	if sq, ok := s.draft.(*seq); ok {
+		if d > 0 && used == 0 && s.draft.len() > 0 && !g.req.NoDraftModel {
+			sq.owe() // (the next round likely drafts too: see seq.owe)
+		} else {
+			sq.settle()
+		}
 	}
 	// 5. roll both caches back to the accepted tokens
 	keep := base + 1 + r.Accepted
@@ -441,6 +462,10 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 // falls below minConf: before that token, or after it when keepCut.
 func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 	s := g.s
+	if sq, ok := s.draft.(*seq); ok {
+		sq.startDraft()
+		defer sq.endDraft()
+	}
 	pending := s.hist[s.draft.len():]
 	for _, id := range pending {
 		if int(id) >= s.draft.vocab() {
