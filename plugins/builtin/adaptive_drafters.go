@@ -1,6 +1,10 @@
 package builtin
 
-import "github.com/minfer/minfer/sdk"
+import (
+	"math"
+
+	"github.com/minfer/minfer/sdk"
+)
 
 // Where the sequence offers several drafters (RoundOutcome.Drafters > 1: a draft model
 // and drafter plugins, or several plugins), the adaptive policy keeps what it learns
@@ -73,6 +77,12 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 	decs := make([]sdk.DepthDecision, n)
 	scores := make([]float64, n)
 	untried := -1
+	// zero[j]: drafter j's own policy parked at depth 0 probes this round (probeFromZero),
+	// with its probe schedule as it was before (restored when another gets the round)
+	zero := make([]bool, n)
+	sched := make([][2]int, n)
+	ceil := make([]float64, n) // the rate of a fully accepted draft (see ceiling)
+	cheap := make([]bool, n)   // a draft step under cheapStep of a plain round
 	for j := range n {
 		a.use(j)
 		if !a.started {
@@ -81,9 +91,14 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 				untried = j
 			}
 		} else {
+			sched[j] = [2]int{a.parked, a.gap}
 			a.cur = a.choose(bound)
 			a.probeFromZero(bound)
+			zero[j] = a.probed
 			scores[j] = a.mean[a.cur]
+			ceil[j] = a.ceiling(bound)
+			step, ok := a.steps.min()
+			cheap[j] = ok && len(a.est) > 1 && step*cheapStep <= a.est[1]
 		}
 		a.cutOff()
 		decs[j] = a.decision()
@@ -104,7 +119,21 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 		if last.Depth > 0 && ran < n && scores[ran]*(1+a.p.Hysteresis) >= scores[best] {
 			best = ran
 		}
-		best = a.probeDrafter(best, n)
+		best = a.probeFromZeros(best, zero, scores, ceil, decs[best].Depth > 0)
+		if !zero[best] {
+			chosen := best
+			best = a.probeDrafter(best, ceil, scores, cheap)
+			if best != chosen && decs[best].Depth == 0 && bound > 0 {
+				// a probe of a drafter parked at depth 0: a round of depth 1 that keeps
+				// its token, as its own probe from there would be
+				a.use(best)
+				a.score(bound)
+				a.cur, a.parked, a.probed = 1, 0, true
+				a.cutOff()
+				decs[best] = a.decision()
+				decs[best].Drafter = best
+			}
+		}
 	}
 	for j := range n {
 		if j == best {
@@ -116,8 +145,9 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 	// a probe decided for a drafter that does not get the round did not happen
 	for j := range n {
 		a.use(j)
-		if j != best {
+		if j != best && a.probed {
 			a.probed = false
+			a.parked, a.gap = sched[j][0], sched[j][1]
 		}
 	}
 	a.use(best)
@@ -140,12 +170,26 @@ const drafterProbeMax = 64
 // TestAdaptiveDrafters' CPU regime). Six losses take some 120 rounds of gaps.
 const drafterProbeGiveUp = 6
 
+// A drafter whose draft step costs at most 1/cheapStep of a plain round is cheap (a
+// drafter plugin: 1-10 µs a call beside a verify of 0.2-1.5 ms); a draft model is not
+// (a third of a target step on the H200 bed), and its first round after others' also
+// catches up with every token they emitted. A probe of a cheap drafter waits its gap
+// times the share of a round's expected rate it is expected to give up, over
+// cheapProbeLoss (all of the gap from that share up): the suffix drafter beside a draft
+// model on prose is worth some 15% less a round until the text repeats, and from then
+// on several times more, so it is asked every few rounds, not every 64.
+const (
+	cheapStep      = 16
+	cheapProbeLoss = 0.25
+)
+
 // probeDrafter gives the round to a drafter that the scores pass over when it has
 // waited its probe gap (the longest-waiting one): its evidence is not renewed while it
 // waits, and a drafter plugin's worth changes with the text (it pays only where the
 // output copies). The gap starts at `probe` rounds, doubles after each probe that does
 // not win the drafter the next round by its score, and starts over when it does.
-func (a *Adaptive) probeDrafter(best, n int) int {
+func (a *Adaptive) probeDrafter(best int, ceil, scores []float64, cheap []bool) int {
+	n := len(ceil)
 	for j := range n {
 		q := &a.ds[j]
 		if q.probed {
@@ -163,7 +207,17 @@ func (a *Adaptive) probeDrafter(best, n int) int {
 	}
 	probe := -1
 	for j := range n {
-		if q := a.ds[j]; j != best && q.lost < drafterProbeGiveUp && q.since >= q.gap && (probe < 0 || q.since > a.ds[probe].since) {
+		q := a.ds[j]
+		if j == best || !(ceil[j] > scores[best]) || q.lost >= drafterProbeGiveUp {
+			continue
+		}
+		wait := q.gap
+		if cheap[j] && scores[best] > 0 {
+			// a cheap drafter's probe costs only the share of the round it gives up
+			loss := atMost(atLeast(1-scores[j]/scores[best], 0), 1)
+			wait = max(1, int(float64(q.gap)*atMost(loss/cheapProbeLoss, 1)))
+		}
+		if q.since >= wait && (probe < 0 || q.since > a.ds[probe].since) {
 			probe = j
 		}
 	}
@@ -172,6 +226,51 @@ func (a *Adaptive) probeDrafter(best, n int) int {
 	}
 	a.ds[probe].probed = true
 	return probe
+}
+
+// probeFromZeros gives the round to a drafter whose own policy, parked at depth 0,
+// probes from there this round (probeFromZero), whatever the other drafters score: a
+// drafter plugin parked where it found nothing to copy learns that the text now
+// repeats only by such a probe, and its probe's score (depth 1 where it has parked)
+// is below the plain round's that every other parked drafter scores, and below any
+// drafting one's, so compared on scores it would never run (issue 22: both drafters
+// parked for whole requests on the CPU, and on the H200 the suffix drafter was not
+// asked while the draft model drafted through text that the target repeated). A
+// probe's cost is bounded by its own schedule: its gap doubles after every probe that
+// finds nothing. Against a drafting round (drafts) only a drafter whose ceiling beats
+// that round's expected rate probes. Of several probes the best-scoring one runs; the
+// others wait.
+func (a *Adaptive) probeFromZeros(best int, zero []bool, scores, ceil []float64, drafts bool) int {
+	if zero[best] {
+		return best
+	}
+	probe := -1
+	for j, z := range zero {
+		if z && (!drafts || ceil[j] > scores[best]) && (probe < 0 || scores[j] > scores[probe]) {
+			probe = j
+		}
+	}
+	if probe < 0 {
+		return best
+	}
+	return probe
+}
+
+// ceiling is the current drafter's rate, in tokens per ns, were its every token
+// accepted, at its measured draft step and the verify estimates (+Inf before its step
+// is measured): a drafter whose ceiling is below another's expected rate cannot win
+// the round whatever its acceptance has become, so probing it would only cost (a
+// draft model beside the suffix drafter on copied text).
+func (a *Adaptive) ceiling(bound int) float64 {
+	step, ok := a.steps.min()
+	if !ok {
+		return math.Inf(1)
+	}
+	c := 0.0
+	for d := 1; d <= bound && d+1 < len(a.est); d++ {
+		c = max(c, float64(d+1)/atLeast(float64(d)*step+a.est[d+1], 1))
+	}
+	return c
 }
 
 // drafterProbe is the probing state of one drafter (see probeDrafter).

@@ -27,6 +27,10 @@ type simDrafter struct {
 	// catchUp is the cost of each token emitted since the drafter last drafted, paid
 	// when it drafts again (a draft model's cache catching up with the sequence)
 	catchUp float64
+	// informative draws each token's confidence from whether the target accepts it, as
+	// a draft model's probability is: 0.45-1 for a token accepted after an accepted
+	// prefix, 0-0.6 for one rejected (conf is then unused)
+	informative bool
 	// jitter > 0 makes a round's steps cost step·(1 + jitter·U), U uniform in [0, 1)
 	// (a loaded CPU: the least time is what the policy's cost model prices at)
 	jitter float64
@@ -42,6 +46,7 @@ func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify f
 	tokens, ns := 0.0, 0.0
 	got := make([]int, len(ds))
 	u := make([]float64, 17)
+	w := make([]float32, 17)
 	behind := make([]int, len(ds))
 	for r := 0; tokens < float64(n); r++ {
 		pos := int(tokens)
@@ -53,26 +58,39 @@ func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify f
 			u[i] = g.Float64()
 		}
 		d := min(dec.Depth, 16)
+		k := dec.Drafter
+		dr := ds[k]
+		confAt := func(int) float32 { return dr.conf }
+		if dr.informative {
+			for i := range w {
+				w[i] = float32(g.Float64())
+			}
+			confAt = func(i int) float32 {
+				if u[i] < dr.accept(pos+i) {
+					return 0.45 + 0.55*w[i]
+				}
+				return 0.6 * w[i]
+			}
+		}
 		if d > 0 && (dec.Drafter < 0 || dec.Drafter >= len(ds)) {
 			t.Fatalf("round %d: drafter %d of %d", r, dec.Drafter, len(ds))
 		}
-		k := dec.Drafter
-		dr := ds[k]
 		drafted, steps := 0, 0
 		var conf []float32
 		if d > 0 {
 			have := min(d, dr.supply(pos))
 			for drafted < have {
 				steps++
-				if dec.MinConf > 0 && dr.conf < dec.MinConf {
+				c := confAt(drafted)
+				if dec.MinConf > 0 && c < dec.MinConf {
 					if dec.KeepCut {
 						drafted++
-						conf = append(conf, dr.conf)
+						conf = append(conf, c)
 					}
 					break
 				}
 				drafted++
-				conf = append(conf, dr.conf)
+				conf = append(conf, c)
 			}
 			if have < d {
 				steps++ // the call that found no more
