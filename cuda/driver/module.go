@@ -88,8 +88,8 @@ type Launcher struct {
 	// and waits for it with griddepcontrol.wait (common.cuh grid_dep_sync). Ignored
 	// when the driver lacks cuLaunchKernelEx.
 	PDL  bool
-	vals [32]uint64
-	ptrs [32]uintptr
+	vals [48]uint64 // the most arguments a kernel takes (mmvq_KERNELrp_1: 42)
+	ptrs [48]uintptr
 	cfg  launchConfig
 	attr launchAttr
 }
