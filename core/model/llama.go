@@ -34,15 +34,26 @@ func forwardLlama(b backend.Backend, p *Params, w *Weights, s *pass) {
 		r = s.attend(b, p, l, r)         // cache ← k, v; att (n, heads*head_dim), n = nt or 1 (the last row)
 		b.MatMul(s.xb, L.Wo, s.att, r.n) // xb (n, embd)
 		b.Add(r.x, s.xb, r.n*p.Embd)     // x += attention
-		// feed-forward
-		b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, eps) // xb (n, embd)
-		b.MatMul(s.gate, L.Gate, s.xb, r.n)       // gate (n, ff)
-		b.MatMul(s.up, L.Up, s.xb, r.n)           // up (n, ff)
-		b.SwiGLU(s.gate, s.gate, s.up, r.n, p.FF) // gate = silu(gate) * up
-		b.MatMul(s.xb, L.Down, s.gate, r.n)       // xb (n, embd)
-		b.Add(r.x, s.xb, r.n*p.Embd)              // x += feed-forward
+		s.feedForward(b, p, L, r)        // x += feed-forward
 	}
 	s.classify(b, p, w, r) // logits (nt or 1, vocab)
+}
+
+// feedForward is the SwiGLU block of every architecture: x += down(silu(gate(xn)) ·
+// up(xn)), xn = RMSNorm(x). A one-row forward (decode, draft step) puts the SwiGLU in
+// act, apart from gate and up, so a backend may compute it again where down reads it
+// (the CUDA mat-vec prologue) without racing the reads of gate; the values are the same.
+func (s *pass) feedForward(b backend.Backend, p *Params, L *Layer, r rows) {
+	b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, p.RMSEps) // xb (n, embd)
+	b.MatMul(s.gate, L.Gate, s.xb, r.n)            // gate (n, ff)
+	b.MatMul(s.up, L.Up, s.xb, r.n)                // up (n, ff)
+	act := s.gate
+	if r.n == 1 {
+		act = s.act
+	}
+	b.SwiGLU(act, s.gate, s.up, r.n, p.FF) // act (n, ff) = silu(gate) * up
+	b.MatMul(s.xb, L.Down, act, r.n)       // xb (n, embd)
+	b.Add(r.x, s.xb, r.n*p.Embd)           // x += feed-forward
 }
 
 // addBias adds an optional bias to every row.

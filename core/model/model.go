@@ -402,6 +402,7 @@ type pass struct {
 	k, v   backend.Buffer // (cap, kvdim)
 	gate   backend.Buffer // (cap, ff)
 	up     backend.Buffer // (cap, ff)
+	act    backend.Buffer // (1, ff) a one-row forward's SwiGLU
 	xl     backend.Buffer // (1, embd) last row
 	ql     backend.Buffer // (1, qdim) last row's query
 	posl   backend.Buffer // I32 (1) last row's position
@@ -467,11 +468,12 @@ func (s *pass) classify(b backend.Backend, p *Params, w *Weights, r rows) {
 		b.MatMul(s.outAll, w.Output, s.xb, r.n)        // logits (nt, vocab)
 		return
 	}
-	if !r.narrow { // a one-row forward: the last row is the only one
-		b.CopyRows(s.xl, 0, r.x, r.n-1, 1, p.Embd) // xl (1, embd)
+	x := s.xl // narrowed: the last row is in xl
+	if !r.narrow {
+		x = r.x // a one-row forward: the last row is the only one
 	}
-	b.RMSNorm(s.xl, s.xl, w.OutNorm, 1, p.RMSEps) // xl (1, embd)
-	b.MatMul(s.out1, w.Output, s.xl, 1)           // logits (1, vocab)
+	b.RMSNorm(s.xl, x, w.OutNorm, 1, p.RMSEps) // xl (1, embd)
+	b.MatMul(s.out1, w.Output, s.xl, 1)        // logits (1, vocab)
 }
 
 func (s *pass) free(b backend.Backend) {
@@ -514,7 +516,7 @@ func (m *Model) pass(nt int, all bool) (*pass, error) {
 		s.x, s.xb = f32(c*p.Embd), f32(c*p.Embd)
 		s.q, s.att = f32(c*p.QDim()), f32(c*p.QDim())
 		s.k, s.v = f32(c*p.KVDim()), f32(c*p.KVDim())
-		s.gate, s.up = f32(c*p.FF), f32(c*p.FF)
+		s.gate, s.up, s.act = f32(c*p.FF), f32(c*p.FF), f32(p.FF)
 		s.xl, s.ql, s.out1 = f32(p.Embd), f32(p.QDim()), f32(p.Vocab)
 		if err != nil {
 			s.free(m.b)

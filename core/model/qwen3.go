@@ -30,13 +30,7 @@ func forwardQwen3(b backend.Backend, p *Params, w *Weights, s *pass) {
 		r = s.attend(b, p, l, r)                     // cache ← k, v; att (n, heads*head_dim), n = nt or 1 (the last row)
 		b.MatMul(s.xb, L.Wo, s.att, r.n)             // xb (n, embd)
 		b.Add(r.x, s.xb, r.n*p.Embd)                 // x += attention
-		// feed-forward
-		b.RMSNorm(s.xb, r.x, L.FFNNorm, r.n, eps) // xb (n, embd)
-		b.MatMul(s.gate, L.Gate, s.xb, r.n)       // gate (n, ff)
-		b.MatMul(s.up, L.Up, s.xb, r.n)           // up (n, ff)
-		b.SwiGLU(s.gate, s.gate, s.up, r.n, p.FF) // gate = silu(gate) * up
-		b.MatMul(s.xb, L.Down, s.gate, r.n)       // xb (n, embd)
-		b.Add(r.x, s.xb, r.n*p.Embd)              // x += feed-forward
+		s.feedForward(b, p, L, r)                    // x += feed-forward
 	}
 	s.classify(b, p, w, r) // logits (nt or 1, vocab)
 }
