@@ -212,6 +212,22 @@ static __device__ __forceinline__ void q8_store(float v, i8 *q, float *qd, i64 i
     if ((threadIdx.x % WARP) == 0) qd[idx / 32] = dd;
 }
 
+// The RMSNorm and SwiGLU arithmetic, written once with explicit rounding for their
+// kernels (norm.cu, elementwise.cu) and the mat-vec prologues that recompute them
+// (mmvq.cuh mv_prologue), so --fmad cannot contract them differently in the two and a
+// value has the same bits whichever kernel made it. rms_threads is the host's
+// rowThreads(n) (ops.go): the block size of rmsnorm, whose reduction order the
+// prologue replays.
+static __device__ __forceinline__ int rms_threads(int n) { return min(1024, max(32, (n + 31) / 32 * 32)); }
+static __device__ __forceinline__ float rms_acc(float s, float v) { return __fmaf_rn(v, v, s); }
+static __device__ __forceinline__ float rms_scale(float s, int n, float eps) {
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(s, (float)n), eps)));
+}
+static __device__ __forceinline__ float rms_val(float x, float scale, float w) { return __fmul_rn(__fmul_rn(x, scale), w); }
+static __device__ __forceinline__ float silu_mul(float g, float u) {
+    return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
 // rope_cs is RoPE's cos and sin of pair i at position p (ggml's rope cache: theta =
 // p · (base^(-2/dims))^i by repeated multiplication, / ff[i] when ff is given, · fs) and
 // rope_rot the rotation of the pair (x0, x1). rope.cu and the fused q/k/v mat-vec

@@ -6,8 +6,7 @@ extern "C" __global__ void swiglu(float *dst, const float *g, const float *u, in
     grid_dep_sync();
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float x = g[i];
-    const float v = x / (1.0f + expf(-x)) * u[i];
+    const float v = silu_mul(g[i], u[i]);
     dst[i] = v;
     if (q) q8_store(v, q, qd, i);
 }
@@ -16,7 +15,7 @@ extern "C" __global__ void add(float *dst, const float *x, int n) {
     grid_dep_sync();
     const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    dst[i] += x[i];
+    dst[i] = __fadd_rn(dst[i], x[i]);
 }
 
 // add_bias: x[r][c] += b[c] for n = rows*cols elements.

@@ -9,9 +9,9 @@
 // form. Each thread reads and writes the indices it summed in the first loop.
 static __device__ __forceinline__ void rms_store(const float *xr, const float *w, float *dr, int n, float s, float eps,
                                                  i8 *q, float *qd) {
-    const float scale = 1.0f / sqrtf(s / (float)n + eps);
+    const float scale = rms_scale(s, n, eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = xr[i] * scale * w[i];
+        const float v = rms_val(xr[i], scale, w[i]);
         dr[i] = v;
         if (q) q8_store(v, q, qd, (i64)blockIdx.x * n + i);
     }
@@ -23,7 +23,7 @@ extern "C" __global__ void rmsnorm(const float *x, const float *w, float *dst, i
     const float *xr = x + (i64)blockIdx.x * n;
     float *dr = dst + (i64)blockIdx.x * n;
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s = rms_acc(s, xr[i]);
     s = block_sum(s, sh);
     rms_store(xr, w, dr, n, s, eps, q, qd);
 }
@@ -41,9 +41,9 @@ extern "C" __global__ void add_rmsnorm(float *x, const float *r, const float *w,
     float *dr = dst + (i64)blockIdx.x * n;
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = xr[i] + rr[i];
+        const float v = __fadd_rn(xr[i], rr[i]);
         xr[i] = v;
-        s += v * v;
+        s = rms_acc(s, v);
     }
     s = block_sum(s, sh);
     rms_store(xr, w, dr, n, s, eps, q, qd);

@@ -338,10 +338,13 @@ func (b *Backend) fuseRoPE(q, k, v, pos *Buffer, kv *KV, layer, nt int, r backen
 			return false
 		}
 		m := mm.launches[0].mv
-		if m.mmq || m.nt != nt || (j > 0 && (m.kernel != ms[0].kernel || m.xq != ms[0].xq || m.xd != ms[0].xd || m.xf != ms[0].xf || m.cols != ms[0].cols)) {
+		if m.mmq || m.nt != nt || (j > 0 && (m.kernel != ms[0].kernel || m.xq != ms[0].xq || m.xd != ms[0].xd || m.xf != ms[0].xf || m.cols != ms[0].cols || m.pro != ms[0].pro)) {
 			return false
 		}
 		ms[j] = m
+	}
+	if pp := b.ppro; pp != nil && ms[0].pro != pp {
+		return false // the held producer must launch first
 	}
 	pend := b.pend[:0]
 	for i, mm := range b.pend {
@@ -361,12 +364,20 @@ func (b *Backend) fuseRoPE(q, k, v, pos *Buffer, kv *KV, layer, nt int, r backen
 	warps := b.tier.MMVQWarps
 	m := *ms[0]
 	m.sets = []mvSet{ms[0].sets[0], ms[1].sets[0], ms[2].sets[0]}
+	m.proWrite = ms[0].proWrite || ms[1].proWrite || ms[2].proWrite
 	blocks := 0
 	for _, st := range m.sets {
 		blocks += ceilDiv(st.rows/2, warps)
 	}
+	pro := m.pro
+	m.pro = nil // its arguments come after the rope ones
 	args := append(m.args(), driver.P(pos.p), driver.P(ff), driver.I(hd), driver.I(neox), driver.F(r.Base), driver.F(r.FreqScale),
 		driver.P(kc), driver.P(vc), driver.I(kv.spec.Ctx), driver.P(b.errWord))
-	b.launch(fmt.Sprintf("mmvq_%sr_%d", m.kernel, nt), driver.Dim3{X: blocks}, driver.Dim3{X: 32 * warps}, 0, args...)
+	name, shared := fmt.Sprintf("mmvq_%sr_%d", m.kernel, nt), 0
+	if pro != nil {
+		args = append(args, pro.args(m.proWrite)...)
+		name, shared = proName(name), proShared(m.cols)
+	}
+	b.launch(name, driver.Dim3{X: blocks}, driver.Dim3{X: 32 * warps}, shared, args...)
 	return true
 }

@@ -106,6 +106,7 @@ type Backend struct {
 	pend      []pendingMM  // matmuls not yet launched (see flush)
 	blas      *driver.BLAS // the prefill GEMM's cuBLAS handle; nil: gemm_f16w (blas.go)
 	padd      *pendingAdd  // a residual add not yet launched
+	ppro      *pendingPro  // a one-row RMSNorm or SwiGLU not yet launched (fuse.go)
 	seqTabs   seqTables    // the *_seqs launches' uploaded tables (attnseqs.go)
 }
 

@@ -24,6 +24,7 @@ func kernelNames() map[string][]string {
 		"embed.cu":    nil,
 		"mmvq.cu":     nil,
 		"mmvk.cu":     nil,
+		"mmvp.cu":     nil,
 		"mmq.cu":      nil,
 	}
 	for src := range m {

@@ -16,9 +16,10 @@ import (
 // declared in its source as compiled (kernelSource: the .cu text and the type table's
 // instantiation lines): literally (extern "C" __global__ void name) or through one of
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
-// mmvq_q4_kw_1 … mmvq_q4_kw_8).
+// mmvq_q4_kw_1 … mmvq_q4_kw_8; MMVQP, MMVQWP and MMVQRP the one-row prologue forms
+// mmvq_q4_kp_1, mmvq_q4_kwp_1 and mmvq_q4_krp_1).
 func TestKernelNamesExist(t *testing.T) {
-	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQ[WR]?|MMQ|EMBED|DEQUANT)\((\w+),`)
+	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQ(?:WP|RP|[WRP])?|MMQ|EMBED|DEQUANT)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		s, err := kernelSource(f)
@@ -33,6 +34,8 @@ func TestKernelNamesExist(t *testing.T) {
 				for nt := 1; nt <= 8; nt++ {
 					made[fmt.Sprintf("mmvq_%s%s_%d", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")), nt)] = true
 				}
+			case "MMVQP", "MMVQWP", "MMVQRP":
+				made[fmt.Sprintf("mmvq_%s%s_1", m[2], strings.ToLower(strings.TrimPrefix(m[1], "MMVQ")))] = true
 			case "MMQ":
 				for _, g := range mmqGs {
 					made[fmt.Sprintf("mmq_%s_%d", m[2], g)] = true
@@ -79,9 +82,13 @@ func TestTypeTable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", w.layout, err)
 		}
+		code := string(mm.Code)
+		if w.mvFile() == "mmvq.cu" { // its traits are in a header mmvp.cu shares
+			code = string(mm.Headers["mmvq_traits.cuh"])
+		}
 		for _, k := range w.mv {
 			base, _, _ := strings.Cut(k.traits, "<")
-			if !strings.Contains(string(mm.Code), "struct "+base+" {") {
+			if !strings.Contains(code, "struct "+base+" {") {
 				t.Errorf("%s: mat-vec traits %s not defined in %s", k.name, k.traits, w.mvFile())
 			}
 		}

@@ -68,8 +68,8 @@ func TestMergeMV(t *testing.T) {
 				t.Errorf("launch %d set %d: dst %d, want %d", i, j, g.mv.sets[j].dst, d)
 			}
 		}
-		if n := len(g.mv.args()); n != 4+6*mvMaxSets {
-			t.Errorf("launch %d: %d kernel arguments, want %d", i, n, 4+6*mvMaxSets)
+		if n := len(g.mv.args()); n != 4+7*mvMaxSets {
+			t.Errorf("launch %d: %d kernel arguments, want %d", i, n, 4+7*mvMaxSets)
 		}
 	}
 	// The inputs' specs are not modified (a pending matmul may still fold a bias).

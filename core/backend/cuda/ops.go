@@ -27,13 +27,19 @@ type switches struct {
 	noCUBLAS   bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
 	noFlash    bool   // attention: the split-K kernels for prefill too
 	noActRound bool   // matmul: the prefill GEMM rounds x straight to f16
+	// The one-row fusions of fuse.go, on with MINFER_FUSE_MATVEC=1 (not yet measured
+	// on a GPU), each then off again with its MINFER_NO_* switch.
+	noProNorm  bool // RMSNorm launched, not recomputed in the prologue of the mat-vec that reads it
+	noProGLU   bool // SwiGLU launched, not recomputed in the prologue of the mat-vec that reads it
+	noResidual bool // residual add held for the next RMSNorm, not in the epilogue of the mat-vec that makes it
 }
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH"),
-		noActRound: on("MINFER_NO_ACT_ROUND")}
+		noActRound: on("MINFER_NO_ACT_ROUND"), noProNorm: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_NORM_MATVEC"),
+		noProGLU: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_SWIGLU_MATVEC"), noResidual: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_RESIDUAL")}
 }
 
 // mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not one of mmqGs).
@@ -49,21 +55,25 @@ func mmqGEnv() int {
 // Switches lists the MINFER_NO_* environment switches and what each turns off.
 func Switches() map[string]string {
 	return map[string]string{
-		"MINFER_NO_MMVQ_MULTIROW": "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
-		"MINFER_NO_GRAPHS":        "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
-		"MINFER_NO_GEMM":          "matmul: no tensor-core GEMM for prefill (the small-nt kernel or chunked mat-vec launches for every nt)",
-		"MINFER_NO_MMQ":           "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel (mmq.cu) where the tier uses it (driver.Tier.MMQRows)",
-		"MINFER_MMQ":              "=all: the int8 tensor-core kernel from 2 rows for every type that has one (for testing and measuring)",
-		"MINFER_NO_FUSE_ADD_NORM": "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
-		"MINFER_NO_FUSE_ROPE":     "q, k and v mat-vec launches and the RoPE + KV store after them as separate kernels instead of one mmvq_KERNELr launch with both in its epilogue",
-		"MINFER_NO_MMVQ_MERGE":    "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
-		"MINFER_NO_PDL":           "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
-		"MINFER_LEDGER":           "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
-		"MINFER_MMQ_G":            "=1, =2, =4 or =8: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
-		"MINFER_NO_CUBLAS":        "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
-		"MINFER_NO_FLASH":         "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
-		"MINFER_NO_ACT_ROUND":     "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
-		"MINFER_PAIR_ROWS":        "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
+		"MINFER_NO_MMVQ_MULTIROW":      "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
+		"MINFER_NO_GRAPHS":             "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
+		"MINFER_NO_GEMM":               "matmul: no tensor-core GEMM for prefill (the small-nt kernel or chunked mat-vec launches for every nt)",
+		"MINFER_NO_MMQ":                "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel (mmq.cu) where the tier uses it (driver.Tier.MMQRows)",
+		"MINFER_MMQ":                   "=all: the int8 tensor-core kernel from 2 rows for every type that has one (for testing and measuring)",
+		"MINFER_NO_FUSE_ADD_NORM":      "residual add and the RMSNorm after it as two kernels instead of add_rmsnorm",
+		"MINFER_NO_FUSE_ROPE":          "q, k and v mat-vec launches and the RoPE + KV store after them as separate kernels instead of one mmvq_KERNELr launch with both in its epilogue",
+		"MINFER_NO_MMVQ_MERGE":         "matmul: one mat-vec launch per weight instead of one for the q, k, v (or gate, up) weights that share an input",
+		"MINFER_NO_PDL":                "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
+		"MINFER_LEDGER":                "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
+		"MINFER_MMQ_G":                 "=1, =2, =4 or =8: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
+		"MINFER_NO_CUBLAS":             "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
+		"MINFER_NO_FLASH":              "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
+		"MINFER_NO_ACT_ROUND":          "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
+		"MINFER_PAIR_ROWS":             "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
+		"MINFER_FUSE_MATVEC":           "=1: the one-row fusions of fuse.go (RMSNorm and SwiGLU recomputed in the prologue of the mat-vec that reads them, the residual add in the epilogue of the mat-vec before it); off by default until measured on a GPU (perf-cuda.md v13b)",
+		"MINFER_NO_FUSE_NORM_MATVEC":   "one-row RMSNorm launched as its own kernel instead of recomputed in the prologue of each mat-vec launch that reads it (mmvq_KERNELp_1)",
+		"MINFER_NO_FUSE_SWIGLU_MATVEC": "one-row SwiGLU launched as its own kernel instead of recomputed in the prologue of the mat-vec launch that reads it (the down projection)",
+		"MINFER_NO_FUSE_RESIDUAL":      "one-row residual add held for the next RMSNorm (add_rmsnorm) instead of done in the epilogue of the mat-vec that makes the added rows",
 	}
 }
 
@@ -96,11 +106,18 @@ type mvSpec struct {
 	// rowsPerBlock weight rows) instead of a mat-vec one.
 	mmq    bool
 	groups int
+	// pro: x is computed in the kernel's prologue (mmvq_KERNELp_1) from its held-back
+	// producer, whose outputs this launch also writes when proWrite (fuse.go).
+	pro      *pendingPro
+	proWrite bool
 }
 
+// mvSet is one weight of a mat-vec launch: its arrays, output and row count, the bias
+// added in the epilogue and res, a buffer the outputs are added to (the residual add,
+// fuse.go), 0 for none.
 type mvSet struct {
-	q, d, e, dst, bias driver.DevicePtr
-	rows               int
+	q, d, e, dst, bias, res driver.DevicePtr
+	rows                    int
 }
 
 // mvMaxSets is the number of weight sets an mmvq kernel takes (mmvq.cu MMVQ1).
@@ -117,6 +134,12 @@ func (m *mvSpec) args() []driver.Arg {
 			st = m.sets[i]
 		}
 		a = append(a, driver.P(st.q), driver.P(st.d), driver.P(st.e), driver.P(st.dst), driver.I(st.rows), driver.P(st.bias))
+		if !m.mmq {
+			a = append(a, driver.P(st.res))
+		}
+	}
+	if m.pro != nil {
+		a = append(a, m.pro.args(m.proWrite)...)
 	}
 	return a
 }
@@ -137,6 +160,12 @@ func (b *Backend) flush() {
 		b.padd = nil
 		b.launchAdd(*a)
 	}
+	if pp := b.ppro; pp != nil {
+		b.ppro = nil
+		if !pp.used {
+			b.launch(pp.alone.name, pp.alone.grid, pp.alone.block, 0, pp.alone.args...)
+		}
+	}
 	var ls []launchSpec
 	for _, mm := range b.pend {
 		ls = append(ls, mm.launches...)
@@ -150,11 +179,14 @@ func (b *Backend) flush() {
 			b.launchBLAS(l)
 			continue
 		}
-		args := l.args
+		args, name, shared := l.args, l.name, 0
 		if l.mv != nil {
 			args = l.mv.args()
+			if l.mv.pro != nil {
+				name, shared = proName(name), proShared(l.mv.cols)
+			}
 		}
-		b.launch(l.name, l.grid, l.block, 0, args...)
+		b.launch(name, l.grid, l.block, shared, args...)
 	}
 	b.pend = b.pend[:0]
 }
@@ -169,10 +201,12 @@ func mergeMV(ls []launchSpec) []launchSpec {
 			for i := range out {
 				o := &out[i]
 				if o.mv != nil && o.name == l.name && o.mv.xq == l.mv.xq && o.mv.xd == l.mv.xd && o.mv.xf == l.mv.xf &&
-					o.mv.cols == l.mv.cols && o.mv.nt == l.mv.nt && o.mv.groups == l.mv.groups && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets {
+					o.mv.cols == l.mv.cols && o.mv.nt == l.mv.nt && o.mv.groups == l.mv.groups && len(o.mv.sets)+len(l.mv.sets) <= mvMaxSets &&
+					o.mv.pro == l.mv.pro {
 					sets := append(append([]mvSet(nil), o.mv.sets...), l.mv.sets...)
 					m := *o.mv
 					m.sets = sets
+					m.proWrite = o.mv.proWrite || l.mv.proWrite
 					o.mv = &m
 					o.grid.X = 0
 					for _, st := range sets {
@@ -295,6 +329,14 @@ func (b *Backend) RMSNorm(dst, x backend.Buffer, w backend.Weight, nt int, eps f
 		name, args = "add_rmsnorm", append(args, driver.P(a.x.p))
 	}
 	defer b.enter()()
+	if name == "rmsnorm" && nt == 1 && !b.sw.noProNorm && canHold(v.cols, ds, xs, nil) {
+		b.holdPro(&pendingPro{kind: proNorm, a: xs.p, b: v.q, eps: eps, n: v.cols, dst: ds})
+		if pp := b.ppro; pp != nil {
+			pp.alone = launchSpec{name: name, grid: driver.Dim3{X: 1}, block: driver.Dim3{X: rowThreads(v.cols)},
+				args: append(args, driver.P(v.q), driver.P(ds.p), driver.I(v.cols), driver.F(eps), driver.P(pp.dq), driver.P(pp.dd))}
+		}
+		return
+	}
 	ds.wrote()
 	var sq, sd driver.DevicePtr
 	if v.cols%32 == 0 {
@@ -351,6 +393,15 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Buffer, nt, n int) {
 	checkNT(nt, "SwiGLU")
 	d, g, u := f32(dst, nt*n, "SwiGLU dst"), f32(gate, nt*n, "SwiGLU gate"), f32(up, nt*n, "SwiGLU up")
 	defer b.enter()()
+	if nt == 1 && !b.sw.noProGLU && canHold(n, d, g, u) {
+		b.holdPro(&pendingPro{kind: proGLU, a: g.p, b: u.p, n: n, dst: d})
+		if pp := b.ppro; pp != nil {
+			gr, bl := flat(n)
+			pp.alone = launchSpec{name: "swiglu", grid: gr, block: bl,
+				args: []driver.Arg{driver.P(d.p), driver.P(g.p), driver.P(u.p), driver.I(n), driver.P(pp.dq), driver.P(pp.dd)}}
+		}
+		return
+	}
 	d.wrote()
 	var sq, sd driver.DevicePtr
 	if n%32 == 0 {
@@ -367,6 +418,9 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Buffer, nt, n int) {
 func (b *Backend) Add(dst, x backend.Buffer, n int) {
 	d, xs := f32(dst, n, "Add dst"), f32(x, n, "Add x")
 	if n == 0 {
+		return
+	}
+	if b.foldResidual(d, xs, n) {
 		return
 	}
 	defer b.enter()()
@@ -424,8 +478,12 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 			break
 		}
 	}
-	ds.wrote()
 	p := b.planMatMul(W.layout, W.rows, W.cols, nt)
+	pro, proWrite := b.takePro(xs, W, nt, p)
+	if pro == nil && b.ppro != nil && b.ppro.dst == xs { // x's held producer: launch it (alone or in the earlier readers)
+		b.flush()
+	}
+	ds.wrote()
 	if p.path == pathGEMM {
 		b.gemm(W, xs, ds, nt, p)
 		return
@@ -465,7 +523,7 @@ func (b *Backend) MatMul(dst backend.Buffer, w backend.Weight, x backend.Buffer,
 		mm.launches = append(mm.launches, launchSpec{name: fmt.Sprintf("mmvq_%s_%d", p.kernel, n), bias: true,
 			grid: driver.Dim3{X: ceilDiv(W.rows, warps)}, block: driver.Dim3{X: 32 * warps},
 			mv: &mvSpec{xq: q, xd: d, xf: xs.at(r0 * W.cols), cols: W.cols, rowsPerBlock: warps, groups: 1,
-				kernel: p.kernel, nt: n, pair: b.pairRows(p.kernel).Has(n), sets: []mvSet{set}}})
+				kernel: p.kernel, nt: n, pair: b.pairRows(p.kernel).Has(n), sets: []mvSet{set}, pro: pro, proWrite: proWrite}})
 	}
 	b.pend = append(b.pend, mm)
 }

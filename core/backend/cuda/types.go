@@ -152,6 +152,12 @@ func wtypeByLayout(layout string) *wtype {
 	panic("BUG: cuda: no weight type with layout " + layout)
 }
 
+// pro reports whether the type's nt = 1 mat-vec kernels have the prologue forms
+// (mmvp.cu: mmvq_NAMEp_1, NAMEwp_1, NAMErp_1) that compute x from its producer's
+// inputs: the quantized types of mmvq.cu (the 8-bit x a prologue makes; mmvk.cu's
+// types and the float ones keep the producer's launch).
+func (w *wtype) pro() bool { return w.mvFile() == "mmvq.cu" && !w.floatX }
+
 // cw is the layout's common.cuh WType constant.
 func (w *wtype) cw() string { return "W_" + strings.ToUpper(w.layout) }
 
@@ -193,6 +199,15 @@ func instances(src string) string {
 			if w.mmq != "" {
 				fmt.Fprintf(&b, "MMQ(%s, %s)\n", w.layout, w.mmq)
 			}
+		case "mmvp.cu":
+			for _, k := range w.mv {
+				if w.pro() {
+					fmt.Fprintf(&b, "MMVQP(%s, %s)\nMMVQRP(%s, %s)\n", k.name, k.traits, k.name, k.traits)
+					if k.pair {
+						fmt.Fprintf(&b, "MMVQWP(%s, %s)\n", k.name, k.traits)
+					}
+				}
+			}
 		case w.mvFile():
 			for _, k := range w.mv {
 				fmt.Fprintf(&b, "MMVQ(%s, %s)\n", k.name, k.traits)
@@ -221,6 +236,15 @@ func typeKernels(src string) []string {
 			for _, g := range mmqGs {
 				if w.mmq != "" {
 					n = append(n, fmt.Sprintf("mmq_%s_%d", w.layout, g))
+				}
+			}
+		case "mmvp.cu":
+			for _, k := range w.mv {
+				if w.pro() { // x from a prologue (mmvq.cuh MMVQP1R): nt = 1 only
+					n = append(n, "mmvq_"+k.name+"p_1", "mmvq_"+k.name+"rp_1")
+					if k.pair {
+						n = append(n, "mmvq_"+k.name+"wp_1")
+					}
 				}
 			}
 		case w.mvFile():
