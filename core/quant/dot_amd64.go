@@ -512,11 +512,25 @@ type unpackedKernels struct {
 	rows4w  rowsFunc
 	rows4   rows4Func
 	rows4x2 rows4x2Func
+	// repacked: the rows are repacked (Q4_0), and the parts of a tile that
+	// tileUnpackedAVX2 leaves (an odd last weight row, the activation rows after the
+	// last group) go to tileRepackedSmallAVX2 instead of tileRowsAVX2 with the kernels
+	// above. (A flag, not a func value: the sub-tiles' addresses stay on the stack.)
+	repacked bool
+}
+
+// smallTile runs the rest of a tile as k says.
+func (k *unpackedKernels) smallTile(tl *Tile) {
+	if k.repacked {
+		tileRepackedSmallAVX2(tl)
+		return
+	}
+	tileRowsAVX2(tl, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
 }
 
 var (
-	unpackedQ4_0 = unpackedKernels{unpackRowsQ4_0AVX2, prepBias4Q4_0AVX2, rowsQ4_0AVX2, rows4wQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2}
-	unpackedQ5_0 = unpackedKernels{unpackRowsQ5_0AVX2, prepBias4Q5_0AVX2, rowsQ5_0AVX2, rows4wQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2}
+	unpackedQ4_0 = unpackedKernels{unpackRowsQ4_0AVX2, prepBias4Q4_0AVX2, rowsQ4_0AVX2, rows4wQ4_0AVX2, rows4Q4_0AVX2, rows4x2Q4_0AVX2, false}
+	unpackedQ5_0 = unpackedKernels{unpackRowsQ5_0AVX2, prepBias4Q5_0AVX2, rowsQ5_0AVX2, rows4wQ5_0AVX2, rows4Q5_0AVX2, rows4x2Q5_0AVX2, false}
 )
 
 // Shape of tileUnpackedAVX2: it takes tiles of at least unpackedMinGroups groups of four
@@ -532,13 +546,13 @@ const (
 // tileUnpackedAVX2 runs a Q4_0/Q5_0 tile (checked) through rows4x2uAVX2: the activation
 // rows' bias lanes and scales prepared once, the weight rows unpacked once per pass, each
 // group of four activation rows over each pass; an odd last weight row and the
-// activation rows after the last group go to tileRowsAVX2. VecDot's bits throughout.
+// activation rows after the last group go to k.smallTile. VecDot's bits throughout.
 func tileUnpackedAVX2(tl *Tile, k *unpackedKernels) {
 	nb := tl.N / qk
 	groups := tl.NX / 4
 	wr := tl.Rows &^ 1
 	if nb == 0 || groups < unpackedMinGroups || wr == 0 {
-		tileRowsAVX2(tl, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
+		k.smallTile(tl)
 		return
 	}
 	s := tileScratchPool.Get().(*tileScratch)
@@ -560,12 +574,12 @@ func tileUnpackedAVX2(tl *Tile, k *unpackedKernels) {
 		odd := *tl
 		odd.W, odd.Rows, odd.NX = tl.W[wr*tl.WStride:], 1, 4*groups
 		odd.Out = tl.Out[wr:]
-		tileRowsAVX2(&odd, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
+		k.smallTile(&odd)
 	}
 	if 4*groups < tl.NX {
 		rest := *tl
 		rest.X, rest.NX = tl.X[4*groups*tl.XStride:], tl.NX-4*groups
 		rest.Out = tl.Out[4*groups*tl.OutStride:]
-		tileRowsAVX2(&rest, k.rows, k.rows4w, k.rows4, k.rows4x2, nil)
+		k.smallTile(&rest)
 	}
 }

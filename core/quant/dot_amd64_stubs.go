@@ -99,6 +99,21 @@ func unpackRowsQ4_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
 //go:noescape
 func unpackRowsQ5_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
 
+// rows4rQ4_0AVX2 runs ggml's Q4_0 block loop for rows (a multiple of 4) repacked weight rows, four at a time, against one activation row (AVX2, FMA, F16C).
+//
+//go:noescape
+func rows4rQ4_0AVX2(w *byte, wStride int, rows int, x *byte, nb int, out *float32)
+
+// unrepackQ4_0AVX2 writes the groups of eight repacked Q4_0 blocks of rows rows in ggml's layout (AVX2).
+//
+//go:noescape
+func unrepackQ4_0AVX2(w *byte, wStride int, rows int, groups int, dst *byte, dstStride int)
+
+// unpackRowsRQ4_0AVX2 unpacks rows repacked Q4_0 weight rows of nb blocks into 32 level bytes and eight float32 scales per block (AVX2, F16C).
+//
+//go:noescape
+func unpackRowsRQ4_0AVX2(w *byte, wStride int, rows int, nb int, wu *byte)
+
 // prepBias4Q4_0AVX2 prepares the bias lanes and scales of groups of four Q8_0 activation rows (AVX2, F16C).
 //
 //go:noescape

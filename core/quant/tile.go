@@ -34,6 +34,10 @@ type Tile struct {
 	// 2·tileDirectMaxPairs activation rows then reads the weights in place instead of
 	// unpacking them first. The results are the same bits either way.
 	WScales []float32
+
+	// Repacked says W's rows are in the repacked layout (RepackRows; Q4_0 only). The
+	// results are VecDot's bits for the same rows in ggml's layout.
+	Repacked bool
 }
 
 // TileScalesUsed reports whether DotTile reads Tile.WScales for a tile of t weights,
@@ -142,6 +146,17 @@ func DotTile(t Type, tl *Tile) error {
 	}
 	if p := tl.Prep; p != nil && (p.typ != t || p.n != tl.N || p.nx != tl.NX) {
 		return fmt.Errorf("quant: %s tile of %d×%d rows of %d values: Prep was made for %d %s rows of %d values", t, tl.Rows, tl.NX, tl.N, p.nx, p.typ, p.n)
+	}
+	if tl.Repacked {
+		if t != Q4_0 {
+			return fmt.Errorf("quant: %s tile: no repacked layout for %s (Q4_0 only)", t, t)
+		}
+		if repackTile != nil {
+			repackTile(tl)
+		} else {
+			dotTileRepackedGo(tr.VecDot, tl)
+		}
+		return nil
 	}
 	if k := tileKernels[t]; k != nil {
 		k(tl)

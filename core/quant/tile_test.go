@@ -104,6 +104,13 @@ func BenchmarkDotTile(b *testing.B) {
 	}
 	tr, _ := Q8_0.Lookup()
 	b.Run("Q8_0/512cols/1/tile", func(b *testing.B) { benchTile(b, Q8_0, tr, 512, rows, 1, "tile") })
+	// Q4_0 rows repacked (RepackRows), against the "tile" figures above.
+	tr, _ = Q4_0.Lookup()
+	for _, n := range []int{4864, 896} {
+		for _, nx := range []int{1, 2, 8, 64} {
+			b.Run("Q4_0/"+itoa(n)+"cols/"+itoa(nx)+"/repacked", func(b *testing.B) { benchTile(b, Q4_0, tr, n, rows, nx, "repacked") })
+		}
+	}
 }
 
 func benchTile(b *testing.B, typ Type, tr *Traits, n, rows, nx int, path string) {
@@ -112,6 +119,13 @@ func benchTile(b *testing.B, typ Type, tr *Traits, n, rows, nx int, path string)
 	xb := mustRowBytes(b, tr.VecDotType, n)
 	tl := &Tile{N: n, Rows: rows, NX: nx, WStride: wb, XStride: xb, OutStride: rows,
 		W: randomRow(rng, typ, n*rows), X: randomRow(rng, tr.VecDotType, n*nx), Out: make([]float32, rows*nx)}
+	if path == "repacked" {
+		rep := make([]byte, len(tl.W))
+		if err := RepackRows(typ, rep, tl.W, rows, n); err != nil {
+			b.Fatal(err)
+		}
+		tl.W, tl.Repacked, path = rep, true, "tile"
+	}
 	b.SetBytes(int64(wb * rows * nx))
 	for i := 0; i < b.N; i++ {
 		if path == "tile" {
