@@ -355,3 +355,78 @@ func TestF16VectorWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestRepackedQ4_0Weight: a Q4_0 weight kept repacked gives the bits of the same weight
+// in the GGUF layout in MatMul (one row, a few rows, a prompt's rows; a row length
+// with a partial group of eight blocks and a row count that is not a multiple of four)
+// and in Embed.
+func TestRepackedQ4_0Weight(t *testing.T) {
+	b := New(Options{Threads: 2})
+	defer b.Close()
+	rng := rand.New(rand.NewPCG(51, 52))
+	for _, sh := range []struct{ rows, cols int }{{70, 928}, {36, 256}} {
+		nb := sh.cols / 32
+		data := make([]byte, sh.rows*nb*18)
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		for blk := 0; blk < sh.rows*nb; blk++ {
+			h := quant.F32ToF16(float32(rng.NormFloat64()) / 64)
+			data[blk*18], data[blk*18+1] = byte(h), byte(h>>8)
+		}
+		weights := make([]backend.Weight, 2)
+		for i, on := range []bool{false, true} {
+			restore := SetRepack(on)
+			w, err := b.NewWeight("w", quant.Q4_0, sh.rows, sh.cols, data)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.(*Weight).repacked; got != on {
+				t.Fatalf("repacked = %v, want %v", got, on)
+			}
+			weights[i] = w
+		}
+		for _, nt := range []int{1, 3, 9, 17} {
+			x := make([]float32, nt*sh.cols)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			xb, _ := b.NewF32(len(x))
+			b.WriteF32(xb, 0, x)
+			var outs [2][]float32
+			for i, w := range weights {
+				d, _ := b.NewF32(nt * sh.rows)
+				b.MatMul(d, w, xb, nt)
+				outs[i] = make([]float32, nt*sh.rows)
+				if err := b.ReadF32(d, 0, outs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range outs[0] {
+				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+					t.Fatalf("%d×%d, nt=%d: out[%d] = %v repacked, %v in the GGUF layout", sh.rows, sh.cols, nt, i, outs[1][i], outs[0][i])
+				}
+			}
+		}
+		ids, _ := b.NewI32(3)
+		b.WriteI32(ids, 0, []int32{0, 5, int32(sh.rows - 1)})
+		var rows [2][]float32
+		for i, w := range weights {
+			d, _ := b.NewF32(3 * sh.cols)
+			b.Embed(d, w, ids, 3)
+			rows[i] = make([]float32, 3*sh.cols)
+			if err := b.ReadF32(d, 0, rows[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range rows[0] {
+			if math.Float32bits(rows[0][i]) != math.Float32bits(rows[1][i]) {
+				t.Fatalf("%d×%d: Embed value %d = %v repacked, %v in the GGUF layout", sh.rows, sh.cols, i, rows[1][i], rows[0][i])
+			}
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

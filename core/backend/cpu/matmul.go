@@ -212,7 +212,7 @@ func (b *Backend) MatMul(dst backend.Buffer, wt backend.Weight, xb backend.Buffe
 			b.pool.chunksWork(work, w.rows, tileChunk(w.rows, b.threads), func(_, lo, hi int) {
 				tl := tilePool.Get().(*quant.Tile)
 				*tl = quant.Tile{N: cols, W: w.data[lo*rb : hi*rb], WStride: rb, Rows: hi - lo,
-					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows, Prep: prep}
+					X: act, XStride: arb, NX: nt, Out: d[lo:], OutStride: w.rows, Prep: prep, Repacked: w.repacked}
 				if w.tileScales != nil && lo%4 == 0 {
 					// TileScales' groups of four rows: chunk lo starts group lo/4.
 					tl.WScales = w.tileScales[lo/4*w.cols/32*4:]

@@ -19,6 +19,7 @@ func (b *Backend) Embed(dst backend.Buffer, table backend.Weight, ids backend.Bu
 		b.failf("Embed: table %q: cannot dequantize %s", w.name, w.typ)
 		return
 	}
+	var rowBuf []byte
 	for t := range nt {
 		out := d[t*w.cols : (t+1)*w.cols]
 		r := int(id[t])
@@ -35,7 +36,7 @@ func (b *Backend) Embed(dst backend.Buffer, table backend.Weight, ids backend.Bu
 				out[i] = quant.F16ToF32(h)
 			}
 		default:
-			if err := quant.Dequantize(w.typ, out, w.row(r)); err != nil {
+			if err := quant.Dequantize(w.typ, out, w.row(r, &rowBuf)); err != nil {
 				b.failf("Embed: table %q: %v", w.name, err)
 				clear(out)
 			}
