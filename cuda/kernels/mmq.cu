@@ -4,8 +4,9 @@
 // from quantize.cu, as the mat-vec kernels read them) the N dimension in tiles of 8 (up
 // to G = 8 tiles, 64 rows, per block; the columns past nt are computed and dropped);
 // each round of 32 weight units is staged through shared memory (Stage) or read from
-// global memory, and each unit unpacked into registers once and used for every
-// activation tile of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the backend's
+// global memory, the round's activation scales are copied to shared memory during the
+// round before (xs_fetch, cp.async), and each unit is unpacked into registers once and
+// used for every activation tile of the block. Needs sm_80 (m16n8k32 / m16n8k16 .s8); the backend's
 // chooser (planMatMul) never picks it below.
 //
 // Row identity with the mat-vec kernels (which serve nt = 1): integer dots are exact, and
@@ -19,9 +20,11 @@
 // activation row lands in, or on the other rows.
 //
 // Each type T has units (mmvq.cu's count), RQ, RD, RE (the bytes of a row's 32 units in
-// its q, d, e arrays), STAGED (whether rounds go through shared memory), W and load (a unit of weight rows g and g+8, g = lane / 4, as mma
-// A fragments and per-row factors, from RowP row pointers) and tile (one activation
-// tile: B fragments, the mma, the fold into the lane's four outputs).
+// its q, d, e arrays), STAGED (whether rounds go through shared memory), XS (activation
+// scales a round), XSG (the most tiles whose kernel stages them), W and load (a unit of
+// weight rows g and g+8, g = lane / 4, as mma A fragments and per-row factors, from RowP
+// row pointers) and tile (one activation tile: B fragments, the mma, the fold into the
+// lane's four outputs, the scales from X).
 #include "common.cuh"
 
 struct QArgs {
@@ -88,10 +91,66 @@ static __device__ __forceinline__ u32 xword(const QArgs &a, int j, int blk32, in
     if (a.zero) return j < a.nt ? (u32)a.xq[(i64)j * (a.cols / 4) + blk32 * 8 + k] : 0u;
     return (u32)a.xq[(i64)xrow(a, j) * (a.cols / 4) + blk32 * 8 + k];
 }
+// xword2 is words 2t and 2t+1 of unit blk32's 32-value block of activation row xrow(j),
+// in one 8-byte load: the B fragment of a k = 32 mma whose k slots are permuted so that
+// lane t's two words are adjacent (slot 4t…4t+3 holds word 2t, slot 16+4t… word 2t+1;
+// the A fragments of the types that use it take the same permutation, and an integer dot
+// does not depend on the order of its terms).
+static __device__ __forceinline__ uint2 xword2(const QArgs &a, int j, int blk32, int t) {
+    if (a.zero && j >= a.nt) return make_uint2(0u, 0u);
+    return *(const uint2 *)(a.xq + (i64)xrow(a, j) * (a.cols / 4) + blk32 * 8 + 2 * t);
+}
 // xscale is the scale of 32-value block blk32 of activation row xrow(j).
 static __device__ __forceinline__ float xscale(const QArgs &a, int j, int blk32) {
     if (a.zero) return j < a.nt ? a.xd[(i64)j * (a.cols / 32) + blk32] : 0.0f;
     return a.xd[(i64)xrow(a, j) * (a.cols / 32) + blk32];
+}
+
+// A tile reads its activation scales through one of two sources: XGlob (global memory,
+// for the last, partial round) or XSmem (the round's scales staged in shared memory by
+// xs_fetch: s[(blk32 - b0) * (8G + 1) + j - j0]).
+struct XGlob {
+    __device__ __forceinline__ float get(const QArgs &a, int j, int blk32) const { return xscale(a, j, blk32); }
+};
+template <int G>
+struct XSmem {
+    const float *s;
+    int b0, j0;
+    __device__ __forceinline__ float get(const QArgs &, int j, int blk32) const { return s[(blk32 - b0) * (8 * G + 1) + j - j0]; }
+};
+
+// cp_async4 copies 4 bytes from global to shared memory without passing through registers
+// (sm_80; the kernels never run below it, the plain copy only keeps older arches compiling).
+static __device__ __forceinline__ void cp_async4(float *dst, const float *src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+// cp_async_wait waits for this thread's copies (a __syncthreads after it shows everyone's).
+static __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// xs_fetch starts copying the activation scales of a round (T::XS 32-value blocks from
+// block b0) of the group's rows j00 … j00+8G-1 (xrow's clamp; the tiles past nt are not
+// read and not copied) into s, transposed to [block][row] with an odd row stride: a
+// warp's copies (consecutive blocks of one row) and its tile reads (rows 2t, 2t+1 of one
+// block: four addresses) are conflict-free, where a tile read them from global memory as
+// four-byte loads touching four rows each (perf-cuda.md v12).
+template <class T, int G, int NTH>
+static __device__ __forceinline__ void xs_fetch(const QArgs &a, float *s, int j00, int b0) {
+    constexpr int R = 8 * G, N = R * T::XS;
+    // the rows of the tiles a kernel of four or eight computes (those that hold a row below nt)
+    const int lim = G <= 2 ? R : min(R, (a.nt - j00 + 7) / 8 * 8);
+#pragma unroll
+    for (int i = 0; i < (N + NTH - 1) / NTH; i++) {
+        const int c = threadIdx.x + NTH * i, row = c / T::XS, k = c % T::XS;
+        if ((N % NTH == 0 || c < N) && row < lim) cp_async4(s + k * (R + 1) + row, a.xd + (i64)xrow(a, j00 + row) * (a.cols / 32) + b0 + k);
+    }
 }
 
 // Q4_0: unit = one block; a = nibbles - 8 (mmvq's s - 8·sum).
@@ -99,22 +158,31 @@ struct MQ4_0 {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 a[4]; float d[2]; };
     static constexpr int RQ = 512, RD = 64, RE = 0;  // bytes of a row's round of 32 units
+    static constexpr int XS = 32;                    // activation scales of a round (32 units)
     static constexpr bool STAGED = true;             // through shared memory (Stage)
+    // XSG: the kernels of up to XSG tiles stage each round's activation scales in shared
+    // memory (xs_fetch) rather than reading them in every tile (perf-cuda.md v13).
+    static constexpr int XSG = 8;
+    // The k slots of lane t are activation words 2t, 2t+1 (xword2): values 8t … 8t+7, the
+    // low nibbles of q words 2t, 2t+1 for t < 2 and the high nibbles of words 2t-4, 2t-3.
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
-        const u32 va = ((const u32 *)pa.q)[u * 4 + t], vb = ((const u32 *)pb.q)[u * 4 + t];
+        const int o = u * 4 + 2 * (t & 1), sh = 4 * (t >> 1);
+        const uint2 va = *(const uint2 *)((const u32 *)pa.q + o), vb = *(const uint2 *)((const u32 *)pb.q + o);
         W w;
-        w.a[0] = sub4(va & 0x0F0F0F0F, 0x08080808);
-        w.a[1] = sub4(vb & 0x0F0F0F0F, 0x08080808);
-        w.a[2] = sub4((va >> 4) & 0x0F0F0F0F, 0x08080808);
-        w.a[3] = sub4((vb >> 4) & 0x0F0F0F0F, 0x08080808);
+        w.a[0] = sub4((va.x >> sh) & 0x0F0F0F0F, 0x08080808);
+        w.a[1] = sub4((vb.x >> sh) & 0x0F0F0F0F, 0x08080808);
+        w.a[2] = sub4((va.y >> sh) & 0x0F0F0F0F, 0x08080808);
+        w.a[3] = sub4((vb.y >> sh) & 0x0F0F0F0F, 0x08080808);
         w.d[0] = h2f(((const u16 *)pa.d)[u]);
         w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
     }
-    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+    template <class X>
+    static __device__ void tile(const QArgs &a, const X &xs, const W &w, int u, int j0, int g, int t, float *acc) {
         int c[4] = {0, 0, 0, 0};
-        mma_k32(c, w.a[0], w.a[1], w.a[2], w.a[3], xword(a, j0 + g, u, t), xword(a, j0 + g, u, 4 + t));
-        const float dx0 = xscale(a, j0 + 2 * t, u), dx1 = xscale(a, j0 + 2 * t + 1, u);
+        const uint2 x = xword2(a, j0 + g, u, t);
+        mma_k32(c, w.a[0], w.a[1], w.a[2], w.a[3], x.x, x.y);
+        const float dx0 = xs.get(a, j0 + 2 * t, u), dx1 = xs.get(a, j0 + 2 * t + 1, u);
         acc[0] = fold1(acc[0], w.d[0], dx0, c[0]);
         acc[1] = fold1(acc[1], w.d[0], dx1, c[1]);
         acc[2] = fold1(acc[2], w.d[1], dx0, c[2]);
@@ -125,14 +193,16 @@ struct MQ4_0 {
 // Q5_0: unit = one block; a = (nibble | fifth bit) - 16 (mmvq's s - 16·sum).
 struct MQ5_0 : MQ4_0 {
     static constexpr int RQ = 512, RD = 64, RE = 128;
+    // (the k slots as MQ4_0's; the fifth bits of values 8t … 8t+7 are bits 8t … 8t+7)
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
-        const u32 va = ((const u32 *)pa.q)[u * 4 + t], vb = ((const u32 *)pb.q)[u * 4 + t];
+        const int o = u * 4 + 2 * (t & 1), sh = 4 * (t >> 1);
+        const uint2 va = *(const uint2 *)((const u32 *)pa.q + o), vb = *(const uint2 *)((const u32 *)pb.q + o);
         const u32 ha = ((const u32 *)pa.e)[u], hb = ((const u32 *)pb.e)[u];
         W w;
-        w.a[0] = sub4((va & 0x0F0F0F0F) | spread5(ha >> (4 * t)), 0x10101010);
-        w.a[1] = sub4((vb & 0x0F0F0F0F) | spread5(hb >> (4 * t)), 0x10101010);
-        w.a[2] = sub4(((va >> 4) & 0x0F0F0F0F) | spread5(ha >> (16 + 4 * t)), 0x10101010);
-        w.a[3] = sub4(((vb >> 4) & 0x0F0F0F0F) | spread5(hb >> (16 + 4 * t)), 0x10101010);
+        w.a[0] = sub4(((va.x >> sh) & 0x0F0F0F0F) | spread5(ha >> (8 * t)), 0x10101010);
+        w.a[1] = sub4(((vb.x >> sh) & 0x0F0F0F0F) | spread5(hb >> (8 * t)), 0x10101010);
+        w.a[2] = sub4(((va.y >> sh) & 0x0F0F0F0F) | spread5(ha >> (8 * t + 4)), 0x10101010);
+        w.a[3] = sub4(((vb.y >> sh) & 0x0F0F0F0F) | spread5(hb >> (8 * t + 4)), 0x10101010);
         w.d[0] = h2f(((const u16 *)pa.d)[u]);
         w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
@@ -143,12 +213,13 @@ struct MQ5_0 : MQ4_0 {
 struct MQ8_0 : MQ4_0 {
     static constexpr int RQ = 1024, RD = 64, RE = 0;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
-        const u32 *qa = (const u32 *)pa.q, *qb = (const u32 *)pb.q;
+        // (the k slots as MQ4_0's: lane t's are words 2t, 2t+1 of the block)
+        const uint2 qa = *(const uint2 *)((const u32 *)pa.q + u * 8 + 2 * t), qb = *(const uint2 *)((const u32 *)pb.q + u * 8 + 2 * t);
         W w;
-        w.a[0] = qa[u * 8 + t];
-        w.a[1] = qb[u * 8 + t];
-        w.a[2] = qa[u * 8 + 4 + t];
-        w.a[3] = qb[u * 8 + 4 + t];
+        w.a[0] = qa.x;
+        w.a[1] = qb.x;
+        w.a[2] = qa.y;
+        w.a[3] = qb.y;
         w.d[0] = h2f(((const u16 *)pa.d)[u]);
         w.d[1] = h2f(((const u16 *)pb.d)[u]);
         return w;
@@ -160,8 +231,9 @@ struct MQ8_0 : MQ4_0 {
 struct MQ6_K {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 lo[2], hi[2]; int sc[2][2]; float d[2]; };
-    static constexpr int RQ = 832, RD = 8, RE = 0;
+    static constexpr int RQ = 832, RD = 8, RE = 0, XS = 32;
     static constexpr bool STAGED = true;
+    static constexpr int XSG = 8;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, n = (u % 8) / 4, part = u % 4, shift = part >= 2 ? 4 : 0, hshift = 2 * part;
         W w;
@@ -179,11 +251,12 @@ struct MQ6_K {
         }
         return w;
     }
-    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+    template <class X>
+    static __device__ void tile(const QArgs &a, const X &xs, const W &w, int u, int j0, int g, int t, float *acc) {
         int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
         mma_k16(c0, w.lo[0], w.lo[1], xword(a, j0 + g, u, t));
         mma_k16(c1, w.hi[0], w.hi[1], xword(a, j0 + g, u, 4 + t));
-        const float dx[2] = {xscale(a, j0 + 2 * t, u), xscale(a, j0 + 2 * t + 1, u)};
+        const float dx[2] = {xs.get(a, j0 + 2 * t, u), xs.get(a, j0 + 2 * t + 1, u)};
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int i = e >> 1;
@@ -198,10 +271,13 @@ struct MQ6_K {
 struct MQ4_K {
     static __device__ int units(int cols) { return cols / 32; }
     struct W { u32 lo[2], hi[2]; KScale k[2]; };
-    static constexpr int RQ = 576, RD = 0, RE = 0;
+    static constexpr int RQ = 576, RD = 0, RE = 0, XS = 32;
     // Staged, Q4_K and Q5_K took 139-250 registers and ran 1.1-1.6× slower than from
     // global memory (H200, BenchmarkMatMul), so they read global memory.
     static constexpr bool STAGED = false;
+    // Staged scales made the kernels of four and eight tiles 1.00-1.09× slower (H200,
+    // perf-cuda.md v13): those read them in every tile, as before.
+    static constexpr int XSG = 2;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
         W w;
@@ -215,7 +291,8 @@ struct MQ4_K {
         }
         return w;
     }
-    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+    template <class X>
+    static __device__ void tile(const QArgs &a, const X &xs, const W &w, int u, int j0, int g, int t, float *acc) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
         // activation word t of the unit's 16 values of sub-block 2j, and of 2j+1 (32 values on)
         u32 xa = 0, xb = 0;
@@ -230,8 +307,8 @@ struct MQ4_K {
         mma_k16(ma, ONES, ONES, xa);
         mma_k16(mb, ONES, ONES, xb);
         const int s32 = b * 8 + j * 2;
-        const float da[2] = {xscale(a, j0 + 2 * t, s32), xscale(a, j0 + 2 * t + 1, s32)};
-        const float db[2] = {xscale(a, j0 + 2 * t, s32 + 1), xscale(a, j0 + 2 * t + 1, s32 + 1)};
+        const float da[2] = {xs.get(a, j0 + 2 * t, s32), xs.get(a, j0 + 2 * t + 1, s32)};
+        const float db[2] = {xs.get(a, j0 + 2 * t, s32 + 1), xs.get(a, j0 + 2 * t + 1, s32 + 1)};
         // (rows g and g+8 of an mma against ones are the same sums: one pair serves both)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e & 1], mb[e & 1], da[e & 1], db[e & 1]);
@@ -243,8 +320,55 @@ struct MQ4_K {
 struct MQ5_K {
     static __device__ int units(int cols) { return cols / 64; }
     struct W { u32 lo[4], hi[4]; KScale k[2]; };  // [row g, row g+8, row g k+16, row g+8 k+16]
-    static constexpr int RQ = 1408, RD = 0, RE = 0;
+    static constexpr int RQ = 1408, RD = 0, RE = 0, XS = 64;
     static constexpr bool STAGED = false;
+    static constexpr int XSG = 8;  // (MQ5_K12 serves one and two tiles: MMQ_T)
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
+        const int b = u / 4, j = u % 4;
+        W w;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const u8 *blk = (i ? pb : pa).q + b * 176;
+            const u32 *qs = (const u32 *)(blk + 48 + j * 32), *qh = (const u32 *)(blk + 16);
+            // (the k slots as MQ4_0's: lane t's are the values of words 2t, 2t+1)
+            const uint2 q2 = *(const uint2 *)(qs + 2 * t), h2 = *(const uint2 *)(qh + 2 * t);
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const u32 q = half ? q2.y : q2.x, hb = half ? h2.y : h2.x;
+                w.lo[2 * half + i] = (q & 0x0F0F0F0F) | (((hb >> (2 * j)) & 0x01010101) << 4);
+                w.hi[2 * half + i] = ((q >> 4) & 0x0F0F0F0F) | (((hb >> (2 * j + 1)) & 0x01010101) << 4);
+            }
+            w.k[i] = khead(blk, j);
+        }
+        return w;
+    }
+    template <class X>
+    static __device__ void tile(const QArgs &a, const X &xs, const W &w, int u, int j0, int g, int t, float *acc) {
+        const int jb = j0 + g;
+        int sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, ma[4] = {0, 0, 0, 0}, mb[4] = {0, 0, 0, 0};
+        const uint2 x2a = xword2(a, jb, 2 * u, t), x2b = xword2(a, jb, 2 * u + 1, t);
+        const u32 xa0 = x2a.x, xa1 = x2a.y, xb0 = x2b.x, xb1 = x2b.y;
+        mma_k32(sa, w.lo[0], w.lo[1], w.lo[2], w.lo[3], xa0, xa1);
+        mma_k32(sb, w.hi[0], w.hi[1], w.hi[2], w.hi[3], xb0, xb1);
+        mma_k32(ma, ONES, ONES, ONES, ONES, xa0, xa1);
+        mma_k32(mb, ONES, ONES, ONES, ONES, xb0, xb1);
+        const float da[2] = {xs.get(a, j0 + 2 * t, 2 * u), xs.get(a, j0 + 2 * t + 1, 2 * u)};
+        const float db[2] = {xs.get(a, j0 + 2 * t, 2 * u + 1), xs.get(a, j0 + 2 * t + 1, 2 * u + 1)};
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e & 1], mb[e & 1], da[e & 1], db[e & 1]);
+    }
+};
+
+// MQ5_K12 is MQ5_K as it was at v12 (perf-cuda.md): k slots in the mma's order, four-byte
+// loads, the scales from global memory. MQ5_K's kernels of one and two tiles use it: the
+// v13 form took 128 and 182 registers there (80 and 128 before) and ran 1.08-1.34× slower
+// at 2-12 rows (H200, perf-cuda.md v13), though faster from 16 rows on.
+struct MQ5_K12 {
+    static __device__ int units(int cols) { return cols / 64; }
+    struct W { u32 lo[4], hi[4]; KScale k[2]; };  // [row g, row g+8, row g k+16, row g+8 k+16]
+    static constexpr int RQ = 1408, RD = 0, RE = 0, XS = 64;
+    static constexpr bool STAGED = false;
+    static constexpr int XSG = 0;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 4, j = u % 4;
         W w;
@@ -262,7 +386,8 @@ struct MQ5_K {
         }
         return w;
     }
-    static __device__ void tile(const QArgs &a, const W &w, int u, int j0, int g, int t, float *acc) {
+    template <class X>
+    static __device__ void tile(const QArgs &a, const X &xs, const W &w, int u, int j0, int g, int t, float *acc) {
         const int jb = j0 + g;
         int sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, ma[4] = {0, 0, 0, 0}, mb[4] = {0, 0, 0, 0};
         const u32 xa0 = xword(a, jb, 2 * u, t), xa1 = xword(a, jb, 2 * u, 4 + t);
@@ -271,8 +396,8 @@ struct MQ5_K {
         mma_k32(sb, w.hi[0], w.hi[1], w.hi[2], w.hi[3], xb0, xb1);
         mma_k32(ma, ONES, ONES, ONES, ONES, xa0, xa1);
         mma_k32(mb, ONES, ONES, ONES, ONES, xb0, xb1);
-        const float da[2] = {xscale(a, j0 + 2 * t, 2 * u), xscale(a, j0 + 2 * t + 1, 2 * u)};
-        const float db[2] = {xscale(a, j0 + 2 * t, 2 * u + 1), xscale(a, j0 + 2 * t + 1, 2 * u + 1)};
+        const float da[2] = {xs.get(a, j0 + 2 * t, 2 * u), xs.get(a, j0 + 2 * t + 1, 2 * u)};
+        const float db[2] = {xs.get(a, j0 + 2 * t, 2 * u + 1), xs.get(a, j0 + 2 * t + 1, 2 * u + 1)};
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[e] = foldk(acc[e], w.k[e >> 1], sa[e], sb[e], ma[e & 1], mb[e & 1], da[e & 1], db[e & 1]);
     }
@@ -369,9 +494,9 @@ struct Stage {
 // tiles the slots' loads are issued together (more bytes in flight); with four or eight
 // one slot's weights at a time are live, next to the 32-64 accumulators, and a tile that
 // starts past nt is skipped (warp-uniform).
-template <class T, int G, int W>
-static __device__ __forceinline__ void mmq_round(const QArgs &a, const RowP &pa, const RowP &pb, int lu, int u, int j00, int g,
-                                                 int t, float (&acc)[G][WARP / W][4]) {
+template <class T, int G, int W, class X>
+static __device__ __forceinline__ void mmq_round(const QArgs &a, const X &xs, const RowP &pa, const RowP &pb, int lu, int u, int j00,
+                                                 int g, int t, float (&acc)[G][WARP / W][4]) {
     constexpr int S = WARP / W;
     if constexpr (G <= 2) {
         typename T::W w[S];
@@ -380,14 +505,14 @@ static __device__ __forceinline__ void mmq_round(const QArgs &a, const RowP &pa,
 #pragma unroll
         for (int s = 0; s < S; s++)
 #pragma unroll
-            for (int n = 0; n < G; n++) T::tile(a, w[s], u + W * s, j00 + 8 * n, g, t, acc[n][s]);
+            for (int n = 0; n < G; n++) T::tile(a, xs, w[s], u + W * s, j00 + 8 * n, g, t, acc[n][s]);
     } else {
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const typename T::W w = T::load(pa, pb, lu + W * s, t);
 #pragma unroll
             for (int n = 0; n < G; n++)
-                if (j00 + 8 * n < a.nt) T::tile(a, w, u + W * s, j00 + 8 * n, g, t, acc[n][s]);
+                if (j00 + 8 * n < a.nt) T::tile(a, xs, w, u + W * s, j00 + 8 * n, g, t, acc[n][s]);
         }
     }
 }
@@ -399,11 +524,15 @@ template <class T, int G, int W>
 static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int rows, const float *bias, int tile, int group) {
     constexpr int S = WARP / W;  // slots: mat-vec lanes a warp takes
     constexpr int NTH = W * WARP;
-    // One buffer for the staged rounds and, after them, the warp tree's partial sums
-    // (the first level's W/2 warps × G·4 outputs × 32 lanes).
+    // One buffer for the staged rounds (the weights, Stage, for the types that stage them,
+    // then two rounds of activation scales, xs_fetch) and, after them, the warp tree's
+    // partial sums (the first level's W/2 warps × G·4 outputs × 32 lanes).
     constexpr int RED = W / 2 * G * 4 * WARP * 4;
-    constexpr int SMB = T::STAGED && Stage<T, NTH>::BYTES > RED ? Stage<T, NTH>::BYTES : RED;
+    constexpr bool XST = G <= T::XSG;
+    constexpr int WST = T::STAGED ? Stage<T, NTH>::BYTES : 0, XSN = XST ? T::XS * (8 * G + 1) : 0;
+    constexpr int SMB = WST + 2 * XSN * 4 > RED ? WST + 2 * XSN * 4 : RED;
     __shared__ __align__(16) u8 sm[SMB];
+    float *xsb = (float *)(sm + WST);  // round r's scales at xsb + (r % 2)·XSN
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row0 = tile * 16, j00 = group * G * 8;
     const int U = T::units(a.cols);
@@ -414,31 +543,47 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
         for (int s = 0; s < S; s++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[n][s][e] = 0.0f;
-    // Full rounds: through shared memory (Stage) for the types that gain from it, else
-    // straight from global memory with the slots' loads issued together.
+    // Full rounds: the weights through shared memory (Stage) for the types that gain from
+    // it, else straight from global memory with the slots' loads issued together; the
+    // activation scales of round r + 1 are copied (cp.async, xs_fetch) during round r.
     const int full = U / WARP * WARP;
     if constexpr (T::STAGED) {
         Stage<T, NTH> st;
         if (full > 0) st.fetch(a, row0, rows, U, 0);  // weights: before the wait, as in mmvq.cu
         grid_dep_sync();
-        if (full > 0) st.store(sm);
-        __syncthreads();
+        if (full > 0) {
+            if constexpr (XST) xs_fetch<T, G, NTH>(a, xsb, j00, 0);
+            st.store(sm);
+        }
         const RowP sa = Stage<T, NTH>::row(sm, g), sb = Stage<T, NTH>::row(sm, g + 8);
-        for (int r0 = 0; r0 < full; r0 += WARP) {
+        for (int r0 = 0, k = 0; r0 < full; r0 += WARP, k ^= 1) {
             const bool more = r0 + WARP < full;
-            if (more) st.fetch(a, row0, rows, U, r0 + WARP);  // in flight during this round
-            mmq_round<T, G, W>(a, sa, sb, warp, r0 + warp, j00, g, t, acc);
-            __syncthreads();  // every warp has read this round
+            if constexpr (XST) cp_async_wait();
+            __syncthreads();  // this round's weights and scales are in; the other scale buffer is free
             if (more) {
+                st.fetch(a, row0, rows, U, r0 + WARP);  // in flight during this round
+                if constexpr (XST) xs_fetch<T, G, NTH>(a, xsb + (k ^ 1) * XSN, j00, (r0 + WARP) * T::XS / 32);
+            }
+            if constexpr (XST) mmq_round<T, G, W>(a, XSmem<G>{xsb + k * XSN, r0 * T::XS / 32, j00}, sa, sb, warp, r0 + warp, j00, g, t, acc);
+            else mmq_round<T, G, W>(a, XGlob{}, sa, sb, warp, r0 + warp, j00, g, t, acc);
+            if (more) {
+                __syncthreads();  // every warp has read this round's weights
                 st.store(sm);
-                __syncthreads();
             }
         }
     } else {
         grid_dep_sync();
         const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
-        for (int r0 = 0; r0 < full; r0 += WARP) {
-            mmq_round<T, G, W>(a, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
+        if constexpr (XST) {
+            if (full > 0) xs_fetch<T, G, NTH>(a, xsb, j00, 0);
+            for (int r0 = 0, k = 0; r0 < full; r0 += WARP, k ^= 1) {
+                cp_async_wait();
+                __syncthreads();  // this round's scales are in; the other buffer is free
+                if (r0 + WARP < full) xs_fetch<T, G, NTH>(a, xsb + (k ^ 1) * XSN, j00, (r0 + WARP) * T::XS / 32);
+                mmq_round<T, G, W>(a, XSmem<G>{xsb + k * XSN, r0 * T::XS / 32, j00}, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
+            }
+        } else {
+            for (int r0 = 0; r0 < full; r0 += WARP) mmq_round<T, G, W>(a, XGlob{}, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
         }
     }
     // The last, partial round (units of mmvq's lanes warp + W·s below U), from global memory.
@@ -450,7 +595,7 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
             const typename T::W w = T::load(ga, gb, u, t);
 #pragma unroll
             for (int n = 0; n < G; n++)
-                if (G <= 2 || j00 + 8 * n < a.nt) T::tile(a, w, u, j00 + 8 * n, g, t, acc[n][s]);
+                if (G <= 2 || j00 + 8 * n < a.nt) T::tile(a, XGlob{}, w, u, j00 + 8 * n, g, t, acc[n][s]);
         }
     }
     // The slots are the high bits of the lane index: xor 16 (and, with 4 slots, xor 8)
@@ -501,6 +646,14 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
 // with eight warps ran 1.9-3× slower per row than G = 2 on the H200, perf-cuda.md v7).
 #define MMQ_W(G) ((G) <= 2 ? 8 : 16)
 
+// MMQ_T is the traits struct the kernel of G tiles of type T uses: T, except Q5_K's one-
+// and two-tile kernels, which keep the v12 form (MQ5_K12).
+template <bool C, class A, class B> struct Cond { using type = A; };
+template <class A, class B> struct Cond<false, A, B> { using type = B; };
+template <class T, int G> struct Pick { using type = T; };
+template <int G> struct Pick<MQ5_K, G> { using type = typename Cond<(G <= 2), MQ5_K12, MQ5_K>::type; };
+#define MMQ_T(T, G) typename Pick<T, G>::type
+
 // Each kernel multiplies one x by up to three weights of the same type (as mmvq.cu's):
 // blocks [0, tiles(rows0)·groups) take set 0, then set 1, then set 2; block b of a set
 // takes weight tile b / groups and activation group b % groups.
@@ -523,7 +676,7 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
                 a.q = q2; a.d = d2; a.e = e2; dst = dst2; rows = rows2; bias = bias2;                           \
             }                                                                                                   \
         }                                                                                                       \
-        mmq_rows<T, G, MMQ_W(G)>(a, dst, rows, bias, blk / groups, blk % groups);                               \
+        mmq_rows<MMQ_T(T, G), G, MMQ_W(G)>(a, dst, rows, bias, blk / groups, blk % groups);                     \
     }
 // MMQ(name, T): activation tiles per block G = 1, 2, 4, 8 (the backend's mmqGs; nt up to
 // 64 in one group, so each weight unit is read and unpacked once for every row).
