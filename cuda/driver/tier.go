@@ -109,17 +109,19 @@ func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
 type RowPairs map[string]NTSet
 
 // hopperMMQ is the Hopper tier's MMQRows: where the tensor-core kernel beat the mat-vec
-// launches in BenchmarkMatMul (14336 × 4096, H200, time per matmul, mmq / mat-vec, the
-// kernel with one group of up to 8 tiles per block, commit of perf-cuda.md v12): Q4_0
-// 0.93 at nt 8, 0.92 at 12, 0.82 at 16, 0.83 at 64 (1.25 at 4); Q8_0 0.92 at 8, 1.01 at
-// 12, 0.92 at 16, 0.63 at 64 (1.26 at 4); Q4_K 1.10 at 8, 1.02 at 12, 0.85 at 16, 0.67 at
-// 64; Q5_K 1.10 at 4, 0.78 at 8, 0.40 at 64 (0.95 at 6 in v7); Q6_K 0.99 at 8, 1.00 at
-// 12, 0.91 at 16, 0.65 at 64. Q4_K and Q6_K tie at 12 and win at 16: the mat-vec adds a
-// launch's worth per row past 8 while the kernel's cost is flat from 9 to 16, so they
-// take it from 13 (between the two measured points). At 2-4 rows the kernel is
-// 1.25-2.8× slower than the mat-vec (too few bytes in flight per SM: perf-cuda.md v7).
-// Q5_0 was not measured; it takes Q4_0's threshold (the same kernel with the fifth bits).
-var hopperMMQ = map[string]int{"q4_0": 8, "q5_0": 8, "q8_0": 8, "q4_k": 13, "q5_k": 6, "q6_k": 13}
+// launches in BenchmarkMatMul (14336 × 4096, H200, µs per matmul, mmq / mat-vec, the
+// kernel of perf-cuda.md v13: activation scales staged per round, adjacent k words):
+// Q4_0 1.03 at nt 6, 0.83 at 8, 0.76 at 12, 0.62 at 16; Q8_0 1.02 at 6, 0.81 at 8, 0.56 at
+// 12; Q4_K 1.02 at 8, 0.83 at 12, 0.68 at 16: past 8 the mat-vec adds a launch of nt - 8
+// rows (14.5 µs at 2) to the 39.3 of 8 while the two-tile kernel costs ~52 µs flat from 9
+// to 16, so Q4_K takes it from 10 (was 13). Q6_K 1.00 at 6, 0.91 at 8, 0.90 at 12, but at
+// 9-10 the two-tile kernel (52.0 µs at 12) meets mat-vec launches of 8 + 1-2 rows (at
+// most 33.5 + 18.4), and one threshold cannot take 8 and leave 9-10, so from 11 (was 13;
+// 8 stays 10% dearer than it could be). Q5_K keeps v12's kernel at one and two tiles
+// (0.95 at 6, 0.78 at 8 in the same run) and 6. At 2-4 rows the kernel is 1.2-2.7×
+// slower than the mat-vec. Q5_0 was not measured; it takes Q4_0's threshold (the same
+// kernel with the fifth bits).
+var hopperMMQ = map[string]int{"q4_0": 8, "q5_0": 8, "q8_0": 8, "q4_k": 10, "q5_k": 6, "q6_k": 11}
 
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{
