@@ -129,6 +129,8 @@ type Adaptive struct {
 	// est was made for.
 	others, seqs       int
 	estOthers, estSeqs int
+	// v0, row: the batch's verify line V(R) = v0 + row·R (batchEstimates)
+	v0, row            float64
 	rounds             int       // rounds observed, the clock of seen
 	mean               []float64 // scratch: expected tokens per ns by depth (see score)
 	opt                []float64
@@ -337,7 +339,7 @@ func (a *Adaptive) draftingCanPay(bound int) bool {
 		return true
 	}
 	for d := 1; d <= bound; d++ {
-		if float64(d+1)/(float64(d)*step+a.est[d+1]) > (1+a.p.Hysteresis)/a.est[1] {
+		if a.probePays(d, step) {
 			return true
 		}
 	}

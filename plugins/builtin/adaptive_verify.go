@@ -112,7 +112,38 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 	for nt := range a.est {
 		a.est[nt] = atLeast(v0+row*float64(b*nt), 0)
 	}
+	a.v0, a.row = v0, row
 	a.estFresh, a.estOthers, a.estSeqs = true, a.others, b
+}
+
+// probePays reports whether a round of depth d whose every draft token is accepted
+// beats a plain round by more than the hysteresis, step being the draft step's time:
+// the ceiling of what a probe from depth 0 can find (draftingCanPay).
+//
+// Alone, with the per-size estimates. In a batch, a probe is priced by what it costs
+// the batch: a parked sequence probes on its own (the others decode plainly), and its
+// draft steps and rows delay every sequence of the batch (the host's step waits for
+// the probe's verify), so the round is worth it only where the batch's tokens per
+// second rise:
+//
+//	(o + d + 1) / (d·step + V(o + d + 1))  >  (1 + hysteresis) · (o + 1) / V(o + 1)
+//
+// with o the other sequences' rows and V the batch's verify line. Charging the probe
+// as if every sequence drafted with it (est) makes its draft steps the batch's, shared
+// by all, and its rows cheap: with rows that cost (issue 21: a 7B Q4_K_M on the H200,
+// ~0.7 ms a row at 4 sequences) parked sequences went on probing round after round
+// where no probe could pay the batch back.
+func (a *Adaptive) probePays(d int, step float64) bool {
+	if a.others <= 0 && a.seqs <= 1 {
+		return float64(d+1)/(float64(d)*step+a.est[d+1]) > (1+a.p.Hysteresis)/a.est[1]
+	}
+	if !a.estFresh || a.estOthers != a.others || a.estSeqs != a.seqs {
+		a.batchEstimates(len(a.est) - 1)
+	}
+	o := float64(a.others)
+	v := func(r float64) float64 { return atLeast(a.v0+a.row*r, 1) }
+	with := o + float64(d+1)
+	return with/(float64(d)*step+v(with)) > (1+a.p.Hysteresis)*(o+1)/v(o+1)
 }
 
 // ring keeps the last n values and their minimum (recomputed only when the minimum
