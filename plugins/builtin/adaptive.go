@@ -130,10 +130,10 @@ type Adaptive struct {
 	others, seqs       int
 	estOthers, estSeqs int
 	// v0, row: the batch's verify line V(R) = v0 + row·R (batchEstimates)
-	v0, row            float64
-	rounds             int       // rounds observed, the clock of seen
-	mean               []float64 // scratch: expected tokens per ns by depth (see score)
-	opt                []float64
+	v0, row float64
+	rounds  int       // rounds observed, the clock of seen
+	mean    []float64 // scratch: expected tokens per ns by depth (see score)
+	opt     []float64
 }
 
 // drafterState is what the adaptive policy learns of one drafter: its acceptance,
