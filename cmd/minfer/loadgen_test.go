@@ -36,13 +36,13 @@ func TestLoadgenAgainstServe(t *testing.T) {
 	}
 	// The slots' forwards were batched, and the server's metrics say so.
 	m := metricsText(t, url)
-	for _, want := range []string{"minfer_batch_sequences_count", "minfer_batch_rows_count", "minfer_time_per_output_token_seconds_count 8"} {
+	for _, want := range []string{`minfer_batch_sequences_count{model="target"}`, `minfer_batch_rows_count{model="target"}`, "minfer_time_per_output_token_seconds_count 8"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q:\n%s", want, grepLines(m, "batch", "per_output"))
 		}
 	}
 	// Every forward counted in the batch sizes has its time recorded.
-	if n := metricValue(m, "minfer_batch_sequences_count"); n < 1 || metricValue(m, "minfer_forward_seconds_count") != n || metricValue(m, "minfer_forward_seconds_sum") <= 0 {
+	if n := metricValue(m, `minfer_batch_sequences_count{model="target"}`); n < 1 || metricValue(m, `minfer_forward_seconds_count{model="target"}`) != n || metricValue(m, `minfer_forward_seconds_sum{model="target"}`) <= 0 {
 		t.Errorf("forward times do not cover the forwards:\n%s", grepLines(m, "batch_sequences_count", "forward_seconds_"))
 	}
 	if err := stop(); err != nil {

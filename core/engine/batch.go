@@ -68,7 +68,7 @@ type batcher struct {
 	staging  map[int]backend.Buffer // by row count: a job's rows copied out of the batch
 	pick     []int32                // batchStats's picks, one per logits row
 	stats    model.RowStats         // batchStats's statistics of every row
-	observer *atomic.Pointer[func(seqs, rows int, d time.Duration)]
+	observer *atomic.Pointer[func(m *model.Model, seqs, rows int, d time.Duration)]
 
 	batches, batchedJobs atomic.Int64 // forwards that served several sequences, and their jobs
 	forwards, served     atomic.Int64 // every forward, lone or batched, and the sequences they served
@@ -115,15 +115,17 @@ type Batching struct {
 	minGather time.Duration // see batcher.minGather
 	mu        sync.Mutex
 	by        map[*model.Model]*batcher
-	observer  atomic.Pointer[func(seqs, rows int, d time.Duration)]
+	observer  atomic.Pointer[func(m *model.Model, seqs, rows int, d time.Duration)]
 }
 
 // Observe has fn called after every forward the batchers run (lone or batched) with
-// the number of sequences and rows it served and its time (the forward and the
+// its model, the number of sequences and rows it served and its time (the forward and the
 // hand-over of each sequence's logits: the time the model was busy with it): a
 // server's batch-size and busy-time metrics. fn must be quick and safe for concurrent
 // use.
-func (bt *Batching) Observe(fn func(seqs, rows int, d time.Duration)) { bt.observer.Store(&fn) }
+func (bt *Batching) Observe(fn func(m *model.Model, seqs, rows int, d time.Duration)) {
+	bt.observer.Store(&fn)
+}
 
 // NewBatching batches forwards of up to maxRows rows (at least 2; the backend's
 // identity bound, Caps.IdentityRows, lowers it, so batching never changes a bit).
@@ -461,7 +463,7 @@ func (b *batcher) run(g []*job) {
 	b.served.Add(int64(len(g)))
 	defer func() {
 		if fn := b.observer.Load(); fn != nil {
-			(*fn)(len(g), rows, time.Since(start))
+			(*fn)(b.m, len(g), rows, time.Since(start))
 		}
 		for _, j := range g {
 			close(j.done)

@@ -172,7 +172,7 @@ func TestBatchedRefusal(t *testing.T) {
 		d          time.Duration
 	}
 	var obs []observed
-	bt.Observe(func(seqs, rows int, d time.Duration) { obs = append(obs, observed{seqs, rows, d}) })
+	bt.Observe(func(_ *model.Model, seqs, rows int, d time.Duration) { obs = append(obs, observed{seqs, rows, d}) })
 	bb.step([]*job{other, badID, good, full})
 	// The observer is told of the one forward that ran (not of the refused jobs), after
 	// it ran: with its time.
@@ -311,7 +311,7 @@ func TestPrefillJoinsDecoding(t *testing.T) {
 	bt.minGather = 300 * time.Millisecond
 	var mu sync.Mutex
 	var lone []int // rows of forwards that served one sequence
-	bt.Observe(func(seqs, rows int, _ time.Duration) {
+	bt.Observe(func(_ *model.Model, seqs, rows int, _ time.Duration) {
 		if seqs == 1 {
 			mu.Lock()
 			lone = append(lone, rows)
@@ -453,7 +453,7 @@ func TestPromptWaitsForNextStep(t *testing.T) {
 	}
 	bt := NewBatching(16)
 	var forwards []int // rows of each forward
-	bt.Observe(func(_, rows int, _ time.Duration) { forwards = append(forwards, rows) })
+	bt.Observe(func(_ *model.Model, _, rows int, _ time.Duration) { forwards = append(forwards, rows) })
 	bb := bt.batcher(m)
 	lens := func(ps ...*prompt) []int {
 		var n []int

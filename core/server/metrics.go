@@ -22,9 +22,9 @@ type metrics struct {
 	tpot       prometheus.Histogram
 	itl        prometheus.Histogram
 	tps        prometheus.Histogram
-	batchSeqs  prometheus.Histogram
-	batchRows  prometheus.Histogram
-	forwardSec prometheus.Histogram
+	batchSeqs  *prometheus.HistogramVec
+	batchRows  *prometheus.HistogramVec
+	forwardSec *prometheus.HistogramVec
 	queue      prometheus.Gauge
 	inflight   prometheus.Gauge
 	rounds     prometheus.Counter
@@ -57,20 +57,20 @@ func newMetrics() *metrics {
 				"(a decoding step's wait behind other requests' prompts shows here, not in a request's mean; the tokens of one speculative round come together).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
-		batchSeqs: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "minfer_batch_sequences", Help: "Sequences served by each target or draft forward (continuous batching).",
+		batchSeqs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "minfer_batch_sequences", Help: "Sequences served by each forward (continuous batching), by model: target or draft.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
-		}),
-		batchRows: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "minfer_batch_rows", Help: "Rows (tokens) of each target or draft forward.",
+		}, []string{"model"}),
+		batchRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "minfer_batch_rows", Help: "Rows (tokens) of each forward, by model: target or draft.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
-		}),
-		forwardSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"model"}),
+		forwardSec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "minfer_forward_seconds",
-			Help: "Time of each target or draft forward (continuous batching), its logits' hand-over included. " +
+			Help: "Time of each forward (continuous batching), its logits' hand-over included, by model: target or draft. " +
 				"rate(minfer_forward_seconds_sum) is the share of time the models computed; the rest of the wall time went to host work (plugins, HTTP) and waiting.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}),
+		}, []string{"model"}),
 		tps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "minfer_generation_tokens_per_second", Help: "Generation speed per request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
@@ -129,12 +129,15 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// ObserveForward records one target or draft forward serving seqs sequences in rows
-// rows, which took d (engine.Batching.Observe).
-func (s *Server) ObserveForward(seqs, rows int, d time.Duration) {
-	s.metrics.batchSeqs.Observe(float64(seqs))
-	s.metrics.batchRows.Observe(float64(rows))
-	s.metrics.forwardSec.Observe(d.Seconds())
+// ObserveForward records one forward of model ("target" or "draft") serving seqs
+// sequences in rows rows, which took d (engine.Batching.Observe). The label keeps the
+// target's batch sizes apart from the draft's: a speculative server's draft forwards
+// serve only the sessions that draft, so one histogram of both hid how full the
+// target's steps were.
+func (s *Server) ObserveForward(model string, seqs, rows int, d time.Duration) {
+	s.metrics.batchSeqs.WithLabelValues(model).Observe(float64(seqs))
+	s.metrics.batchRows.WithLabelValues(model).Observe(float64(rows))
+	s.metrics.forwardSec.WithLabelValues(model).Observe(d.Seconds())
 }
 
 // interToken returns onText (nil: none) observing the time between the calls that

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestInterTokenLatency: every gap between two pieces of a reply's text is one
@@ -63,5 +64,30 @@ func TestInterTokenLatency(t *testing.T) {
 	}
 	if got := count() - before; pieces < 2 || got != float64(pieces-1) {
 		t.Errorf("a stream of %d content events: %v gaps observed, want %d", pieces, got, pieces-1)
+	}
+}
+
+// TestForwardMetricsByModel: the batch-size and forward-time histograms keep the
+// target's forwards apart from the draft's (a label each).
+func TestForwardMetricsByModel(t *testing.T) {
+	s, hs := newTestServer(t, 1)
+	s.ObserveForward("target", 4, 12, 3*time.Millisecond)
+	s.ObserveForward("target", 3, 3, time.Millisecond)
+	s.ObserveForward("draft", 1, 1, time.Millisecond)
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	m := string(raw)
+	for _, want := range []string{
+		`minfer_batch_sequences_count{model="target"} 2`, `minfer_batch_sequences_sum{model="target"} 7`,
+		`minfer_batch_sequences_count{model="draft"} 1`, `minfer_batch_rows_sum{model="target"} 15`,
+		`minfer_forward_seconds_count{model="draft"} 1`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minfer/minfer/core/config"
 	"github.com/minfer/minfer/core/engine"
 	"github.com/minfer/minfer/core/kv"
+	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/core/server"
 	"github.com/minfer/minfer/sdk"
 )
@@ -100,7 +102,13 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 		return nil, nil, err
 	}
 	if so.Batching != nil {
-		so.Batching.Observe(srv.ObserveForward)
+		so.Batching.Observe(func(m *model.Model, seqs, rows int, d time.Duration) {
+			name := "target"
+			if m != st.Target {
+				name = "draft"
+			}
+			srv.ObserveForward(name, seqs, rows, d)
+		})
 	}
 	return srv, st, nil
 }
