@@ -80,6 +80,22 @@ func outRows4(op, os, op2 reg.Register, disp int) [4]Mem {
 		{Base: op2, Disp: disp}, {Base: op2, Index: os, Scale: 1, Disp: disp}}
 }
 
+// rowsDone emits the end of a k-row kernel's row loop (label name_done): each row's
+// accumulator summed and stored at out, then w0 k rows (of stride bytes) on, out k
+// floats on, rows k fewer, back to name_rows while rows remain; then the return.
+func rowsDone(name string, acc []reg.VecVirtual, out, w0, stride, rows reg.Register, k int) {
+	Label(name + "_done")
+	for i := range acc {
+		hsumStore(acc[i], Mem{Base: out, Disp: 4 * i})
+	}
+	LEAQ(Mem{Base: w0, Index: stride, Scale: 4}, w0)
+	ADDQ(Imm(uint64(4*k)), out)
+	SUBQ(Imm(uint64(k)), rows)
+	JNZ(LabelRef(name + "_rows"))
+	VZEROUPPER()
+	RET()
+}
+
 // hsumStore stores hsum_float_8(acc) = ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) at m.
 func hsumStore(acc reg.VecVirtual, m Mem) {
 	hi, lo := XMM(), XMM()

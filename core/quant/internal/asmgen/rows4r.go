@@ -111,16 +111,7 @@ func blockDotRows4r(name string) {
 	ADDQ(Imm(q8_0Bytes), xp)
 	DECQ(nb)
 	JMP(LabelRef(name + "_tail"))
-	Label(name + "_done")
-	for i := range acc {
-		hsumStore(acc[i], Mem{Base: out, Disp: 4 * i})
-	}
-	LEAQ(Mem{Base: w0, Index: stride, Scale: 4}, w0)
-	ADDQ(Imm(uint64(4*k)), out)
-	SUBQ(Imm(uint64(k)), rows)
-	JNZ(LabelRef(name + "_rows"))
-	VZEROUPPER()
-	RET()
+	rowsDone(name, acc[:], out, w0, stride, rows, k)
 }
 
 // unrepackRows emits func(w *byte, wStride, rows, groups int, dst *byte, dstStride int):

@@ -125,16 +125,7 @@ func blockDotRows4w(name string, wBytes int, body pairDot, corrConst Mem, groupe
 	ADDQ(Imm(q8_0Bytes), xp)
 	DECQ(nb)
 	JMP(LabelRef(name + "_tail"))
-	Label(name + "_done")
-	for i := range acc {
-		hsumStore(acc[i], Mem{Base: out, Disp: 4 * i})
-	}
-	LEAQ(Mem{Base: w0, Index: stride, Scale: 4}, w0)
-	ADDQ(Imm(uint64(4*k)), out)
-	SUBQ(Imm(uint64(k)), rows)
-	JNZ(LabelRef(name + "_rows"))
-	VZEROUPPER()
-	RET()
+	rowsDone(name, acc, out, w0, stride, rows, k)
 }
 
 // rows4wGroups emits the grouped part of blockDotRows4w: groups of eight blocks, the
