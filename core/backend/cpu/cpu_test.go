@@ -430,3 +430,16 @@ func TestRepackedQ4_0Weight(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNoRepackSwitch: MINFER_NO_REPACK=1 keeps Q4_0 weights in the file's layout on
+// every CPU; unset, the CPU's choice (core/quant's RepackUsed) stands.
+func TestNoRepackSwitch(t *testing.T) {
+	const n = 4096
+	if got, want := repackWeights(quant.Q4_0, n), quant.RepackUsed(quant.Q4_0, n); got != want {
+		t.Errorf("unset: repack %v, want the CPU's choice %v", got, want)
+	}
+	t.Setenv("MINFER_NO_REPACK", "1")
+	if repackWeights(quant.Q4_0, n) {
+		t.Error("MINFER_NO_REPACK=1: Q4_0 weights still repacked")
+	}
+}

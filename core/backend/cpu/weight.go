@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -141,7 +142,12 @@ func weight(x backend.Weight, what string) *Weight {
 
 // repackWeights says whether NewWeight keeps weights of type t, rows of n values, in
 // core/quant's repacked layout (a variable for the tests, which repack on any CPU).
-var repackWeights = quant.RepackUsed
+// MINFER_NO_REPACK=1 keeps every weight in the file's layout, read in place: no heap
+// copy of the Q4_0 weights beside the mapped file (llama.cpp's --no-repack), at the
+// repacked decode's speed (docs/perf-cpu.md, "Repacked Q4_0 for AVX2 decode").
+var repackWeights = func(t quant.Type, n int) bool {
+	return os.Getenv("MINFER_NO_REPACK") != "1" && quant.RepackUsed(t, n)
+}
 
 // row returns the bytes of row r in the GGUF layout: in place, or for a repacked weight
 // unrepacked into buf (grown to the row's length) and returned from it.
