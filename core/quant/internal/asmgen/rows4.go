@@ -278,6 +278,16 @@ func blockDotRows4x2(name string, wBytes int, unpack func(w Mem) []reg.VecVirtua
 	RET()
 }
 
+// q8Scales8 returns the f16 scales of the eight Q8_0 blocks at xp as eight float32.
+func q8Scales8(xp reg.Register) reg.VecVirtual {
+	dx, fx := XMM(), YMM()
+	for b := 0; b < 8; b++ {
+		VPINSRW(Imm(uint64(b)), Mem{Base: xp, Disp: b * q8_0Bytes}, dx, dx)
+	}
+	VCVTPH2PS(dx, fx)
+	return fx
+}
+
 // f16Broadcast returns float32(f16 at m) in all eight lanes of a new YMM (VPBROADCASTW
 // then VCVTPH2PS: the same conversion as f16ToScalar, without the insert and the float
 // broadcast).

@@ -144,11 +144,7 @@ func rows4wGroups(name string, wBytes int, body pairDot, corr reg.VecVirtual, ws
 			PREFETCHT1(w.Offset(prefetchDist + off))
 		}
 	}
-	dx, fx := XMM(), YMM()
-	for b := 0; b < 8; b++ {
-		VPINSRW(Imm(uint64(b)), Mem{Base: xp, Disp: b * q8_0Bytes}, dx, dx)
-	}
-	VCVTPH2PS(dx, fx)
+	fx := q8Scales8(xp)
 	for r, w := range ws {
 		dw, fw := XMM(), YMM()
 		for b := 0; b < 8; b++ {
