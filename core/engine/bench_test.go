@@ -94,31 +94,39 @@ func BenchmarkClients(b *testing.B) {
 				}
 				return p
 			}
-			errs := make([]error, clients)
 			tokens := 0
 			b.ResetTimer()
 			cpu0, t0 := processCPU(), time.Now()
 			for i := range b.N {
-				var wg sync.WaitGroup
-				for c, s := range sessions {
-					wg.Go(func() {
-						var res *Result
-						res, errs[c] = s.Generate(bg, Request{Prompt: prompt(i*clients + c), NPredict: gen, IgnoreEOG: true, Sampler: enginetest.Greedy{}})
-						if res != nil && errs[c] == nil && len(res.Tokens) != gen {
-							errs[c] = fmt.Errorf("%d tokens, want %d", len(res.Tokens), gen)
-						}
-					})
-				}
-				wg.Wait()
-				for _, err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				generateTogether(b, sessions, gen, func(c int) Request {
+					return Request{Prompt: prompt(i*clients + c), NPredict: gen, IgnoreEOG: true, Sampler: enginetest.Greedy{}}
+				})
 				tokens += clients * gen
 			}
 			b.ReportMetric((processCPU()-cpu0).Seconds()*1e3/float64(tokens), "cpu-ms/token")
 			b.ReportMetric(float64(tokens)/time.Since(t0).Seconds(), "tokens/s")
 		})
+	}
+}
+
+// generateTogether runs request c on sessions[c] for every session at once and fails b
+// when one fails or does not give gen tokens.
+func generateTogether(b *testing.B, sessions []*Session, gen int, request func(c int) Request) {
+	errs := make([]error, len(sessions))
+	var wg sync.WaitGroup
+	for c, s := range sessions {
+		wg.Go(func() {
+			res, err := s.Generate(bg, request(c))
+			if err == nil && res != nil && len(res.Tokens) != gen {
+				err = fmt.Errorf("%d tokens, want %d", len(res.Tokens), gen)
+			}
+			errs[c] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }

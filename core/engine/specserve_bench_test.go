@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,38 +49,24 @@ func BenchmarkSpecServing(b *testing.B) {
 				b.Cleanup(s.Close)
 				sessions[i] = s
 			}
-			errs := make([]error, clients)
 			tokens := 0
 			f0, s0 := bt.Served(target)
 			df0, ds0 := bt.Served(draft)
 			b.ResetTimer()
 			cpu0, t0 := processCPU(), time.Now()
 			for i := range b.N {
-				var wg sync.WaitGroup
-				for c, s := range sessions {
-					wg.Go(func() {
-						prompt := append([]int32(nil), beds[(i*clients+c)%len(beds)].prompt...)
-						prompt[0] = int32(1 + (i*clients+c)%100) // distinct: no shared prefix
-						req := Request{Prompt: prompt, NPredict: gen, IgnoreEOG: true, Sampler: enginetest.Greedy{}}
-						switch mode {
-						case "probing":
-							req.Policy = &probing{gap: 4}
-						case "depth=2":
-							req.Policy = FixedDepth(2)
-						}
-						var res *Result
-						res, errs[c] = s.Generate(bg, req)
-						if res != nil && errs[c] == nil && len(res.Tokens) != gen {
-							errs[c] = fmt.Errorf("%d tokens, want %d", len(res.Tokens), gen)
-						}
-					})
-				}
-				wg.Wait()
-				for _, err := range errs {
-					if err != nil {
-						b.Fatal(err)
+				generateTogether(b, sessions, gen, func(c int) Request {
+					prompt := append([]int32(nil), beds[(i*clients+c)%len(beds)].prompt...)
+					prompt[0] = int32(1 + (i*clients+c)%100) // distinct: no shared prefix
+					req := Request{Prompt: prompt, NPredict: gen, IgnoreEOG: true, Sampler: enginetest.Greedy{}}
+					switch mode {
+					case "probing":
+						req.Policy = &probing{gap: 4}
+					case "depth=2":
+						req.Policy = FixedDepth(2)
 					}
-				}
+					return req
+				})
 				tokens += clients * gen
 			}
 			el := time.Since(t0)
