@@ -3,30 +3,16 @@ package plugins
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/drafttest"
 	"github.com/minfer/minfer/plugins/wasm"
 	"github.com/minfer/minfer/sdk"
 )
-
-// copySeq is a copy-heavy sequence: three in four tokens copy the one 300 back.
-func copySeq(n int) []int32 {
-	g := rand.New(rand.NewPCG(1, 2))
-	seq := make([]int32, n)
-	for i := range seq {
-		if i > 300 && g.IntN(4) > 0 {
-			seq[i] = seq[i-300]
-		} else {
-			seq[i] = int32(g.IntN(4000))
-		}
-	}
-	return seq
-}
 
 // TestBuiltinDraftersNative: the built-in drafters run natively by default and in
 // builtin.wasm with WithWasmBuiltins (or WithInterruptibleBuiltins), and both propose
@@ -44,7 +30,7 @@ func TestBuiltinDraftersNative(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inWasm.Close()
-	seq := copySeq(1200)
+	seq := drafttest.CopyHeavyN(1200)
 	for _, name := range []string{"ngram", "suffix"} {
 		t.Run(name, func(t *testing.T) {
 			a, _, err := native.Drafter(ctx, name, nil)
@@ -115,7 +101,7 @@ func TestNativeDrafterRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Release(d)
-	q := sdk.DraftRequest{Appended: copySeq(20000), MaxDepth: 8, Vocab: 4096}
+	q := sdk.DraftRequest{Appended: drafttest.CopyHeavyN(20000), MaxDepth: 8, Vocab: 4096}
 	_, err = d.Draft(ctx, &q)
 	if err == nil || !strings.Contains(err.Error(), `plugin "suffix" drafter: trap: out of memory`) || !strings.Contains(err.Error(), "memory_mb is 1") {
 		t.Fatalf("20000 tokens under a 1 MiB cap: got %v, want an out-of-memory error naming the plugin and the cap", err)

@@ -21,9 +21,12 @@ const (
 
 // CopyHeavy is Prompt + 512 rounds' tokens, three in four of them after the first 300
 // a copy of the one 300 back.
-func CopyHeavy() []int32 {
+func CopyHeavy() []int32 { return CopyHeavyN(Prompt + Step*512) }
+
+// CopyHeavyN is CopyHeavy's sequence at length n (a prefix of it, or longer).
+func CopyHeavyN(n int) []int32 {
 	g := rand.New(rand.NewPCG(1, 2))
-	seq := make([]int32, Prompt+Step*512)
+	seq := make([]int32, n)
 	for i := range seq {
 		if i > 300 && g.IntN(4) > 0 {
 			seq[i] = seq[i-300]
