@@ -386,15 +386,7 @@ func (a *Adaptive) cutOff() {
 func (a *Adaptive) calibratedCut(need, a1 float64) float64 {
 	k := a.p.Calibrate
 	need *= (k + a.followed) / (k*a1 + a.both) // the P(accepted) it takes
-	shift := 0.0
-	if sk := a.p.CalibrateShift; sk > 0 {
-		judged := sk // calibrate_shift prior tokens of no shift
-		for b := range calBuckets {
-			shift += a.hit[b] - a.judged[b]*calMid[b]
-			judged += a.judged[b]
-		}
-		shift /= judged
-	}
+	shift := a.calShift()
 	// Pool adjacent violators over the buckets in rising confidence: a block is a run
 	// of buckets with its summed successes and weight, and joins the block below while
 	// that one's mean is higher (compared without dividing).
@@ -443,16 +435,106 @@ func (a *Adaptive) newRequest() {
 func (a *Adaptive) decision() sdk.DepthDecision {
 	d := a.cur
 	if a.autoCut && d > 0 {
-		// the cut-off ends rounds early, so the depth is a cap: as deep as any depth
-		// that scores, optimistically, within the hysteresis of the chosen one
+		d = a.capDepth()
+	}
+	return sdk.DepthDecision{Depth: d, MinConf: a.cut, KeepCut: a.keepCut}
+}
+
+// capDepth is the depth of a round that the cut-off may end early: the chosen depth,
+// extended past it for as long as a draft step that the cut-off lets through is worth
+// its time. A step at position e runs only when the tokens before it passed the
+// cut-off, so it pays when A^e ≥ rate·(step + row): A is the calibration's chance that
+// a token at or above the cut-off is accepted (passAccept), rate the best expected
+// tokens per ns of the drafting depths within reach, row the verify cost of one more row (the
+// mean over the rows past the chosen depth's, so that one size measured dear by noise
+// does not end the cap there). Where the confidence tells accepted tokens from
+// rejected ones, A is high and the cap runs deep, the cut-off ending most rounds
+// sooner; where it does not (every token drafted confidently: A is no higher than the
+// acceptance over all tokens) the cap stays near the chosen depth, which such rounds
+// then draft whole. The cap climbs like exploration, at most two depths past the
+// deepest one drafted. Without calibration (calibrate 0) the cap is the deepest depth
+// whose optimistic score is within the hysteresis of the chosen depth's.
+//
+// (That was the cap for every policy until this commit: on the 7B/0.5B pair of issue
+// 18, whose confidences say little, rounds drafted as deep as the cap, 16 before the
+// verify sizes were measured, and the simulated pair lost 6-11% to the best static
+// depth; docs/perf-plugins.md, "The cap".)
+func (a *Adaptive) capDepth() int {
+	d := a.cur
+	step, ok := a.steps.min()
+	if !ok {
+		return d
+	}
+	reach := a.reach()
+	if a.p.Calibrate <= 0 {
 		h, top := 1+a.p.Hysteresis, a.opt[a.cur]
 		for e := d + 1; e < len(a.opt); e++ {
 			if a.opt[e]*h >= top {
 				d = e
 			}
 		}
+		return d
 	}
-	return sdk.DepthDecision{Depth: d, MinConf: a.cut, KeepCut: a.keepCut}
+	rate := a.mean[a.cur]
+	for _, m := range a.mean[1:min(len(a.mean), reach+1)] {
+		rate = max(rate, m)
+	}
+	pass, chain := a.passAccept(), 1.0
+	for e := 1; e < len(a.mean) && e <= reach+1 && e+1 < len(a.est); e++ {
+		chain *= pass
+		if e <= a.cur {
+			continue
+		}
+		row := atLeast((a.est[e+1]-a.est[a.cur+1])/float64(e-a.cur), 0)
+		if chain < rate*(step+row) {
+			break
+		}
+		d = e
+	}
+	return d
+}
+
+// reach is one past the deepest depth a round has drafted: exploration climbs from
+// there (see choose).
+func (a *Adaptive) reach() int {
+	for d := len(a.ran) - 2; d >= 0; d-- {
+		if a.tried(d) {
+			return d + 1
+		}
+	}
+	return 0
+}
+
+// passAccept is the calibration's chance that a token drafted at a confidence at or
+// above the cut-off is accepted after an accepted prefix: the judged tokens of those
+// buckets, with `calibrate` prior tokens spread over them at their middles moved by
+// the draft's overall shift (as calibratedCut's priors are).
+func (a *Adaptive) passAccept() float64 {
+	shift := a.calShift()
+	lo := calBucket(a.cut)
+	kb := a.p.Calibrate / float64(calBuckets-lo)
+	s, w := 0.0, 0.0
+	for b := lo; b < calBuckets; b++ {
+		s += kb*atMost(atLeast(calMid[b]+shift, 0), 1) + a.hit[b]
+		w += kb + a.judged[b]
+	}
+	return s / w
+}
+
+// calShift is the draft's overall shift (see calibratedCut): how far acceptance
+// exceeds confidence over every judged token, with calibrate_shift prior tokens of
+// none.
+func (a *Adaptive) calShift() float64 {
+	sk := a.p.CalibrateShift
+	if sk <= 0 {
+		return 0
+	}
+	shift, judged := 0.0, sk
+	for b := range calBuckets {
+		shift += a.hit[b] - a.judged[b]*calMid[b]
+		judged += a.judged[b]
+	}
+	return shift / judged
 }
 
 // observe folds one round's outcome into the acceptance and cost estimates.
@@ -686,13 +768,7 @@ func (a *Adaptive) choose(bound int) int {
 	// Depths deeper than one past the deepest measured are not candidates yet: an
 	// untried depth scores on optimism, and a deep probe is the costliest round there
 	// is, so exploration climbs one depth at a time.
-	reach := 0
-	for d := len(a.opt) - 1; d >= 0; d-- {
-		if a.tried(d) {
-			reach = d + 1
-			break
-		}
-	}
+	reach := a.reach()
 	best, top := 0, a.opt[0]
 	for d, v := range a.opt[:min(len(a.opt), reach+1)] {
 		if v > top {

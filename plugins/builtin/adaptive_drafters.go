@@ -113,10 +113,12 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 			}
 		}
 		// The drafter that drafted the last round keeps the next unless another scores
-		// more than the hysteresis better. A plain round keeps nothing: the engine tells
-		// it as drafter 0's (the draft model's), which would favour the model after
-		// every plain round.
-		if last.Depth > 0 && ran < n && scores[ran]*(1+a.p.Hysteresis) >= scores[best] {
+		// more than the hysteresis better. A round that drafted nothing keeps nothing:
+		// a plain round is told as drafter 0's (the draft model's), which would favour
+		// the model after every plain round, and a drafter plugin that found nothing
+		// to copy held its rounds by the hysteresis while its score fell, some 150
+		// rounds after a copied passage ended (TestAdaptiveDrafters, CPU costs).
+		if last.Drafted > 0 && ran < n && scores[ran]*(1+a.p.Hysteresis) >= scores[best] {
 			best = ran
 		}
 		best = a.probeFromZeros(best, zero, scores, ceil, decs[best].Depth > 0)
