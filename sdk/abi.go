@@ -23,7 +23,7 @@ import (
 // module whose major is ABIMajor and whose minor is ≤ ABIMinor.
 const (
 	ABIMajor = 1
-	ABIMinor = 3 // 1: the policy response's flags (keep_cut); 2: the drafter role, the policy's drafter choice; 3: the verify forward's batch in the policy request, declared params
+	ABIMinor = 4 // 1: the policy response's flags (keep_cut); 2: the drafter role, the policy's drafter choice; 3: the verify forward's batch in the policy request, declared params; 4: the drafters' offers in the policy request
 )
 
 // Exports of an ABI v1 module. ExportABI is the version marker: a module of another
@@ -62,13 +62,14 @@ const (
 	MaxParams     = 256  // params keys a plugin may declare (v1.3), each a name of at most MaxNameLen bytes
 )
 
-// Fixed header sizes of ABI v1.3 messages (see ABI.md).
+// Fixed header sizes of ABI v1.4 messages (see ABI.md).
 const (
 	infoHdr         = 16
 	infoEntryHdr    = 24
 	infoEntryHdrV2  = 16 // v1.2: no params declaration (the plugin declares none)
 	initHdr         = 12
-	policyReqHdr    = 60
+	policyReqHdr    = 64
+	policyReqHdrV3  = 60 // v1.3: no offers (read as none)
 	policyReqHdrV2  = 52 // v1.2: no batch fields (read as 0)
 	policyReqHdrV1  = 44 // v1.1: no drafter fields either (read as 0)
 	policyRespHdr   = 20
@@ -317,8 +318,12 @@ func AppendPolicyRequest(dst []byte, o *RoundOutcome) []byte {
 	dst = le32(dst, uint32(int32(o.Drafters)))
 	dst = le32(dst, uint32(int32(o.BatchSeqs)))
 	dst = le32(dst, uint32(int32(o.BatchRows)))
+	dst = le32(dst, uint32(len(o.Offered)))
 	for _, c := range o.DraftConf {
 		dst = le32(dst, math.Float32bits(c))
+	}
+	for _, v := range o.Offered {
+		dst = le32(dst, uint32(int32(v)))
 	}
 	return dst
 }
@@ -335,16 +340,33 @@ func DecodePolicyRequest(b []byte, o *RoundOutcome) error {
 	if hdr >= policyReqHdrV2 { // v1.2
 		o.Drafter, o.Drafters = int(r.i32()), int(r.i32())
 	}
-	if hdr >= policyReqHdr { // v1.3
+	if hdr >= policyReqHdrV3 { // v1.3
 		o.BatchSeqs, o.BatchRows = int(r.i32()), int(r.i32())
+	}
+	nOffered := uint32(0)
+	if hdr >= policyReqHdr { // v1.4
+		nOffered = r.u32()
 	}
 	if r.err != nil || hdr < policyReqHdrV1 {
 		return fmt.Errorf("policy request: %w: header", ErrMalformed)
+	}
+	if nOffered > MaxDrafters {
+		return fmt.Errorf("policy request: %w: %d offers, at most %d drafters", ErrMalformed, nOffered, MaxDrafters)
 	}
 	r.off = int(hdr)
 	o.DraftConf = readWords(&r, o.DraftConf[:0], n)
 	if r.err != nil {
 		return fmt.Errorf("policy request: %w: %d confidences", ErrMalformed, n)
+	}
+	o.Offered = o.Offered[:0]
+	for range nOffered {
+		o.Offered = append(o.Offered, int(r.i32()))
+	}
+	if r.err != nil {
+		return fmt.Errorf("policy request: %w: %d offers", ErrMalformed, nOffered)
+	}
+	if nOffered == 0 {
+		o.Offered = nil
 	}
 	return nil
 }

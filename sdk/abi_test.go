@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -314,5 +315,42 @@ func TestInfoParams(t *testing.T) {
 		if _, err := ParseInfo(AppendInfo(nil, []Info{bad})); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v, want ErrMalformed", name, err)
 		}
+	}
+}
+
+// A v1.4 policy request carries the drafters' offers after the confidences; a v1.3 one
+// (hdr 60) reads as none, and a v1.3 module reads a v1.4 request through its hdr (the
+// offers past its confidences are not read); an offer count above MaxDrafters is
+// malformed.
+func TestPolicyOffers(t *testing.T) {
+	o := RoundOutcome{Round: 3, Depth: 2, Drafted: 2, Accepted: 1, DraftConf: []float32{1, 0.5}, VerifyNs: 9, MaxDepth: 4,
+		Drafter: 1, Drafters: 3, BatchSeqs: 1, BatchRows: 3, Offered: []int{-1, 0, 7}}
+	b := AppendPolicyRequest(nil, &o)
+	var got RoundOutcome
+	if err := DecodePolicyRequest(b, &got); err != nil || !reflect.DeepEqual(got, o) {
+		t.Fatalf("got %+v %v, want %+v", got, err, o)
+	}
+	// as a v1.3 host writes it: hdr 60, no offers
+	old := append(append([]byte(nil), b[:policyReqHdrV3]...), b[policyReqHdr:policyReqHdr+8]...)
+	old[0] = policyReqHdrV3
+	want := o
+	want.Offered = nil
+	if err := DecodePolicyRequest(old, &got); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("v1.3 request: got %+v %v, want %+v", got, err, want)
+	}
+	// a v1.4 request without offers decodes as none
+	o.Offered = nil
+	if err := DecodePolicyRequest(AppendPolicyRequest(nil, &o), &got); err != nil || got.Offered != nil {
+		t.Fatalf("no offers: got %+v %v", got, err)
+	}
+	// truncated offers, and too many
+	o.Offered = []int{-1, 0, 7}
+	b = AppendPolicyRequest(nil, &o)
+	if err := DecodePolicyRequest(b[:len(b)-4], &got); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("truncated offers: got %v, want ErrMalformed", err)
+	}
+	binary.LittleEndian.PutUint32(b[60:], MaxDrafters+1)
+	if err := DecodePolicyRequest(b, &got); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "offers") {
+		t.Fatalf("%d offers: got %v, want ErrMalformed naming the offers", MaxDrafters+1, err)
 	}
 }

@@ -54,6 +54,15 @@ type RoundOutcome struct {
 	// the same forward. 0 when the host does not say (a host before ABI v1.3, or
 	// before the first round).
 	BatchSeqs, BatchRows int
+	// Offered says, per drafter (len Drafters, in the same order), how many tokens it
+	// proposes for the round being decided: the host asked every drafter plugin
+	// before this call (ABI v1.4, when the sequence offers several drafters and
+	// [spec] drafter_offers is on), and the round given to one of them drafts that
+	// proposal, cut to the decided depth and min_conf. 0: the drafter has nothing to
+	// propose (the round would be a plain one), −1: not asked (the draft model, whose
+	// proposal costs its steps, or a drafter plugin that failed). nil when the host
+	// asked none (a host before v1.4, one drafter, or offers off).
+	Offered []int
 }
 
 // DepthDecision is a DepthPolicy's answer.
@@ -107,7 +116,10 @@ type DraftResult struct {
 // Drafter proposes draft tokens from the sequence itself (n-gram lookup, suffix
 // structures, anything a plugin computes), in place of a draft model.
 type Drafter interface {
-	// Draft is called once per round that the policy gives to this drafter, and once
+	// Draft is called once per round that the policy gives to this drafter (or, where
+	// the host shows the policy the drafters' offers, RoundOutcome.Offered, once every
+	// round before the policy decides, the proposal used only if the round goes to
+	// this drafter), and once
 	// before the first round, while the prompt is prefilled, to tell it the prompt
 	// (MaxDepth 1; minfer does not use that call's answer, so that no round's draft
 	// time carries the prompt's). The

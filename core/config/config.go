@@ -155,6 +155,13 @@ type Spec struct {
 	// "ngram,suffix") that draft besides (or, without a [draft] path, instead of) the
 	// draft model; the depth policy picks each round's drafter. "" = the draft model only.
 	Drafter string `toml:"drafter"`
+	// DrafterOffers, with several drafters (a draft model and drafter plugins, or two
+	// plugins), asks every drafter plugin for its proposal before the depth policy
+	// decides each round and tells the policy how many tokens each offers
+	// (sdk.RoundOutcome.Offered, ABI v1.4), so that a round goes to a drafter plugin
+	// only when it has something to propose. Costs one plugin call per drafter plugin
+	// a round (2-10 µs for the built-ins). false = call only the round's drafter.
+	DrafterOffers bool `toml:"drafter_offers"`
 	// MaxBatchRows bounds the verify rows of one step over all the sequences generating
 	// together (a server's batched slots): while n sequences generate, each round's
 	// depth is capped at max_batch_rows/n − 1, so speculation shrinks as the batch
@@ -390,7 +397,7 @@ func Default() *Config {
 	c := &Config{
 		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16, CPUOrder: CPUOrderAVX512},
 		Draft: Draft{KV: KVF16},
-		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16},
+		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16, DrafterOffers: true},
 		Sampling: Sampling{
 			Temperature:   0.8,
 			TopK:          40,

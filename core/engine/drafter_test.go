@@ -149,6 +149,8 @@ type recOutcomes struct {
 }
 
 func (p *recOutcomes) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecision, error) {
+	// (the engine reuses the outcome's slices from round to round)
+	last.DraftConf, last.Offered = slices.Clone(last.DraftConf), slices.Clone(last.Offered)
 	p.seen = append(p.seen, last)
 	return p.dec, nil
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// generating together on the target ([spec] max_batch_rows): while n generate
 	// (n = 1 without Batching), a round's depth is at most MaxBatchRows/n − 1.
 	MaxBatchRows int
+	// DrafterOffers, with several drafters, asks every drafter plugin for its proposal
+	// before the depth policy decides a round and tells the policy what each offers
+	// (sdk.RoundOutcome.Offered; [spec] drafter_offers; see offers.go).
+	DrafterOffers bool
 }
 
 // Request is one generation.
@@ -343,6 +347,7 @@ type Session struct {
 	batch         int
 	draftMax      int
 	maxBatchRows  int
+	offers        bool    // Config.DrafterOffers
 	hist          []int32 // tokens in the sequence; the target cache holds all but the last
 	// pool is Config.Pool when the caches page (pool.go); blocks is how many of its
 	// blocks whole caches hold (paged caches reserve theirs in the arenas)
@@ -385,7 +390,7 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Target == nil || cfg.Vocab == nil {
 		return nil, errors.New("engine: a session needs a target model and a vocabulary")
 	}
-	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax, maxBatchRows: cfg.MaxBatchRows}
+	s := &Session{vocab: cfg.Vocab, batch: cfg.Batch, draftMax: cfg.DraftMax, maxBatchRows: cfg.MaxBatchRows, offers: cfg.DrafterOffers}
 	ctxN := cfg.Ctx
 	if ctxN <= 0 {
 		ctxN = cfg.Target.Params.CtxTrain

@@ -36,6 +36,11 @@ type gen struct {
 	dq    sdk.DraftRequest
 	// off[i]: drafter plugin i failed, and is off for the rest of the request.
 	off []bool
+	// held[i] is drafter plugin i's offer for this round when holds[i] (offers.go);
+	// offered is the policy request's Offered.
+	held    []sdk.DraftResult
+	holds   []bool
+	offered []int
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
@@ -130,6 +135,9 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	var dec sdk.DepthDecision
 	// The policy is asked also when no depth is possible (MaxDepth 0 near the end of the
 	// budget): it then learns every round's outcome, and a trace records every round.
+	if err := g.offer(ctx, maxD); err != nil {
+		return true, err
+	}
 	if g.req.Policy != nil {
 		g.last.MaxDepth = maxD
 		t0 := time.Now()
@@ -427,22 +435,18 @@ func (g *gen) primed(ctx context.Context, done <-chan primeResult) error {
 	return nil
 }
 
-// draftPlugin asks drafter plugin i (req.Drafters[i]) for up to d tokens, telling it
-// the tokens appended to the sequence since its last call. Its answer is checked
-// (sdk.CheckDraft) whatever the drafter: a bad one is an error naming it.
+// draftPlugin drafts up to d tokens with drafter plugin i (req.Drafters[i]): the
+// proposal it offered before the policy decided (offers.go), else a call asking for d.
 func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCut bool) error {
-	dr, s := g.req.Drafters[i], g.s
-	g.dq.Appended, g.dq.MaxDepth, g.dq.Vocab = s.hist[g.fed[i]:], d, s.target.vocab()
-	t0 := time.Now()
-	res, err := dr.Draft(ctx, &g.dq)
-	g.dq.Appended = nil
-	g.fed[i] = len(s.hist) // (a drafter that fails is not called again: see draft)
-	if err == nil {
-		err = sdk.CheckDraft(&g.dq, res)
-	}
-	g.res.Spec.Ms.Drafters += ms(time.Since(t0))
-	if err != nil {
-		return fmt.Errorf("drafter %q: %w", dr.Name, err)
+	var res sdk.DraftResult
+	if i < len(g.holds) && g.holds[i] {
+		res = g.held[i]
+		res.Tokens, res.Conf = res.Tokens[:min(d, len(res.Tokens))], res.Conf[:min(d, len(res.Conf))]
+	} else {
+		var err error
+		if res, err = g.callPlugin(ctx, i, d); err != nil {
+			return err
+		}
 	}
 	for j, tok := range res.Tokens {
 		cut := minConf > 0 && res.Conf[j] < minConf

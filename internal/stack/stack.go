@@ -142,7 +142,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (*Stack, error) {
 	}
 	st.SessCfg = engine.Config{Target: st.Target, Draft: st.Draft, Vocab: vocab,
 		Ctx: ctxN, KVType: kt, DraftKVType: dkt, Batch: cfg.Model.Batch, DraftMax: cfg.Spec.DraftMax, Batching: o.Batching,
-		MaxBatchRows: cfg.Spec.MaxBatchRows}
+		MaxBatchRows: cfg.Spec.MaxBatchRows, DrafterOffers: cfg.Spec.DrafterOffers}
 	if o.Pooled {
 		if st.Pool, err = st.kvPool(cfg); err != nil {
 			return fail(err)

@@ -114,9 +114,10 @@ type Adaptive struct {
 	// decided; states holds every drafter's when the sequence offers several, and
 	// active says which one drafterState is (see adaptive_drafters.go).
 	drafterState
-	states []drafterState
-	active int
-	ds     []drafterProbe // by drafter, with several (see probeDrafter)
+	states    []drafterState
+	active    int
+	lastShort bool           // the round decided last drafts a short offer (adaptive_drafters.go)
+	ds        []drafterProbe // by drafter, with several (see probeDrafter)
 	// verify cost is the target's: one estimate for every drafter
 	verify   []ring    // by the verify forward's rows (this sequence's and the batch's others')
 	seen     []int     // by the forward's rows: the round whose forward last had that many

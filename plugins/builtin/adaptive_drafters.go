@@ -45,10 +45,15 @@ func (a *Adaptive) ensure(n int) {
 
 // nextDrafter is NextDepth with several drafters.
 func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecision {
-	n := min(max(last.Drafters, len(a.states), 1), sdk.MaxDrafters)
-	a.ensure(n)
+	// states: drafter j's at j, and its state for short offers at j+n (see below)
+	n := min(max(last.Drafters, len(a.states)/2, 1), sdk.MaxDrafters)
+	a.ensure(2 * n)
 	ran := min(max(last.Drafter, 0), n-1)
-	a.use(ran)
+	vran := ran
+	if a.lastShort {
+		vran += n // the last round drafted a short offer
+	}
+	a.use(vran)
 	if a.probed {
 		if last.Round >= 0 && last.Accepted > 0 {
 			a.gap = a.p.Probe
@@ -59,7 +64,7 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 		before := a.started
 		a.observe(last)
 		if a.started && last.VerifyNs > 0 {
-			a.relaxOthers(ran)
+			a.relaxOthers(vran)
 		} else {
 			a.started = before
 		}
@@ -83,8 +88,28 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 	sched := make([][2]int, n)
 	ceil := make([]float64, n) // the rate of a fully accepted draft (see ceiling)
 	cheap := make([]bool, n)   // a draft step under cheapStep of a plain round
+	// With the drafters' offers (RoundOutcome.Offered, ABI v1.4) a drafter plugin that
+	// offers nothing cannot draft this round: it scores below any round, is not tried
+	// or probed, and no probe is needed to learn that it has something again. One that
+	// offers fewer than shortOffer tokens is judged by a state of its own (index j+n):
+	// a fragment of a few tokens (a short repeat of the prompt) is accepted far less
+	// often than a copied passage, and one estimate of both would price the one by
+	// the other.
+	offers := len(last.Offered) == n
+	off := func(j int) bool { return offers && last.Offered[j] == 0 }
+	v := func(j int) int {
+		if offers && last.Offered[j] > 0 && last.Offered[j] < shortOffer {
+			return j + n
+		}
+		return j
+	}
 	for j := range n {
-		a.use(j)
+		a.use(v(j))
+		if off(j) {
+			scores[j], ceil[j] = -1, -1
+			decs[j] = sdk.DepthDecision{Drafter: j}
+			continue
+		}
 		if !a.started {
 			a.cur = min(a.p.Start, bound)
 			if untried < 0 {
@@ -103,10 +128,16 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 		a.cutOff()
 		decs[j] = a.decision()
 		decs[j].Drafter = j
+		if offers && last.Offered[j] > 0 {
+			decs[j].Depth = min(decs[j].Depth, last.Offered[j]) // (it drafts no more)
+		}
 	}
 	best := untried // a drafter not tried yet: its round is the one that tells
 	if best < 0 {
 		best = 0
+		for off(best) && best < n-1 {
+			best++ // (a drafter with something to offer, where one has)
+		}
 		for j := range n {
 			if scores[j] > scores[best] {
 				best = j
@@ -128,7 +159,7 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 			if best != chosen && decs[best].Depth == 0 && bound > 0 {
 				// a probe of a drafter parked at depth 0: a round of depth 1 that keeps
 				// its token, as its own probe from there would be
-				a.use(best)
+				a.use(v(best))
 				a.score(bound)
 				a.cur, a.parked, a.probed = 1, 0, true
 				a.cutOff()
@@ -146,19 +177,27 @@ func (a *Adaptive) nextDrafter(last *sdk.RoundOutcome, bound int) sdk.DepthDecis
 	}
 	// a probe decided for a drafter that does not get the round did not happen
 	for j := range n {
-		a.use(j)
+		a.use(v(j))
 		if j != best && a.probed {
 			a.probed = false
 			a.parked, a.gap = sched[j][0], sched[j][1]
 		}
 	}
-	a.use(best)
+	a.use(v(best))
+	a.lastShort = v(best) != best
 	dec := decs[best]
 	if dec.Depth == 0 {
 		dec.Drafter = 0
 	}
 	return dec
 }
+
+// shortOffer: offers of fewer tokens are judged apart from longer ones (see
+// nextDrafter). In simulation of the drafter bed (TestAdaptiveHybridOffers) one state
+// for every offer made the pair 0.959-0.968 of the suffix drafter alone at this CPU's
+// costs, where a verify row costs a third of a round and the fragments' rows do not
+// pay; with the split, 0.977-1.005 (3 seeds).
+const shortOffer = 4
 
 // drafterProbeMax caps the gap between probes of a drafter that is not chosen: a
 // drafter plugin's probe costs about a plain round where it finds nothing, and its

@@ -41,6 +41,15 @@ type simDrafter struct {
 // second and the rounds each drafter got.
 func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify func(int) float64, n int, seed uint64) (float64, []int) {
 	t.Helper()
+	return simulateRounds(t, p, ds, verify, n, seed, false)
+}
+
+// simulateRounds is simulateDrafters, with offers: as the engine with [spec]
+// drafter_offers and several drafters, each round's outcome says what every drafter
+// plugin (a drafter with a call cost) offers for the next round — its supply there — and
+// the draft model (call 0) is −1.
+func simulateRounds(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify func(int) float64, n int, seed uint64, offers bool) (float64, []int) {
+	t.Helper()
 	g := rand.New(rand.NewPCG(seed, 9))
 	last := sdk.RoundOutcome{Round: -1, MaxDepth: 16, Drafters: len(ds)}
 	tokens, ns := 0.0, 0.0
@@ -125,6 +134,15 @@ func simulateDrafters(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify f
 		ns += draftNs + verifyNs
 		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
 			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: 16, Drafter: k, Drafters: len(ds)}
+		if offers && len(ds) > 1 {
+			last.Offered = make([]int, len(ds))
+			for j, x := range ds {
+				last.Offered[j] = -1
+				if x.call > 0 {
+					last.Offered[j] = min(16, x.supply(int(tokens)))
+				}
+			}
+		}
 	}
 	return tokens / ns * 1e9, got
 }

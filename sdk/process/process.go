@@ -50,9 +50,9 @@ const ProtocolVersion = 1
 
 // ProtocolMinor is the minor version of protocol 1 this package speaks. Minors only
 // add: 1 added Meta/Caps (the minor and the params declaration) and the policy
-// request's batch fields. A host learns a plugin's minor from Caps (0 when the plugin
+// request's batch fields, 2 the drafters' offers (sdk.RoundOutcome.Offered). A host learns a plugin's minor from Caps (0 when the plugin
 // does not serve it) and writes each message as that minor reads it.
-const ProtocolMinor = 1
+const ProtocolMinor = 2
 
 // Handshake is the go-plugin handshake shared by host and plugins. The magic cookie is
 // not security: it stops a plugin binary from being run by hand by mistake.

@@ -281,6 +281,12 @@ func (m *policyRequest) appendTo(b []byte) []byte {
 	if m.Minor >= 1 {
 		b = putI64(putI64(b, int64(o.BatchSeqs)), int64(o.BatchRows))
 	}
+	if m.Minor >= 2 {
+		b = putU32(b, uint32(len(o.Offered)))
+		for _, v := range o.Offered {
+			b = putI64(b, int64(v))
+		}
+	}
 	return b
 }
 
@@ -297,6 +303,18 @@ func (m *policyRequest) decode(d *decoder) {
 	if d.err == nil && len(d.b) > 0 {
 		o.BatchSeqs, o.BatchRows = int(d.i64()), int(d.i64())
 		m.Minor = 1 // written for a plugin of minor 1: so it encodes back
+	}
+	o.Offered = nil
+	if d.err == nil && len(d.b) > 0 {
+		n := d.count(8)
+		if n > sdk.MaxDrafters {
+			d.err = fmt.Errorf("%d offers, at most %d drafters", n, sdk.MaxDrafters)
+			return
+		}
+		for range n {
+			o.Offered = append(o.Offered, int(d.i64()))
+		}
+		m.Minor = 2
 	}
 }
 
