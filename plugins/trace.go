@@ -67,6 +67,8 @@ type TracedPolicy struct {
 	// bound is the pending round's max_depth: the outcome the engine reports later
 	// carries the next round's bound, and the trace records the round's own.
 	bound int
+	// offered is what the drafters offered when the pending round was decided
+	offered []int
 	// asked is when the wrapped policy was asked for the pending round's depth: the
 	// round's wall time runs from there to the next NextDepth or Finish (the tracer's
 	// own writing happens before it, so it is not counted).
@@ -102,6 +104,7 @@ func (tp *TracedPolicy) NextDepth(ctx context.Context, last sdk.RoundOutcome) (s
 		return d, err
 	}
 	tp.dec, tp.pending, tp.asked, tp.bound = d, true, asked, last.MaxDepth
+	tp.offered = append(tp.offered[:0], last.Offered...)
 	return d, nil
 }
 
@@ -115,6 +118,9 @@ func (tp *TracedPolicy) Finish(last sdk.RoundOutcome) {
 	tp.pending = false
 	r := sdk.NewTraceRound(tp.seq, tp.name, tp.dec, last)
 	r.MaxDepth = tp.bound
+	if len(tp.offered) > 0 {
+		r.Offered = append([]int(nil), tp.offered...)
+	}
 	r.Prompt = tp.prompt
 	r.HostNs = max(wall-last.DraftNs-last.VerifyNs, 0)
 	if last.Drafters <= 1 {

@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -185,4 +186,62 @@ type constPolicy int
 
 func (p constPolicy) NextDepth(context.Context, sdk.RoundOutcome) (sdk.DepthDecision, error) {
 	return sdk.DepthDecision{Depth: int(p)}, nil
+}
+
+// TestTracerOffers: a round decided with the drafters' offers records them, and replay
+// gives them back to the policy, so replaying the recorded policy reproduces its run.
+func TestTracerOffers(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	p := plugins.NewTracer(&buf).Wrap(must(builtin.NewAdaptive([]byte(`{"draft_max":6}`))), "adaptive")
+	p.SetDrafters([]string{"model", "ngram"})
+	offer := func(r int) []int { // ngram copies in the first half only
+		if r < 40 {
+			return []int{-1, 6}
+		}
+		return []int{-1, 0}
+	}
+	last := sdk.RoundOutcome{Round: -1, MaxDepth: 6, Drafters: 2, Offered: offer(0)}
+	for r := range 80 {
+		d, err := p.NextDepth(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := d.Drafter
+		drafted, acc, ns := d.Depth, min(d.Depth, r%3), int64(d.Depth)*50000
+		if k == 1 && d.Depth > 0 {
+			drafted, ns = min(d.Depth, offer(r)[1]), 2000
+			acc = drafted
+		}
+		conf := make([]float32, drafted) // (1: no cut-off stops a draft, as none does here)
+		for i := range conf {
+			conf[i] = 1
+		}
+		last = sdk.RoundOutcome{Round: r, Depth: d.Depth, Drafted: drafted, Accepted: acc, DraftConf: conf,
+			DraftNs: ns, VerifyNs: 100000 + int64(drafted)*20000, MaxDepth: 6, Drafter: k, Drafters: 2, Offered: offer(r + 1)}
+	}
+	p.Finish(last)
+	rounds, err := sdk.ReadTrace(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rounds {
+		if want := offer(r.Round); !slices.Equal(r.Offered, want) {
+			t.Fatalf("round %d: offered %v, want %v", r.Round, r.Offered, want)
+		}
+	}
+	res, err := replay.Replay(ctx, rounds, func() (sdk.DepthPolicy, error) { return builtin.NewAdaptive([]byte(`{"draft_max":6}`)) }, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed.Rate() != res.Recorded.Rate() || res.Extrapolated != 0 {
+		t.Fatalf("replaying the recorded policy: %.3f tok/s, recorded %.3f (%d extrapolated)", res.Replayed.Rate(), res.Recorded.Rate(), res.Extrapolated)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -42,6 +42,9 @@ type TraceRound struct {
 	Drafters     int    `json:"drafters,omitempty"`
 	DrafterIndex int    `json:"drafter_index,omitempty"`
 	Drafter      string `json:"drafter,omitempty"`
+	// Offered is what the drafters offered when the policy decided this round
+	// (RoundOutcome.Offered of its policy request; omitted when the host showed none).
+	Offered []int `json:"offered,omitempty"`
 }
 
 // Outcome is what a DepthPolicy is told about this round afterwards.
@@ -64,6 +67,13 @@ func (t *TraceRound) Validate() error {
 		return fmt.Errorf("draft_ns %d, verify_ns %d, host_ns %d: want ≥ 0, > 0 and ≥ 0", t.DraftNs, t.VerifyNs, t.HostNs)
 	case t.Drafters < 0 || t.Drafters > MaxDrafters || t.DrafterIndex < 0 || t.DrafterIndex >= max(t.Drafters, 1):
 		return fmt.Errorf("drafter_index %d of %d drafters: want 0 ≤ drafter_index < drafters ≤ %d", t.DrafterIndex, t.Drafters, MaxDrafters)
+	case t.Offered != nil && len(t.Offered) != t.Drafters:
+		return fmt.Errorf("offered has %d entries, drafters %d", len(t.Offered), t.Drafters)
+	}
+	for i, n := range t.Offered {
+		if n < -1 {
+			return fmt.Errorf("offered[%d] is %d: want ≥ -1", i, n)
+		}
 	}
 	return nil
 }

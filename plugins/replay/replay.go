@@ -129,6 +129,7 @@ func ReplayWith(ctx context.Context, rounds []sdk.TraceRound, newPolicy func() (
 			seq = r.Seq
 			last = sdk.RoundOutcome{Round: -1, MaxDepth: r.MaxDepth, Drafters: r.Drafters}
 		}
+		last.Offered = r.Offered // what the drafters offered when this round was decided
 		dec, err := p.NextDepth(ctx, last)
 		if err != nil {
 			return res, fmt.Errorf("replay: round %d of sequence %d: %w", r.Round, r.Seq, err)
