@@ -163,6 +163,7 @@ struct MQ4_0 {
     // XSG: the kernels of up to XSG tiles stage each round's activation scales in shared
     // memory (xs_fetch) rather than reading them in every tile (perf-cuda.md v13).
     static constexpr int XSG = 8;
+    static constexpr bool KS = false;  // (see MQ4_K)
     // The k slots of lane t are activation words 2t, 2t+1 (xword2): values 8t … 8t+7, the
     // low nibbles of q words 2t, 2t+1 for t < 2 and the high nibbles of words 2t-4, 2t-3.
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
@@ -234,6 +235,7 @@ struct MQ6_K {
     static constexpr int RQ = 832, RD = 8, RE = 0, XS = 32;
     static constexpr bool STAGED = true;
     static constexpr int XSG = 8;
+    static constexpr bool KS = false;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, n = (u % 8) / 4, part = u % 4, shift = part >= 2 ? 4 : 0, hshift = 2 * part;
         W w;
@@ -278,6 +280,18 @@ struct MQ4_K {
     // Staged scales made the kernels of four and eight tiles 1.00-1.09× slower (H200,
     // perf-cuda.md v13): those read them in every tile, as before.
     static constexpr int XSG = 2;
+    // KS: the kernels that stage the activation scales (one and two tiles) also decode
+    // each round's KScales once per block into shared memory (KStage: 256 a round, one
+    // per row and 64-value slice) and read them there (MQ4_KS), where each lane decoded
+    // its two rows' itself, the four lanes of a quad the same ones: a round of four
+    // units per warp took 710 instructions, 540 with KStage (SASS, NVRTC 11.8), and
+    // 14336 × 4096 at nt 2-8 39.0-39.7 µs, 34.0-35.9 with it (nt 12-16: 51.9-54.2,
+    // 45.8-48.4; H200, perf-cuda.md v15). The same kscale, so the same bits.
+#ifdef MMQ_NO_KS
+    static constexpr bool KS = false;
+#else
+    static constexpr bool KS = true;
+#endif
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 8, j = (u / 2) % 4, h = u % 2;
         W w;
@@ -315,6 +329,26 @@ struct MQ4_K {
     }
 };
 
+// MQ4_KS is MQ4_K reading its KScales from KStage's shared memory (RowP.e: the row's
+// KScales of the round) instead of decoding them (KSOf picks it where KStage runs).
+struct MQ4_KS : MQ4_K {
+    static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
+        const int b = u / 8, j = (u / 2) % 4, h = u % 2;
+        W w;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const RowP &p = i ? pb : pa;
+            const u32 v = *(const u32 *)(p.q + b * 144 + 16 + j * 32 + h * 16 + 4 * t);
+            w.lo[i] = v & 0x0F0F0F0F;
+            w.hi[i] = (v >> 4) & 0x0F0F0F0F;
+            w.k[i] = ((const KScale *)p.e)[u % 32 / 2];  // (rounds start at multiples of 32 units: b % 4 · 4 + j)
+        }
+        return w;
+    }
+};
+template <class T> struct KSOf { using type = T; };
+template <> struct KSOf<MQ4_K> { using type = MQ4_KS; };
+
 // Q5_K: unit = 64 values (mmvq.cu TQ5_K): sub-blocks 2j and 2j+1 of one block, 32 values
 // each, (nibble | fifth bit) as k = 32 mmas, with the activation sums for the mins.
 struct MQ5_K {
@@ -323,6 +357,7 @@ struct MQ5_K {
     static constexpr int RQ = 1408, RD = 0, RE = 0, XS = 64;
     static constexpr bool STAGED = false;
     static constexpr int XSG = 8;  // (MQ5_K12 serves one and two tiles: MMQ_T)
+    static constexpr bool KS = false;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 4, j = u % 4;
         W w;
@@ -369,6 +404,7 @@ struct MQ5_K12 {
     static constexpr int RQ = 1408, RD = 0, RE = 0, XS = 64;
     static constexpr bool STAGED = false;
     static constexpr int XSG = 0;
+    static constexpr bool KS = false;
     static __device__ W load(const RowP &pa, const RowP &pb, int u, int t) {
         const int b = u / 4, j = u % 4;
         W w;
@@ -489,6 +525,34 @@ struct Stage {
     }
 };
 
+template <bool C, class A, class B> struct Cond { using type = A; };
+template <class A, class B> struct Cond<false, A, B> { using type = B; };
+
+// KStage decodes a round's KScales (a KS type: Q4_K) of the block's 16 weight rows into
+// shared memory: thread c < 256 takes row c / 16, block (c / 4) % 4 and slice c % 4 of
+// the round's four 256-value blocks, fetch loading the block's 16-byte head into a
+// register a round ahead and store decoding it (khead's kscale, so the same bits) into
+// ks[row · KSR + c % 16]. The row stride of 17 KScales spreads the rows g = 0 … 7 a warp
+// reads at once over the banks.
+struct KStage {
+    static constexpr int KSR = 17, N = 16 * KSR;  // KScales a row, a round
+    int4 h;
+    template <class T>
+    __device__ __forceinline__ void fetch(const QArgs &a, int row0, int rows, int U, int r0) {
+        const int c = threadIdx.x;
+        if (c < 256) h = *(const int4 *)((const u8 *)a.q + (i64)min(row0 + c / 16, rows - 1) * (U * T::RQ / 32) + (i64)(r0 / 8 + (c / 4) % 4) * 144);
+    }
+    __device__ __forceinline__ void store(KScale *ks) const {
+        const int c = threadIdx.x, j = c % 4;
+        if (c < 256) {
+            int sca, ma, scb, mb;
+            k_scale_min(2 * j, h.y, h.z, h.w, sca, ma);
+            k_scale_min(2 * j + 1, h.y, h.z, h.w, scb, mb);
+            ks[(c / 16) * KSR + c % 16] = kscale(h2f((u16)(h.x & 0xFFFF)), h2f((u16)((u32)h.x >> 16)), sca, ma, scb, mb);
+        }
+    }
+};
+
 // mmq_round adds a full round's units to the slots' accumulators: slot s takes unit
 // u + W·s (lu + W·s in the rows pa, pb, relative to a staged round). With one or two
 // tiles the slots' loads are issued together (more bytes in flight); with four or eight
@@ -530,9 +594,12 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
     constexpr int RED = W / 2 * G * 4 * WARP * 4;
     constexpr bool XST = G <= T::XSG;
     constexpr int WST = T::STAGED ? Stage<T, NTH>::BYTES : 0, XSN = XST ? T::XS * (8 * G + 1) : 0;
-    constexpr int SMB = WST + 2 * XSN * 4 > RED ? WST + 2 * XSN * 4 : RED;
+    constexpr bool KST = XST && T::KS;  // KScales staged (KStage)
+    constexpr int KSB = KST ? 2 * KStage::N * (int)sizeof(KScale) : 0;
+    constexpr int SMB = WST + 2 * XSN * 4 + KSB > RED ? WST + 2 * XSN * 4 + KSB : RED;
     __shared__ __align__(16) u8 sm[SMB];
     float *xsb = (float *)(sm + WST);  // round r's scales at xsb + (r % 2)·XSN
+    KScale *ksb = (KScale *)(sm + WST + 2 * XSN * 4);  // round r's KScales at ksb + (r % 2)·KStage::N
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, g = lane >> 2, t = lane & 3;
     const int row0 = tile * 16, j00 = group * G * 8;
     const int U = T::units(a.cols);
@@ -572,15 +639,35 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
             }
         }
     } else {
+        KStage kst;
+        if constexpr (KST) {
+            if (full > 0) kst.fetch<T>(a, row0, rows, U, 0);  // weights: before the wait
+        }
         grid_dep_sync();
         const RowP ga = rowp<T>(a, min(row0 + g, rows - 1), U), gb = rowp<T>(a, min(row0 + g + 8, rows - 1), U);
         if constexpr (XST) {
-            if (full > 0) xs_fetch<T, G, NTH>(a, xsb, j00, 0);
+            if (full > 0) {
+                xs_fetch<T, G, NTH>(a, xsb, j00, 0);
+                if constexpr (KST) kst.store(ksb);
+            }
             for (int r0 = 0, k = 0; r0 < full; r0 += WARP, k ^= 1) {
+                const bool more = r0 + WARP < full;
                 cp_async_wait();
-                __syncthreads();  // this round's scales are in; the other buffer is free
-                if (r0 + WARP < full) xs_fetch<T, G, NTH>(a, xsb + (k ^ 1) * XSN, j00, (r0 + WARP) * T::XS / 32);
-                mmq_round<T, G, W>(a, XSmem<G>{xsb + k * XSN, r0 * T::XS / 32, j00}, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
+                __syncthreads();  // this round's scales are in; the other buffers are free
+                if (more) {
+                    xs_fetch<T, G, NTH>(a, xsb + (k ^ 1) * XSN, j00, (r0 + WARP) * T::XS / 32);
+                    if constexpr (KST) kst.fetch<T>(a, row0, rows, U, r0 + WARP);  // in flight during this round
+                }
+                RowP ka = ga, kb = gb;
+                if constexpr (KST) {
+                    ka.e = (const u8 *)(ksb + k * KStage::N + g * KStage::KSR);
+                    kb.e = (const u8 *)(ksb + k * KStage::N + (g + 8) * KStage::KSR);
+                }
+                using TK = typename Cond<KST, typename KSOf<T>::type, T>::type;
+                mmq_round<TK, G, W>(a, XSmem<G>{xsb + k * XSN, r0 * T::XS / 32, j00}, ka, kb, r0 + warp, r0 + warp, j00, g, t, acc);
+                if constexpr (KST) {
+                    if (more) kst.store(ksb + (k ^ 1) * KStage::N);  // read after the next round's barrier
+                }
             }
         } else {
             for (int r0 = 0; r0 < full; r0 += WARP) mmq_round<T, G, W>(a, XGlob{}, ga, gb, r0 + warp, r0 + warp, j00, g, t, acc);
@@ -646,10 +733,46 @@ static __device__ __forceinline__ void mmq_rows(const QArgs &a, float *dst, int 
 // with eight warps ran 1.9-3× slower per row than G = 2 on the H200, perf-cuda.md v7).
 #define MMQ_W(G) ((G) <= 2 ? 8 : 16)
 
+// MinB<T, G>::v is the least resident blocks per SM in the __launch_bounds__ of type T's
+// kernel of G tiles (the register cap that follows: 65536 / (MinB · threads)); 0 is the
+// one-argument form, the compiler's choice, which takes 70-128 registers here and so one
+// to three blocks per SM. The kernels are issue-bound (Nsight Compute, H200, Q4_K at
+// nt 8: SM 64 %, L1 71 %, DRAM 14 % of peak, 16 warps per SM, registers the limit), and
+// a block waits for its slowest warp at every round, so more blocks per SM help where
+// the capped registers do not spill much. Measured (H200, perf-cuda.md v15: µs per
+// 14336 × 4096 matmul, bound / 0): Q4_0 G 1 at 4: 15.9-16.5 / 17.6-18.8 (nt 2-8), G 2
+// at 3: 25.2-25.9 / 28.7-29.4, G 4 at 2: 47.5-58.0 / 59.9-72.7; Q8_0 G 4 at 2:
+// 57.6-69.3 / 66.5-80.3; Q4_K G 4 at 1 (not the one-argument form's code):
+// 86.8-110.3 / 92.3-115.3; Q5_K G 1 at 3: 26.9-35.0 / 29.6-36.8; Q5_0 G 1 at 3 (7B
+// layer, µs: 141-146 / 146-159). Q4_K G 2 at 2 keeps its 128 registers with KStage. The
+// others lost with a bound (Q8_0 G 2 at 3: 50.6 / 30.3 at nt 12; every G 8 at 2:
+// 1.03-1.6× slower) and keep 0.
+template <class T, int G> struct MinB { static constexpr int v = 0; };
+template <> struct MinB<MQ4_0, 1> { static constexpr int v = 4; };
+template <> struct MinB<MQ4_0, 2> { static constexpr int v = 3; };
+template <> struct MinB<MQ4_0, 4> { static constexpr int v = 2; };
+template <> struct MinB<MQ5_0, 1> { static constexpr int v = 3; };
+template <> struct MinB<MQ8_0, 4> { static constexpr int v = 2; };
+template <> struct MinB<MQ4_K, 2> { static constexpr int v = 2; };  // (KS took it to 166 registers, one block)
+template <> struct MinB<MQ4_K, 4> { static constexpr int v = 1; };
+template <> struct MinB<MQ5_K, 1> { static constexpr int v = 3; };
+// MMQ_MINB(T, G) is MinB's bound, or for measuring (MINFER_MMQ_DEFINES): 0 for every
+// kernel with MMQ_MINB_OFF, MMQ_MINB8 for every kernel of eight warps, MMQ_MINB16 of
+// sixteen.
+#if defined(MMQ_MINB_OFF)
+#define MMQ_MINB(T, G) 0
+#elif defined(MMQ_MINB8) && defined(MMQ_MINB16)
+#define MMQ_MINB(T, G) ((G) <= 2 ? MMQ_MINB8 : MMQ_MINB16)
+#elif defined(MMQ_MINB8)
+#define MMQ_MINB(T, G) ((G) <= 2 ? MMQ_MINB8 : MinB<T, G>::v)
+#elif defined(MMQ_MINB16)
+#define MMQ_MINB(T, G) ((G) <= 2 ? MinB<T, G>::v : MMQ_MINB16)
+#else
+#define MMQ_MINB(T, G) (MinB<T, G>::v)
+#endif
+
 // MMQ_T is the traits struct the kernel of G tiles of type T uses: T, except Q5_K's one-
 // and two-tile kernels, which keep the v12 form (MQ5_K12).
-template <bool C, class A, class B> struct Cond { using type = A; };
-template <class A, class B> struct Cond<false, A, B> { using type = B; };
 template <class T, int G> struct Pick { using type = T; };
 template <int G> struct Pick<MQ5_K, G> { using type = typename Cond<(G <= 2), MQ5_K12, MQ5_K>::type; };
 #define MMQ_T(T, G) typename Pick<T, G>::type
@@ -659,7 +782,7 @@ template <int G> struct Pick<MQ5_K, G> { using type = typename Cond<(G <= 2), MQ
 // takes weight tile b / groups and activation group b % groups.
 #define MMQ_SET(i) const void *q##i, const void *d##i, const void *e##i, float *dst##i, int rows##i, const float *bias##i
 #define MMQ1(name, T, G)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MMQ_W(G) * WARP) mmq_##name##_##G(                            \
+    extern "C" __global__ void __launch_bounds__(MMQ_W(G) * WARP, MMQ_MINB(T, G)) mmq_##name##_##G(                            \
         const int *xq, const float *xd, int cols, int nt, int groups, MMQ_SET(0), MMQ_SET(1), MMQ_SET(2)) {     \
         const int nb0 = (rows0 + 15) / 16 * groups, nb1 = (rows1 + 15) / 16 * groups;                           \
         int blk = blockIdx.x;                                                                                   \

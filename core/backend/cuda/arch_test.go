@@ -32,7 +32,7 @@ func TestCompileAllArchs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bin, err := driver.Compile(src, driver.CompileOptions{Arch: arch, CacheDir: dir})
+				bin, err := driver.Compile(src, driver.CompileOptions{Arch: arch, Defines: kernelDefines(f), CacheDir: dir})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/minfer/minfer/cuda/driver"
@@ -71,7 +73,7 @@ func (b *Backend) loadKernels(cacheDir string) error {
 				res[i].err = err
 				return
 			}
-			res[i].bin, res[i].err = driver.Compile(src, driver.CompileOptions{Arch: b.ctx.Props.Arch(), CacheDir: cacheDir, Log: b.log})
+			res[i].bin, res[i].err = driver.Compile(src, driver.CompileOptions{Arch: b.ctx.Props.Arch(), Defines: kernelDefines(f), CacheDir: cacheDir, Log: b.log})
 		}()
 	}
 	wg.Wait()
@@ -102,6 +104,17 @@ func (b *Backend) launch(name string, grid, block driver.Dim3, shared int, args 
 		panic("BUG: cuda: no kernel " + name)
 	}
 	b.timedLaunch(name, func() { b.fail(b.l.Launch(b.stream, fn, grid, block, shared, args...)) })
+}
+
+// kernelDefines is the -D defines source f is compiled with: MINFER_MMQ_DEFINES
+// (comma-separated NAME=VALUE) for mmq.cu, to compare variants of its kernels (launch
+// bounds, pipelining) in one process without editing the source; none otherwise.
+func kernelDefines(f string) []string {
+	v := strings.TrimSpace(os.Getenv("MINFER_MMQ_DEFINES"))
+	if f != "mmq.cu" || v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -66,6 +66,7 @@ func Switches() map[string]string {
 		"MINFER_NO_PDL":                "launches: no programmatic dependent launch (each kernel starts only after the previous one ends)",
 		"MINFER_LEDGER":                "=1: profiling mode, graphs off and CUDA events around every kernel (Backend.WriteLedger)",
 		"MINFER_MMQ_G":                 "=1, =2, =4 or =8: activation tiles of 8 rows per block of the small-nt tensor-core kernel, instead of the chooser's (for measuring)",
+		"MINFER_MMQ_DEFINES":           "=NAME[=VALUE],…: -D defines for mmq.cu, to compare its variants in one binary (for measuring): MMQ_MINB_OFF (no per-type launch bounds), MMQ_MINB8=N / MMQ_MINB16=N (one bound for the kernels of 8 / 16 warps), MMQ_NO_KS (Q4_K decodes its scales per lane again)",
 		"MINFER_NO_CUBLAS":             "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
 		"MINFER_NO_FLASH":              "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
 		"MINFER_NO_ACT_ROUND":          "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
