@@ -31,13 +31,16 @@ type Tier struct {
 	// 18's goal); the GEMM's f16 rounding loses identity. Tiers other than Hopper were
 	// not measured and take Hopper's MMQRows.
 	GEMMMinRows int
-	// MMQRows is, per quantized weight layout ("q4_k"), the nt from which MatMul uses the
-	// int8 tensor-core kernel (mmq.cu: each weight unit unpacked once for all the rows,
-	// the integer dots on mma.sync) instead of mat-vec launches of up to 8 rows; a layout
-	// it leaves out, and every layout on a tier without it, keeps the mat-vec (Turing has
-	// no m16n8k32 int8 mma). Both give every row the same bits, so this is a speed choice
-	// only (see hopperMMQ for the measurement).
-	MMQRows map[string]int
+	// MMQRows is, per quantized weight layout ("q4_k"), the nt below MMQAllRows at which
+	// MatMul uses the int8 tensor-core kernel (mmq.cu: each weight unit unpacked once for
+	// all the rows, the integer dots on mma.sync) instead of mat-vec launches of up to 8
+	// rows; from MMQAllRows to GEMMMinRows - 1 a layout in the map always takes it. A
+	// layout it leaves out, and every layout on a tier without it, keeps the mat-vec
+	// (Turing has no m16n8k32 int8 mma). Both give every row the same bits, so this is a
+	// speed choice only (see hopperMMQ for the measurement). A set, not a threshold: on
+	// the 7B layer the mat-vec's cost steps with its launches (nt 8 takes two rows per
+	// warp, 9 adds a launch), so the winner alternates between nt 4 and 10.
+	MMQRows map[string]NTSet
 	// MMVQWarps is the number of warps per mat-vec block; each warp owns one weight row.
 	// 4 (128 threads) keeps enough blocks resident to saturate memory on every tier.
 	MMVQWarps int
@@ -108,20 +111,34 @@ func (s NTSet) Has(nt int) bool { return nt >= 0 && nt < 16 && s&(1<<nt) != 0 }
 // 374.4 (5db37c9); nt 2-8 were not measured and pair as Q4_0's units do.
 type RowPairs map[string]NTSet
 
-// hopperMMQ is the Hopper tier's MMQRows: where the tensor-core kernel beat the mat-vec
-// launches in BenchmarkMatMul (14336 × 4096, H200, µs per matmul, mmq / mat-vec, the
-// kernel of perf-cuda.md v13: activation scales staged per round, adjacent k words):
-// Q4_0 1.03 at nt 6, 0.83 at 8, 0.76 at 12, 0.62 at 16; Q8_0 1.02 at 6, 0.81 at 8, 0.56 at
-// 12; Q4_K 1.02 at 8, 0.83 at 12, 0.68 at 16: past 8 the mat-vec adds a launch of nt - 8
-// rows (14.5 µs at 2) to the 39.3 of 8 while the two-tile kernel costs ~52 µs flat from 9
-// to 16, so Q4_K takes it from 10 (was 13). Q6_K 1.00 at 6, 0.91 at 8, 0.90 at 12, but at
-// 9-10 the two-tile kernel (52.0 µs at 12) meets mat-vec launches of 8 + 1-2 rows (at
-// most 33.5 + 18.4), and one threshold cannot take 8 and leave 9-10, so from 11 (was 13;
-// 8 stays 10% dearer than it could be). Q5_K keeps v12's kernel at one and two tiles
-// (0.95 at 6, 0.78 at 8 in the same run) and 6. At 2-4 rows the kernel is 1.2-2.7×
-// slower than the mat-vec. Q5_0 was not measured; it takes Q4_0's threshold (the same
-// kernel with the fifth bits).
-var hopperMMQ = map[string]int{"q4_0": 8, "q5_0": 8, "q8_0": 8, "q4_k": 10, "q5_k": 6, "q6_k": 11}
+// MMQAllRows is the nt from which every layout of a tier's MMQRows takes the tensor-core
+// kernel (NTSet's bound): on the H200 it cost 0.42-0.84 of the mat-vec launches at every
+// nt measured from 16 to 64, for every type (BenchmarkMatMulLayer, perf-cuda.md v15).
+const MMQAllRows = 16
+
+// hopperMMQ is the Hopper tier's MMQRows: the nt below 16 where the tensor-core kernel
+// (v15's: launch bounds per type and tiles, Q4_K's KScales staged) beat the mat-vec
+// launches in BenchmarkMatMulLayer (one Qwen2.5-7B layer's seven matmuls, q/k/v and
+// gate/up merged as in the model, four layers rotated; H200, perf-cuda.md v15; µs per
+// layer, mat-vec / mmq), where v13's thresholds came from one 14336 × 4096 weight:
+//   - Q4_0 from 4: 100.6 / 93.8 at 4, 146.8 / 98.3 at 8, 193.7 / 157.7 at 9; at 2-3 the
+//     mat-vec (62.9 / 92.5, 73.3 / 93.1);
+//   - Q5_0 from 7: 153.6 / 145.0 at 7; at 6 the mat-vec (142.9 / 145.0);
+//   - Q8_0 from 4: 140.3 / 114.3 at 4, 217.1 / 121.5 at 8; at 3 the mat-vec (99.4 / 112.4);
+//   - Q4_K at 7 (215.7 / 183.5) and from 9 (234.1 / 216.6, 299.7 / 223.2 at 12): at 8
+//     the mat-vec takes two rows per warp (174.7 / 183.4), 6 is a tie (181.3 / 181.0,
+//     left to the mat-vec), 2-5 the mat-vec (78.2 / 167.7 … 173.0 / 178.3);
+//   - Q6_K at 4 (164.1 / 139.1), 6-8 (147.3 / 145.7 at 6, 181.9 / 151.9 at 8) and from
+//     10 (269.1 / 266.9, 341.8 / 271.5 at 12); at 5 the mat-vec takes pairs (135.8 /
+//     142.4), at 9 it adds a one-row launch to them (246.7 / 264.5);
+//   - Q5_K was not in the layer benchmark: from 6 as in v13 (BenchmarkMatMul 14336 ×
+//     4096: 36.0 / 32.0 µs at 6, 29.4 / 29.2 at 4).
+//
+// From 16 rows every type took mmq: 0.42-0.84 of the mat-vec at nt 16-64 (MMQAllRows).
+var hopperMMQ = map[string]NTSet{
+	"q4_0": NTs(4, 15), "q5_0": NTs(7, 15), "q8_0": NTs(4, 15),
+	"q4_k": NTs(7, 7) | NTs(9, 15), "q5_k": NTs(6, 15), "q6_k": NTs(4, 4) | NTs(6, 8) | NTs(10, 15),
+}
 
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{

@@ -47,9 +47,9 @@ func TestTierTableSane(t *testing.T) {
 		if tr.GEMMMinRows <= tr.MMVQMaxRows {
 			t.Errorf("tier %s: GEMMMinRows %d must exceed MMVQMaxRows %d (row identity)", tr.Name, tr.GEMMMinRows, tr.MMVQMaxRows)
 		}
-		for k, nt := range tr.MMQRows {
-			if nt < 2 || tr.Major < 8 {
-				t.Errorf("tier %s: MMQRows[%s] = %d (the int8 mma needs sm_80 and nt 1 stays on the mat-vec)", tr.Name, k, nt)
+		for k, set := range tr.MMQRows {
+			if set.Has(0) || set.Has(1) || tr.Major < 8 {
+				t.Errorf("tier %s: MMQRows[%s] = %#x (the int8 mma needs sm_80 and nt 1 stays on the mat-vec)", tr.Name, k, set)
 			}
 		}
 		if tr.MMVQWarps < 1 || tr.MMVQWarps > 32 || tr.AttnChunk < 32 || tr.AttnChunk%32 != 0 || tr.AttnMaxSplits < 1 || tr.TopKMaxK < 1 {

@@ -11,9 +11,9 @@
 // quantized to int8 blocks of 32 with a float scale on the GPU (once per producer:
 // RMSNorm, SwiGLU and attention write this 8-bit form beside their output) and dotted
 // with dp4a against the quantized weights (every quantized type of the weight-type table,
-// types.go); F16, BF16 and F32 weights take float dots with float32 activations. From the tier's MMQRows of the
-// layout (Hopper: 6 for Q5_K, 8 for Q8_0, Q4_0 and Q5_0, 13 for Q4_K and Q6_K) to
-// GEMMMinRows - 1 (64) on sm_80+, quantized weights go to the int8 tensor-core kernel
+// types.go); F16, BF16 and F32 weights take float dots with float32 activations. At the tier's MMQRows of the
+// layout (Hopper: per nt below 16, e.g. Q4_0 and Q8_0 from 4, Q4_K at 7 and from 9) and
+// from 16 to GEMMMinRows - 1 (64) on sm_80+, quantized weights go to the int8 tensor-core kernel
 // (mmq.cu, every row of the call in one block per 16 weight rows) with the same 8-bit
 // activations (the types with an mmq kernel; the others take mat-vec launches of 8 rows). From GEMMMinRows on, weights are dequantized
 // to an f16 copy and multiplied on the tensor cores (f32 accumulation; activations

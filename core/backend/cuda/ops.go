@@ -559,9 +559,9 @@ const mmqRows = 16
 // also answers whether a path exists and how much scratch it takes): from the weight's
 // layout and shape, nt, the device tier and the MINFER_NO_* switches it picks
 //   - the GEMM from the tier's GEMMMinRows rows (weights of cols % 32 == 0);
-//   - else the int8 tensor-core kernel (mmq.cu) from the tier's MMQRows rows of the
-//     layout, for the types of the table that have one, on sm_80+ (MINFER_MMQ=all: from
-//     2 rows for every such type);
+//   - else the int8 tensor-core kernel (mmq.cu) at the tier's MMQRows of the layout and
+//     from driver.MMQAllRows rows on, for the types of the table that have one, on
+//     sm_80+ (MINFER_MMQ=all: from 2 rows for every such type);
 //   - else mat-vec launches of up to MMVQMaxRows rows (one with MINFER_NO_MMVQ_MULTIROW).
 //
 // The thresholds and their measurements live in the tier table (driver.Tier).
@@ -580,11 +580,11 @@ func planMatMul(tier driver.Tier, cc int, sw switches, layout string, rows, cols
 		}
 		return p
 	}
-	from, ok := tier.MMQRows[layout]
+	set, ok := tier.MMQRows[layout]
 	if sw.mmqAll && cc >= 80 {
-		from, ok = 2, true
+		set, ok = driver.NTs(2, driver.MMQAllRows-1), true
 	}
-	if ok && w.mmq != "" && nt >= from && cc >= 80 && !sw.noMMQ {
+	if ok && w.mmq != "" && (nt >= driver.MMQAllRows || set.Has(nt)) && cc >= 80 && !sw.noMMQ {
 		tiles := ceilDiv(nt, 8)
 		g := mmqMaxG
 		for _, c := range mmqGs { // the fewest tiles that hold nt: one group
