@@ -309,3 +309,24 @@ func CheckRowStats(who string, nt, n, k int, pick, ids []int32, vals, maxv, lse,
 type Graphs interface {
 	Run(key string, record func()) error
 }
+
+// DraftChainer is implemented by backends that can take a draft step's greedy token
+// where the logits live and feed it to the next step's forward without the host: the
+// d draft steps of a speculative round then run back to back on the device, and the
+// host reads the d picks once, at the end (core/model DraftChain). Without it each
+// step waits for the host to read its token before the next step is enqueued.
+type DraftChainer interface {
+	// NewPicks allocates the device record of the picks of a chain of up to d steps
+	// (its layout is the backend's; Free releases it).
+	NewPicks(d int) (Buffer, error)
+	// DraftPick enqueues the greedy pick of the one row logits[0:n]: its best column id
+	// and value and the row's log-sum-exp, exactly the bits RowStats with k = 1 gives
+	// for the row (IDs[0], Vals[0], LSE[0]). It stores them as pick step (0 ≤ step < d)
+	// of picks and writes the id into next[0] (an I32 buffer: a forward that embeds
+	// next then runs the picked token). It may be called inside a graph capture.
+	DraftPick(logits Buffer, n int, next, picks Buffer, step int)
+	// ReadPicks waits for the enqueued work and copies picks 0…d-1 to the host (ids,
+	// vals, lse hold at least d values; shorter is a BUG panic). It returns the first
+	// pending error, and must not be called inside a graph capture.
+	ReadPicks(picks Buffer, d int, ids []int32, vals, lse []float32) error
+}

@@ -64,6 +64,7 @@ type Model struct {
 	seqs    []seqRows     // ForwardBatch's sequences' places in the batch (reused)
 	last    *batchOut     // ForwardBatch's logits
 	graphs  backend.Graphs
+	chain   chainState // DraftChain's picks record
 }
 
 // Load reads the hyperparameters and weights of f onto b. The model takes ownership of
@@ -224,10 +225,15 @@ func (m *Model) Check(ids []int32, c *kv.Cache) error {
 }
 
 func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error) {
-	nt := len(ids)
 	if err := m.Check(ids, c); err != nil {
 		return Logits{}, err
 	}
+	return m.run(ids, len(ids), c, all, wait)
+}
+
+// run is forward after Check; ids nil is a one-token forward (nt 1) of the token
+// already in the one-row scratch's ids buffer (a draft chain's step: see DraftChain).
+func (m *Model) run(ids []int32, nt int, c *kv.Cache, all, wait bool) (Logits, error) {
 	if err := c.Prepare(nt); err != nil { // a paged cache's blocks for these positions
 		return Logits{}, fmt.Errorf("model %s: forward of %d tokens: %w", m.Name, nt, err)
 	}
@@ -239,7 +245,9 @@ func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error
 	for i := range nt {
 		s.hostPos[i] = int32(pos0 + i)
 	}
-	m.b.WriteI32(s.ids, 0, ids)
+	if ids != nil {
+		m.b.WriteI32(s.ids, 0, ids)
+	}
 	m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
 	m.b.WriteI32(s.posl, 0, s.hostPos[nt-1:nt])
 	s.nt, s.all, s.kv = nt, all, c.Device()
@@ -384,6 +392,10 @@ func (m *Model) free() {
 	if m.last != nil {
 		m.b.Free(m.last.logits)
 		m.last = nil
+	}
+	if m.chain.picks != nil {
+		m.b.Free(m.chain.picks)
+		m.chain = chainState{}
 	}
 }
 
