@@ -173,6 +173,7 @@ type seq struct {
 	b       *batcher // nil: forwards run alone
 	host    []float32
 	st      model.RowStats
+	chain   model.Chain // the draft's last chain (draftChain)
 	// seqs, rows: what the last forward served (lm.served)
 	seqs, rows int
 	// pledged: the next forward is one the batcher's steps wait for, and settles that

@@ -463,7 +463,10 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 
 // draftTokens proposes up to d tokens greedily with the draft model, first catching
 // its cache up with the sequence. It stops early when the draft's top probability
-// falls below minConf: before that token, or after it when keepCut.
+// falls below minConf: before that token, or after it when keepCut. Where the draft
+// runs alone on a backend that can (g.chain), its d steps run as one chain on the
+// device and the cut is applied after (draftChain); else each step's token comes to
+// the host before the next step starts.
 func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 	s := g.s
 	if sq, ok := s.draft.(*seq); ok {
@@ -478,17 +481,15 @@ func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 			return nil
 		}
 	}
+	if sq, ok := g.chain(); ok {
+		return g.draftChain(sq, pending, d, minConf, keepCut)
+	}
 	tok, p, err := g.draftNext(pending)
 	for i := range d {
 		if err != nil {
 			return err
 		}
-		cut := minConf > 0 && p < minConf
-		if cut && !keepCut {
-			break
-		}
-		g.drafts, g.conf = append(g.drafts, tok), append(g.conf, p)
-		if cut || i == d-1 {
+		if !g.keepDraft(tok, p, minConf, keepCut) || i == d-1 {
 			break
 		}
 		tok, p, err = g.draftNext(g.drafts[i : i+1])

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+)
+
+// noDraftChain is MINFER_NO_DRAFT_CHAIN=1: every draft step of the draft model waits
+// for the host to read its token (the per-step path), so that a wrong result can be
+// bisected to the chain.
+var noDraftChain = os.Getenv("MINFER_NO_DRAFT_CHAIN") == "1"
+
+// chain returns the draft model's sequence when this round's draft steps can run as
+// one chain on the device (model.DraftChain): a real model alone on its backend
+// (batched sessions draft in lockstep, one forward per step for all of them, which the
+// host schedules), on a backend that picks and feeds the tokens itself.
+func (g *gen) chain() (*seq, bool) {
+	sq, ok := g.s.draft.(*seq)
+	if !ok || noDraftChain || sq.b != nil || !sq.m.HasDraftChain() {
+		return nil, false
+	}
+	return sq, true
+}
+
+// draftChain is draftTokens' loop as one chain: ids (the tokens the draft's cache
+// lacks) are fed as draftNext feeds them — in the warmed forward sizes and in
+// forwards of at most the session's batch, all but the last filling the cache only —
+// and the last of them starts a chain of d steps. The min_conf cut is applied to the
+// d picks afterwards, exactly as the per-step loop applies it as it goes; the steps
+// past the cut were run for nothing, and their cache entries go with the round's
+// rollback (the draft keeps only what the target accepts).
+func (g *gen) draftChain(sq *seq, ids []int32, d int, minConf float32, keepCut bool) error {
+	s := g.s
+	ctx := context.Background()
+	if s.warmed != nil {
+		for len(ids) > 0 && !s.warmed[len(ids)] {
+			n := s.warmedBelow(len(ids))
+			if err := feed(ctx, sq, ids[:n], n); err != nil {
+				return err
+			}
+			ids = ids[n:]
+		}
+	}
+	last := (len(ids) - 1) / s.batch * s.batch
+	if err := feed(ctx, sq, ids[:last], s.batch); err != nil {
+		return err
+	}
+	ids = ids[last:]
+	if sq.c == nil {
+		return errors.New("BUG: engine: draft chain on a pooled cache before its blocks were taken")
+	}
+	sq.seqs, sq.rows = 1, len(ids)
+	mu := backendLock(sq.m.Backend())
+	mu.Lock()
+	err := sq.m.DraftChain(ids, sq.c, d, &sq.chain)
+	mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ch := &sq.chain
+	for i, tok := range ch.IDs {
+		if !g.keepDraft(tok, prob(ch.Vals[i], ch.LSE[i]), minConf, keepCut) {
+			break
+		}
+	}
+	return nil
+}
+
+// keepDraft appends a draft-model token of probability p to the round's drafts unless
+// p is below minConf (then only when keepCut), and reports whether drafting goes on.
+func (g *gen) keepDraft(tok int32, p, minConf float32, keepCut bool) bool {
+	cut := minConf > 0 && p < minConf
+	if cut && !keepCut {
+		return false
+	}
+	g.drafts, g.conf = append(g.drafts, tok), append(g.conf, p)
+	return !cut
+}
