@@ -21,6 +21,9 @@ type Result struct {
 	Depths      []bench.RowResult `json:"depths"`
 	VerifyMs    []float64         `json:"verify_cost_ms"` // [nt-1]: ms per target forward of nt rows
 	DraftStepMs float64           `json:"draft_step_ms"`
+	// DraftChainStepMs is the draft's cost per step of a bench.ChainDepth-step chain
+	// on the device (bench.DraftChainStep); 0 where the backend runs no chains.
+	DraftChainStepMs float64 `json:"draft_chain_step_ms"`
 }
 
 // WriteTable writes r as specbench prints it: a header line, the table of rows, the
@@ -74,5 +77,8 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 	if r.Draft != "" {
 		fmt.Fprintf(w, "draft step: %.3f ms\n", r.DraftStepMs)
+		if r.DraftChainStepMs > 0 {
+			fmt.Fprintf(w, "draft chain step: %.3f ms (a chain of %d steps on the device, per step)\n", r.DraftChainStepMs, bench.ChainDepth)
+		}
 	}
 }

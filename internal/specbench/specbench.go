@@ -118,6 +118,9 @@ func Run(ctx context.Context, st *stack.Stack, cfg *config.Config, o Options, r 
 		if r.VerifyMs, r.DraftStepMs, err = bench.VerifyCurve(st.Target, st.Draft, o.CurveRows); err != nil {
 			return err
 		}
+		if r.DraftChainStepMs, err = bench.DraftChainStep(st.Draft); err != nil {
+			return err
+		}
 	}
 	return nil
 }
