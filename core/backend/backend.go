@@ -325,6 +325,12 @@ type DraftChainer interface {
 	// of picks and writes the id into next[0] (an I32 buffer: a forward that embeds
 	// next then runs the picked token). It may be called inside a graph capture.
 	DraftPick(logits Buffer, n int, next, picks Buffer, step int)
+	// CopyI32 enqueues dst[dstOff:dstOff+n] = src[srcOff:srcOff+n] (I32 buffers, not
+	// the same one) on the device: a chain's step positions, written in one table before
+	// it, reach the step's position buffer without a host write inside the chain (a
+	// copy from pageable host memory may wait for the stream: the round trip the chain
+	// is there to avoid).
+	CopyI32(dst Buffer, dstOff int, src Buffer, srcOff, n int)
 	// ReadPicks waits for the enqueued work and copies picks 0…d-1 to the host (ids,
 	// vals, lse hold at least d values; shorter is a BUG panic). It returns the first
 	// pending error, and must not be called inside a graph capture.

@@ -17,10 +17,20 @@ type Chain struct {
 	Vals, LSE []float32
 }
 
-// chainState is the model's picks record on the backend, for chains of up to cap steps.
+// chainState is the model's picks record on the backend and the table of a chain's
+// step positions, for chains of up to cap steps.
 type chainState struct {
-	picks backend.Buffer
-	cap   int
+	picks, pos backend.Buffer
+	hostPos    []int32
+	cap        int
+}
+
+func (cs *chainState) free(b backend.Backend) {
+	if cs.picks != nil {
+		b.Free(cs.picks)
+		b.Free(cs.pos)
+	}
+	*cs = chainState{}
 }
 
 // HasDraftChain reports whether the backend runs DraftChain's steps back to back,
@@ -56,7 +66,7 @@ func (m *Model) DraftChain(ids []int32, c *kv.Cache, d int, ch *Chain) error {
 	if err := c.Check(len(ids) + d - 1); err != nil {
 		return fmt.Errorf("model %s: draft chain of %d steps after %d tokens: %w", m.Name, d, len(ids), err)
 	}
-	picks, err := m.chainPicks(dc, d)
+	cs, err := m.chainRecord(dc, d)
 	if err != nil {
 		return err
 	}
@@ -65,40 +75,54 @@ func (m *Model) DraftChain(ids []int32, c *kv.Cache, d int, ch *Chain) error {
 		return err
 	}
 	pos0 := c.Len()
+	// Step s ≥ 1 runs at position pos0+len(ids)+s-1: the table goes up now, while the
+	// stream is idle, and each step's entry reaches its buffers by a device copy.
+	for s := 1; s < d; s++ {
+		cs.hostPos[s-1] = int32(pos0 + len(ids) + s - 1)
+	}
+	if d > 1 {
+		m.b.WriteI32(cs.pos, 0, cs.hostPos[:d-1])
+	}
 	fail := func(err error) error { return errors.Join(err, c.Truncate(pos0)) }
 	l, err := m.run(ids, len(ids), c, false, false)
 	if err != nil {
 		return fail(err)
 	}
 	for step := range d {
-		dc.DraftPick(l.Buf, m.Params.Vocab, one.ids, picks, step)
+		dc.DraftPick(l.Buf, m.Params.Vocab, one.ids, cs.picks, step)
 		if step == d-1 {
 			break
 		}
+		dc.CopyI32(one.pos, 0, cs.pos, step, 1)
+		dc.CopyI32(one.posl, 0, cs.pos, step, 1)
 		if l, err = m.run(nil, 1, c, false, false); err != nil {
 			return fail(err)
 		}
 	}
 	ch.IDs, ch.Vals, ch.LSE = grow(ch.IDs, d), grow(ch.Vals, d), grow(ch.LSE, d)
-	if err := dc.ReadPicks(picks, d, ch.IDs, ch.Vals, ch.LSE); err != nil {
+	if err := dc.ReadPicks(cs.picks, d, ch.IDs, ch.Vals, ch.LSE); err != nil {
 		return fail(fmt.Errorf("model %s: draft chain of %d steps at %d: %w", m.Name, d, pos0, err))
 	}
 	return nil
 }
 
-// chainPicks returns the picks record for d steps, (re)allocated in powers of two.
-func (m *Model) chainPicks(dc backend.DraftChainer, d int) (backend.Buffer, error) {
+// chainRecord returns the picks record and position table for d steps, (re)allocated
+// in powers of two.
+func (m *Model) chainRecord(dc backend.DraftChainer, d int) (*chainState, error) {
 	if m.chain.picks != nil && m.chain.cap >= d {
-		return m.chain.picks, nil
+		return &m.chain, nil
 	}
 	n := max(8, 1<<bits.Len(uint(d-1)))
 	p, err := dc.NewPicks(n)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: draft chain record of %d steps: %w", m.Name, n, err)
 	}
-	if m.chain.picks != nil {
-		m.b.Free(m.chain.picks)
+	pos, err := m.b.NewI32(n)
+	if err != nil {
+		m.b.Free(p)
+		return nil, fmt.Errorf("model %s: draft chain positions of %d steps: %w", m.Name, n, err)
 	}
-	m.chain = chainState{picks: p, cap: n}
-	return p, nil
+	m.chain.free(m.b)
+	m.chain = chainState{picks: p, pos: pos, hostPos: make([]int32, n), cap: n}
+	return &m.chain, nil
 }

@@ -231,8 +231,9 @@ func (m *Model) forward(ids []int32, c *kv.Cache, all, wait bool) (Logits, error
 	return m.run(ids, len(ids), c, all, wait)
 }
 
-// run is forward after Check; ids nil is a one-token forward (nt 1) of the token
-// already in the one-row scratch's ids buffer (a draft chain's step: see DraftChain).
+// run is forward after Check; ids nil is a one-token forward (nt 1) whose token and
+// position are already in the one-row scratch's ids, pos and posl buffers (a draft
+// chain's step: DraftChain put them there on the device).
 func (m *Model) run(ids []int32, nt int, c *kv.Cache, all, wait bool) (Logits, error) {
 	if err := c.Prepare(nt); err != nil { // a paged cache's blocks for these positions
 		return Logits{}, fmt.Errorf("model %s: forward of %d tokens: %w", m.Name, nt, err)
@@ -247,9 +248,9 @@ func (m *Model) run(ids []int32, nt int, c *kv.Cache, all, wait bool) (Logits, e
 	}
 	if ids != nil {
 		m.b.WriteI32(s.ids, 0, ids)
+		m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
+		m.b.WriteI32(s.posl, 0, s.hostPos[nt-1:nt])
 	}
-	m.b.WriteI32(s.pos, 0, s.hostPos[:nt])
-	m.b.WriteI32(s.posl, 0, s.hostPos[nt-1:nt])
 	s.nt, s.all, s.kv = nt, all, c.Device()
 	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
 	if m.graphs != nil {
@@ -393,10 +394,7 @@ func (m *Model) free() {
 		m.b.Free(m.last.logits)
 		m.last = nil
 	}
-	if m.chain.picks != nil {
-		m.b.Free(m.chain.picks)
-		m.chain = chainState{}
-	}
+	m.chain.free(m.b)
 }
 
 // pass is the scratch state of a forward over up to cap rows. Shapes are given per

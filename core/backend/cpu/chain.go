@@ -42,6 +42,14 @@ func (b *Backend) DraftPick(logits backend.Buffer, n int, next, picks backend.Bu
 	nx[0] = id[0]
 }
 
+// CopyI32 copies at once.
+func (b *Backend) CopyI32(dst backend.Buffer, dstOff int, src backend.Buffer, srcOff, n int) {
+	if dstOff < 0 || srcOff < 0 || n < 0 || dst == src {
+		panic(fmt.Sprintf("BUG: cpu: CopyI32(%d, %d, %d) or into its source", dstOff, srcOff, n))
+	}
+	copy(i32(dst, dstOff+n, "CopyI32 dst")[dstOff:], i32(src, srcOff+n, "CopyI32 src")[srcOff:])
+}
+
 // ReadPicks copies picks 0…d-1 to the host and returns the first pending error.
 func (b *Backend) ReadPicks(picks backend.Buffer, d int, ids []int32, vals, lse []float32) error {
 	if b.closed {

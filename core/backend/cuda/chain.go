@@ -55,6 +55,24 @@ func (b *Backend) DraftPick(logits backend.Buffer, n int, next, picks backend.Bu
 	nx.wrote()
 }
 
+// CopyI32 enqueues a device-to-device copy.
+func (b *Backend) CopyI32(dst backend.Buffer, dstOff int, src backend.Buffer, srcOff, n int) {
+	if b.closed {
+		panic("BUG: cuda: backend used after Close")
+	}
+	if dstOff < 0 || srcOff < 0 || n < 0 || dst == src {
+		panic(fmt.Sprintf("BUG: cuda: CopyI32(%d, %d, %d) or into its source", dstOff, srcOff, n))
+	}
+	d := i32(dst, dstOff+n, "CopyI32 dst")
+	s := i32(src, srcOff+n, "CopyI32 src")
+	if n == 0 {
+		return
+	}
+	defer b.enter()()
+	b.fail(b.stream.CopyDtoD(d.at(dstOff), s.at(srcOff), 4*n))
+	d.wrote()
+}
+
 // ReadPicks copies the records back through the pinned host buffer (one wait for the
 // chain, the copy and the error word), or synchronously without one.
 func (b *Backend) ReadPicks(picks backend.Buffer, d int, ids []int32, vals, lse []float32) error {
