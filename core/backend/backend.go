@@ -160,6 +160,12 @@ type Caps struct {
 	// IdentityRows is the largest nt for which the row identity above is bitwise;
 	// 0 means unbounded.
 	IdentityRows int
+	// Queued: ops are enqueued and run later, on a device (a CUDA stream), so the host
+	// waiting between two ops costs a round trip; false where each op runs at once (the
+	// CPU). The engine runs a round's draft steps as one chain (DraftChainer) only where
+	// ops are queued: at once, a chain saves nothing and runs the steps past a min_conf
+	// cut for nothing.
+	Queued bool
 }
 
 // Backend is a device executing the closed list of ops below.

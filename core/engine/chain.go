@@ -11,13 +11,22 @@ import (
 // bisected to the chain.
 var noDraftChain = os.Getenv("MINFER_NO_DRAFT_CHAIN") == "1"
 
-// chain returns the draft model's sequence when this round's draft steps can run as
-// one chain on the device (model.DraftChain): a real model alone on its backend
-// (batched sessions draft in lockstep, one forward per step for all of them, which the
-// host schedules), on a backend that picks and feeds the tokens itself.
+// chainAtOnce (tests) runs draft chains also on a backend that executes each op at
+// once (the CPU, the chain's reference), where they are otherwise not used.
+var chainAtOnce = false
+
+// chain returns the draft model's sequence when this round's draft steps run as one
+// chain on the device (model.DraftChain): a real model alone on its backend (batched
+// sessions draft in lockstep, one forward per step for all of them, which the host
+// schedules), on a backend that picks and feeds the tokens itself and queues its ops
+// (Caps.Queued: where ops run at once there is no round trip to save, and a chain
+// would run the steps past a min_conf cut for nothing).
 func (g *gen) chain() (*seq, bool) {
 	sq, ok := g.s.draft.(*seq)
 	if !ok || noDraftChain || sq.b != nil || !sq.m.HasDraftChain() {
+		return nil, false
+	}
+	if !chainAtOnce && !sq.m.Backend().Caps().Queued {
 		return nil, false
 	}
 	return sq, true

@@ -25,10 +25,11 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
 	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
 	prompt := []int32{1, 450, 1996, 1354, 1701, 432, 12, 1002}
+	atOnce := true
 	run := func(perStep bool, p sdk.DepthPolicy, m bool) *Result {
 		t.Helper()
-		defer func(v bool) { noDraftChain = v }(noDraftChain)
-		noDraftChain = perStep
+		defer func(v, a bool) { noDraftChain, chainAtOnce = v, a }(noDraftChain, chainAtOnce)
+		noDraftChain, chainAtOnce = perStep, atOnce
 		cfg := Config{Target: target, Vocab: fakeVocab{}, Ctx: 256, KVType: backend.KVF16, DraftKVType: backend.KVF16, Batch: 16}
 		if m {
 			cfg.Draft = draft
@@ -42,8 +43,8 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if chained := m && len(s.draft.(*seq).chain.IDs) > 0; m && chained == perStep {
-			t.Fatalf("per-step %v: the draft ran chains: %v", perStep, chained)
+		if chained := m && len(s.draft.(*seq).chain.IDs) > 0; m && chained != (!perStep && atOnce) {
+			t.Fatalf("per-step %v, chains at once %v: the draft ran chains: %v", perStep, atOnce, chained)
 		}
 		return res
 	}
@@ -81,6 +82,11 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 	}
 	if cuts == 0 {
 		t.Fatal("no round was cut by min_conf (setup)")
+	}
+	// Where ops run at once (the CPU, Caps.Queued false) the engine drafts step by step.
+	atOnce = false
+	if r := run(false, FixedDepth(4), true); !slices.Equal(r.Tokens, plain.Tokens) {
+		t.Fatalf("without chains: got %v, want %v", r.Tokens, plain.Tokens)
 	}
 }
 

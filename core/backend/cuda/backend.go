@@ -230,8 +230,10 @@ func (b *Backend) init(opts Options) error {
 func (b *Backend) Name() string { return "cuda" }
 
 // Caps declares row identity up to the tier's GEMMMinRows - 1 rows (see the package
-// comment).
-func (b *Backend) Caps() backend.Caps { return backend.Caps{IdentityRows: b.tier.GEMMMinRows - 1} }
+// comment); ops are queued on the stream.
+func (b *Backend) Caps() backend.Caps {
+	return backend.Caps{IdentityRows: b.tier.GEMMMinRows - 1, Queued: true}
+}
 
 // Props are the device's properties; Tier the kernel choices in use.
 func (b *Backend) Props() driver.Props { return b.ctx.Props }
