@@ -24,7 +24,7 @@ func TestSpecbenchDraftIsTarget(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
-	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || got.Prompts != len(specbench.DefaultPrompts) {
+	if len(got.Depths) != 3 || len(got.VerifyMs) != 16 || !(got.DraftStepMs > 0) || !(got.DraftChainStepMs > 0) || got.Prompts != len(specbench.DefaultPrompts) {
 		t.Fatalf("got %+v", got)
 	}
 	d0, d3 := got.Depths[0], got.Depths[1] // depth 0 is moved first
