@@ -25,11 +25,11 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
 	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
 	prompt := []int32{1, 450, 1996, 1354, 1701, 432, 12, 1002}
-	atOnce := true
+	atOnce, cutChains := true, true
 	run := func(perStep bool, p sdk.DepthPolicy, m bool) *Result {
 		t.Helper()
-		defer func(v, a bool) { noDraftChain, chainAtOnce = v, a }(noDraftChain, chainAtOnce)
-		noDraftChain, chainAtOnce = perStep, atOnce
+		defer func(v, a, c bool) { noDraftChain, chainAtOnce, chainCuts = v, a, c }(noDraftChain, chainAtOnce, chainCuts)
+		noDraftChain, chainAtOnce, chainCuts = perStep, atOnce, cutChains
 		cfg := Config{Target: target, Vocab: fakeVocab{}, Ctx: 256, KVType: backend.KVF16, DraftKVType: backend.KVF16, Batch: 16}
 		if m {
 			cfg.Draft = draft
@@ -43,8 +43,12 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if chained := m && len(s.draft.(*seq).chain.IDs) > 0; m && chained != (!perStep && atOnce) {
-			t.Fatalf("per-step %v, chains at once %v: the draft ran chains: %v", perStep, atOnce, chained)
+		cut := false
+		if cp, ok := p.(*cutPolicy); ok && cp.conf > 0 {
+			cut = true
+		}
+		if chained := m && len(s.draft.(*seq).chain.IDs) > 0; m && chained != (!perStep && atOnce && (cutChains || !cut)) {
+			t.Fatalf("per-step %v, chains at once %v, chains with cuts %v, a cut-off %v: the draft ran chains: %v", perStep, atOnce, cutChains, cut, chained)
 		}
 		return res
 	}
@@ -87,6 +91,12 @@ func TestDraftChainMatchesPerStep(t *testing.T) {
 	atOnce = false
 	if r := run(false, FixedDepth(4), true); !slices.Equal(r.Tokens, plain.Tokens) {
 		t.Fatalf("without chains: got %v, want %v", r.Tokens, plain.Tokens)
+	}
+	// Rounds with a min_conf cut-off draft step by step (see chainCuts): run checks
+	// that no chain ran.
+	atOnce, cutChains = true, false
+	if r := run(false, &cutPolicy{depth: 8, conf: 0.9}, true); !slices.Equal(r.Tokens, plain.Tokens) {
+		t.Fatalf("a cut-off round: got %v, want %v", r.Tokens, plain.Tokens)
 	}
 }
 

@@ -481,7 +481,7 @@ func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 			return nil
 		}
 	}
-	if sq, ok := g.chain(); ok {
+	if sq, ok := g.chain(minConf); ok {
 		return g.draftChain(sq, pending, d, minConf, keepCut)
 	}
 	tok, p, err := g.draftNext(pending)
