@@ -52,6 +52,9 @@ func simulateRounds(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify fun
 	t.Helper()
 	g := rand.New(rand.NewPCG(seed, 9))
 	last := sdk.RoundOutcome{Round: -1, MaxDepth: 16, Drafters: len(ds)}
+	if offers {
+		last.Offered = offered(ds, 0) // (the engine asks before the first round too)
+	}
 	tokens, ns := 0.0, 0.0
 	got := make([]int, len(ds))
 	u := make([]float64, 17)
@@ -134,17 +137,27 @@ func simulateRounds(t *testing.T, p sdk.DepthPolicy, ds []simDrafter, verify fun
 		ns += draftNs + verifyNs
 		last = sdk.RoundOutcome{Round: r, Depth: d, Drafted: drafted, Accepted: acc, DraftConf: conf,
 			DraftNs: int64(draftNs), VerifyNs: int64(verifyNs), MaxDepth: 16, Drafter: k, Drafters: len(ds)}
-		if offers && len(ds) > 1 {
-			last.Offered = make([]int, len(ds))
-			for j, x := range ds {
-				last.Offered[j] = -1
-				if x.call > 0 {
-					last.Offered[j] = min(16, x.supply(int(tokens)))
-				}
-			}
+		if offers {
+			last.Offered = offered(ds, int(tokens))
 		}
 	}
 	return tokens / ns * 1e9, got
+}
+
+// offered is what the drafters offer at position pos, as the engine reports it: a
+// drafter plugin (a call cost) its supply there, the draft model −1; nil for one drafter.
+func offered(ds []simDrafter, pos int) []int {
+	if len(ds) < 2 {
+		return nil
+	}
+	o := make([]int, len(ds))
+	for j, x := range ds {
+		o[j] = -1
+		if x.call > 0 {
+			o[j] = min(16, x.supply(pos))
+		}
+	}
+	return o
 }
 
 // TestAdaptiveDrafters: with a draft model and a drafter plugin, the adaptive policy
