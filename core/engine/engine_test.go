@@ -147,7 +147,12 @@ func TestHeldSuffix(t *testing.T) {
 // generate runs one request on a fresh fake session.
 func generate(t *testing.T, target, draft *fakeLM, v Vocab, req Request) *Result {
 	t.Helper()
-	s := newFakeSession(target, draft, v, 16)
+	return generateOn(t, newFakeSession(target, draft, v, 16), req)
+}
+
+// generateOn is generate on session s.
+func generateOn(t *testing.T, s *Session, req Request) *Result {
+	t.Helper()
 	if req.Sampler == nil {
 		req.Sampler = enginetest.Greedy{}
 	}

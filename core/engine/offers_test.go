@@ -14,14 +14,7 @@ func generateOffering(t *testing.T, target, draft *fakeLM, req Request) *Result 
 	t.Helper()
 	s := newFakeSession(target, draft, fakeVocab{}, 16)
 	s.offers = true
-	if req.Sampler == nil {
-		req.Sampler = enginetest.Greedy{}
-	}
-	res, err := s.Generate(bg, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return generateOn(t, s, req)
 }
 
 // TestDrafterOffers: with offers on and several drafters, every drafter plugin is asked
