@@ -160,34 +160,50 @@ func (b *blindPolicy) NextDepth(ctx context.Context, o sdk.RoundOutcome) (sdk.De
 }
 
 // TestAdaptiveDeepensWhenRowsBecomeFree: in the same request (one instance), verify
-// rows that become cheaper make the policy draft deeper again, as deep (within a step)
-// as a fresh instance there — when the batch empties (32 sequences sharing a
-// compute-bound forward, then the sequence alone: at once) and when the forward
-// itself gets cheap (rows from 300 µs to free, alone: once the dear measurements of
-// the depths it stopped playing have gone stale, staleAfter).
+// rows that become cheaper make the policy draft deeper again — in every seed a step
+// more than before, and over eight seeds within half a step as deep as a fresh
+// instance there — when the batch empties (32 sequences sharing a compute-bound
+// forward, then the sequence alone: at once) and when the forward itself gets cheap
+// (rows from 300 µs to free, alone: once the dear measurements of the depths it
+// stopped playing have gone stale, staleAfter).
+//
+// (Until the batch bound it held each of seeds 0 and 1 within a step of that seed's
+// fresh instance. Over the last 300 rounds, where integer depths 7 to 10 are within a
+// few percent of each other, one fresh instance settles anywhere from 7.00 to 10.07
+// with auto_cut off, and so does the instance the batch left: at 19aa52c seeds 2, 3
+// and 4 were 1.50, 1.43 and 2.00 steps below their fresh instances, seeds 0 and 1
+// above. The mean over eight seeds is the depth the policy deepens to.)
 func TestAdaptiveDeepensWhenRowsBecomeFree(t *testing.T) {
 	dear := func(rows int) float64 { return 1e6 + 30e3*float64(rows) }
 	for _, params := range []string{`{}`, `{"auto_cut":false}`, `{"calibrate":0}`} {
-		for seed := range uint64(2) {
-			t.Run(fmt.Sprintf("%s/seed=%d", params, seed), func(t *testing.T) {
-				for _, tc := range []struct {
-					name          string
-					before, after batchPhase
-				}{
-					{"batch empties", batchPhase{1000, 32, dear}, batchPhase{1000, 1, dear}},
-					{"rows get cheap", batchPhase{1000, 1, func(r int) float64 { return 1e6 * float64(r) }}, batchPhase{4000, 1, func(int) float64 { return 1e6 }}},
-				} {
+		t.Run(params, func(t *testing.T) {
+			for _, tc := range []struct {
+				name          string
+				before, after batchPhase
+			}{
+				{"batch empties", batchPhase{1000, 32, dear}, batchPhase{1000, 1, dear}},
+				{"rows get cheap", batchPhase{1000, 1, func(r int) float64 { return 1e6 * float64(r) }}, batchPhase{4000, 1, func(int) float64 { return 1e6 }}},
+			} {
+				const seeds = 8
+				var afters, wants float64
+				for seed := range uint64(seeds) {
 					mk := func() sdk.DepthPolicy { return mustPolicy(t, "adaptive", params) }
 					st, _ := simulateBatch(t, mk, 0.85, 50e3, seed, tc.before, tc.after)
 					fresh, _ := simulateBatch(t, mk, 0.85, 50e3, seed, tc.after)
 					before, after, want := mean(st[0][len(st[0])-300:]), mean(st[1][len(st[1])-300:]), mean(fresh[0][len(fresh[0])-300:])
-					t.Logf("%s: %.2f draft steps a round before, %.2f after, %.2f for a fresh instance", tc.name, before, after, want)
-					if after < want-1 || after < before+1 {
-						t.Errorf("%s: %.2f draft steps a round after (%.2f before), a fresh instance %.2f: want within a step of it, and a step more than before", tc.name, after, before, want)
+					t.Logf("%s, seed %d: %.2f draft steps a round before, %.2f after, %.2f for a fresh instance", tc.name, seed, before, after, want)
+					if after < before+1 {
+						t.Errorf("%s, seed %d: %.2f draft steps a round after, %.2f before: want a step more", tc.name, seed, after, before)
 					}
+					afters += after / seeds
+					wants += want / seeds
 				}
-			})
-		}
+				t.Logf("%s: %.2f draft steps a round after, %.2f for a fresh instance (means over %d seeds)", tc.name, afters, wants, seeds)
+				if afters < wants-0.5 {
+					t.Errorf("%s: %.2f draft steps a round after, a fresh instance %.2f (means over %d seeds): want within half a step of it", tc.name, afters, wants, seeds)
+				}
+			}
+		})
 	}
 }
 
