@@ -106,7 +106,7 @@ func TestPluginCheckAndUsage(t *testing.T) {
 		// built-ins), and a drafter's edge case indexes a 16384-token prompt in one call
 		// (under at least 1 s): the deadline is a margin for a loaded 2-core machine,
 		// not a speed assertion.
-		{"builtin module", []string{"plugin", "check", "--timeout", "30s", "../../plugins/builtin/builtin.wasm"}, 0, "all 38 checks passed"},
+		{"builtin module", []string{"plugin", "check", "--timeout", "30s", "../../plugins/builtin/builtin.wasm"}, 0, "all 41 checks passed"},
 		{"host's limits by default", []string{"plugin", "check", "../../plugins/builtin/builtin.wasm", "--plugin", "greedy"}, 0, "limits: 1s a call, 64 MiB of memory"},
 		{"one plugin as json", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "static", "--json"}, 0, `"check": "simulator trace kink.jsonl"`},
 		{"failing checks", []string{"plugin", "check", "--timeout", "5s", "../../plugins/builtin/builtin.wasm", "--plugin", "sampling", "--params", `{"top_p":7}`}, 1, "FAIL sampling (sampler) init"},

@@ -217,6 +217,8 @@ func (c *checker) policy() {
 		c.add("edge-case outcomes", err, "")
 	}
 
+	c.severalDrafters(open)
+
 	traces, err := SimTraces()
 	if err != nil {
 		c.add("simulator traces", err, "")
@@ -236,6 +238,56 @@ func (c *checker) policy() {
 		}
 		c.add("simulator trace "+n, err, note)
 	}
+}
+
+// drafterOutcomes are the rounds of a sequence that offers three drafters (the draft
+// model and two drafter plugins), with the drafters' offers (ABI v1.4): the first
+// offers nothing, the second a copied passage; then a round of each drafter.
+func drafterOutcomes() []sdk.RoundOutcome {
+	offers := [][]int{{-1, 0, 16}, {-1, 3, 0}, {-1, -1, 16}}
+	out := []sdk.RoundOutcome{{Round: -1, MaxDepth: 8, Drafters: 3, Offered: offers[0]}}
+	for r := range 12 {
+		k := r % 3
+		out = append(out, sdk.RoundOutcome{Round: r, Depth: 2, Drafted: 2, Accepted: r % 3, DraftConf: []float32{0.9, 0.6},
+			DraftNs: 1000 + 40000*b2i(k == 0), VerifyNs: 200000, MaxDepth: 8, Drafter: k, Drafters: 3,
+			BatchSeqs: 1, BatchRows: 3, Offered: offers[r%3]})
+	}
+	return out
+}
+
+// severalDrafters feeds a policy the rounds of a sequence of several drafters with
+// their offers: a decision that drafts must name one of the drafters the sequence
+// offers (the engine fails the request otherwise).
+func (c *checker) severalDrafters(open func() (*wasm.Policy, error)) {
+	p, err := open()
+	if err != nil {
+		c.add("several drafters", err, "")
+		return
+	}
+	defer p.Close()
+	used := map[int]bool{}
+	for _, o := range drafterOutcomes() {
+		d, err := p.NextDepth(c.ctx, o)
+		if err != nil {
+			c.add("several drafters", err, "")
+			return
+		}
+		if d.Depth > 0 && (d.Drafter < 0 || d.Drafter >= o.Drafters) {
+			c.add("several drafters", fmt.Errorf("round %d: drafter %d chosen, the sequence offers %d (the engine fails the request)", o.Round+1, d.Drafter, o.Drafters), "")
+			return
+		}
+		if d.Depth > 0 {
+			used[d.Drafter] = true
+		}
+	}
+	c.add("several drafters", nil, fmt.Sprintf("%d of 3 drafters chosen in %d rounds", len(used), len(drafterOutcomes())))
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sampleRound builds a round of nt rows with k candidates each (k = 0: full rows over

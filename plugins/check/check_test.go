@@ -65,6 +65,29 @@ func TestCheckCatchesWrongSampler(t *testing.T) {
 	}
 }
 
+// A policy that names a drafter the sequence does not offer fails the several-drafters
+// check (with one drafter, Drafters 0 or 1, its drafter 0 or 1 is what the engine
+// accepts or refuses as well, and the other checks do not ask).
+func TestCheckCatchesStrayDrafter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a WebAssembly module")
+	}
+	bin := wasmtest.BuildGo(t, "../testdata/badguest")
+	_, results, err := Check(context.Background(), bin, CheckOptions{Plugin: "stray", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Name == "several drafters" {
+			if r.Err == nil || !strings.Contains(r.Err.Error(), "drafter 3 chosen, the sequence offers 3") {
+				t.Fatalf("several drafters: got %v, want the stray drafter named", r.Err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no several-drafters check in %+v", results)
+}
+
 // TestCheckLimitsAreTheHosts: with no --timeout or --memory-mb a check runs under the
 // deadline and memory cap minfer run and serve give a declared plugin (config's
 // defaults for a builtin: or file: plugin), not under tighter ones of its own.

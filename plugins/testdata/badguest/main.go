@@ -3,7 +3,8 @@
 //     the first row (the conformance kit's greedy identity check must catch it);
 //   - spin, a policy that loops forever;
 //   - hog, a policy that allocates until memory runs out;
-//   - crash, a policy that divides by zero.
+//   - crash, a policy that divides by zero;
+//   - stray, a policy that names a drafter the sequence does not offer.
 package main
 
 import (
@@ -39,6 +40,8 @@ func (b bad) NextDepth(_ context.Context, last sdk.RoundOutcome) (sdk.DepthDecis
 	case "crash":
 		zero := last.Drafted - last.Drafted
 		return sdk.DepthDecision{Depth: 1 / zero}, nil
+	case "stray":
+		return sdk.DepthDecision{Depth: 1, Drafter: last.Drafters}, nil
 	}
 	return sdk.DepthDecision{}, nil
 }
@@ -48,7 +51,7 @@ func init() {
 		os.Stderr.WriteString("lazy: started\n") // reaches the engine log, prefixed
 		return lazy{}, nil
 	})
-	for _, k := range []string{"spin", "hog", "crash"} {
+	for _, k := range []string{"spin", "hog", "crash", "stray"} {
 		guest.RegisterPolicy(k, "0.0.1", func([]byte) (sdk.DepthPolicy, error) { return bad{k}, nil })
 	}
 }
