@@ -53,27 +53,20 @@ func (g *gen) chain(minConf float32) (*seq, bool) {
 func (g *gen) draftChain(sq *seq, ids []int32, d int, minConf float32, keepCut bool) error {
 	s := g.s
 	ctx := context.Background()
-	if s.warmed != nil {
-		for len(ids) > 0 && !s.warmed[len(ids)] {
-			n := s.warmedBelow(len(ids))
-			if err := feed(ctx, sq, ids[:n], n); err != nil {
-				return err
-			}
-			ids = ids[n:]
-		}
-	}
-	last := (len(ids) - 1) / s.batch * s.batch
-	if err := feed(ctx, sq, ids[:last], s.batch); err != nil {
+	ids, err := s.feedWarmed(ctx, sq, ids)
+	if err != nil {
 		return err
 	}
-	ids = ids[last:]
+	if ids, err = feedAllButLast(ctx, sq, ids, s.batch); err != nil {
+		return err
+	}
 	if sq.c == nil {
 		return errors.New("BUG: engine: draft chain on a pooled cache before its blocks were taken")
 	}
 	sq.seqs, sq.rows = 1, len(ids)
 	mu := backendLock(sq.m.Backend())
 	mu.Lock()
-	err := sq.m.DraftChain(ids, sq.c, d, &sq.chain)
+	err = sq.m.DraftChain(ids, sq.c, d, &sq.chain)
 	mu.Unlock()
 	if err != nil {
 		return err
@@ -87,8 +80,9 @@ func (g *gen) draftChain(sq *seq, ids []int32, d int, minConf float32, keepCut b
 	return nil
 }
 
-// keepDraft appends a draft-model token of probability p to the round's drafts unless
-// p is below minConf (then only when keepCut), and reports whether drafting goes on.
+// keepDraft appends a draft token of confidence p (the draft model's probability, or a
+// drafter plugin's confidence) to the round's drafts unless p is below minConf (then
+// only when keepCut), and reports whether drafting goes on.
 func (g *gen) keepDraft(tok int32, p, minConf float32, keepCut bool) bool {
 	cut := minConf > 0 && p < minConf
 	if cut && !keepCut {

@@ -697,14 +697,41 @@ func feedLast(ctx context.Context, m lm, ids []int32, batch int) ([]float32, err
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	last := (len(ids) - 1) / batch * batch // the start of the final forward
+	rest, err := feedAllButLast(ctx, m, ids, batch)
+	if err != nil {
+		return nil, err
+	}
+	return m.forward(rest, false)
+}
+
+// feedAllButLast fills m's cache with ids in forwards of at most batch tokens, all but
+// the final forward, whose tokens it returns (1 to batch of them; none for no ids).
+func feedAllButLast(ctx context.Context, m lm, ids []int32, batch int) ([]int32, error) {
+	last := max(len(ids)-1, 0) / batch * batch // the start of the final forward
 	if err := feed(ctx, m, ids[:last], batch); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return m.forward(ids[last:], false)
+	return ids[last:], nil
+}
+
+// feedWarmed fills m's cache with the leading tokens of ids in forwards of the sizes
+// the session warmed, until what is left is a warmed size (or none), and returns that
+// rest. A catch-up after plain rounds can be of any length; on a backend that captures
+// a graph per shape it goes in forwards of the shapes the session warmed (see warm),
+// not in one of a new shape captured mid-generation. Without warmed shapes (a backend
+// without graphs) it feeds nothing.
+func (s *Session) feedWarmed(ctx context.Context, m lm, ids []int32) ([]int32, error) {
+	for s.warmed != nil && len(ids) > 0 && !s.warmed[len(ids)] {
+		n := s.warmedBelow(len(ids))
+		if err := feed(ctx, m, ids[:n], n); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return ids, nil
 }
 
 // feedStats is feedLast returning the statistics of the last row (k best, no pick)
@@ -713,14 +740,11 @@ func feedStats(ctx context.Context, m lm, ids []int32, batch, k int) (*model.Row
 	if len(ids) == 0 {
 		return nil, errors.New("BUG: engine: feedStats of no tokens")
 	}
-	last := (len(ids) - 1) / batch * batch // the start of feedLast's final forward
-	if err := feed(ctx, m, ids[:last], batch); err != nil {
+	rest, err := feedAllButLast(ctx, m, ids, batch)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return m.forwardStats(ids[last:], false, k, nil)
+	return m.forwardStats(rest, false, k, nil)
 }
 
 // feed runs ids through m in forwards of at most batch tokens that fill the cache only

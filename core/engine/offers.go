@@ -28,10 +28,6 @@ func (g *gen) offering(maxD int) bool {
 // failed call turns its drafter off, as a round's would; only the request's own end
 // is an error.
 func (g *gen) offer(ctx context.Context, maxD int) error {
-	if len(g.held) < len(g.req.Drafters) {
-		g.held = make([]sdk.DraftResult, len(g.req.Drafters))
-		g.holds = make([]bool, len(g.req.Drafters))
-	}
 	clear(g.holds)
 	g.last.Offered = nil
 	if !g.offering(maxD) {

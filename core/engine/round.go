@@ -49,6 +49,7 @@ func (g *gen) run(ctx context.Context) error {
 	g.names = s.drafterNames(&g.req)
 	g.fed = make([]int, len(g.req.Drafters))
 	g.off = make([]bool, len(g.req.Drafters))
+	g.held, g.holds = make([]sdk.DraftResult, len(g.req.Drafters)), make([]bool, len(g.req.Drafters))
 	g.last = sdk.RoundOutcome{Round: -1, Drafters: g.drafters()}
 	g.j = judge{sampler: g.req.Sampler, penalty: g.req.Penalty, needs: g.req.Sampler.Needs(), vocab: s.target.vocab()}
 	primed := g.primeDrafters(ctx)
@@ -438,10 +439,10 @@ func (g *gen) primed(ctx context.Context, done <-chan primeResult) error {
 // draftPlugin drafts up to d tokens with drafter plugin i (req.Drafters[i]): the
 // proposal it offered before the policy decided (offers.go), else a call asking for d.
 func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCut bool) error {
-	var res sdk.DraftResult
-	if i < len(g.holds) && g.holds[i] {
-		res = g.held[i]
-		res.Tokens, res.Conf = res.Tokens[:min(d, len(res.Tokens))], res.Conf[:min(d, len(res.Conf))]
+	res := g.held[i]
+	if g.holds[i] {
+		n := min(d, len(res.Tokens))
+		res.Tokens, res.Conf = res.Tokens[:n], res.Conf[:n]
 	} else {
 		var err error
 		if res, err = g.callPlugin(ctx, i, d); err != nil {
@@ -449,12 +450,7 @@ func (g *gen) draftPlugin(ctx context.Context, i, d int, minConf float32, keepCu
 		}
 	}
 	for j, tok := range res.Tokens {
-		cut := minConf > 0 && res.Conf[j] < minConf
-		if cut && !keepCut {
-			break
-		}
-		g.drafts, g.conf = append(g.drafts, tok), append(g.conf, res.Conf[j])
-		if cut {
+		if !g.keepDraft(tok, res.Conf[j], minConf, keepCut) {
 			break
 		}
 	}
@@ -502,17 +498,9 @@ func (g *gen) draftTokens(d int, minConf float32, keepCut bool) error {
 // log-sum-exp) where the draft's backend computes them, else from the row.
 func (g *gen) draftNext(ids []int32) (int32, float32, error) {
 	s := g.s
-	if s.warmed != nil && !s.warmed[len(ids)] {
-		// A catch-up after plain rounds can be of any length; on a backend that
-		// captures a graph per shape it goes in forwards of the shapes the session
-		// warmed (see warm), not in one of a new shape captured mid-generation.
-		for len(ids) > 0 && !s.warmed[len(ids)] {
-			n := s.warmedBelow(len(ids))
-			if err := feed(context.Background(), s.draft, ids[:n], n); err != nil {
-				return 0, 0, err
-			}
-			ids = ids[n:]
-		}
+	ids, err := s.feedWarmed(context.Background(), s.draft, ids)
+	if err != nil {
+		return 0, 0, err
 	}
 	batch := s.batch
 	if s.draft.hasStats() {
