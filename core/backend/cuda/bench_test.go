@@ -106,6 +106,16 @@ func timeMatMuls(b *testing.B, g *cudabe.Backend, rng *rand.Rand, ws []backend.W
 			g.MatMul(y, ws[i%len(ws)], x, nt)
 		}
 	}
+	perMM := timeReplays(b, g, key, rec) / per
+	rb, _ := w.Type().RowBytes(w.Cols())
+	b.ReportMetric(perMM*1e6, "us/matmul")
+	b.ReportMetric(float64(rb*w.Rows())/perMM/1e9, "GB/s")
+	return perMM
+}
+
+// timeReplays captures rec as the graph key (a warm-up replay with it), then replays
+// it b.N times and returns the seconds per replay.
+func timeReplays(b *testing.B, g *cudabe.Backend, key string, rec func()) float64 {
 	if err := g.Run(key, rec); err != nil {
 		b.Fatal(err)
 	}
@@ -120,11 +130,7 @@ func timeMatMuls(b *testing.B, g *cudabe.Backend, rng *rand.Rand, ws []backend.W
 	if err := g.Sync(); err != nil {
 		b.Fatal(err)
 	}
-	perMM := time.Since(start).Seconds() / float64(b.N*per)
-	rb, _ := w.Type().RowBytes(w.Cols())
-	b.ReportMetric(perMM*1e6, "us/matmul")
-	b.ReportMetric(float64(rb*w.Rows())/perMM/1e9, "GB/s")
-	return perMM
+	return time.Since(start).Seconds() / float64(b.N)
 }
 
 func freeAll(g *cudabe.Backend, ws []backend.Weight) {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/minfer/minfer/core/backend"
 	cudabe "github.com/minfer/minfer/core/backend/cuda"
@@ -117,19 +116,5 @@ func timeLayers(b *testing.B, g *cudabe.Backend, rng *rand.Rand, ws [][]backend.
 			}
 		}
 	}
-	if err := g.Run(key, rec); err != nil {
-		b.Fatal(err)
-	}
-	if err := g.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		g.Run(key, rec)
-	}
-	if err := g.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(time.Since(start).Seconds()/float64(b.N*per)*1e6, "us/layer")
+	b.ReportMetric(timeReplays(b, g, key, rec)/per*1e6, "us/layer")
 }
