@@ -107,7 +107,9 @@ import (
 // the chance of acceptance), calibrate_shift (10: the strength, in tokens, of the prior
 // that the draft's confidence is not shifted overall, see calibratedCut; 0 = each
 // bucket learns only from its own tokens: calibrate 3 with calibrate_shift 0 is the
-// earlier default, docs/perf-plugins.md compares them).
+// earlier default, docs/perf-plugins.md compares them), batch_table (false: in a batch
+// the verify cost by forward size is the table of measured sizes of batchTable instead
+// of one line; docs/perf-server.md, "A table for the batch's verify cost").
 type Adaptive struct {
 	p adaptiveParams
 	// drafterState is the state of the drafter whose round is being observed or
@@ -232,6 +234,7 @@ type adaptiveParams struct {
 	Calibrate      float64 `json:"calibrate"`
 	CalibrateShift float64 `json:"calibrate_shift"`
 	KeepCut        bool    `json:"keep_cut"`
+	BatchTable     bool    `json:"batch_table"`
 }
 
 var _ sdk.DepthPolicy = (*Adaptive)(nil)

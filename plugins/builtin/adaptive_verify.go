@@ -108,11 +108,18 @@ func (a *Adaptive) batchEstimates(maxNT int) {
 			v0 = (sv - row*sr) / n
 		}
 	}
-	a.est = resize(a.est, maxNT+1)
-	for nt := range a.est {
-		a.est[nt] = atLeast(v0+row*float64(b*nt), 0)
-	}
 	a.v0, a.row = v0, row
+	a.est = resize(a.est, maxNT+1)
+	if a.p.BatchTable {
+		a.batchTable(b*maxNT + 1)
+		for nt := range a.est {
+			a.est[nt] = a.rows[b*nt]
+		}
+	} else {
+		for nt := range a.est {
+			a.est[nt] = atLeast(v0+row*float64(b*nt), 0)
+		}
+	}
 	a.estFresh, a.estOthers, a.estSeqs = true, a.others, b
 }
 
@@ -142,8 +149,78 @@ func (a *Adaptive) probePays(d int, step float64) bool {
 	}
 	o := float64(a.others)
 	v := func(r float64) float64 { return atLeast(a.v0+a.row*r, 1) }
+	if a.p.BatchTable {
+		v = func(r float64) float64 { return atLeast(a.batchV(r), 1) }
+	}
 	with := o + float64(d+1)
 	return with/(float64(d)*step+v(with)) > (1+a.p.Hysteresis)*(o+1)/v(o+1)
+}
+
+// batchTable (batch_table) fills a.rows[R] for R < n, the batch's verify cost of a
+// forward of R rows: the minimum measured lately where R was measured, linear between
+// the measured sizes around it, the smallest measured size's below it, and in
+// proportion to the largest measured size past it (rows past the measured ones cost
+// as much as those did on average); then capped by every larger size's (timings err
+// upwards). With no size measured lately, the line.
+//
+// Why not the line: a GPU's verify cost steps with its kernels' tiles (the H200's 7B
+// target: 5.77 ms at 8 rows, 7.63 at 9, 8.16 at 16, 12.73 at 17), which no line
+// follows, and the sizes a batch's forwards take (its sequences' rows together) are
+// few. Why no optimism past the measured sizes, as a sequence alone has: a depth
+// untried by the batch pays only if every sequence tries it in the same step, and
+// sequences that try it one at a time measure the sizes between, at the cost of the
+// whole batch (docs/perf-server.md). So a batch drafts at the depth its measured
+// forwards say pays, and parks when depth 0 pays more: below the smallest size
+// measured a forward costs no less than that size's, so that one unlucky round does
+// not park a sequence alone while the others draft.
+func (a *Adaptive) batchTable(n int) {
+	a.growRows(n)
+	a.rows = resize(a.rows, n)
+	v := a.rows
+	stale := a.rounds - a.staleAfter()
+	lo, lov := -1, 0.0
+	for r := range v {
+		x, ok := a.verify[r].min()
+		if !ok || a.seen[r] < stale {
+			continue
+		}
+		for q := lo + 1; q < r; q++ {
+			v[q] = x // below the smallest measured size
+			if lo >= 0 {
+				v[q] = lov + (x-lov)*float64(q-lo)/float64(r-lo)
+			}
+		}
+		v[r], lo, lov = x, r, x
+	}
+	if lo <= 0 {
+		for r := range v {
+			v[r] = atLeast(a.v0+a.row*float64(r), 0)
+		}
+		return
+	}
+	for q := lo + 1; q < n; q++ {
+		v[q] = lov * float64(q) / float64(lo)
+	}
+	for r := n - 2; r >= 0; r-- {
+		if v[r+1] < v[r] {
+			v[r] = v[r+1]
+		}
+	}
+}
+
+// batchV is the batch table's verify cost of a forward of r ≥ 0 rows, fractional
+// (linear between whole sizes), past the table in proportion to its last size.
+func (a *Adaptive) batchV(r float64) float64 {
+	v := a.rows
+	n := len(v)
+	if n < 2 {
+		return atLeast(a.v0+a.row*r, 0)
+	}
+	if r >= float64(n-1) {
+		return v[n-1] * r / float64(n-1)
+	}
+	i := int(r)
+	return v[i] + (v[i+1]-v[i])*(r-float64(i))
 }
 
 // ring keeps the last n values and their minimum (recomputed only when the minimum

@@ -66,7 +66,7 @@ type Plugin struct {
 var Plugins = []Plugin{
 	{Info: info("adaptive", sdk.RolePolicy, 0, "draft_max", "min_conf", "start", "hysteresis", "window", "forget",
 		"relax", "prior_mean", "prior_strength", "optimism", "carry", "park_margin", "probe", "auto_cut", "calibrate",
-		"calibrate_shift", "keep_cut"),
+		"calibrate_shift", "keep_cut", "batch_table"),
 		Reads:     []string{"draft_max", "min_conf", "keep_cut"},
 		NewPolicy: func(p []byte) (sdk.DepthPolicy, error) { return NewAdaptive(p) }},
 	{Info: info("ucb", sdk.RolePolicy, 0, "draft_max", "min_conf", "explore", "discount"),
