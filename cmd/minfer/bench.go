@@ -23,14 +23,16 @@ func init() {
 }
 
 const benchUsage = `
-Usage: minfer bench [-m MODEL] [-p 512[,N...]] [-n 128[,N...]] [-r 5] [-t THREADS] [--json]
+Usage: minfer bench [-m MODEL] [-p 512[,N...]] [-n 128[,N...]] [-d 0[,N...]] [-r 5] [-t THREADS] [--json]
 
 Measures what llama-bench measures: ppN processes N random tokens as one prompt
 (forwards of --batch tokens) and tgN generates N tokens one at a time, each repetition
 from a fresh KV cache, after one warm-up run. Prints mean ± standard deviation of
 tokens per second over the repetitions, as a table or JSON. -p and -n take a
 comma-separated list (or repeat), one test per value, as llama-bench's do; -p 0 or
--n 0 skips that test.
+-n 0 skips that test. -d (--n-depth) runs every test at each depth: that many random
+tokens are put in the cache first (untimed, in forwards of --batch tokens), so
+"pp16 @ d2048" is the cost of a 16-row forward at a 2,048-token context.
 
 --device picks the backend (auto: CUDA when a usable GPU is present, else the CPU).
 --ledger (CUDA) runs the forwards in profiling mode — graphs off, CUDA events around
@@ -44,6 +46,7 @@ Examples:
   minfer bench -m model.gguf -p 64,128,512 -n 0
   minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 512 -n 128 -r 5
   minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 8 -n 0 -r 3 --ledger
+  minfer bench -m qwen2.5-7b-q4_k_m.gguf --device cuda -p 16 -n 0 -d 0,2048 --ledger
 `
 
 func runBench(ctx context.Context, m *Main, args []string) error {
@@ -52,7 +55,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		configPath, modelPath, kvName, device, cpuOrder string
 		reps, threads, batch, ngl                       int
 		jsonOut, ledger                                 bool
-		nps, ngs                                        = intList{Vals: []int{512}}, intList{Vals: []int{128}}
+		nps, ngs, nds                                   = intList{Vals: []int{512}}, intList{Vals: []int{128}}, intList{Vals: []int{0}}
 	)
 	fs.StringVar(&device, "device", "", "backend: auto, cpu or cuda (default: [model] device)")
 	fs.StringVar(&cpuOrder, "cpu-order", "", "llama.cpp CPU build whose rounding the CPU backend reproduces: avx512 or avx2 (default: [model] cpu_order)")
@@ -61,6 +64,8 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	fs.StringVar(&modelPath, "m", "", "model GGUF file (default: [model] path, else the embedded model)")
 	fs.Var(&nps, "p", "prompt tokens of the pp tests, comma-separated `N,...` (0: skip)")
 	fs.Var(&ngs, "n", "generated tokens of the tg tests, comma-separated `N,...` (0: skip)")
+	fs.Var(&nds, "d", "context depths: tokens in the cache before each test, comma-separated `N,...`")
+	fs.Var(&nds, "n-depth", "alias of -d")
 	fs.IntVar(&ngl, "ngl", -1, "llama-bench's GPU layers: 0 means --device cpu, other values are ignored (every layer runs on one device)")
 	fs.IntVar(&ngl, "n-gpu-layers", -1, "alias of -ngl")
 	fs.IntVar(&reps, "r", 5, "repetitions")
@@ -79,6 +84,8 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		return usagef("bench: unexpected argument %q", rest[0])
 	case slices.Min(nps.Vals) < 0 || slices.Min(ngs.Vals) < 0 || slices.Max(nps.Vals)+slices.Max(ngs.Vals) == 0:
 		return usagef("bench: -p %s -n %s: want counts ≥ 0, not all 0", &nps, &ngs)
+	case slices.Min(nds.Vals) < 0:
+		return usagef("bench: -d %s: want depths ≥ 0", &nds)
 	case threads < 0:
 		return usagef("bench: --threads %d: want ≥ 0 (0: physical cores)", threads)
 	}
@@ -127,7 +134,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 	if ngl > 0 || ngl == 0 && b.Name() != config.DeviceCPU {
 		fmt.Fprintf(m.Stderr, "warning: -ngl %d is ignored: every layer runs on the %s backend\n", ngl, b.Name())
 	}
-	cache, err := md.NewKV(max(slices.Max(nps.Vals), slices.Max(ngs.Vals)), kt)
+	cache, err := md.NewKV(slices.Max(nds.Vals)+max(slices.Max(nps.Vals), slices.Max(ngs.Vals)), kt)
 	if err != nil {
 		return err
 	}
@@ -152,7 +159,7 @@ func runBench(ctx context.Context, m *Main, args []string) error {
 		}
 	}
 	fmt.Fprintf(m.Stderr, "bench: %s on %s, %d repetitions after a warm-up\n", base.Model, on, reps)
-	results, err := bench.Suite(ctx, b, md, cache, bench.SuiteOptions{Prompt: nps.Vals, Gen: ngs.Vals, Batch: batch, Reps: reps, Base: base})
+	results, err := bench.Suite(ctx, b, md, cache, bench.SuiteOptions{Prompt: nps.Vals, Gen: ngs.Vals, Depth: nds.Vals, Batch: batch, Reps: reps, Base: base})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,25 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// TestBenchDepth: -d runs each test at each depth (llama-bench's --n-depth), its lines
+// named and numbered as llama-bench's; a negative depth is a usage error.
+func TestBenchDepth(t *testing.T) {
+	out, stderr, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "-p", "8", "-n", "0", "-d", "0,32", "-r", "1", "-t", "1", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var got []bench.Result
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if len(got) != 2 || got[0].Test != "pp8" || got[0].NDepth != 0 || got[1].Test != "pp8 @ d32" || got[1].NDepth != 32 || !(got[1].AvgTS > 0) {
+		t.Fatalf("got %+v, want pp8 and pp8 @ d32", got)
+	}
+	if _, _, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "-n", "2", "--n-depth", "-1"); exitCode(err) != 2 || !strings.Contains(err.Error(), "-d -1") {
+		t.Fatalf("--n-depth -1: got %v (exit %d), want a usage error naming it", err, exitCode(err))
+	}
+}
+
 func TestBenchTable(t *testing.T) {
 	out, _, err := runCLI(t, "", "bench", "--config", emptyConfig(t), "-p", "0", "-n", "2", "-r", "1", "-t", "1")
 	if err != nil {

@@ -20,30 +20,57 @@ import (
 // prompt test: Chunk = the batch; the generation test: Chunk = 1).
 type Test struct {
 	N, Chunk int
+	// Depth tokens are in the cache when the timed forwards start (llama-bench's -d):
+	// random tokens fed before each repetition, untimed, as forwards of DepthChunk.
+	Depth, DepthChunk int
 	// Reps timed repetitions follow one warm-up run, each from an empty cache.
 	Reps int
 }
 
-// Run times t on md (whose backend is b) with cache, which holds at least t.N
+// ledgerPauser is a backend whose profiling ledger (the CUDA backend's --ledger) can
+// leave forwards out of its table: a test's depth fill is not part of the test.
+type ledgerPauser interface{ PauseLedger(bool) }
+
+// Run times t on md (whose backend is b) with cache, which holds at least t.Depth + t.N
 // positions, drawing tokens from rng. It returns the tokens per second of each
 // repetition. ctx is checked between forwards, so a long test stops promptly.
 func Run(ctx context.Context, b backend.Backend, md *model.Model, cache *kv.Cache, t Test, rng *rand.Rand) ([]float64, error) {
 	ids := make([]int32, t.N)
+	fill := make([]int32, t.Depth)
+	feed := func(ids []int32, chunk int) error {
+		for p := 0; p < len(ids); p += chunk {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := md.Forward(ids[p:min(p+chunk, len(ids))], cache, false); err != nil {
+				return err
+			}
+		}
+		return b.Sync() // a GPU backend only enqueues
+	}
 	once := func() (float64, error) {
+		for i := range fill {
+			fill[i] = int32(rng.IntN(md.Params.Vocab))
+		}
 		for i := range ids {
 			ids[i] = int32(rng.IntN(md.Params.Vocab))
 		}
 		cache.Reset()
-		t0 := time.Now()
-		for p := 0; p < len(ids); p += t.Chunk {
-			if err := ctx.Err(); err != nil {
-				return 0, err
+		if len(fill) > 0 {
+			lp, pause := b.(ledgerPauser)
+			if pause {
+				lp.PauseLedger(true)
 			}
-			if _, err := md.Forward(ids[p:min(p+t.Chunk, len(ids))], cache, false); err != nil {
+			err := feed(fill, max(t.DepthChunk, 1))
+			if pause {
+				lp.PauseLedger(false)
+			}
+			if err != nil {
 				return 0, err
 			}
 		}
-		if err := b.Sync(); err != nil { // a GPU backend only enqueues
+		t0 := time.Now()
+		if err := feed(ids, t.Chunk); err != nil {
 			return 0, err
 		}
 		return float64(t.N) / time.Since(t0).Seconds(), nil

@@ -49,6 +49,51 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// pauseCounter is a backend with a ledger to pause (as the CUDA backend's): it records
+// how often Run paused it and whether it was left paused.
+type pauseCounter struct {
+	*cpu.Backend
+	pauses int
+	paused bool
+}
+
+func (p *pauseCounter) PauseLedger(on bool) {
+	if on {
+		p.pauses++
+	}
+	p.paused = on
+}
+
+// TestRunDepth: a test at depth d has d tokens in the cache before its timed forwards
+// (the cache ends at d + N), fills it with the ledger paused once a repetition and the
+// warm-up, never leaves the ledger paused, and fails with the cache's error, not a
+// panic, where depth and test do not fit.
+func TestRunDepth(t *testing.T) {
+	b := &pauseCounter{Backend: cpu.New(cpu.Options{Threads: 2})}
+	defer b.Close()
+	m := golden.LoadModel(t, b.Backend, "models/stories260K.gguf", "target")
+	cache, err := m.NewKV(40, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	got, err := Run(context.Background(), b, m, cache, Test{N: 8, Chunk: 4, Depth: 24, DepthChunk: 16, Reps: 2}, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || cache.Len() != 32 || b.pauses != 3 || b.paused {
+		t.Fatalf("%d samples, cache at %d, %d pauses (left paused: %v); want 2, 32, 3, false", len(got), cache.Len(), b.pauses, b.paused)
+	}
+	b.pauses = 0
+	if _, err := Run(context.Background(), b, m, cache, Test{N: 8, Chunk: 1, Reps: 1}, rng); err != nil || b.pauses != 0 || cache.Len() != 8 {
+		t.Fatalf("depth 0: err %v, %d pauses, cache at %d; want nil, 0, 8", err, b.pauses, cache.Len())
+	}
+	if _, err := Run(context.Background(), b, m, cache, Test{N: 8, Chunk: 8, Depth: 36, DepthChunk: 16, Reps: 1}, rng); err == nil || b.paused {
+		t.Fatalf("depth 36 + 8 in a 40-token cache: err %v (left paused: %v), want an error", err, b.paused)
+	}
+}
+
 // TestSpec: with draft = target every row reproduces depth 0's tokens (Identical),
 // depth 0 is moved to the front and is the speedups' base, speculative rows accept
 // every draft, and the plain row drafts nothing.
@@ -143,6 +188,18 @@ func TestSuite(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Test != "pp16" || got[0].NPrompt != 16 || got[1].Test != "tg4" || got[1].NGen != 4 {
 		t.Fatalf("got %+v, want pp16 and tg4 (pp0 skipped)", got)
+	}
+	// every test at every depth, named as llama-bench names them
+	deep, err := Suite(context.Background(), b, m, cache, SuiteOptions{Prompt: []int{4}, Gen: []int{2}, Depth: []int{0, 8}, Batch: 8, Reps: 1, Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range deep {
+		names = append(names, fmt.Sprintf("%s/%d", r.Test, r.NDepth))
+	}
+	if want := "pp4/0 pp4 @ d8/8 tg2/0 tg2 @ d8/8"; strings.Join(names, " ") != want {
+		t.Fatalf("tests %q, want %q", strings.Join(names, " "), want)
 	}
 	for _, r := range got {
 		if r.Model != "stories" || r.Params == 0 || len(r.SamplesTS) != 2 || !(r.AvgTS > 0) {
