@@ -62,6 +62,13 @@ type Tier struct {
 	// AttnMaxSplits bounds the splits per (row, head); long contexts grow the chunk
 	// instead, so the partials scratch stays nt × heads × AttnMaxSplits × (HeadDim+2).
 	AttnMaxSplits int
+	// AttnGroupRows is the fewest rows of a split-K attention launch that take the
+	// grouped kernels (attn_part_grp_*: a block per KV head and split, each K and V
+	// element loaded once for the query heads it serves, where attn_part loads it once
+	// a head); fewer rows keep a block per query head, whose many blocks hide a short
+	// context's latency. Both kernels give the same bits, so the threshold is a speed
+	// choice only (see hopperAttnGroup for the measurement).
+	AttnGroupRows int
 	// TopKMaxK is the largest k computed on the device; larger k read whole rows back.
 	TopKMaxK int
 	// PDL launches kernels with programmatic dependent launch (griddepcontrol, compute
@@ -140,6 +147,14 @@ var hopperMMQ = map[string]NTSet{
 	"q4_k": NTs(7, 7) | NTs(9, 15), "q5_k": NTs(6, 15), "q6_k": NTs(4, 4) | NTs(6, 8) | NTs(10, 15),
 }
 
+// hopperAttnGroup is AttnGroupRows on every tier (measured on the H200 only: 7B
+// Q4_K_M, `minfer bench -p 1,2,4,8,16,32,64 -n 32 -d 0,512,2048` with
+// MINFER_NO_ATTN_GROUP=1 and MINFER_ATTN_GROUP=all, perf-cuda.md v17): grouped, the
+// forwards of 32 and 64 rows were 3-9% faster at every depth, those of 16 rows the same
+// (±2%), those of 1-8 rows up to 36% slower at a 2,048-token context (tg32 214 against
+// 334 t/s).
+const hopperAttnGroup = 32
+
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).
 var hopperPairs = RowPairs{
 	"q4_0": NTs(1, 8), "q5_0": NTs(1, 8), "q8_0": NTs(1, 1) | NTs(4, 8), "q4_k": NTs(8, 8),
@@ -149,21 +164,21 @@ var hopperPairs = RowPairs{
 
 // tiers is ordered by compute capability.
 var tiers = []Tier{
-	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "turing", Major: 7, Minor: 5, MMVQMaxRows: 8, GEMMMinRows: 40, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k8.f16", Note: "oldest supported: dp4a and f16 mma; 64 KB shared per SM"},
-	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere-dc", Major: 8, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "A100: cp.async, 164 KB shared, 40 MB L2"},
-	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ampere", Major: 8, Minor: 6, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "consumer Ampere: 100 KB shared, small L2"},
-	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "ada", Major: 8, Minor: 9, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "Ada: fp8 mma, large L2"},
-	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "hopper", PDL: true, Major: 9, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, PairRows: hopperPairs, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "wgmma.m64nNk16.f16 (sm_90a)", Note: "H100/H200: 132 SMs, 227 KB shared, TMA, 50-60 MB L2"},
-	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell-dc", PDL: true, Major: 10, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "tcgen05.mma", Note: "B200: tensor memory, 2-CTA mma"},
-	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "blackwell", PDL: true, Major: 12, Minor: 0, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "RTX 50xx: consumer Blackwell, no tcgen05"},
-	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, TopKMaxK: 64,
+	{Name: "gb10", PDL: true, Major: 12, Minor: 1, MMVQMaxRows: 8, GEMMMinRows: 65, MMQRows: hopperMMQ, MMVQWarps: 4, AttnChunk: 32, AttnPrefillChunk: 256, AttnMaxSplits: 32, AttnGroupRows: hopperAttnGroup, TopKMaxK: 64,
 		MMA: "mma.sync.m16n8k16.f16", Note: "DGX Spark GB10: unified LPDDR5x memory, ~270 GB/s"},
 }
 

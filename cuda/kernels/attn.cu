@@ -90,6 +90,111 @@ extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u1
                        blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
+// ATTN_GMAX is the most query heads a KV head may serve for the grouped kernels
+// (attn_part_grp_*: 7 in Qwen2.5-7B and -0.5B, 4-8 in most GQA models); a larger group
+// keeps attn_part.
+#define ATTN_GMAX 8
+
+// attn_part_grp_at is attn_part_at for the grp = heads / kvheads query heads of KV head
+// kvh (heads kvh·grp …) of row r in one block, so each K and V element of the split is
+// loaded once for the group instead of once a head, and a launch has grp times fewer
+// blocks. (The cache traffic was not what limited attn_part: at a 2,048-token context a
+// 16-row forward of Qwen2.5-7B spends 152-153 µs a layer in either kernel; the fewer
+// blocks pay from 32 rows, and lose below 16: perf-cuda.md v17.) Every head's
+// arithmetic is attn_part_at's — each lane's dot over d = lane, lane + 32, …, the same
+// xor tree, the block max and sum over the same threads, each output's sum over the
+// positions in order — so each partial has attn_part_at's bits, whichever kernel a call
+// takes. Dynamic shared memory: grp · (hd + the largest chunk) floats. 128 threads.
+template <bool Q8>
+static __device__ void attn_part_grp_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                        const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
+                                        int nsplit, int ps, float scale, int ctx, int *err, int kvh, int r, int s) {
+    extern __shared__ float sm[];
+    __shared__ float red[32];
+    if (pos[r] < 0 || pos[r] >= ctx) {
+        if (threadIdx.x == 0 && kvh == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
+        return;
+    }
+    const int p1 = pos[r] + 1;
+    chunk = split_chunk(p1, nsplit, chunk);
+    const int start = s * chunk;
+    if (start >= p1) return;
+    const int end = min(start + chunk, p1), n = end - start;
+    const int grp = heads / kvheads, h0 = kvh * grp, kvdim = kvheads * hd;
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, nw = blockDim.x / WARP;
+    float *sq = sm, *ss = sm + grp * hd;  // head g's query at sq + g·hd, its scores at ss + g·chunk
+    for (int i = threadIdx.x; i < grp * hd; i += blockDim.x) sq[i] = q[((i64)r * heads + h0) * hd + i];
+    __syncthreads();
+    for (int i = warp; i < n; i += nw) {
+        const i64 base = (i64)(start + i) * kvdim + (i64)kvh * hd;
+        float dot[ATTN_GMAX];
+#pragma unroll
+        for (int g = 0; g < ATTN_GMAX; g++) dot[g] = 0.0f;
+        for (int d = lane; d < hd; d += WARP) {
+            const float k = kv_at<Q8>(kc, kd, base + d);
+#pragma unroll
+            for (int g = 0; g < ATTN_GMAX; g++)
+                if (g < grp) dot[g] += sq[g * hd + d] * k;
+        }
+#pragma unroll
+        for (int g = 0; g < ATTN_GMAX; g++) {
+            if (g >= grp) break;  // block-uniform
+            const float v = warp_sum(dot[g]);
+            if (lane == 0) ss[g * chunk + i] = v * scale;
+        }
+    }
+    __syncthreads();
+    for (int g = 0; g < grp; g++) {
+        float *sg = ss + g * chunk;
+        float m = NEG_INF;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, sg[i]);
+        m = block_max(m, red);
+        float l = 0.0f;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const float e = expf(sg[i] - m);
+            sg[i] = e;
+            l += e;
+        }
+        l = block_sum(l, red);  // its barriers also publish sg
+        if (threadIdx.x == 0) {
+            float *out = part + (((i64)r * heads + h0 + g) * ps + s) * (hd + 2);
+            out[0] = m;
+            out[1] = l;
+        }
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc[ATTN_GMAX];
+#pragma unroll
+        for (int g = 0; g < ATTN_GMAX; g++) acc[g] = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const float v = kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d);
+#pragma unroll
+            for (int g = 0; g < ATTN_GMAX; g++)
+                if (g < grp) acc[g] += ss[g * chunk + i] * v;
+        }
+#pragma unroll
+        for (int g = 0; g < ATTN_GMAX; g++)
+            if (g < grp) part[(((i64)r * heads + h0 + g) * ps + s) * (hd + 2) + 2 + d] = acc[g];
+    }
+}
+
+// attn_part_grp_*: attn_part_* with grid (kvheads, rows, splits), a block per KV head.
+extern "C" __global__ void attn_part_grp_f16(const float *q, const void *kc, const void *vc, const int *pos, float *part,
+                                             int heads, int kvheads, int hd, int chunk, int nsplit, float scale, int ctx,
+                                             int *err) {
+    grid_dep_sync();
+    attn_part_grp_at<false>(q, kc, 0, vc, 0, pos, part, heads, kvheads, hd, chunk, nsplit, nsplit, scale, ctx, err,
+                            blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+extern "C" __global__ void attn_part_grp_q8(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                            const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
+                                            int nsplit, float scale, int ctx, int *err) {
+    grid_dep_sync();
+    attn_part_grp_at<true>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, nsplit, scale, ctx, err,
+                           blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
 // attn_part_seqs is attn_part over the rows of nseq sequences (seqs.cuh), each row
 // against its sequence's cache at layer with its sequence's splits: grid (heads, rows,
 // the largest nsplit), partials ps splits apart.
@@ -102,6 +207,31 @@ static __device__ void attn_part_seqs(const SeqDesc *seqs, int nseq, int layer, 
                      layer_at(d.vc, layer, d.layer_vals), layer_at(d.vd, layer, d.layer_scales), d.pos,
                      part + (i64)d.first * heads * ps * (hd + 2), heads, kvheads, hd, d.chunk, d.nsplit, ps, scale,
                      d.ctx, err, blockIdx.x, blockIdx.y - d.first, blockIdx.z);
+}
+
+// attn_part_seqs_grp is attn_part_seqs with a block per KV head (attn_part_grp_at):
+// grid (kvheads, rows, the largest nsplit).
+template <bool Q8>
+static __device__ void attn_part_seqs_grp(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,
+                                          int kvheads, int hd, int ps, float scale, int *err) {
+    const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.y)];
+    if ((int)blockIdx.z >= d.nsplit) return;
+    attn_part_grp_at<Q8>(d.q, layer_at(d.kc, layer, d.layer_vals), layer_at(d.kd, layer, d.layer_scales),
+                         layer_at(d.vc, layer, d.layer_vals), layer_at(d.vd, layer, d.layer_scales), d.pos,
+                         part + (i64)d.first * heads * ps * (hd + 2), heads, kvheads, hd, d.chunk, d.nsplit, ps, scale,
+                         d.ctx, err, blockIdx.x, blockIdx.y - d.first, blockIdx.z);
+}
+
+extern "C" __global__ void attn_part_seqs_grp_f16(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,
+                                                  int kvheads, int hd, int ps, float scale, int *err) {
+    grid_dep_sync();
+    attn_part_seqs_grp<false>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err);
+}
+
+extern "C" __global__ void attn_part_seqs_grp_q8(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,
+                                                 int kvheads, int hd, int ps, float scale, int *err) {
+    grid_dep_sync();
+    attn_part_seqs_grp<true>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err);
 }
 
 extern "C" __global__ void attn_part_seqs_f16(const SeqDesc *seqs, int nseq, int layer, float *part, int heads,

@@ -149,14 +149,16 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	}
 	kc, vc, kd, vd := kv.layerPtrs(layer)
 	chunk, nsplit, maxChunk := b.attnParams(kv, nt)
-	grid := driver.Dim3{X: a.Heads, Y: nt, Z: nsplit}
-	shared := 4 * (hd + maxChunk)
+	kernel, grid, shared := "attn_part", driver.Dim3{X: a.Heads, Y: nt, Z: nsplit}, 4*(hd+maxChunk)
+	if g, ok := b.attnGroup(a, nt, maxChunk); ok {
+		kernel, grid.X, shared = "attn_part_grp", a.KVHeads, g*shared
+	}
 	if kv.spec.Type == backend.KVF16 {
-		b.launch("attn_part_f16", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p),
+		b.launch(kernel+"_f16", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p),
 			driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
 			driver.I(kv.spec.Ctx), driver.P(b.errWord))
 	} else {
-		b.launch("attn_part_q8", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(kd), driver.P(vc), driver.P(vd),
+		b.launch(kernel+"_q8", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(kd), driver.P(vc), driver.P(vd),
 			driver.P(ps.p), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
 			driver.I(kv.spec.Ctx), driver.P(b.errWord))
 	}
@@ -171,6 +173,27 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
+}
+
+// attnGroupMax is attn.cu's ATTN_GMAX: the largest GQA group the grouped kernels take.
+const attnGroupMax = 8
+
+// attnGroup says whether a split-K attention launch of rows rows whose largest chunk is
+// maxChunk takes the grouped kernels (attn.cu attn_part_grp_*: a block per KV head and
+// split instead of per query head), and the group size g (query heads a KV head
+// serves) that multiplies its shared memory: for groups of 2 … attnGroupMax heads whose
+// g · (hd + maxChunk) floats fit the 48 KB every launch may take, from the tier's
+// AttnGroupRows rows (MINFER_ATTN_GROUP=all: from one; MINFER_NO_ATTN_GROUP=1: never).
+// The kernels give the same bits, so a row's result does not depend on the choice.
+func (b *Backend) attnGroup(a backend.Attn, rows, maxChunk int) (g int, ok bool) {
+	g = a.Heads / a.KVHeads
+	switch {
+	case g < 2 || g > attnGroupMax || 4*g*(a.HeadDim+maxChunk) > 48<<10 || b.sw.attnGroup == "none":
+		return g, false
+	case b.sw.attnGroup == "all":
+		return g, true
+	}
+	return g, rows >= b.tier.AttnGroupRows
 }
 
 // attnFlash launches attn_flash_f16_HD for nt rows (queries at q, positions at pos,

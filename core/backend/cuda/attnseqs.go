@@ -214,14 +214,14 @@ func (b *Backend) AttentionSeqs(seqs []backend.SeqAttention, layer int, a backen
 		}
 	}
 	for _, group := range []struct {
-		kernel string
-		descs  []seqDesc
-	}{{"attn_part_seqs_f16", f16s}, {"attn_part_seqs_q8", q8s}} {
+		cache string // the kernels' suffix: the cache type
+		descs []seqDesc
+	}{{"f16", f16s}, {"q8", q8s}} {
 		descs := group.descs
 		for len(descs) > 0 {
 			part := descs[:min(len(descs), maxLaunchSeqs)]
 			descs = descs[len(part):]
-			if !b.attnSeqsLaunch(group.kernel, part, layer, a, sq8, sd8) {
+			if !b.attnSeqsLaunch(group.cache, part, layer, a, sq8, sd8) {
 				return
 			}
 		}
@@ -231,8 +231,9 @@ func (b *Backend) AttentionSeqs(seqs []backend.SeqAttention, layer int, a backen
 	}
 }
 
-// attnSeqsLaunch runs one attn_part_seqs and attn_combine_seqs launch over descs.
-func (b *Backend) attnSeqsLaunch(kernel string, descs []seqDesc, layer int, a backend.Attn, sq8, sd8 driver.DevicePtr) bool {
+// attnSeqsLaunch runs one attn_part_seqs (or, by attnGroup, attn_part_seqs_grp) and
+// attn_combine_seqs launch over descs, on caches of type cache ("f16" or "q8").
+func (b *Backend) attnSeqsLaunch(cache string, descs []seqDesc, layer int, a backend.Attn, sq8, sd8 driver.DevicePtr) bool {
 	hd := a.HeadDim
 	rows := number(descs)
 	ps, maxChunk := 0, 0
@@ -244,7 +245,11 @@ func (b *Backend) attnSeqsLaunch(kernel string, descs []seqDesc, layer int, a ba
 	if tab == 0 || part == 0 {
 		return false
 	}
-	b.launch(kernel, driver.Dim3{X: a.Heads, Y: rows, Z: ps}, driver.Dim3{X: 128}, 4*(hd+maxChunk),
+	kernel, grid, shared := "attn_part_seqs_", driver.Dim3{X: a.Heads, Y: rows, Z: ps}, 4*(hd+maxChunk)
+	if g, ok := b.attnGroup(a, rows, maxChunk); ok {
+		kernel, grid.X, shared = "attn_part_seqs_grp_", a.KVHeads, g*shared
+	}
+	b.launch(kernel+cache, grid, driver.Dim3{X: 128}, shared,
 		driver.P(tab), driver.I(len(descs)), driver.I(layer), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads),
 		driver.I(hd), driver.I(ps), driver.F(a.Scale), driver.P(b.errWord))
 	b.launch("attn_combine_seqs", driver.Dim3{X: a.Heads, Y: rows}, driver.Dim3{X: rowThreads(min(hd, 256))}, 0,

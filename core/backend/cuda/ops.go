@@ -26,6 +26,7 @@ type switches struct {
 	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
 	noCUBLAS   bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
 	noFlash    bool   // attention: the split-K kernels for prefill too
+	attnGroup  string // attention: "all" takes the grouped split-K kernels from one row, "none" never
 	noActRound bool   // matmul: the prefill GEMM rounds x straight to f16
 	// The one-row fusions of fuse.go, on with MINFER_FUSE_MATVEC=1 (not yet measured
 	// on a GPU), each then off again with its MINFER_NO_* switch.
@@ -37,9 +38,21 @@ type switches struct {
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
-		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH"),
+		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH"), attnGroup: attnGroupEnv(),
 		noActRound: on("MINFER_NO_ACT_ROUND"), noProNorm: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_NORM_MATVEC"),
 		noProGLU: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_SWIGLU_MATVEC"), noResidual: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_RESIDUAL")}
+}
+
+// attnGroupEnv is the grouped attention kernels' switch: "none" for MINFER_NO_ATTN_GROUP=1,
+// "all" for MINFER_ATTN_GROUP=all, else "" (the tier's AttnGroupRows).
+func attnGroupEnv() string {
+	switch {
+	case os.Getenv("MINFER_NO_ATTN_GROUP") == "1":
+		return "none"
+	case os.Getenv("MINFER_ATTN_GROUP") == "all":
+		return "all"
+	}
+	return ""
 }
 
 // mmqGEnv is MINFER_MMQ_G as a number (0 when unset or not one of mmqGs).
@@ -69,6 +82,8 @@ func Switches() map[string]string {
 		"MINFER_MMQ_DEFINES":           "=NAME[=VALUE],…: -D defines for mmq.cu, to compare its variants in one binary (for measuring): MMQ_MINB_OFF (no per-type launch bounds), MMQ_MINB8=N / MMQ_MINB16=N (one bound for the kernels of 8 / 16 warps), MMQ_NO_KS (Q4_K decodes its scales per lane again)",
 		"MINFER_NO_CUBLAS":             "matmul: minfer's own f16 GEMM kernel (gemm.cu) for prefill even where cuBLAS loads (MINFER_CUBLAS names the library)",
 		"MINFER_NO_FLASH":              "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
+		"MINFER_NO_ATTN_GROUP":         "attention: a split-K block per query head (attn_part_*) for every row count, instead of a block per KV head (attn_part_grp_*) from the tier's AttnGroupRows rows",
+		"MINFER_ATTN_GROUP":            "=all: the grouped split-K attention kernels (attn_part_grp_*) from one row (for testing and measuring)",
 		"MINFER_NO_ACT_ROUND":          "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
 		"MINFER_PAIR_ROWS":             "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 		"MINFER_FUSE_MATVEC":           "=1: the one-row fusions of fuse.go (RMSNorm and SwiGLU recomputed in the prologue of the mat-vec that reads them, the residual add in the epilogue of the mat-vec before it); off by default until measured on a GPU (perf-cuda.md v13b)",
