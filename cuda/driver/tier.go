@@ -150,9 +150,9 @@ var hopperMMQ = map[string]NTSet{
 // hopperAttnGroup is AttnGroupRows on every tier (measured on the H200 only: 7B
 // Q4_K_M, `minfer bench -p 1,2,4,8,16,32,64 -n 32 -d 0,512,2048` with
 // MINFER_NO_ATTN_GROUP=1 and MINFER_ATTN_GROUP=all, perf-cuda.md v17): grouped, the
-// forwards of 32 and 64 rows were 3-9% faster at every depth, those of 16 rows the same
-// (±2%), those of 1-8 rows up to 36% slower at a 2,048-token context (tg32 214 against
-// 334 t/s).
+// forwards of 32 and 64 rows were 1-6% faster at every depth, those of 16 rows 3% faster
+// at depth 0 and 2-4% slower at 512-2,048, those of 1-8 rows up to 35% slower (decode at
+// 2,048 positions: tg32 234 against 363 t/s).
 const hopperAttnGroup = 32
 
 // hopperPairs is the Hopper tier's RowPairs (see RowPairs for the measurement).

@@ -16,6 +16,73 @@ static __device__ __forceinline__ float kv_at(const void *c, const u16 *cd, i64 
     return h2f(((const u16 *)c)[idx]);
 }
 
+// ATTN_GMAX is the most query heads a KV head may serve for the grouped kernels
+// (attn_part_grp_*: 7 in Qwen2.5-7B and -0.5B, 4-8 in most GQA models); a larger group
+// keeps attn_part.
+#define ATTN_GMAX 8
+
+// ATTN_LP is the lanes that score one cache position together (kv_dots).
+#define ATTN_LP 8
+
+// kv_at8 is cache values idx … idx+7 (idx % 8 == 0: one 16-byte or 8-byte load, within
+// one Q8_0 block) as kv_at gives them.
+template <bool Q8>
+static __device__ __forceinline__ void kv_at8(const void *c, const u16 *cd, i64 idx, float *v) {
+    if (Q8) {
+        const int2 q = *(const int2 *)((const i8 *)c + idx);
+        const float d = h2f(cd[idx / 32]);
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = (float)(i8)(((u32)(e < 4 ? q.x : q.y) >> (8 * (e % 4))) & 0xFF) * d;
+    } else {
+        const uint4 h = *(const uint4 *)((const u16 *)c + idx);
+        const u32 w[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = h2f((u16)(w[e / 2] >> (16 * (e % 2))));
+    }
+}
+
+// kv_dots sets dots[g] (g < ng ≤ NG) to the dot of query g (sq + g·hd, in shared memory)
+// with the hd cache values at base, computed by the ATTN_LP lanes of an aligned group
+// (j: this lane's index in it; every lane of the warp must call it, valid or not, for
+// the shuffles): lane j adds the dimensions of chunks j, j + 8, … of 8 values, in
+// order, with fused multiply-adds, and the group adds its lanes with the xor tree 4, 2,
+// 1; every lane of the group gets the totals. (A warp a position, with a five-shuffle
+// tree a score, and a thread a position, with 128 dependent loads a score at short
+// contexts, were both slower: perf-cuda.md v17.) The order is fixed — the same in
+// attn_part and attn_part_grp and for every nt — so a row's score has the same bits
+// whichever kernel or batch computes it. An invalid lane's sums are zeros.
+template <bool Q8, int NG>
+static __device__ __forceinline__ void kv_dots(const float *sq, int ng, int hd, const void *kc, const u16 *kd, i64 base,
+                                               bool valid, int j, float *dots) {
+    float c[NG];
+#pragma unroll
+    for (int g = 0; g < NG; g++) c[g] = 0.0f;
+    for (int d0 = 8 * j; valid && d0 < hd; d0 += 8 * ATTN_LP) {
+        float k[8];
+        if (hd % 8 == 0) {
+            kv_at8<Q8>(kc, kd, base + d0, k);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) k[e] = d0 + e < hd ? kv_at<Q8>(kc, kd, base + d0 + e) : 0.0f;
+        }
+#pragma unroll
+        for (int g = 0; g < NG; g++) {
+            if (g >= ng) break;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (hd % 8 == 0 || d0 + e < hd) c[g] = __fmaf_rn(sq[g * hd + d0 + e], k[e], c[g]);
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        if (g >= ng) break;  // block-uniform
+        float v = c[g];
+#pragma unroll
+        for (int o = ATTN_LP / 2; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        dots[g] = v;
+    }
+}
+
 // split_chunk is the positions per split for a row seeing p1 positions: p1 spread over
 // nsplit splits, rounded up to a multiple of 32, at least minchunk (core/backend/cuda
 // attnChunk mirrors it).
@@ -25,8 +92,10 @@ static __device__ __forceinline__ int split_chunk(int p1, int nsplit, int minchu
 }
 
 // attn_part_at is block (head h, row r, split s) of attn_part; the partials of a row
-// and head sit ps (≥ nsplit) splits apart. Dynamic shared memory: (hd + the largest
-// chunk) floats. 128 threads.
+// and head sit ps (≥ nsplit) splits apart. Each group of ATTN_LP lanes scores a
+// position (kv_dots), the block takes the scores' max and sum, and each thread sums one
+// output dimension over the positions in order. Dynamic shared memory: (hd + the
+// largest chunk) floats. 128 threads.
 template <bool Q8>
 static __device__ void attn_part_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                     const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
@@ -44,15 +113,13 @@ static __device__ void attn_part_at(const float *q, const void *kc, const u16 *k
     if (start >= p1) return;
     const int end = min(start + chunk, p1), n = end - start;
     const int kvh = h / (heads / kvheads), kvdim = kvheads * hd;
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, nw = blockDim.x / WARP;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) sq[d] = q[((i64)r * heads + h) * hd + d];
     __syncthreads();
-    for (int i = warp; i < n; i += nw) {
-        const i64 base = (i64)(start + i) * kvdim + (i64)kvh * hd;
-        float dot = 0.0f;
-        for (int d = lane; d < hd; d += WARP) dot += sq[d] * kv_at<Q8>(kc, kd, base + d);
-        dot = warp_sum(dot);
-        if (lane == 0) ss[i] = dot * scale;
+    for (int i0 = 0; i0 < n; i0 += blockDim.x / ATTN_LP) {  // block-uniform: kv_dots shuffles
+        const int i = i0 + threadIdx.x / ATTN_LP, j = threadIdx.x % ATTN_LP;
+        float dot;
+        kv_dots<Q8, 1>(sq, 1, hd, kc, kd, (i64)(start + min(i, n - 1)) * kvdim + (i64)kvh * hd, i < n, j, &dot);
+        if (i < n && j == 0) ss[i] = __fmul_rn(dot, scale);
     }
     __syncthreads();
     float m = NEG_INF;
@@ -90,19 +157,13 @@ extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u1
                        blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
-// ATTN_GMAX is the most query heads a KV head may serve for the grouped kernels
-// (attn_part_grp_*: 7 in Qwen2.5-7B and -0.5B, 4-8 in most GQA models); a larger group
-// keeps attn_part.
-#define ATTN_GMAX 8
-
 // attn_part_grp_at is attn_part_at for the grp = heads / kvheads query heads of KV head
 // kvh (heads kvh·grp …) of row r in one block, so each K and V element of the split is
 // loaded once for the group instead of once a head, and a launch has grp times fewer
-// blocks. (The cache traffic was not what limited attn_part: at a 2,048-token context a
-// 16-row forward of Qwen2.5-7B spends 152-153 µs a layer in either kernel; the fewer
-// blocks pay from 32 rows, and lose below 16: perf-cuda.md v17.) Every head's
-// arithmetic is attn_part_at's — each lane's dot over d = lane, lane + 32, …, the same
-// xor tree, the block max and sum over the same threads, each output's sum over the
+// blocks. (With a warp per position the cache traffic was not what limited attn_part:
+// at a 2,048-token context a 16-row forward of Qwen2.5-7B spent 152-153 µs a layer in
+// either kernel, perf-cuda.md v17.) Every head's arithmetic is attn_part_at's — kv_dots's
+// scores, the block max and sum over the same threads, each output's sum over the
 // positions in order — so each partial has attn_part_at's bits, whichever kernel a call
 // takes. Dynamic shared memory: grp · (hd + the largest chunk) floats. 128 threads.
 template <bool Q8>
@@ -121,27 +182,16 @@ static __device__ void attn_part_grp_at(const float *q, const void *kc, const u1
     if (start >= p1) return;
     const int end = min(start + chunk, p1), n = end - start;
     const int grp = heads / kvheads, h0 = kvh * grp, kvdim = kvheads * hd;
-    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, nw = blockDim.x / WARP;
     float *sq = sm, *ss = sm + grp * hd;  // head g's query at sq + g·hd, its scores at ss + g·chunk
     for (int i = threadIdx.x; i < grp * hd; i += blockDim.x) sq[i] = q[((i64)r * heads + h0) * hd + i];
     __syncthreads();
-    for (int i = warp; i < n; i += nw) {
-        const i64 base = (i64)(start + i) * kvdim + (i64)kvh * hd;
+    for (int i0 = 0; i0 < n; i0 += blockDim.x / ATTN_LP) {  // block-uniform: kv_dots shuffles
+        const int i = i0 + threadIdx.x / ATTN_LP, j = threadIdx.x % ATTN_LP;
         float dot[ATTN_GMAX];
+        kv_dots<Q8, ATTN_GMAX>(sq, grp, hd, kc, kd, (i64)(start + min(i, n - 1)) * kvdim + (i64)kvh * hd, i < n, j, dot);
 #pragma unroll
-        for (int g = 0; g < ATTN_GMAX; g++) dot[g] = 0.0f;
-        for (int d = lane; d < hd; d += WARP) {
-            const float k = kv_at<Q8>(kc, kd, base + d);
-#pragma unroll
-            for (int g = 0; g < ATTN_GMAX; g++)
-                if (g < grp) dot[g] += sq[g * hd + d] * k;
-        }
-#pragma unroll
-        for (int g = 0; g < ATTN_GMAX; g++) {
-            if (g >= grp) break;  // block-uniform
-            const float v = warp_sum(dot[g]);
-            if (lane == 0) ss[g * chunk + i] = v * scale;
-        }
+        for (int g = 0; g < ATTN_GMAX; g++)
+            if (g < grp && i < n && j == 0) ss[g * chunk + i] = __fmul_rn(dot[g], scale);
     }
     __syncthreads();
     for (int g = 0; g < grp; g++) {
