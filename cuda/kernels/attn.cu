@@ -83,6 +83,27 @@ static __device__ __forceinline__ void kv_dots(const float *sq, int ng, int hd, 
     }
 }
 
+// warp_softmax turns a split's n scores sg (shared memory) into exp(score − m) in place,
+// by one warp: lane l takes positions l, l + 32, … in order, the max is a warp max, and
+// the sum l is each lane's sum in order, then the xor tree. One warp a head, so a block
+// of the grouped kernel takes its heads' reductions side by side and waits once (a
+// block's two barrier pairs a head were most of attn_part_grp's time below 32 rows:
+// perf-cuda.md v17); attn_part takes the same steps, so the bits are the same. The
+// caller publishes sg with a barrier.
+static __device__ __forceinline__ void warp_softmax(float *sg, int n, int lane, float &m, float &l) {
+    float mx = NEG_INF;
+    for (int i = lane; i < n; i += WARP) mx = fmaxf(mx, sg[i]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int i = lane; i < n; i += WARP) {
+        const float e = expf(sg[i] - mx);
+        sg[i] = e;
+        sum = __fadd_rn(sum, e);
+    }
+    m = mx;
+    l = warp_sum(sum);
+}
+
 // split_chunk is the positions per split for a row seeing p1 positions: p1 spread over
 // nsplit splits, rounded up to a multiple of 32, at least minchunk (core/backend/cuda
 // attnChunk mirrors it).
@@ -93,15 +114,14 @@ static __device__ __forceinline__ int split_chunk(int p1, int nsplit, int minchu
 
 // attn_part_at is block (head h, row r, split s) of attn_part; the partials of a row
 // and head sit ps (≥ nsplit) splits apart. Each group of ATTN_LP lanes scores a
-// position (kv_dots), the block takes the scores' max and sum, and each thread sums one
-// output dimension over the positions in order. Dynamic shared memory: (hd + the
-// largest chunk) floats. 128 threads.
+// position (kv_dots), one warp takes the scores' max and sum (warp_softmax), and each
+// thread sums one output dimension over the positions in order. Dynamic shared memory:
+// (hd + the largest chunk) floats. 128 threads.
 template <bool Q8>
 static __device__ void attn_part_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                     const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
                                     int nsplit, int ps, float scale, int ctx, int *err, int h, int r, int s) {
     extern __shared__ float sm[];
-    __shared__ float red[32];
     float *sq = sm, *ss = sm + hd;
     if (pos[r] < 0 || pos[r] >= ctx) {
         if (threadIdx.x == 0 && h == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
@@ -122,23 +142,18 @@ static __device__ void attn_part_at(const float *q, const void *kc, const u16 *k
         if (i < n && j == 0) ss[i] = __fmul_rn(dot, scale);
     }
     __syncthreads();
-    float m = NEG_INF;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, ss[i]);
-    m = block_max(m, red);
-    float l = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float e = expf(ss[i] - m);
-        ss[i] = e;
-        l += e;
-    }
-    l = block_sum(l, red);  // its barriers also publish ss
     float *out = part + (((i64)r * heads + h) * ps + s) * (hd + 2);
+    if (threadIdx.x < WARP) {
+        float m, l;
+        warp_softmax(ss, n, threadIdx.x, m, l);
+        if (threadIdx.x == 0) { out[0] = m; out[1] = l; }
+    }
+    __syncthreads();
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
-        for (int i = 0; i < n; i++) acc += ss[i] * kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d);
+        for (int i = 0; i < n; i++) acc = __fmaf_rn(ss[i], kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d), acc);
         out[2 + d] = acc;
     }
-    if (threadIdx.x == 0) { out[0] = m; out[1] = l; }
 }
 
 extern "C" __global__ void attn_part_f16(const float *q, const void *kc, const void *vc, const int *pos, float *part,
@@ -163,15 +178,14 @@ extern "C" __global__ void attn_part_q8(const float *q, const void *kc, const u1
 // blocks. (With a warp per position the cache traffic was not what limited attn_part:
 // at a 2,048-token context a 16-row forward of Qwen2.5-7B spent 152-153 µs a layer in
 // either kernel, perf-cuda.md v17.) Every head's arithmetic is attn_part_at's — kv_dots's
-// scores, the block max and sum over the same threads, each output's sum over the
-// positions in order — so each partial has attn_part_at's bits, whichever kernel a call
+// scores, warp_softmax (a warp a head, the heads side by side), each output's sum over
+// the positions in order — so each partial has attn_part_at's bits, whichever kernel a call
 // takes. Dynamic shared memory: grp · (hd + the largest chunk) floats. 128 threads.
 template <bool Q8>
 static __device__ void attn_part_grp_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
                                         const int *pos, float *part, int heads, int kvheads, int hd, int chunk,
                                         int nsplit, int ps, float scale, int ctx, int *err, int kvh, int r, int s) {
     extern __shared__ float sm[];
-    __shared__ float red[32];
     if (pos[r] < 0 || pos[r] >= ctx) {
         if (threadIdx.x == 0 && kvh == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
         return;
@@ -194,24 +208,17 @@ static __device__ void attn_part_grp_at(const float *q, const void *kc, const u1
             if (g < grp && i < n && j == 0) ss[g * chunk + i] = __fmul_rn(dot[g], scale);
     }
     __syncthreads();
-    for (int g = 0; g < grp; g++) {
-        float *sg = ss + g * chunk;
-        float m = NEG_INF;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, sg[i]);
-        m = block_max(m, red);
-        float l = 0.0f;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            const float e = expf(sg[i] - m);
-            sg[i] = e;
-            l += e;
-        }
-        l = block_sum(l, red);  // its barriers also publish sg
-        if (threadIdx.x == 0) {
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    for (int g = warp; g < grp; g += blockDim.x / WARP) {
+        float m, l;
+        warp_softmax(ss + g * chunk, n, lane, m, l);
+        if (lane == 0) {
             float *out = part + (((i64)r * heads + h0 + g) * ps + s) * (hd + 2);
             out[0] = m;
             out[1] = l;
         }
     }
+    __syncthreads();
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc[ATTN_GMAX];
 #pragma unroll
@@ -220,7 +227,7 @@ static __device__ void attn_part_grp_at(const float *q, const void *kc, const u1
             const float v = kv_at<Q8>(vc, vd, (i64)(start + i) * kvdim + (i64)kvh * hd + d);
 #pragma unroll
             for (int g = 0; g < ATTN_GMAX; g++)
-                if (g < grp) acc[g] += ss[g * chunk + i] * v;
+                if (g < grp) acc[g] = __fmaf_rn(ss[g * chunk + i], v, acc[g]);
         }
 #pragma unroll
         for (int g = 0; g < ATTN_GMAX; g++)
