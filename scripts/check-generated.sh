@@ -12,9 +12,10 @@ diff -u core/quant/dot_amd64.s "$t/dot_amd64.s" || { echo "core/quant/dot_amd64.
 diff -u core/quant/dot_amd64_stubs.go "$t/dot_amd64_stubs.go" || { echo "core/quant/dot_amd64_stubs.go is stale: run go generate ./core/quant"; exit 1; }
 rm -rf "$t"
 # plugins/builtin: builtin.wasm from the Go sources (go:generate line in builtin.go); Go wasm
-# builds are byte-reproducible with -trimpath, an empty build id and the same toolchain.
+# builds are byte-reproducible with -trimpath, no VCS stamp (-buildvcs=false: a stamp would
+# change with every commit), an empty build id and the same toolchain.
 t=$(mktemp -d)
-(cd plugins/builtin && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-buildid= -o "$t/builtin.wasm" ./wasm)
+(cd plugins/builtin && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -ldflags=-buildid= -o "$t/builtin.wasm" ./wasm)
 cmp -s plugins/builtin/builtin.wasm "$t/builtin.wasm" || { echo "plugins/builtin/builtin.wasm is stale: run go generate ./plugins/builtin"; exit 1; }
 (cd plugins/builtin && sha256sum -c --status builtin.wasm.sha256) || { echo "plugins/builtin/builtin.wasm.sha256 is stale: run go generate ./plugins/builtin"; exit 1; }
 rm -rf "$t"

@@ -13,7 +13,7 @@
 // Unknown keys are errors that name the key.
 package builtin
 
-//go:generate sh -c "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-buildid= -o builtin.wasm ./wasm && sha256sum builtin.wasm > builtin.wasm.sha256"
+//go:generate sh -c "GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -ldflags=-buildid= -o builtin.wasm ./wasm && sha256sum builtin.wasm > builtin.wasm.sha256"
 
 import (
 	"bytes"
