@@ -149,10 +149,7 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	}
 	kc, vc, kd, vd := kv.layerPtrs(layer)
 	chunk, nsplit, maxChunk := b.attnParams(kv, nt)
-	kernel, grid, shared := "attn_part", driver.Dim3{X: a.Heads, Y: nt, Z: nsplit}, 4*(hd+maxChunk)
-	if g, ok := b.attnGroup(a, nt, maxChunk); ok {
-		kernel, grid.X, shared = "attn_part_grp", a.KVHeads, g*shared
-	}
+	kernel, grid, shared := b.attnPartShape("attn_part", a, nt, nsplit, maxChunk)
 	if kv.spec.Type == backend.KVF16 {
 		b.launch(kernel+"_f16", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p),
 			driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
@@ -194,6 +191,18 @@ func (b *Backend) attnGroup(a backend.Attn, rows, maxChunk int) (g int, ok bool)
 		return g, true
 	}
 	return g, rows >= b.tier.AttnGroupRows
+}
+
+// attnPartShape is a split-K scores launch of rows rows over splits splits whose
+// largest chunk is maxChunk: the kernel (base, the per-head kernel's name without its
+// cache suffix, or base + "_grp" where attnGroup takes the grouped one), its grid and
+// its dynamic shared memory. Attention and AttentionSeqs both launch through it.
+func (b *Backend) attnPartShape(base string, a backend.Attn, rows, splits, maxChunk int) (string, driver.Dim3, int) {
+	shared := 4 * (a.HeadDim + maxChunk)
+	if g, ok := b.attnGroup(a, rows, maxChunk); ok {
+		return base + "_grp", driver.Dim3{X: a.KVHeads, Y: rows, Z: splits}, g * shared
+	}
+	return base, driver.Dim3{X: a.Heads, Y: rows, Z: splits}, shared
 }
 
 // attnFlash launches attn_flash_f16_HD for nt rows (queries at q, positions at pos,

@@ -245,11 +245,8 @@ func (b *Backend) attnSeqsLaunch(cache string, descs []seqDesc, layer int, a bac
 	if tab == 0 || part == 0 {
 		return false
 	}
-	kernel, grid, shared := "attn_part_seqs_", driver.Dim3{X: a.Heads, Y: rows, Z: ps}, 4*(hd+maxChunk)
-	if g, ok := b.attnGroup(a, rows, maxChunk); ok {
-		kernel, grid.X, shared = "attn_part_seqs_grp_", a.KVHeads, g*shared
-	}
-	b.launch(kernel+cache, grid, driver.Dim3{X: 128}, shared,
+	kernel, grid, shared := b.attnPartShape("attn_part_seqs", a, rows, ps, maxChunk)
+	b.launch(kernel+"_"+cache, grid, driver.Dim3{X: 128}, shared,
 		driver.P(tab), driver.I(len(descs)), driver.I(layer), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads),
 		driver.I(hd), driver.I(ps), driver.F(a.Scale), driver.P(b.errWord))
 	b.launch("attn_combine_seqs", driver.Dim3{X: a.Heads, Y: rows}, driver.Dim3{X: rowThreads(min(hd, 256))}, 0,

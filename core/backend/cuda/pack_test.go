@@ -280,6 +280,40 @@ func TestAttnSplit(t *testing.T) {
 	}
 }
 
+// TestAttnPartShape: a split-K launch takes the grouped kernel (a block per KV head, the
+// group's shared memory) from the tier's AttnGroupRows rows, for GQA groups of 2 …
+// attnGroupMax heads whose shared memory fits 48 KB, unless a switch says otherwise;
+// else a block per query head.
+func TestAttnPartShape(t *testing.T) {
+	tier, _ := driver.TierFor(9, 0)
+	qwen7 := backend.Attn{Heads: 28, KVHeads: 4, HeadDim: 128}
+	for _, c := range []struct {
+		sw       string
+		a        backend.Attn
+		rows     int
+		maxChunk int
+		kernel   string
+		blocksX  int
+		shared   int
+	}{
+		{"", qwen7, 1, 64, "attn_part", 28, 4 * 192},
+		{"", qwen7, tier.AttnGroupRows - 1, 64, "attn_part", 28, 4 * 192},
+		{"", qwen7, tier.AttnGroupRows, 64, "attn_part_grp", 4, 7 * 4 * 192},
+		{"", qwen7, 64, 4096, "attn_part", 28, 4 * 4224},                                         // 7 heads' 4,224 floats pass 48 KB
+		{"", backend.Attn{Heads: 8, KVHeads: 8, HeadDim: 64}, 64, 64, "attn_part", 8, 4 * 128},   // no group
+		{"", backend.Attn{Heads: 16, KVHeads: 1, HeadDim: 64}, 64, 64, "attn_part", 16, 4 * 128}, // past attnGroupMax
+		{"all", qwen7, 1, 64, "attn_part_grp", 4, 7 * 4 * 192},
+		{"none", qwen7, 64, 64, "attn_part", 28, 4 * 192},
+	} {
+		b := &Backend{tier: tier, sw: switches{attnGroup: c.sw}}
+		kernel, grid, shared := b.attnPartShape("attn_part", c.a, c.rows, 32, c.maxChunk)
+		if kernel != c.kernel || grid != (driver.Dim3{X: c.blocksX, Y: c.rows, Z: 32}) || shared != c.shared {
+			t.Errorf("switch %q, %d/%d heads, %d rows, chunk %d: %s %+v %d B; want %s, %d blocks a row and split, %d B",
+				c.sw, c.a.Heads, c.a.KVHeads, c.rows, c.maxChunk, kernel, grid, shared, c.kernel, c.blocksX, c.shared)
+		}
+	}
+}
+
 func TestOpenWithoutGPU(t *testing.T) {
 	if ok, _ := Available(); ok {
 		t.Skip("a CUDA device is present")
