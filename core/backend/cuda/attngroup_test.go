@@ -156,13 +156,3 @@ func attnSeqsGroupedSameBits(t *testing.T, per, grp backend.Backend, rng *rand.R
 		t.Errorf("AttentionSeqs: grouped kernels: not the bits of a block per head (relative difference %.3g)", relErr(g, p))
 	}
 }
-
-func mustI32(t testing.TB, b backend.Backend, v []int32) backend.Buffer {
-	t.Helper()
-	x, err := b.NewI32(len(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.WriteI32(x, 0, v)
-	return x
-}

@@ -82,6 +82,16 @@ func mustF32(t testing.TB, b backend.Backend, v []float32) backend.Buffer {
 	return x
 }
 
+func mustI32(t testing.TB, b backend.Backend, v []int32) backend.Buffer {
+	t.Helper()
+	x, err := b.NewI32(len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WriteI32(x, 0, v)
+	return x
+}
+
 func read(t testing.TB, b backend.Backend, x backend.Buffer, n int) []float32 {
 	t.Helper()
 	out := make([]float32, n)
