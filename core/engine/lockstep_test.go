@@ -66,8 +66,9 @@ func TestDraftStepsInLockstep(t *testing.T) {
 	per := float64(served) / float64(forwards)
 	t.Logf("%d draft forwards served %d sequences' steps (%.2f a forward)", forwards, served, per)
 	// (the prompts' draft prefills and the last rounds, as the sequences end, are
-	// forwards of fewer: 2.95-3.10 here, 1.15-1.41 before the fix)
-	if per < 2.5 {
-		t.Errorf("%.2f sequences a draft forward, want at least 2.5 of %d", per, seqs)
+	// forwards of fewer: 2.48-3.10 in ten runs on a 2-core AMD EPYC VM, 1.15-1.41
+	// before the fix)
+	if per < 2 {
+		t.Errorf("%.2f sequences a draft forward, want at least 2 of %d", per, seqs)
 	}
 }
