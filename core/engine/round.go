@@ -188,8 +188,9 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 	// The next round likely drafts too (see seq.owe): counted before the verify, so that
 	// the sessions whose verify forward returns together are all coming when the first
 	// of them reaches the draft model; counted after it, the first one's draft step
-	// often ran alone before the others had counted themselves (1.9 sequences a draft
-	// forward of 4 on the H200 and on a 2-core CPU at depth 1, 3.6 counted before).
+	// often ran alone before the others had counted themselves (at depth 1, 4 sessions:
+	// 1.9-1.95 sequences a draft forward on the H200 and a 2-core CPU; 3.55-3.72 with
+	// the count before the verify).
 	if sq, ok := s.draft.(*seq); ok {
 		if d > 0 && used == 0 && s.draft.len() > 0 && !g.req.NoDraftModel {
 			sq.owe()
