@@ -59,7 +59,7 @@ export MINFER_TESTDATA=$PWD/.dev/testdata MINFER_CACHE_DIR=${MINFER_CACHE_DIR:-/
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 status=0
 # One process per group: a kernel fault poisons the CUDA context of its process only.
-for group in Smoke CompileAllArchs MatMulVsCPU MatMulBLASVsCPU AttentionFlashVsCPU PerplexityVsCPU MatMulRowIdentity MatMulSmallNTVsCPU MatMulMMQSameBits MatMulPairRowsSameBits TopKVsCPU GraphReplay FusedSequence SpeculativeGreedyIdentityGPU Conformance ModelVsCPU; do
+for group in Smoke CompileAllArchs MatMulVsCPU MatMulBLASVsCPU AttentionFlashVsCPU PerplexityVsCPU MatMulRowIdentity MatMulSmallNTVsCPU MatMulMMQSameBits MatMulPairRowsSameBits TopKVsCPU GraphReplay ForwardBatch.* FusedSequence SpeculativeGreedyIdentityGPU Conformance ModelVsCPU; do
 	echo "=== $group"
 	log=$out/test-$group.log
 	if ! ./.dev/cuda.test -test.run "^Test$group\$" -test.timeout 300s ${VERBOSE:+-test.v} >"$log" 2>&1; then

@@ -316,6 +316,20 @@ type Graphs interface {
 	Run(key string, record func()) error
 }
 
+// SeqGraphs is implemented by backends whose graphs can replay a batched forward — one
+// whose attention runs through MultiAttention — on other caches than the ones it was
+// captured with. RunSeqs is Graphs.Run for such a record: kvs are the caches its
+// MultiAttention calls name (each call any of them, in any order), and a replay runs
+// with kvs[j] in place of the cache that was at position j when the key was captured.
+// Everything else record uses (buffers, ops, rows per cache) must be the same for a
+// key, and so must each position's cache shape (KVSpec); positions come from buffers,
+// as for Run. The backend may run a key's first calls without capturing (a batch of
+// sequences rarely repeats its shape exactly) and may drop graphs it has not replayed
+// for a while; an empty key runs record without capturing it.
+type SeqGraphs interface {
+	RunSeqs(key string, kvs []KV, record func()) error
+}
+
 // DraftChainer is implemented by backends that can take a draft step's greedy token
 // where the logits live and feed it to the next step's forward without the host: the
 // d draft steps of a speculative round then run back to back on the device, and the

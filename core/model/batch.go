@@ -142,8 +142,19 @@ func (m *Model) ForwardBatch(seqs []Seq) (Logits, error) {
 	s.nt, s.all, s.kv, s.seqs, s.nOut, s.last, s.ma = nt, false, nil, rows, nOut, out, ma
 	defer func() { s.seqs, s.last, s.ma = nil, nil, nil }()
 	run := func() { m.arch.forward(m.b, &m.Params, &m.W, s) }
-	if m.graphs != nil {
-		err = m.graphs.Run("", run) // a batch's shape changes every step: no capture
+	if sg, ok := m.b.(backend.SeqGraphs); ok && m.graphs != nil {
+		// A decoding batch keeps its shape from step to step while its sequences
+		// change: one graph per shape, replayed on the step's caches.
+		key, kvs := "", make([]backend.KV, len(rows))
+		if nt <= graphRows {
+			key = m.batchKey(seqs, s.cap, out.cap)
+		}
+		for j, r := range rows {
+			kvs[j] = r.kv
+		}
+		err = sg.RunSeqs(key, kvs, run)
+	} else if m.graphs != nil {
+		err = m.graphs.Run("", run) // no graph replays on other caches: no capture
 	} else {
 		run()
 	}
@@ -159,6 +170,18 @@ func (m *Model) ForwardBatch(seqs []Seq) (Logits, error) {
 		}
 	}
 	return Logits{Buf: out.logits, Rows: reported, Cols: m.Params.Vocab}, nil
+}
+
+// batchKey names a batched forward's shape for backend.SeqGraphs: the model, its
+// scratch and logits capacities, and each sequence's rows, output kind and cache shape.
+func (m *Model) batchKey(seqs []Seq, scratch, logits int) string {
+	k := make([]byte, 0, 32+12*len(seqs))
+	k = fmt.Appendf(k, "%s#%d/seqs/c%d/l%d", m.Name, m.serial, scratch, logits)
+	for _, q := range seqs {
+		sp := q.Cache.Spec()
+		k = fmt.Appendf(k, "/%d.%d.%d.%d", len(q.IDs), q.Out, sp.Ctx, sp.Type)
+	}
+	return string(k)
 }
 
 // batchOut holds a batched forward's logits rows.

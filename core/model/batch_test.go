@@ -42,6 +42,15 @@ func TestForwardBatchManySequences(t *testing.T) {
 	modeltest.ManySequences(t, golden.LoadModel(t, b, "models/stories260K.gguf", "target"), backend.KVF16, 70)
 }
 
+// TestForwardBatchReplay: batches of one shape over changing caches get their own
+// forwards' bits at every step (modeltest.BatchReplay; on the CPU every step runs its
+// ops, the reference for a backend that replays a graph per shape).
+func TestForwardBatchReplay(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	defer b.Close()
+	modeltest.BatchReplay(t, golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "target"), backend.KVQ8_0)
+}
+
 func TestForwardBatchErrors(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 2})
 	defer b.Close()

@@ -14,6 +14,7 @@ import (
 	"math/bits"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/gguf"
@@ -65,7 +66,11 @@ type Model struct {
 	last    *batchOut     // ForwardBatch's logits
 	graphs  backend.Graphs
 	chain   chainState // DraftChain's picks record
+	serial  uint64     // unique in the process (ForwardBatch's graph keys)
 }
+
+// serials numbers the models loaded in this process.
+var serials atomic.Uint64
 
 // Load reads the hyperparameters and weights of f onto b. The model takes ownership of
 // f (Close closes it, also when Load fails). Errors name the missing tensors, the
@@ -108,7 +113,7 @@ func Load(b backend.Backend, f *gguf.File, opt Options) (m *Model, err error) {
 	if opt.Name == "" {
 		opt.Name = "model"
 	}
-	m = &Model{Name: opt.Name, Params: p, b: b, f: f, arch: a, scratch: map[int]*pass{}}
+	m = &Model{Name: opt.Name, Params: p, b: b, f: f, arch: a, scratch: map[int]*pass{}, serial: serials.Add(1)}
 	m.W.Layers = make([]Layer, p.Layers)
 	if m.WeightBytes, err = loadWeights(b, f, opt.Name, a.specs(&m.Params, &m.W), opt.Progress); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package modeltest
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -176,6 +177,70 @@ func batchedBits(t *testing.T, m *model.Model, seqs []model.Seq, want []float32,
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%slogit %d (row %d): batched %v, alone %v", what, i, i/v, got[i], want[i])
+		}
+	}
+}
+
+// BatchReplay checks model.ForwardBatch over many steps whose batches keep a shape
+// (rows and output kind per sequence) while their caches change — other sequences, in
+// another order, at other lengths — as a server's decoding batch does: each sequence's
+// rows are the bits of its own Forward at every step. On a backend that captures a
+// graph per batch shape and replays it on the step's caches (backend.SeqGraphs), the
+// steps after a shape's second one are replays on caches it was not captured with.
+func BatchReplay(t *testing.T, m *model.Model, kt backend.KVType) {
+	t.Helper()
+	v := m.Params.Vocab
+	tok := func(seq, i int) int32 { return int32((seq*15485863 + i*7919 + 101) % v) }
+	const nseq = 6
+	together, alone := make([]*kv.Cache, nseq), make([]*kv.Cache, nseq)
+	for j := range nseq {
+		for _, cs := range [][]*kv.Cache{together, alone} {
+			c, err := m.NewKV(96, kt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			for i := range j * 3 % 7 { // prefixes of 0-6 tokens
+				if _, err := m.Forward([]int32{tok(j, i)}, c, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs[j] = c
+		}
+	}
+	// Two shapes, alternated: three decoding sequences; and verify-like rows of 2 and
+	// 3 (every row out) around a decoding one.
+	shapes := [][]struct {
+		n   int
+		out model.Out
+	}{
+		{{1, model.OutLast}, {1, model.OutLast}, {1, model.OutLast}},
+		{{2, model.OutAll}, {1, model.OutLast}, {3, model.OutAll}},
+	}
+	read := func(l model.Logits) []float32 { return readLogits(t, m, l) }
+	for step := range 10 {
+		shape := shapes[step%2]
+		perm := rand.New(rand.NewPCG(uint64(step), 7)).Perm(nseq) // another set and order every step
+		var want []float32
+		seqs := make([]model.Seq, len(shape))
+		for k, sh := range shape {
+			j := perm[k]
+			ids := make([]int32, sh.n)
+			for i := range ids {
+				ids[i] = tok(j, together[j].Len()+i)
+			}
+			l, err := m.Forward(ids, alone[j], sh.out == model.OutAll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, read(l)...)
+			seqs[k] = model.Seq{IDs: ids, Cache: together[j], Out: sh.out}
+		}
+		batchedBits(t, m, seqs, want, fmt.Sprintf("step %d: ", step))
+	}
+	for j := range nseq {
+		if together[j].Len() != alone[j].Len() {
+			t.Fatalf("sequence %d: cache length %d, want %d", j, together[j].Len(), alone[j].Len())
 		}
 	}
 }

@@ -43,6 +43,9 @@ type seqTables struct {
 // stream, behind the work that read the slot's previous table) unless a slot holds it
 // already; 0 on failure (recorded).
 func (b *Backend) seqTable(descs []seqDesc) driver.DevicePtr {
+	if c := b.seqG.capture; c != nil {
+		return c.table(b, descs)
+	}
 	t := &b.seqTabs
 	const slot = maxLaunchSeqs * int(unsafe.Sizeof(seqDesc{}))
 	if t.base == 0 {
@@ -120,8 +123,8 @@ func (b *Backend) RoPEStoreKVSeqs(seqs []backend.SeqAttention, layer int, r back
 		descs = append(descs, d)
 	}
 	defer b.enter()()
-	if b.capturing {
-		b.failf("RoPEStoreKVSeqs inside a graph capture (its table is uploaded per call)")
+	if b.capturing && b.seqG.capture == nil {
+		b.failf("RoPEStoreKVSeqs inside a graph capture but RunSeqs' (its table is uploaded per call)")
 		return
 	}
 	for _, sq := range seqs { // rotated in place
@@ -196,9 +199,12 @@ func (b *Backend) AttentionSeqs(seqs []backend.SeqAttention, layer int, a backen
 	}
 	dst := f32(seqs[0].Dst, 0, "AttentionSeqs dst")
 	defer b.enter()()
-	if b.capturing {
-		b.failf("AttentionSeqs inside a graph capture (its table is uploaded per call)")
+	if b.capturing && b.seqG.capture == nil {
+		b.failf("AttentionSeqs inside a graph capture but RunSeqs' (its table is uploaded per call)")
 		return
+	}
+	if c := b.seqG.capture; c != nil && len(flashes) > 0 {
+		c.refuse("a flash-attention launch names its cache in its arguments")
 	}
 	for _, sq := range seqs {
 		f32(sq.Dst, 0, "AttentionSeqs dst").wrote()

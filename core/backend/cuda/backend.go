@@ -103,11 +103,12 @@ type Backend struct {
 	sw        switches
 	epoch     uint64 // bumped at graph capture start/end and replay (see Buffer)
 	led       ledger
-	pend      []pendingMM  // matmuls not yet launched (see flush)
-	blas      *driver.BLAS // the prefill GEMM's cuBLAS handle; nil: gemm_f16w (blas.go)
-	padd      *pendingAdd  // a residual add not yet launched
-	ppro      *pendingPro  // a one-row RMSNorm or SwiGLU not yet launched (fuse.go)
-	seqTabs   seqTables    // the *_seqs launches' uploaded tables (attnseqs.go)
+	pend      []pendingMM   // matmuls not yet launched (see flush)
+	blas      *driver.BLAS  // the prefill GEMM's cuBLAS handle; nil: gemm_f16w (blas.go)
+	padd      *pendingAdd   // a residual add not yet launched
+	ppro      *pendingPro   // a one-row RMSNorm or SwiGLU not yet launched (fuse.go)
+	seqTabs   seqTables     // the *_seqs launches' uploaded tables (attnseqs.go)
+	seqG      seqGraphState // RunSeqs' graphs (seqgraph.go)
 }
 
 var (
@@ -346,6 +347,10 @@ func (b *Backend) closeLocked() error {
 	for k, g := range b.graphs {
 		errs = append(errs, g.Destroy())
 		delete(b.graphs, k)
+	}
+	for k, g := range b.seqG.graphs {
+		errs = append(errs, g.g.Destroy())
+		delete(b.seqG.graphs, k)
 	}
 	for p := range b.allocs {
 		errs = append(errs, driver.Free(p))

@@ -43,3 +43,18 @@ func TestForwardBatchManySequences(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardBatchReplay: on the GPU, a batched forward's graph captured for one shape
+// and replayed on other caches (other sequences, order and lengths) gives every row its
+// own forward's bits (modeltest.BatchReplay), on both cache types.
+func TestForwardBatchReplay(t *testing.T) {
+	g := open(t)
+	defer g.Close()
+	for _, kt := range []backend.KVType{backend.KVF16, backend.KVQ8_0} {
+		t.Run(kt.String(), func(t *testing.T) {
+			m := loadOn(t, g, testdata(t, "models", "synthetic", "synth-qwen2-q4_0.gguf"))
+			defer m.Close()
+			modeltest.BatchReplay(t, m, kt)
+		})
+	}
+}

@@ -13,21 +13,22 @@ import (
 // switches are the MINFER_NO_* environment switches that turn a specialised path off,
 // to bisect a wrong result to one kernel. They are read at Open.
 type switches struct {
-	noMultiRow bool   // matmul: one mat-vec launch per row
-	noGraphs   bool   // Run: enqueue ops, never capture
-	noGEMM     bool   // matmul: chunked mat-vec (or mmq) for every nt
-	noMMQ      bool   // matmul: mat-vec launches instead of the small-nt tensor-core kernel
-	mmqAll     bool   // matmul: the small-nt tensor-core kernel from 2 rows for every type that has one
-	mmqG       int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1, 2, 4 or 8; 0: the chooser's)
-	noFuse     bool   // residual add + RMSNorm as two kernels
-	noFuseRoPE bool   // q/k/v mat-vec and rope_store as separate kernels
-	noPDL      bool   // launches: no programmatic dependent launch
-	noMerge    bool   // matmul: one mat-vec launch per weight
-	pairRows   string // matmul: "all" or "none" overrides the tier's PairRows
-	noCUBLAS   bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
-	noFlash    bool   // attention: the split-K kernels for prefill too
-	attnGroup  string // attention: "all" takes the grouped split-K kernels from one row, "none" never
-	noActRound bool   // matmul: the prefill GEMM rounds x straight to f16
+	noMultiRow  bool   // matmul: one mat-vec launch per row
+	noGraphs    bool   // Run: enqueue ops, never capture
+	noSeqGraphs bool   // RunSeqs: enqueue a batched forward's ops, never capture
+	noGEMM      bool   // matmul: chunked mat-vec (or mmq) for every nt
+	noMMQ       bool   // matmul: mat-vec launches instead of the small-nt tensor-core kernel
+	mmqAll      bool   // matmul: the small-nt tensor-core kernel from 2 rows for every type that has one
+	mmqG        int    // matmul: activation tiles per mmq block (MINFER_MMQ_G=1, 2, 4 or 8; 0: the chooser's)
+	noFuse      bool   // residual add + RMSNorm as two kernels
+	noFuseRoPE  bool   // q/k/v mat-vec and rope_store as separate kernels
+	noPDL       bool   // launches: no programmatic dependent launch
+	noMerge     bool   // matmul: one mat-vec launch per weight
+	pairRows    string // matmul: "all" or "none" overrides the tier's PairRows
+	noCUBLAS    bool   // matmul: minfer's GEMM kernel even where cuBLAS loads
+	noFlash     bool   // attention: the split-K kernels for prefill too
+	attnGroup   string // attention: "all" takes the grouped split-K kernels from one row, "none" never
+	noActRound  bool   // matmul: the prefill GEMM rounds x straight to f16
 	// The one-row fusions of fuse.go, on with MINFER_FUSE_MATVEC=1 (not yet measured
 	// on a GPU), each then off again with its MINFER_NO_* switch.
 	noProNorm  bool // RMSNorm launched, not recomputed in the prologue of the mat-vec that reads it
@@ -37,7 +38,7 @@ type switches struct {
 
 func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
-	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
+	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noSeqGraphs: on("MINFER_NO_SEQ_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH"), attnGroup: attnGroupEnv(),
 		noActRound: on("MINFER_NO_ACT_ROUND"), noProNorm: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_NORM_MATVEC"),
 		noProGLU: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_SWIGLU_MATVEC"), noResidual: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_RESIDUAL")}
@@ -70,6 +71,7 @@ func Switches() map[string]string {
 	return map[string]string{
 		"MINFER_NO_MMVQ_MULTIROW":      "matmul: launch the mat-vec kernel once per row instead of once for up to 8 rows",
 		"MINFER_NO_GRAPHS":             "CUDA graphs: enqueue every op on every forward instead of replaying a captured graph",
+		"MINFER_NO_SEQ_GRAPHS":         "CUDA graphs of batched forwards: enqueue every op of a forward of several sequences instead of replaying a graph captured per batch shape",
 		"MINFER_NO_GEMM":               "matmul: no tensor-core GEMM for prefill (the small-nt kernel or chunked mat-vec launches for every nt)",
 		"MINFER_NO_MMQ":                "matmul: mat-vec launches in chunks of 8 rows instead of the int8 tensor-core kernel (mmq.cu) where the tier uses it (driver.Tier.MMQRows)",
 		"MINFER_MMQ":                   "=all: the int8 tensor-core kernel from 2 rows for every type that has one (for testing and measuring)",
