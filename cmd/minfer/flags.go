@@ -27,7 +27,7 @@ var flagConfigKeys = map[string]string{
 	"draft-min": "spec.draft_min", "draft-p-min": "spec.min_conf",
 	"policy": "spec.policy", "sampler": "sampling.sampler", "penalty": "sampling.penalty",
 	"parallel": "server.parallel", "np": "server.parallel", "max-tokens": "server.max_tokens",
-	"addr": "server.addr", "batch-rows": "server.batch_rows", "api-key-env": "server.api_key_env",
+	"addr": "server.addr", "batch-rows": "server.batch_rows", "batch-depth": "spec.batch_depth", "api-key-env": "server.api_key_env",
 }
 
 // flagErrors rewrites the errors of cfg.Validate whose key a flag of fs set as errors

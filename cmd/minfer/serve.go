@@ -41,6 +41,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	var addr, host, apiKeyEnv, alias string
 	var parallel, maxTokens, port, batchRows int
 	var grace time.Duration
+	var batchDepth config.BatchDepth
 	fs := m.newFlagSet("serve", serveUsage)
 	f.defineModel(fs)
 	f.defineSpec(fs)
@@ -55,6 +56,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&parallel, "parallel", 0, "sequences served at once (default: [server] parallel, 4)")
 	fs.IntVar(&parallel, "np", 0, "alias of --parallel")
 	fs.IntVar(&batchRows, "batch-rows", 0, "most rows of one batched forward of the slots (default: [server] batch_rows, 64; 0: no batching)")
+	fs.Var(&batchDepth, "batch-depth", "every round's depth while two or more slots generate: off (each policy's) or `N` drafted tokens for every sequence, in lockstep (default: [spec] batch_depth, off)")
 	fs.IntVar(&maxTokens, "max-tokens", 0, "cap on a request's max_tokens (default: [server] max_tokens)")
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default: [server] api_key_env)")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
@@ -82,6 +84,8 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 			cfg.Server.Parallel = parallel
 		case "batch-rows":
 			cfg.Server.BatchRows = batchRows
+		case "batch-depth":
+			cfg.Spec.BatchDepth = batchDepth
 		case "max-tokens":
 			cfg.Server.MaxTokens = maxTokens
 		case "api-key-env":

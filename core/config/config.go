@@ -135,6 +135,60 @@ func (d Depth) String() string {
 	return strconv.Itoa(int(d))
 }
 
+// BatchDepth is [spec] batch_depth: the depth every round takes while two or more of a
+// server's slots generate in one batch. BatchDepthOff leaves each round to its policy;
+// N ≥ 0 drafts N tokens every round of every sequence in the batch, in lockstep (0: no
+// speculation in a batch). In TOML it is "off", an integer, or an integer written as a
+// string.
+type BatchDepth int
+
+// BatchDepthOff is BatchDepth's mode besides a fixed depth (internal/stack maps it to
+// engine.DepthOff).
+const BatchDepthOff BatchDepth = -1
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (c *BatchDepth) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		if v < 0 || v > maxDepthValue {
+			return fmt.Errorf("batch_depth %d: want \"off\" or an integer ≥ 0", v)
+		}
+		*c = BatchDepth(v)
+		return nil
+	case string:
+		return c.UnmarshalText([]byte(v))
+	}
+	return fmt.Errorf("batch_depth: got %T, want \"off\" or an integer", v)
+}
+
+// UnmarshalText parses "off" or a non-negative integer.
+func (c *BatchDepth) UnmarshalText(b []byte) error {
+	switch s := strings.TrimSpace(string(b)); s {
+	case "off":
+		*c = BatchDepthOff
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > maxDepthValue {
+			return fmt.Errorf("batch_depth %q: want \"off\" or an integer ≥ 0", s)
+		}
+		*c = BatchDepth(n)
+	}
+	return nil
+}
+
+// Set implements flag.Value (--batch-depth).
+func (c *BatchDepth) Set(s string) error { return c.UnmarshalText([]byte(s)) }
+
+// MarshalText writes "off" or the integer.
+func (c BatchDepth) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+func (c BatchDepth) String() string {
+	if c == BatchDepthOff {
+		return "off"
+	}
+	return strconv.Itoa(int(c))
+}
+
 // Spec is [spec]: speculative decoding. It matters when [draft] path is set or a
 // drafter plugin is named.
 type Spec struct {
@@ -168,6 +222,9 @@ type Spec struct {
 	// grows instead of a step's rows growing with it. 0 = no bound (draft_max and
 	// [server] batch_rows only).
 	MaxBatchRows int `toml:"max_batch_rows"`
+	// BatchDepth is every round's depth while two or more sequences generate in one
+	// batch (see BatchDepth); default "off".
+	BatchDepth BatchDepth `toml:"batch_depth"`
 }
 
 // PolicySettings are the [spec] values the depth policy receives as params defaults
@@ -397,7 +454,7 @@ func Default() *Config {
 	c := &Config{
 		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16, CPUOrder: CPUOrderAVX512},
 		Draft: Draft{KV: KVF16},
-		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16, DrafterOffers: true},
+		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16, DrafterOffers: true, BatchDepth: BatchDepthOff},
 		Sampling: Sampling{
 			Temperature:   0.8,
 			TopK:          40,

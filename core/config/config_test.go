@@ -271,6 +271,29 @@ func TestDepth(t *testing.T) {
 	}
 }
 
+func TestBatchDepth(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want BatchDepth
+	}{
+		{``, BatchDepthOff},
+		{`batch_depth = "off"`, BatchDepthOff},
+		{`batch_depth = 1`, 1},
+		{`batch_depth = 2`, 2},
+		{`batch_depth = "0"`, 0},
+	} {
+		t.Run(tc.doc, func(t *testing.T) {
+			c, err := Parse([]byte("[spec]\n"+tc.doc+"\n"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Spec.BatchDepth != tc.want {
+				t.Fatalf("got %v, want %v", c.Spec.BatchDepth, tc.want)
+			}
+		})
+	}
+}
+
 // TestRoleSettings: the settings each role's plugin is offered (plugins' TestParams
 // merges them with the plugin's own table and its declaration).
 func TestRoleSettings(t *testing.T) {

@@ -304,11 +304,12 @@ func placeErrors(errs []*Error, doc, filename string) error {
 }
 
 var (
-	typeOfConfig   = reflect.TypeFor[Config]()
-	typeOfParams   = reflect.TypeFor[map[string]any]()
-	typeOfDuration = reflect.TypeFor[time.Duration]()
-	typeOfDepth    = reflect.TypeFor[Depth]()
-	typeOfStrings  = reflect.TypeFor[[]string]()
+	typeOfConfig     = reflect.TypeFor[Config]()
+	typeOfParams     = reflect.TypeFor[map[string]any]()
+	typeOfDuration   = reflect.TypeFor[time.Duration]()
+	typeOfDepth      = reflect.TypeFor[Depth]()
+	typeOfBatchDepth = reflect.TypeFor[BatchDepth]()
+	typeOfStrings    = reflect.TypeFor[[]string]()
 )
 
 // checkKeys walks every key of the document (in document order) against the Config
@@ -354,7 +355,7 @@ outer:
 		v := rawAt(raw, k)
 		if want, ok := typeOK(t, v); !ok {
 			msg := fmt.Sprintf("wrong type %s, want %s", tomlType(v), want)
-			if t == typeOfDepth {
+			if t == typeOfDepth || t == typeOfBatchDepth {
 				msg = "want " + want
 			}
 			errs = append(errs, &Error{Key: k.String(), Value: shortValue(v), Msg: msg})
@@ -442,6 +443,9 @@ func typeOK(t reflect.Type, v any) (want string, ok bool) {
 	case typeOfDepth:
 		var d Depth
 		return `"auto" or an integer ≥ 0`, v != nil && d.UnmarshalTOML(v) == nil
+	case typeOfBatchDepth:
+		var c BatchDepth
+		return `"off" or an integer ≥ 0`, v != nil && c.UnmarshalTOML(v) == nil
 	case typeOfStrings:
 		a, ok := v.([]any)
 		for _, e := range a {

@@ -47,6 +47,9 @@ type batcher struct {
 	running bool
 	active  int           // sessions inside Generate on this model
 	lastDur time.Duration // the last batched forward's time (a draft model's: any), for the gathering wait
+	// depth is the depth of every round of the sessions generating on the model (a
+	// target's) while two or more do: Batching.BatchDepth's, or DepthOff
+	depth int
 	// draft: the model drafts for the sessions' targets. Its steps wait a little only
 	// for the sessions likely to draft soon (coming: see seq.owe), for up to half a
 	// draft forward; active stays 0.
@@ -112,6 +115,7 @@ func (j *job) fail(err error) {
 // slots): a batcher per model. Give the same *Batching to each session's Config.
 type Batching struct {
 	maxRows   int
+	depth     int           // see BatchDepth
 	minGather time.Duration // see batcher.minGather
 	mu        sync.Mutex
 	by        map[*model.Model]*batcher
@@ -129,8 +133,26 @@ func (bt *Batching) Observe(fn func(m *model.Model, seqs, rows int, d time.Durat
 
 // NewBatching batches forwards of up to maxRows rows (at least 2; the backend's
 // identity bound, Caps.IdentityRows, lowers it, so batching never changes a bit).
+// Rounds take their policies' depths (DepthOff) until BatchDepth says otherwise.
 func NewBatching(maxRows int) *Batching {
-	return &Batching{maxRows: max(maxRows, 2), by: map[*model.Model]*batcher{}}
+	return &Batching{maxRows: max(maxRows, 2), depth: DepthOff, by: map[*model.Model]*batcher{}}
+}
+
+// DepthOff is Batching.BatchDepth's "each round at its policy's depth".
+const DepthOff = -1
+
+// BatchDepth sets the depth every round takes while two or more of the sessions
+// generate on a target ([spec] batch_depth): DepthOff, its policy's; n ≥ 0, n draft
+// tokens for every sequence (SGLang's and TensorRT-LLM's static schedule). One depth for
+// all keeps their draft steps in lockstep (one draft forward a step for all) and their
+// rounds ending together, which the policies, each deciding alone, do not: on the H200
+// (7B Q4_K_M, 0.5B draft, 4-32 clients) the adaptive policy served 0.74-0.88 of plain
+// decoding and batch depth 1 0.80-1.06 (docs/PERFORMANCE.md). A session alone keeps its
+// policy. It takes effect for the targets of sessions made after it.
+func (bt *Batching) BatchDepth(d int) {
+	bt.mu.Lock()
+	bt.depth = max(d, DepthOff)
+	bt.mu.Unlock()
 }
 
 // Stats reports how many batched forwards (of several sequences) ran on m and how
@@ -176,7 +198,7 @@ func (bt *Batching) batcher(m *model.Model) *batcher {
 	if id := m.Backend().Caps().IdentityRows; id > 0 && id < rows {
 		rows = id
 	}
-	b := &batcher{m: m, maxRows: rows, splitOK: m.Backend().Caps().IdentityRows == 0, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1), minGather: bt.minGather}
+	b := &batcher{m: m, maxRows: rows, splitOK: m.Backend().Caps().IdentityRows == 0, staging: map[int]backend.Buffer{}, observer: &bt.observer, arrived: make(chan struct{}, 1), minGather: bt.minGather, depth: bt.depth}
 	bt.by[m] = b
 	return b
 }

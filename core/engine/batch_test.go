@@ -38,10 +38,12 @@ func TestBatchInvariance(t *testing.T) {
 		name  string
 		draft *model.Model
 		depth func(i int) int
+		batch int // Batching.BatchDepth
 	}{
-		{"plain", nil, func(int) int { return 0 }},
-		{"speculative", draft, func(int) int { return 3 }},
-		{"mixed depths", draft, func(i int) int { return i % 3 }},
+		{"plain", nil, func(int) int { return 0 }, DepthOff},
+		{"speculative", draft, func(int) int { return 3 }, DepthOff},
+		{"mixed depths", draft, func(i int) int { return i % 3 }, DepthOff},
+		{"speculative, batch depth 2", draft, func(int) int { return 3 }, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := func(i int) Request {
@@ -77,6 +79,7 @@ func TestBatchInvariance(t *testing.T) {
 				want[i] = res.Tokens
 			}
 			bt := NewBatching(64)
+			bt.BatchDepth(tc.batch)
 			// every step waits for the other sessions' forwards, a bounded while: on a
 			// loaded machine the default wait (a share of the last forward's time, none
 			// before the first) can let every forward run alone

@@ -763,6 +763,15 @@ func feed(ctx context.Context, m lm, ids []int32, batch int) error {
 	return nil
 }
 
+// batchDepth is the depth every round of the session takes now (Batching.BatchDepth):
+// -1 (its policy's) alone, without batching or without a draft model.
+func (s *Session) batchDepth() int {
+	if sq, ok := s.target.(*seq); ok && sq.b != nil && s.draft != nil && sq.b.depth >= 0 && sq.b.generating() >= 2 {
+		return sq.b.depth
+	}
+	return -1
+}
+
 // generating is the number of sessions generating on the target now, this one among
 // them: 1 without batching.
 func (s *Session) generating() int {

@@ -11,13 +11,14 @@ import (
 	"github.com/minfer/minfer/internal/golden"
 )
 
-// specBatch runs seqs sessions sharing bt, each with the draft model at depth 1 and the
-// same prompt length (so they start together), and returns the draft model's forwards
-// while all of them generated and the sequences those served. (Their goroutines start
-// one by one: on two cores, unless held, the first sometimes generated alone for many
-// rounds, or its whole request, before the next began — 1.27-1.9 sequences a draft
-// forward over the whole run in 2-3 runs of 10, 2.5-3.3 in the others.)
-func specBatch(t *testing.T, bt *Batching, seqs int) (draftForwards, draftSeqs int64) {
+// specBatch runs seqs sessions sharing bt, each with the draft model at a fixed depth
+// and the same prompt length (so they start together), and returns their results, and
+// the draft model's forwards while all of them generated and the sequences those
+// served. (Their goroutines start one by one: on two cores, unless held, the first
+// sometimes generated alone for many rounds, or its whole request, before the next
+// began — 1.27-1.9 sequences a draft forward over the whole run in 2-3 runs of 10,
+// 2.5-3.3 in the others.)
+func specBatch(t *testing.T, bt *Batching, depth, seqs int) (res []*Result, draftForwards, draftSeqs int64) {
 	t.Helper()
 	b := cpu.New(cpu.Options{Threads: 2})
 	t.Cleanup(func() { b.Close() })
@@ -44,6 +45,7 @@ func specBatch(t *testing.T, bt *Batching, seqs int) (draftForwards, draftSeqs i
 		t.Cleanup(s.Close)
 		sessions[i] = s
 	}
+	res = make([]*Result, seqs)
 	errs := make([]error, seqs)
 	// The batch is held open (counted generating) until every session is inside
 	// Generate, so that they start together.
@@ -58,7 +60,7 @@ func specBatch(t *testing.T, bt *Batching, seqs int) (draftForwards, draftSeqs i
 			p[k] = int32((i*104729 + k*7919 + 13) % v)
 		}
 		wg.Go(func() {
-			_, errs[i] = sessions[i].Generate(bg, Request{Prompt: p, NPredict: 24, Sampler: enginetest.Greedy{}, Policy: FixedDepth(1)})
+			res[i], errs[i] = sessions[i].Generate(bg, Request{Prompt: p, NPredict: 24, Sampler: enginetest.Greedy{}, Policy: FixedDepth(depth)})
 		})
 	}
 	for deadline := time.Now().Add(10 * time.Second); tb.generating() < 2*seqs; time.Sleep(50 * time.Microsecond) {
@@ -77,7 +79,7 @@ func specBatch(t *testing.T, bt *Batching, seqs int) (draftForwards, draftSeqs i
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return draftForwards, draftSeqs
+	return res, draftForwards, draftSeqs
 }
 
 // TestDraftStepsInLockstep: sessions drafting at the same depth draft in lockstep —
@@ -87,7 +89,7 @@ func specBatch(t *testing.T, bt *Batching, seqs int) (draftForwards, draftSeqs i
 // had counted themselves as coming, and ran alone: 1.9 sequences a draft forward of 4).
 func TestDraftStepsInLockstep(t *testing.T) {
 	const seqs = 4
-	forwards, served := specBatch(t, NewBatching(64), seqs)
+	_, forwards, served := specBatch(t, NewBatching(64), 1, seqs)
 	per := float64(served) / float64(forwards)
 	t.Logf("%d draft forwards served %d sequences' steps (%.2f a forward)", forwards, served, per)
 	// (the prompts' draft prefills and the last rounds, as the sequences end, are
@@ -95,5 +97,46 @@ func TestDraftStepsInLockstep(t *testing.T) {
 	// least in 20 runs beside a busy loop; 1.15-1.41 before the fix)
 	if per < 2 {
 		t.Errorf("%.2f sequences a draft forward, want at least 2 of %d", per, seqs)
+	}
+}
+
+// TestBatchDepth: a batch depth sets every batched round's depth whatever the policy —
+// 0 keeps the sessions generating together plain (they draft only alone, at the end of
+// the batch), 1 drafts one token a round under a policy of depth 3 — and keeps the
+// draft steps in lockstep.
+func TestBatchDepth(t *testing.T) {
+	const seqs = 4
+	drafted := func(res []*Result) (n, rounds, deep int) {
+		for _, r := range res {
+			n += r.Spec.Drafted
+			for k, d := range r.Spec.ByDepth {
+				rounds += d.Rounds
+				if k != "0" && k != "1" {
+					deep += d.Rounds
+				}
+			}
+		}
+		return n, rounds, deep
+	}
+	free, _, _ := specBatch(t, NewBatching(64), 3, seqs)
+	plain := NewBatching(64)
+	plain.BatchDepth(0)
+	none, _, _ := specBatch(t, plain, 3, seqs)
+	one := NewBatching(64)
+	one.BatchDepth(1)
+	res1, forwards, served := specBatch(t, one, 3, seqs)
+	f, _, _ := drafted(free)
+	z, _, _ := drafted(none)
+	_, rounds, deep := drafted(res1)
+	t.Logf("drafted tokens: %d at the policies' depth 3, %d at batch depth 0; at batch depth 1 %d of %d rounds deeper than 1, %.2f sequences a draft forward",
+		f, z, deep, rounds, float64(served)/float64(forwards))
+	if f == 0 || z > f/4 {
+		t.Errorf("at batch depth 0 the sessions drafted %d tokens, at their policies' %d; want at most a quarter", z, f)
+	}
+	if rounds == 0 || 5*deep > rounds {
+		t.Errorf("at batch depth 1, %d of %d rounds drafted deeper (the policy's 3); want at most a fifth (the rounds alone)", deep, rounds)
+	}
+	if per := float64(served) / float64(forwards); per < 2 {
+		t.Errorf("at batch depth 1, %.2f sequences a draft forward, want at least 2 of %d", per, seqs)
 	}
 }

@@ -48,6 +48,7 @@ func NewServer(ctx context.Context, cfg *config.Config, o ServerOptions) (*serve
 	}
 	if cfg.Server.BatchRows > 0 && cfg.Server.Parallel > 1 {
 		so.Batching = engine.NewBatching(cfg.Server.BatchRows)
+		so.Batching.BatchDepth(batchDepth(cfg.Spec.BatchDepth))
 	}
 	so.Pooled = true
 	st, err := Open(ctx, cfg, so)
@@ -277,4 +278,12 @@ func ModelID(cfg *config.Config, alias, embedded string) string {
 		return embedded
 	}
 	return filepath.Base(cfg.Model.Path)
+}
+
+// batchDepth is [spec] batch_depth as engine.Batching.BatchDepth takes it.
+func batchDepth(c config.BatchDepth) int {
+	if c == config.BatchDepthOff {
+		return engine.DepthOff
+	}
+	return int(c)
 }
