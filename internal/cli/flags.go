@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,18 +69,22 @@ func flagError(fs *flag.FlagSet, args []string, err error) error {
 		for _, sep := range []string{" for flag -", " for -"} {
 			if i := strings.Index(rest, sep); i >= 0 {
 				val := rest[:i]
-				name, _, _ := strings.Cut(rest[i+len(sep):], ": ")
-				return fmt.Errorf("%s: %s %s: want %s; %s", fs.Name(), typed(args, name), val, flagKind(fs.Lookup(name)), help)
+				name, detail, _ := strings.Cut(rest[i+len(sep):], ": ")
+				if kind := flagKind(fs.Lookup(name)); kind != "" || detail == "" {
+					return fmt.Errorf("%s: %s %s: want %s; %s", fs.Name(), typed(args, name), val, cmp.Or(kind, "a valid value"), help)
+				}
+				// a value type of minfer's own (config.BatchDepth…): its parser says what it wants
+				return fmt.Errorf("%s: %s %s: %s; %s", fs.Name(), typed(args, name), val, detail, help)
 			}
 		}
 	}
 	return fmt.Errorf("%s: %v; %s", fs.Name(), err, help)
 }
 
-// flagKind says what a flag's value must be.
+// flagKind says what a flag's value must be ("" for a type it does not know).
 func flagKind(f *flag.Flag) string {
 	if f == nil {
-		return "a valid value"
+		return ""
 	}
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return "true or false"
@@ -92,7 +97,7 @@ func flagKind(f *flag.Flag) string {
 	case strings.Contains(t, "duration"):
 		return "a duration such as 30s"
 	}
-	return "a valid value"
+	return ""
 }
 
 // Dashed writes a flag name as --name (a single letter as -n).

@@ -1,6 +1,11 @@
 package cli
 
-import "testing"
+import (
+	"flag"
+	"testing"
+
+	"github.com/minfer/minfer/core/config"
+)
 
 func TestUnescape(t *testing.T) {
 	for in, want := range map[string]string{
@@ -24,5 +29,26 @@ func TestIntList(t *testing.T) {
 	}
 	if err := l.Set("1,x"); err == nil {
 		t.Error("1,x: want an error")
+	}
+}
+
+// TestFlagErrors: a bad flag value is one line naming the flag as typed and what it
+// wants — the kind for the flag package's types, the parser's own words for minfer's.
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "x"}, `t: -np "x": want an integer; 'minfer t --help' lists the flags`},
+		{[]string{"--batch-depth", "3x"}, `t: --batch-depth "3x": batch_depth "3x": want "off" or an integer ≥ 0; 'minfer t --help' lists the flags`},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.Int("np", 0, "")
+		var d config.BatchDepth
+		fs.Var(&d, "batch-depth", "")
+		_, err := ParseFlags(fs, tc.args)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: got %v, want %s", tc.args, err, tc.want)
+		}
 	}
 }
