@@ -11,7 +11,7 @@ func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
 	bad := filepath.Join(dir, "bad.toml")
-	if err := os.WriteFile(good, []byte("[draft]\npath = \"d.gguf\"\n[spec]\ndepth = 4\n"), 0o644); err != nil {
+	if err := os.WriteFile(good, []byte("[draft]\npath = \"d.gguf\"\n[spec]\ndepth = 4\nbatch_depth = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("[model]\nkv = \"q4\"\n\n[server]\nparalel = 2\n"), 0o644); err != nil {
@@ -24,7 +24,7 @@ func TestConfigCheck(t *testing.T) {
 		want []string // in stdout on success, in the error otherwise
 	}{
 		{"repository file", []string{"config", "check", "../../minfer.toml"}, 0, []string{"ok: ../../minfer.toml", "policy", "sampler sampling"}},
-		{"good", []string{"config", "check", good}, 0, []string{"ok: " + good, "spec:     policy static, depth 4", filepath.Join(dir, "d.gguf")}},
+		{"good", []string{"config", "check", good}, 0, []string{"ok: " + good, "spec:     policy static, depth 4, draft_max 16, batch_depth 1", filepath.Join(dir, "d.gguf")}},
 		{"bad", []string{"config", "check", bad}, 1, []string{bad + ":5: [server] paralel: unknown key"}},
 		{"missing file", []string{"config", "check", filepath.Join(dir, "none.toml")}, 1, []string{"none.toml"}},
 		{"no subcommand", []string{"config"}, 2, []string{"missing subcommand"}},
