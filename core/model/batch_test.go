@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/minfer/minfer/core/backend"
 	"github.com/minfer/minfer/core/backend/cpu"
+	"github.com/minfer/minfer/core/kv"
 	"github.com/minfer/minfer/core/model"
 	"github.com/minfer/minfer/internal/golden"
 	"github.com/minfer/minfer/internal/modeltest"
@@ -268,5 +270,93 @@ func TestForwardBatchClassifierRows(t *testing.T) {
 	}
 	if l.Rows != 4 {
 		t.Errorf("%d logits rows, want 4", l.Rows)
+	}
+}
+
+// seqGraphRec is the CPU backend with a recording backend.SeqGraphs (and Graphs): it
+// runs every record and keeps the keys and caches ForwardBatch gave.
+type seqGraphRec struct {
+	*cpu.Backend
+	keys []string
+	kvs  [][]backend.KV
+}
+
+func (r *seqGraphRec) Run(key string, record func()) error { record(); return nil }
+
+func (r *seqGraphRec) RunSeqs(key string, kvs []backend.KV, record func()) error {
+	r.keys, r.kvs = append(r.keys, key), append(r.kvs, slices.Clone(kvs))
+	record()
+	return nil
+}
+
+// TestForwardBatchGraphKeys: ForwardBatch names a batch's graph by its shape only —
+// the same key for the same rows and outputs on other caches, another key for other
+// rows or outputs, none past the graphs' 64 rows — and gives the caches in sequence
+// order, each its own (the contract backend.SeqGraphs replays by).
+func TestForwardBatchGraphKeys(t *testing.T) {
+	rec := &seqGraphRec{Backend: cpu.New(cpu.Options{Threads: 2})}
+	defer rec.Close()
+	m := golden.LoadModel(t, rec, "models/synthetic/synth-qwen2-q4_0.gguf", "target")
+	caches := make([]*kv.Cache, 4)
+	for j := range caches {
+		c, err := m.NewKV(128, backend.KVF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		caches[j] = c
+	}
+	batch := func(js []int, n int, out model.Out) {
+		seqs := make([]model.Seq, len(js))
+		for k, j := range js {
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = int32(1 + j + i)
+			}
+			seqs[k] = model.Seq{IDs: ids, Cache: caches[j], Out: out}
+		}
+		if _, err := m.ForwardBatch(seqs); err != nil {
+			t.Fatal(err)
+		}
+		got := rec.kvs[len(rec.kvs)-1]
+		for k, j := range js {
+			if got[k] != caches[j].Device() {
+				t.Fatalf("batch %v: cache %d is not sequence %d's", js, k, j)
+			}
+		}
+	}
+	batch([]int{0, 1}, 1, model.OutLast)
+	batch([]int{2, 3}, 1, model.OutLast)    // other caches: the same shape
+	batch([]int{3, 0}, 1, model.OutLast)    // another order
+	batch([]int{0, 1}, 2, model.OutAll)     // other rows and outputs
+	batch([]int{0, 1, 2}, 1, model.OutLast) // another count
+	batch([]int{0, 1}, 40, model.OutNone)   // 80 rows: past the graphs' 64
+	k := rec.keys
+	if k[0] == "" || k[1] != k[0] || k[2] != k[0] {
+		t.Errorf("one shape on other caches: keys %q, %q, %q, want one", k[0], k[1], k[2])
+	}
+	if k[3] == k[0] || k[4] == k[0] || k[3] == k[4] || k[3] == "" || k[4] == "" {
+		t.Errorf("other shapes: keys %q, %q beside %q, want each its own", k[3], k[4], k[0])
+	}
+	if k[5] != "" {
+		t.Errorf("an 80-row batch: key %q, want none", k[5])
+	}
+	// another model on the backend never shares a key
+	m2 := golden.LoadModel(t, rec, "models/synthetic/synth-qwen2-q4_0.gguf", "target")
+	c2, err := m2.NewKV(128, backend.KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c3, err := m2.NewKV(128, backend.KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if _, err := m2.ForwardBatch([]model.Seq{{IDs: []int32{1}, Cache: c2}, {IDs: []int32{2}, Cache: c3}}); err != nil {
+		t.Fatal(err)
+	}
+	if last := rec.keys[len(rec.keys)-1]; last == k[0] {
+		t.Errorf("a second model of the same name shares the first's key %q", last)
 	}
 }
