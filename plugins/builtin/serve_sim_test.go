@@ -272,3 +272,44 @@ func batchTableFloor(host float64, n int) float64 {
 	}
 	return 0.98
 }
+
+// h200Served is h200 calibrated on the H200's own serving run (docs/PERFORMANCE.md,
+// 2026-12-03 11:57 UTC session: main d68fa8d, the 7B Q4_K_M / 0.5B pair): a target
+// forward of R rows costs what a plain step of R sequences took there, host work and
+// prefill included (wall time over the run's 512 steps a client: 5.02 ms at 4, 7.15 at
+// 8, 10.7 at 16, 19.8 at 32; 2.78 ms for one client's step), and a draft forward what
+// the batched draft forwards took on average at 4, 8 and 16 sequences (1.70, 2.29 and
+// 3.00 ms, taken at their catch-up rows, 1.87 a sequence; 0.73 ms a one-row step, the
+// specbench figure).
+func h200Served() serveCosts {
+	return serveCosts{name: "h200-served",
+		verify: piecewise([2]float64{1, 2.78}, [2]float64{4, 5.02}, [2]float64{8, 7.15}, [2]float64{16, 10.7}, [2]float64{32, 19.8}),
+		draft:  piecewise([2]float64{1, 0.73}, [2]float64{7, 1.70}, [2]float64{15, 2.29}, [2]float64{30, 3.00}, [2]float64{64, 5.0})}
+}
+
+// TestServingSimulatedCalibrated: with the H200's serving costs (h200Served) the
+// simulation reproduces what the card measured for static depth 1 against plain
+// serving at 4, 8 and 16 clients (1.02-1.06, 0.98-1.00 and 0.84-0.85 over that
+// session's runs; held within 0.06 of their middles), and logs, as the prediction for
+// the next run, what it gives the adaptive policy and its batch_table.
+func TestServingSimulatedCalibrated(t *testing.T) {
+	c := h200Served()
+	for _, tc := range []struct {
+		n    int
+		want float64 // static depth 1 ÷ plain measured (the middle of the runs)
+	}{{4, 1.04}, {8, 0.99}, {16, 0.845}} {
+		const seeds = 4
+		var got [3]float64
+		for seed := uint64(1); seed <= seeds; seed++ {
+			plain := simulateServing(t, nil, c, tc.n, 4, 128, 0.87, 0.05, seed)
+			for i, p := range []struct{ name, params string }{{"static", `{"depth":1}`}, {"adaptive", `{}`}, {"adaptive", `{"batch_table":true}`}} {
+				spec := simulateServing(t, func() sdk.DepthPolicy { return mustPolicy(t, p.name, p.params) }, c, tc.n, 4, 128, 0.87, 0.05, seed)
+				got[i] += spec.rate() / plain.rate() / seeds
+			}
+		}
+		t.Logf("%2d clients: static depth 1 ÷ plain %.3f (measured %.3f); adaptive %.3f, batch_table %.3f", tc.n, got[0], tc.want, got[1], got[2])
+		if d := got[0] - tc.want; d > 0.06 || d < -0.06 {
+			t.Errorf("%d clients: simulated static depth 1 ÷ plain %.3f, the H200 measured %.3f", tc.n, got[0], tc.want)
+		}
+	}
+}
