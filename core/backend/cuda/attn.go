@@ -315,8 +315,20 @@ func (b *Backend) Run(key string, record func()) error {
 	if g := b.graphs[key]; g != nil {
 		return g.Launch(b.stream)
 	}
+	g, err := b.capture(key, record)
+	if err != nil {
+		return err
+	}
+	b.graphs[key] = g
+	return g.Launch(b.stream)
+}
+
+// capture records the ops record enqueues into a graph (Run's and RunSeqs'; bumping
+// b.epoch around it is the caller's). An op's error recorded during the capture fails
+// it, as the driver's does; an error pending before it stays pending.
+func (b *Backend) capture(key string, record func()) (*driver.Graph, error) {
 	if err := b.stream.BeginCapture(driver.CaptureRelaxed); err != nil {
-		return fmt.Errorf("graph %q: %w", key, err)
+		return nil, fmt.Errorf("graph %q: %w", key, err)
 	}
 	pending := b.err
 	b.err = nil
@@ -330,14 +342,13 @@ func (b *Backend) Run(key string, record func()) error {
 		if g != nil {
 			g.Destroy()
 		}
-		return fmt.Errorf("graph %q: capture: %w", key, rec)
+		return nil, fmt.Errorf("graph %q: capture: %w", key, rec)
 	}
 	b.err = pending
 	if err != nil {
-		return fmt.Errorf("graph %q: %w", key, err)
+		return nil, fmt.Errorf("graph %q: %w", key, err)
 	}
-	b.graphs[key] = g
-	return g.Launch(b.stream)
+	return g, nil
 }
 
 // fuseRoPE launches the q/k/v mat-vec with RoPE and the KV store in its epilogue

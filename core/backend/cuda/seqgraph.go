@@ -30,7 +30,7 @@ type seqGraph struct {
 	g     *driver.Graph
 	tabs  []*seqGraphTab
 	specs []backend.KVSpec // the shape of the cache at each position, at capture
-	used  uint64           // b.seqTick at its last replay
+	used  uint64           // seqGraphState.tick at its last replay
 }
 
 // seqGraphTab is one table of a seqGraph: its device copy and its host copy as last
@@ -103,20 +103,11 @@ func (b *Backend) RunSeqs(key string, kvs []backend.KV, record func()) error {
 	}
 	b.epoch++
 	defer func() { b.epoch++ }()
-	if err := b.stream.BeginCapture(driver.CaptureRelaxed); err != nil {
-		return fmt.Errorf("graph %q: %w", key, err)
-	}
 	c := &seqCapture{kvs: ks}
-	pending := b.err
-	b.err = nil
-	b.capturing, st.capture = true, c
-	record()
-	b.flush()
-	b.capturing, st.capture = false, nil
-	g, err := b.stream.EndCapture()
-	rec := b.err
-	b.err = pending
-	if rec != nil || err != nil || c.refused != "" {
+	st.capture = c
+	g, err := b.capture(key, record)
+	st.capture = nil
+	if err != nil || c.refused != "" {
 		if g != nil {
 			b.fail(g.Destroy())
 		}
@@ -125,10 +116,8 @@ func (b *Backend) RunSeqs(key string, kvs []backend.KV, record func()) error {
 		}
 	}
 	switch {
-	case rec != nil:
-		return fmt.Errorf("graph %q: capture: %w", key, rec)
 	case err != nil:
-		return fmt.Errorf("graph %q: %w", key, err)
+		return err
 	case c.refused != "":
 		// Not replayable on other caches: this key runs directly from now on.
 		st.refused[key] = true
