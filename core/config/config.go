@@ -88,17 +88,11 @@ const DepthAuto Depth = -1
 
 // UnmarshalTOML implements toml.Unmarshaler.
 func (d *Depth) UnmarshalTOML(v any) error {
-	switch v := v.(type) {
-	case int64:
-		if v < 0 || v > maxDepthValue {
-			return fmt.Errorf("depth %d: want \"auto\" or an integer ≥ 0", v)
-		}
-		*d = Depth(v)
-		return nil
-	case string:
-		return d.UnmarshalText([]byte(v))
+	n, err := depthSyntax.toml(v)
+	if err == nil {
+		*d = Depth(n)
 	}
-	return fmt.Errorf("depth: got %T, want \"auto\" or an integer", v)
+	return err
 }
 
 // maxDepthValue keeps a parsed depth far from int overflow; Validate then bounds it by
@@ -107,17 +101,11 @@ const maxDepthValue = 1 << 30
 
 // UnmarshalText parses "auto" or a non-negative integer.
 func (d *Depth) UnmarshalText(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	if s == "auto" {
-		*d = DepthAuto
-		return nil
+	n, err := depthSyntax.text(string(b))
+	if err == nil {
+		*d = Depth(n)
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > maxDepthValue {
-		return fmt.Errorf("depth %q: want \"auto\" or an integer ≥ 0", s)
-	}
-	*d = Depth(n)
-	return nil
+	return err
 }
 
 // Set implements flag.Value, so a command can bind --depth N|auto to Spec.Depth:
@@ -128,12 +116,7 @@ func (d *Depth) Set(s string) error { return d.UnmarshalText([]byte(s)) }
 // MarshalText writes "auto" or the integer.
 func (d Depth) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-func (d Depth) String() string {
-	if d == DepthAuto {
-		return "auto"
-	}
-	return strconv.Itoa(int(d))
-}
+func (d Depth) String() string { return depthSyntax.format(int(d)) }
 
 // BatchDepth is [spec] batch_depth: the depth every round takes while two or more of a
 // server's slots generate in one batch. BatchDepthOff leaves each round to its policy;
@@ -148,32 +131,20 @@ const BatchDepthOff BatchDepth = -1
 
 // UnmarshalTOML implements toml.Unmarshaler.
 func (c *BatchDepth) UnmarshalTOML(v any) error {
-	switch v := v.(type) {
-	case int64:
-		if v < 0 || v > maxDepthValue {
-			return fmt.Errorf("batch_depth %d: want \"off\" or an integer ≥ 0", v)
-		}
-		*c = BatchDepth(v)
-		return nil
-	case string:
-		return c.UnmarshalText([]byte(v))
+	n, err := batchDepthSyntax.toml(v)
+	if err == nil {
+		*c = BatchDepth(n)
 	}
-	return fmt.Errorf("batch_depth: got %T, want \"off\" or an integer", v)
+	return err
 }
 
 // UnmarshalText parses "off" or a non-negative integer.
 func (c *BatchDepth) UnmarshalText(b []byte) error {
-	switch s := strings.TrimSpace(string(b)); s {
-	case "off":
-		*c = BatchDepthOff
-	default:
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > maxDepthValue {
-			return fmt.Errorf("batch_depth %q: want \"off\" or an integer ≥ 0", s)
-		}
+	n, err := batchDepthSyntax.text(string(b))
+	if err == nil {
 		*c = BatchDepth(n)
 	}
-	return nil
+	return err
 }
 
 // Set implements flag.Value (--batch-depth).
@@ -182,11 +153,57 @@ func (c *BatchDepth) Set(s string) error { return c.UnmarshalText([]byte(s)) }
 // MarshalText writes "off" or the integer.
 func (c BatchDepth) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-func (c BatchDepth) String() string {
-	if c == BatchDepthOff {
-		return "off"
+func (c BatchDepth) String() string { return batchDepthSyntax.format(int(c)) }
+
+// wordDepth is the syntax Depth and BatchDepth share: one word (meaning the value as)
+// or an integer in [0, maxDepthValue], in TOML an integer or a string of either; key
+// names the setting in errors.
+type wordDepth struct {
+	key, word string
+	as        int
+}
+
+var (
+	depthSyntax      = wordDepth{key: "depth", word: "auto", as: int(DepthAuto)}
+	batchDepthSyntax = wordDepth{key: "batch_depth", word: "off", as: int(BatchDepthOff)}
+)
+
+// toml parses a TOML value.
+func (w wordDepth) toml(v any) (int, error) {
+	switch v := v.(type) {
+	case int64:
+		if v < 0 || v > maxDepthValue {
+			return 0, fmt.Errorf("%s %d: want %s", w.key, v, w.want())
+		}
+		return int(v), nil
+	case string:
+		return w.text(v)
 	}
-	return strconv.Itoa(int(c))
+	return 0, fmt.Errorf("%s: got %T, want %q or an integer", w.key, v, w.word)
+}
+
+// text parses the word or a non-negative integer.
+func (w wordDepth) text(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == w.word {
+		return w.as, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > maxDepthValue {
+		return 0, fmt.Errorf("%s %q: want %s", w.key, s, w.want())
+	}
+	return n, nil
+}
+
+// want says what the setting takes (config check's message for a wrong value).
+func (w wordDepth) want() string { return fmt.Sprintf("%q or an integer ≥ 0", w.word) }
+
+// format writes the word or the integer.
+func (w wordDepth) format(n int) string {
+	if n == w.as {
+		return w.word
+	}
+	return strconv.Itoa(n)
 }
 
 // Spec is [spec]: speculative decoding. It matters when [draft] path is set or a

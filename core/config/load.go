@@ -442,10 +442,10 @@ func typeOK(t reflect.Type, v any) (want string, ok bool) {
 		return `a duration string such as "100ms" or "2s"`, ok
 	case typeOfDepth:
 		var d Depth
-		return `"auto" or an integer ≥ 0`, v != nil && d.UnmarshalTOML(v) == nil
+		return depthSyntax.want(), v != nil && d.UnmarshalTOML(v) == nil
 	case typeOfBatchDepth:
 		var c BatchDepth
-		return `"off" or an integer ≥ 0`, v != nil && c.UnmarshalTOML(v) == nil
+		return batchDepthSyntax.want(), v != nil && c.UnmarshalTOML(v) == nil
 	case typeOfStrings:
 		a, ok := v.([]any)
 		for _, e := range a {
