@@ -277,7 +277,8 @@ func batchTableFloor(host float64, n int) float64 {
 // 2026-12-03 11:57 UTC session: main d68fa8d, the 7B Q4_K_M / 0.5B pair): a target
 // forward of R rows costs what a plain step of R sequences took there, host work and
 // prefill included (wall time over the run's 512 steps a client: 5.02 ms at 4, 7.15 at
-// 8, 10.7 at 16, 19.8 at 32; 2.78 ms for one client's step), and a draft forward what
+// 8, 10.7 at 16; 19.8 at 32 from the same session's third call; 2.78 ms for one
+// client's step, the 09:16 UTC session's 360 t/s), and a draft forward what
 // the batched draft forwards took on average at 4, 8 and 16 sequences (1.70, 2.29 and
 // 3.00 ms, taken at their catch-up rows, 1.87 a sequence; 0.73 ms a one-row step, the
 // specbench figure).
