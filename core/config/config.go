@@ -121,13 +121,17 @@ func (d Depth) String() string { return depthSyntax.format(int(d)) }
 // BatchDepth is [spec] batch_depth: the depth every round takes while two or more of a
 // server's slots generate in one batch. BatchDepthOff leaves each round to its policy;
 // N ≥ 0 drafts N tokens every round of every sequence in the batch, in lockstep (0: no
-// speculation in a batch). In TOML it is "off", an integer, or an integer written as a
-// string.
+// speculation in a batch); BatchDepthAuto chooses that depth by the batch's size from
+// what the two models' batched forwards cost, measured when the server starts. In TOML
+// it is "off", "auto", an integer, or an integer written as a string.
 type BatchDepth int
 
-// BatchDepthOff is BatchDepth's mode besides a fixed depth (internal/stack maps it to
-// engine.DepthOff).
-const BatchDepthOff BatchDepth = -1
+// BatchDepthOff and BatchDepthAuto are BatchDepth's modes besides a fixed depth
+// (internal/stack maps them to engine.DepthOff and engine.BatchAuto).
+const (
+	BatchDepthOff  BatchDepth = -1
+	BatchDepthAuto BatchDepth = -2
+)
 
 // UnmarshalTOML implements toml.Unmarshaler.
 func (c *BatchDepth) UnmarshalTOML(v any) error {
@@ -138,7 +142,7 @@ func (c *BatchDepth) UnmarshalTOML(v any) error {
 	return err
 }
 
-// UnmarshalText parses "off" or a non-negative integer.
+// UnmarshalText parses "off", "auto" or a non-negative integer.
 func (c *BatchDepth) UnmarshalText(b []byte) error {
 	n, err := batchDepthSyntax.text(string(b))
 	if err == nil {
@@ -150,22 +154,28 @@ func (c *BatchDepth) UnmarshalText(b []byte) error {
 // Set implements flag.Value (--batch-depth).
 func (c *BatchDepth) Set(s string) error { return c.UnmarshalText([]byte(s)) }
 
-// MarshalText writes "off" or the integer.
+// MarshalText writes "off", "auto" or the integer.
 func (c BatchDepth) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 func (c BatchDepth) String() string { return batchDepthSyntax.format(int(c)) }
 
-// wordDepth is the syntax Depth and BatchDepth share: one word (meaning the value as)
-// or an integer in [0, maxDepthValue], in TOML an integer or a string of either; key
-// names the setting in errors.
+// wordDepth is the syntax Depth and BatchDepth share: one of a few words (each meaning
+// a value of its own) or an integer in [0, maxDepthValue], in TOML an integer or a
+// string of either; key names the setting in errors.
 type wordDepth struct {
-	key, word string
-	as        int
+	key   string
+	words []depthWord
+}
+
+// depthWord is a word of a wordDepth and the value it means.
+type depthWord struct {
+	word string
+	as   int
 }
 
 var (
-	depthSyntax      = wordDepth{key: "depth", word: "auto", as: int(DepthAuto)}
-	batchDepthSyntax = wordDepth{key: "batch_depth", word: "off", as: int(BatchDepthOff)}
+	depthSyntax      = wordDepth{key: "depth", words: []depthWord{{"auto", int(DepthAuto)}}}
+	batchDepthSyntax = wordDepth{key: "batch_depth", words: []depthWord{{"off", int(BatchDepthOff)}, {"auto", int(BatchDepthAuto)}}}
 )
 
 // toml parses a TOML value.
@@ -179,14 +189,16 @@ func (w wordDepth) toml(v any) (int, error) {
 	case string:
 		return w.text(v)
 	}
-	return 0, fmt.Errorf("%s: got %T, want %q or an integer", w.key, v, w.word)
+	return 0, fmt.Errorf("%s: got %T, want %s or an integer", w.key, v, w.quoted())
 }
 
-// text parses the word or a non-negative integer.
+// text parses a word or a non-negative integer.
 func (w wordDepth) text(s string) (int, error) {
 	s = strings.TrimSpace(s)
-	if s == w.word {
-		return w.as, nil
+	for _, d := range w.words {
+		if s == d.word {
+			return d.as, nil
+		}
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > maxDepthValue {
@@ -196,12 +208,23 @@ func (w wordDepth) text(s string) (int, error) {
 }
 
 // want says what the setting takes (config check's message for a wrong value).
-func (w wordDepth) want() string { return fmt.Sprintf("%q or an integer ≥ 0", w.word) }
+func (w wordDepth) want() string { return w.quoted() + " or an integer ≥ 0" }
+
+// quoted is the words, quoted, joined by commas.
+func (w wordDepth) quoted() string {
+	q := make([]string, len(w.words))
+	for i, d := range w.words {
+		q[i] = strconv.Quote(d.word)
+	}
+	return strings.Join(q, ", ")
+}
 
 // format writes the word or the integer.
 func (w wordDepth) format(n int) string {
-	if n == w.as {
-		return w.word
+	for _, d := range w.words {
+		if n == d.as {
+			return d.word
+		}
 	}
 	return strconv.Itoa(n)
 }

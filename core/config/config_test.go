@@ -281,6 +281,7 @@ func TestBatchDepth(t *testing.T) {
 		{`batch_depth = 1`, 1},
 		{`batch_depth = 2`, 2},
 		{`batch_depth = "0"`, 0},
+		{`batch_depth = "auto"`, BatchDepthAuto},
 	} {
 		t.Run(tc.doc, func(t *testing.T) {
 			c, err := Parse([]byte("[spec]\n"+tc.doc+"\n"), "")

@@ -58,9 +58,7 @@ func (c *Config) WriteSummary(w io.Writer) {
 	if c.Spec.Drafter != "" {
 		fmt.Fprintf(w, ", drafter %s", c.Spec.Drafter)
 	}
-	if c.Spec.BatchDepth != BatchDepthOff {
-		fmt.Fprintf(w, ", batch_depth %s", c.Spec.BatchDepth)
-	}
+	fmt.Fprintf(w, ", batch_depth %s", c.Spec.BatchDepth)
 	if c.Draft.Path == "" && c.Spec.Drafter == "" {
 		fmt.Fprint(w, " (unused without a draft or a drafter)")
 	}

@@ -148,8 +148,8 @@ func (c *Config) validateSpec(v *checker) {
 	c.checkRef(v, "spec.policy", s.Policy, s.Policy, sdk.RolePolicy)
 	v.between("spec.min_conf", s.MinConf, 0, 1)
 	v.inRange("spec.max_batch_rows", s.MaxBatchRows, 0, maxBatchRows)
-	if s.BatchDepth != BatchDepthOff && (s.BatchDepth < 0 || int(s.BatchDepth) > s.DraftMax) {
-		v.addf("spec.batch_depth", s.BatchDepth, "want \"off\" or an integer in [0, draft_max = %d]", s.DraftMax)
+	if s.BatchDepth != BatchDepthOff && s.BatchDepth != BatchDepthAuto && (s.BatchDepth < 0 || int(s.BatchDepth) > s.DraftMax) {
+		v.addf("spec.batch_depth", s.BatchDepth, "want \"off\", \"auto\" or an integer in [0, draft_max = %d]", s.DraftMax)
 	}
 	if s.DraftMin < 0 || s.DraftMin > s.DraftMax {
 		v.addf("spec.draft_min", s.DraftMin, "want an integer in [0, draft_max = %d]", s.DraftMax)

@@ -34,7 +34,7 @@ func TestInvalidValues(t *testing.T) {
 		{"kv_pool_mb", "[server]\nkv_pool_mb = -1\n", 2, []string{"[server] kv_pool_mb = -1: want an integer in [0, 16777216]"}},
 		{"huge max_batch_rows", "[spec]\nmax_batch_rows = 5000\n", 2, []string{"[spec] max_batch_rows = 5000: want an integer in [0, 4096]"}},
 		{"batch_depth over max", "[spec]\ndraft_max = 4\nbatch_depth = 8\n", 3, []string{"[spec] batch_depth = 8", "draft_max = 4"}},
-		{"batch_depth word", "[spec]\nbatch_depth = \"some\"\n", 2, []string{`[spec] batch_depth = "some": want "off" or an integer ≥ 0`}},
+		{"batch_depth word", "[spec]\nbatch_depth = \"some\"\n", 2, []string{`[spec] batch_depth = "some": want "off", "auto" or an integer ≥ 0`}},
 		{"depth over max", "[spec]\ndraft_max = 4\ndepth = 8\n", 3, []string{"[spec] depth = 8", "draft_max = 4"}},
 		{"unknown policy", "[spec]\npolicy = \"wizard\"\n", 2, []string{`[spec] policy = "wizard": no plugin "wizard" declared`, "adaptive"}},
 		{"policy of wrong role", "[spec]\npolicy = \"greedy\"\n", 2, []string{`plugin "greedy" is not a policy plugin`}},

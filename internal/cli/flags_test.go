@@ -40,7 +40,7 @@ func TestFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-np", "x"}, `t: -np "x": want an integer; 'minfer t --help' lists the flags`},
-		{[]string{"--batch-depth", "3x"}, `t: --batch-depth "3x": batch_depth "3x": want "off" or an integer ≥ 0; 'minfer t --help' lists the flags`},
+		{[]string{"--batch-depth", "3x"}, `t: --batch-depth "3x": batch_depth "3x": want "off", "auto" or an integer ≥ 0; 'minfer t --help' lists the flags`},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.Int("np", 0, "")
