@@ -48,8 +48,15 @@ type batcher struct {
 	active  int           // sessions inside Generate on this model
 	lastDur time.Duration // the last batched forward's time (a draft model's: any), for the gathering wait
 	// depth is the depth of every round of the sessions generating on the model (a
-	// target's) while two or more do: Batching.BatchDepth's, or DepthOff
+	// target's) while two or more do: Batching.BatchDepth's, DepthOff or BatchAuto
 	depth int
+	// auto chooses that depth by the batch's size where depth is BatchAuto (set by
+	// Batching.Calibrate; nil: plain decoding)
+	auto *autoDepth
+	// peak is the most sessions generating at once within autoWindow before peakAt
+	// (auto's batch size: see batchDepth)
+	peak   int
+	peakAt time.Time
 	// draft: the model drafts for the sessions' targets. Its steps wait a little only
 	// for the sessions likely to draft soon (coming: see seq.owe), for up to half a
 	// draft forward; active stays 0.
@@ -148,10 +155,14 @@ const DepthOff = -1
 // rounds ending together, which the policies, each deciding alone, do not: on the H200
 // (7B Q4_K_M, 0.5B draft, 4-32 clients) the adaptive policy served 0.74-0.88 of plain
 // decoding and batch depth 1 0.80-1.06 (docs/PERFORMANCE.md). A session alone keeps its
-// policy. It takes effect for the targets of sessions made after it.
+// policy. BatchAuto chooses the depth by the batch's size from the costs Calibrate
+// measured (autodepth.go). It takes effect for the targets of sessions made after it.
 func (bt *Batching) BatchDepth(d int) {
+	if d < 0 && d != BatchAuto {
+		d = DepthOff
+	}
 	bt.mu.Lock()
-	bt.depth = max(d, DepthOff)
+	bt.depth = d
 	bt.mu.Unlock()
 }
 
@@ -217,6 +228,49 @@ func (b *batcher) generating() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return max(b.active, 1)
+}
+
+// batchDepth is the depth of every round while two or more sessions generate on the
+// model (a target's): DepthOff for each round its policy's. Batch depth "auto" takes it
+// for the most sessions that generated at once within the last autoWindow, not for
+// those generating now: a server's clients leave a slot idle for a moment between two
+// requests, and choosing by the moment's count switched the depth at every such gap
+// (on the H200 at 4 and 8 clients, 3-7 sequences for a step or two), each switch to
+// drafting costing the draft caches a catch-up on the tokens decoded plainly (0.94-1.01
+// of plain served where depth 1 and plain each served 1.00-1.05).
+func (b *batcher) batchDepth() int {
+	b.mu.Lock()
+	d, a := b.depth, b.auto
+	n := b.active
+	if d == BatchAuto {
+		now := time.Now()
+		if b.active >= b.peak || now.Sub(b.peakAt) > autoWindow {
+			b.peak, b.peakAt = b.active, now
+		}
+		n = b.peak
+	}
+	b.mu.Unlock()
+	if d != BatchAuto {
+		return d
+	}
+	if a == nil {
+		return 0 // not calibrated: plain decoding is never slower than itself
+	}
+	return a.depth(n)
+}
+
+// autoWindow is how long batch depth "auto" keeps choosing for a batch size after the
+// batch last had that many sessions generating (batcher.batchDepth).
+const autoWindow = time.Second
+
+// rounded records a round of a session generating on the model (a target's) that its
+// draft model drafted: drafted tokens, of which accepted (batch depth "auto"'s
+// acceptance).
+func (b *batcher) rounded(drafted, accepted int) {
+	b.mu.Lock()
+	a := b.auto
+	b.mu.Unlock()
+	a.rounded(drafted, accepted)
 }
 
 // expect tells the batcher that a session's next forwards are due: every step waits

@@ -44,6 +44,7 @@ func TestBatchInvariance(t *testing.T) {
 		{"speculative", draft, func(int) int { return 3 }, DepthOff},
 		{"mixed depths", draft, func(i int) int { return i % 3 }, DepthOff},
 		{"speculative, batch depth 2", draft, func(int) int { return 3 }, 2},
+		{"speculative, batch depth auto", draft, func(int) int { return 3 }, BatchAuto},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := func(i int) Request {
@@ -80,6 +81,9 @@ func TestBatchInvariance(t *testing.T) {
 			}
 			bt := NewBatching(64)
 			bt.BatchDepth(tc.batch)
+			if tc.batch == BatchAuto { // a chooser under which the batch drafts (TestBatchDepthAuto)
+				bt.batcher(target).auto = newAutoDepth(payingCosts())
+			}
 			// every step waits for the other sessions' forwards, a bounded while: on a
 			// loaded machine the default wait (a share of the last forward's time, none
 			// before the first) can let every forward run alone

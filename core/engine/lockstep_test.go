@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,19 +19,23 @@ import (
 // sometimes generated alone for many rounds, or its whole request, before the next
 // began — 1.27-1.9 sequences a draft forward over the whole run in 2-3 runs of 10,
 // 2.5-3.3 in the others.)
-func specBatch(t *testing.T, bt *Batching, depth, seqs int) (res []*Result, draftForwards, draftSeqs int64) {
+// setup, when given, is called with the two models before the sessions are made.
+func specBatch(t *testing.T, bt *Batching, depth, seqs int, setup ...func(target, draft *model.Model)) (res []*Result, draftForwards, draftSeqs int64) {
 	t.Helper()
-	b := cpu.New(cpu.Options{Threads: 2})
-	t.Cleanup(func() { b.Close() })
-	target := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
-	draft := golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	target, draft := specPair(t)
+	for _, f := range setup {
+		f(target, draft)
+	}
 	v := target.Params.Vocab
 	// every step waits for the other sessions' forwards a bounded while: on a loaded
 	// machine the default wait can let every forward run alone
 	bt.minGather = 50 * time.Millisecond
 	var mu sync.Mutex
+	// held counts the batch is held open by (below); draft forwards count while every
+	// session generates
+	var held, finished atomic.Int64
 	bt.Observe(func(m *model.Model, n, _ int, _ time.Duration) {
-		if m == draft && bt.batcher(target).generating() == seqs {
+		if m == draft && int64(bt.batcher(target).generating())-held.Load() == int64(seqs) {
 			mu.Lock()
 			draftForwards, draftSeqs = draftForwards+1, draftSeqs+int64(n)
 			mu.Unlock()
@@ -48,8 +53,11 @@ func specBatch(t *testing.T, bt *Batching, depth, seqs int) (res []*Result, draf
 	res = make([]*Result, seqs)
 	errs := make([]error, seqs)
 	// The batch is held open (counted generating) until every session is inside
-	// Generate, so that they start together.
+	// Generate (or through it: on a loaded machine this goroutine may look only after
+	// the sessions, batched all along by the held counts, have finished), so that they
+	// start together.
 	tb := bt.batcher(target)
+	held.Store(int64(seqs))
 	for range seqs {
 		tb.enter()
 	}
@@ -61,13 +69,16 @@ func specBatch(t *testing.T, bt *Batching, depth, seqs int) (res []*Result, draf
 		}
 		wg.Go(func() {
 			res[i], errs[i] = sessions[i].Generate(bg, Request{Prompt: p, NPredict: 24, Sampler: enginetest.Greedy{}, Policy: FixedDepth(depth)})
+			finished.Add(1)
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); tb.generating() < 2*seqs; time.Sleep(50 * time.Microsecond) {
+	entered := func() int64 { return int64(tb.generating()-seqs) + finished.Load() }
+	for deadline := time.Now().Add(10 * time.Second); entered() < int64(seqs); time.Sleep(50 * time.Microsecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s, %d of %d sessions generate", tb.generating()-seqs, seqs)
+			t.Fatalf("after 10 s, %d of %d sessions generate or have generated", entered(), seqs)
 		}
 	}
+	held.Store(0)
 	for range seqs {
 		tb.leave()
 	}
@@ -80,6 +91,16 @@ func specBatch(t *testing.T, bt *Batching, depth, seqs int) (res []*Result, draf
 	mu.Lock()
 	defer mu.Unlock()
 	return res, draftForwards, draftSeqs
+}
+
+// specPair loads specBatch's target and draft models on a CPU backend of two threads.
+func specPair(t *testing.T) (target, draft *model.Model) {
+	t.Helper()
+	b := cpu.New(cpu.Options{Threads: 2})
+	t.Cleanup(func() { b.Close() })
+	target = golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q8_0.gguf", "target")
+	draft = golden.LoadModel(t, b, "models/synthetic/synth-qwen2-q4_0.gguf", "draft")
+	return target, draft
 }
 
 // TestDraftStepsInLockstep: sessions drafting at the same depth draft in lockstep —

@@ -247,6 +247,9 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 		name = g.names[used]
 	}
 	g.res.Spec.addRound(name, len(g.drafts), r.Accepted, emitted)
+	if sq, ok := s.target.(*seq); ok && sq.b != nil && used == 0 && len(g.drafts) > 0 {
+		sq.b.rounded(len(g.drafts), r.Accepted) // batch depth "auto"'s acceptance
+	}
 	return done, err
 }
 

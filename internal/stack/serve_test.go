@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/minfer/minfer/core/config"
+	"github.com/minfer/minfer/internal/testpath"
 )
 
 // TestRequestDrafter: a request's minfer.drafter replaces [spec] drafter for that
@@ -148,5 +149,29 @@ func TestRequestDrafterTrap(t *testing.T) {
 	}
 	if log := errb.String(); strings.Count(log, `drafter "trap" failed`) != 1 || !strings.Contains(log, "unreachable") {
 		t.Fatalf("log %q: want the trap once, naming the drafter", log)
+	}
+}
+
+// TestServeCalibrates: with a draft model and two or more slots, the default batch
+// depth ("auto") measures the models' batched forwards when the server starts and says
+// what it measured; "off" and a fixed depth measure nothing.
+func TestServeCalibrates(t *testing.T) {
+	for _, tc := range []struct {
+		depth config.BatchDepth
+		want  bool
+	}{{config.BatchDepthAuto, true}, {config.BatchDepthOff, false}, {1, false}} {
+		cfg := config.Default()
+		cfg.Model.Ctx = 256
+		cfg.Server.Parallel = 2
+		cfg.Spec.BatchDepth = tc.depth
+		cfg.Draft.Path = testpath.Path(t, "models", "stories260K.gguf")
+		var log bytes.Buffer
+		o := testOptions(t)
+		o.Log = &log
+		testServer(t, cfg, ServerOptions{Stack: o})
+		got := strings.Contains(log.String(), "batch depth auto: measured in ")
+		if got != tc.want {
+			t.Errorf("batch_depth %s: calibration logged %v, want %v; log:\n%s", tc.depth, got, tc.want, log.String())
+		}
 	}
 }
