@@ -56,7 +56,7 @@ func runServe(ctx context.Context, m *Main, args []string) error {
 	fs.IntVar(&parallel, "parallel", 0, "sequences served at once (default: [server] parallel, 4)")
 	fs.IntVar(&parallel, "np", 0, "alias of --parallel")
 	fs.IntVar(&batchRows, "batch-rows", 0, "most rows of one batched forward of the slots (default: [server] batch_rows, 64; 0: no batching)")
-	fs.Var(&batchDepth, "batch-depth", "every round's depth while two or more slots generate: off (each policy's), `N` drafted tokens for every sequence, in lockstep, or auto (1 or 0 by the batch's size, from the models' costs measured at start) (default: [spec] batch_depth, off)")
+	fs.Var(&batchDepth, "batch-depth", "every round's depth while two or more slots generate: off (each policy's), `N` drafted tokens for every sequence, in lockstep, or auto (1 or 0 by the batch's size, from the models' costs measured at start) (default: [spec] batch_depth, auto)")
 	fs.IntVar(&maxTokens, "max-tokens", 0, "cap on a request's max_tokens (default: [server] max_tokens)")
 	fs.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default: [server] api_key_env)")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")

@@ -263,7 +263,7 @@ type Spec struct {
 	// [server] batch_rows only).
 	MaxBatchRows int `toml:"max_batch_rows"`
 	// BatchDepth is every round's depth while two or more sequences generate in one
-	// batch (see BatchDepth); default "off".
+	// batch (see BatchDepth); default "auto".
 	BatchDepth BatchDepth `toml:"batch_depth"`
 }
 
@@ -494,7 +494,7 @@ func Default() *Config {
 	c := &Config{
 		Model: Model{Device: DeviceAuto, Batch: 512, KV: KVF16, CPUOrder: CPUOrderAVX512},
 		Draft: Draft{KV: KVF16},
-		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16, DrafterOffers: true, BatchDepth: BatchDepthOff},
+		Spec:  Spec{Policy: "adaptive", Depth: DepthAuto, DraftMax: 16, DrafterOffers: true, BatchDepth: BatchDepthAuto},
 		Sampling: Sampling{
 			Temperature:   0.8,
 			TopK:          40,

@@ -276,7 +276,7 @@ func TestBatchDepth(t *testing.T) {
 		doc  string
 		want BatchDepth
 	}{
-		{``, BatchDepthOff},
+		{``, BatchDepthAuto},
 		{`batch_depth = "off"`, BatchDepthOff},
 		{`batch_depth = 1`, 1},
 		{`batch_depth = 2`, 2},
