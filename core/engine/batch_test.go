@@ -81,13 +81,13 @@ func TestBatchInvariance(t *testing.T) {
 			}
 			bt := NewBatching(64)
 			bt.BatchDepth(tc.batch)
-			if tc.batch == BatchAuto { // a chooser under which the batch drafts (TestBatchDepthAuto)
-				bt.batcher(target).auto = newAutoDepth(payingCosts())
-			}
 			// every step waits for the other sessions' forwards, a bounded while: on a
 			// loaded machine the default wait (a share of the last forward's time, none
 			// before the first) can let every forward run alone
 			bt.minGather = 50 * time.Millisecond
+			if tc.batch == BatchAuto { // a chooser under which the batch drafts (TestBatchDepthAuto)
+				bt.batcher(target).auto = newAutoDepth(payingCosts())
+			}
 			sessions := make([]*Session, seqs)
 			for i := range sessions {
 				sessions[i] = newSession(bt)

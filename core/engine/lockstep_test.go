@@ -23,13 +23,14 @@ import (
 func specBatch(t *testing.T, bt *Batching, depth, seqs int, setup ...func(target, draft *model.Model)) (res []*Result, draftForwards, draftSeqs int64) {
 	t.Helper()
 	target, draft := specPair(t)
+	// every step waits for the other sessions' forwards a bounded while: on a loaded
+	// machine the default wait can let every forward run alone (set before setup, which
+	// may make the batchers: a batcher takes it when made)
+	bt.minGather = 50 * time.Millisecond
 	for _, f := range setup {
 		f(target, draft)
 	}
 	v := target.Params.Vocab
-	// every step waits for the other sessions' forwards a bounded while: on a loaded
-	// machine the default wait can let every forward run alone
-	bt.minGather = 50 * time.Millisecond
 	var mu sync.Mutex
 	// held counts the batch is held open by (below); draft forwards count while every
 	// session generates
