@@ -175,7 +175,7 @@ func TestBatchDepthAuto(t *testing.T) {
 		return costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-3), flat(2e-3)}},
 			costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-3), flat(1e-3)}}
 	}
-	run := func(batch int, costs func(target, draft *model.Model) (costCurve, costCurve)) (drafted, rounds, deep int, perForward float64) {
+	run := func(batch int, costs func(target, draft *model.Model) (costCurve, costCurve)) (n, rounds, deep int, perForward float64) {
 		bt := NewBatching(64)
 		bt.BatchDepth(batch)
 		install := func(target, draft *model.Model) {
@@ -190,19 +190,11 @@ func TestBatchDepthAuto(t *testing.T) {
 		t.Run(fmt.Sprintf("batch depth %d", batch), func(t *testing.T) {
 			res, forwards, served = specBatch(t, bt, 3, seqs, install)
 		})
-		for _, r := range res {
-			drafted += r.Spec.Drafted
-			for k, d := range r.Spec.ByDepth {
-				rounds += d.Rounds
-				if k != "0" && k != "1" {
-					deep += d.Rounds
-				}
-			}
-		}
+		n, rounds, deep = drafted(res)
 		if forwards > 0 {
 			perForward = float64(served) / float64(forwards)
 		}
-		return drafted, rounds, deep, perForward
+		return n, rounds, deep, perForward
 	}
 	_, rounds, deep, per := run(BatchAuto, pays)
 	t.Logf("where drafting pays: %d of %d rounds deeper than 1, %.2f sequences a draft forward", deep, rounds, per)

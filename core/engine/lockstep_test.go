@@ -122,24 +122,27 @@ func TestDraftStepsInLockstep(t *testing.T) {
 	}
 }
 
+// drafted counts, over results res, the draft tokens, the rounds, and the rounds that
+// drafted more than one token.
+func drafted(res []*Result) (n, rounds, deep int) {
+	for _, r := range res {
+		n += r.Spec.Drafted
+		for k, d := range r.Spec.ByDepth {
+			rounds += d.Rounds
+			if k != "0" && k != "1" {
+				deep += d.Rounds
+			}
+		}
+	}
+	return n, rounds, deep
+}
+
 // TestBatchDepth: a batch depth sets every batched round's depth whatever the policy —
 // 0 keeps the sessions generating together plain (they draft only alone, at the end of
 // the batch), 1 drafts one token a round under a policy of depth 3 — and keeps the
 // draft steps in lockstep.
 func TestBatchDepth(t *testing.T) {
 	const seqs = 4
-	drafted := func(res []*Result) (n, rounds, deep int) {
-		for _, r := range res {
-			n += r.Spec.Drafted
-			for k, d := range r.Spec.ByDepth {
-				rounds += d.Rounds
-				if k != "0" && k != "1" {
-					deep += d.Rounds
-				}
-			}
-		}
-		return n, rounds, deep
-	}
 	free, _, _ := specBatch(t, NewBatching(64), 3, seqs)
 	plain := NewBatching(64)
 	plain.BatchDepth(0)
