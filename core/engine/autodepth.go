@@ -213,7 +213,8 @@ const BatchAuto = -2
 // target's of 1…autoDepths+1 rows a sequence (decode and verify), the draft's of 1 and 2
 // (a draft step and a catch-up), each on caches of its own at position 128 of 512, its
 // rows' statistics (or logits) handed to the host as a step's are, the fastest of two
-// after two warm-ups (the second captures a graph where the backend has them). It stops
+// after two warm-ups (the second captures a graph where the backend has them; a second
+// that took over calLong is the measure itself). It stops
 // at the sequence count where budget is spent (the costs past it are extrapolated in
 // proportion, so no depth is played on rows that were not measured). The sessions on
 // target take their batch's depth from it; without it "auto" decodes batches plainly.
@@ -290,8 +291,9 @@ func growCaches(m *model.Model, t backend.KVType, cs []*kv.Cache, n int) ([]*kv.
 	return cs, nil
 }
 
-// timeForward is the fastest of two batched forwards of m (after two warm-ups) of one
-// sequence a cache, rows rows each, every row's logits when all (a verify), else the
+// timeForward is the fastest of two batched forwards of m (after two warm-ups; the
+// second warm-up itself where it took longer than calLong) of one sequence a cache,
+// rows rows each, every row's logits when all (a verify), else the
 // last row's, their statistics (k = 1) or logits read to the host.
 func timeForward(m *model.Model, caches []*kv.Cache, rows int, all bool) (float64, error) {
 	pos := min(calPos, caches[0].Ctx()/4)
@@ -337,9 +339,17 @@ func timeForward(m *model.Model, caches []*kv.Cache, rows int, all bool) (float6
 		if err != nil {
 			return 0, err
 		}
+		d := time.Since(t0)
 		if i >= 2 {
-			best = min(best, time.Since(t0).Seconds())
+			best = min(best, d.Seconds())
+		}
+		if i == 1 && d > calLong { // (a CPU's large model: a second would be as slow)
+			return d.Seconds(), nil
 		}
 	}
 	return best, nil
 }
+
+// calLong is the forward time past which Calibrate takes a shape's second forward as
+// its measure instead of running two more.
+const calLong = 100 * time.Millisecond
