@@ -214,11 +214,11 @@ const BatchAuto = -2
 // (a draft step and a catch-up), each on caches of its own at position 128 of 512, its
 // rows' statistics (or logits) handed to the host as a step's are, the fastest of two
 // after two warm-ups (the second captures a graph where the backend has them; a second
-// that took over calLong is the measure itself). It stops
-// at the sequence count where budget is spent (the costs past it are extrapolated in
-// proportion, so no depth is played on rows that were not measured). The sessions on
-// target take their batch's depth from it; without it "auto" decodes batches plainly.
-// Call it before serving: it runs forwards on both models.
+// that took over calLong is the measure itself). It stops at the sequence count where
+// budget is spent (the costs past it are extrapolated in proportion, so no depth is
+// played on rows that were not measured). The sessions on target take their batch's
+// depth from it; without it "auto" decodes batches plainly. Call it before serving: it
+// runs forwards on both models.
 func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType, seqs int, budget time.Duration) (*Calibration, error) {
 	if target == nil || draft == nil {
 		return nil, errors.New("engine: calibrate: a target and a draft model are needed")
