@@ -100,11 +100,16 @@ func (a *autoDepth) depth(n int) int {
 }
 
 // choose is the batch depth for n sequences at acceptance acc, and the rates the model
-// expects of depths 0…autoDepths (tokens a second).
+// expects of depths 0…autoDepths (tokens a second). Past the most sequences measured
+// it is 0: extrapolated in proportion, the costs would keep the largest count's ratio,
+// where a larger batch's verify rows cost more, not less, than the decode rows' share.
 func (a *autoDepth) choose(n int, acc float64) (int, [autoDepths + 1]float64) {
 	var rates [autoDepths + 1]float64
 	for d := range rates {
 		rates[d] = a.rate(n, d, acc)
+	}
+	if s := a.target.seqs; len(s) == 0 || n > s[len(s)-1] {
+		return 0, rates
 	}
 	best := 0
 	for d := 1; d < len(rates); d++ {
@@ -215,10 +220,9 @@ const BatchAuto = -2
 // rows' statistics (or logits) handed to the host as a step's are, the fastest of two
 // after two warm-ups (the second captures a graph where the backend has them; a second
 // that took over calLong is the measure itself). It stops at the sequence count where
-// budget is spent (the costs past it are extrapolated in proportion, so no depth is
-// played on rows that were not measured). The sessions on target take their batch's
-// depth from it; without it "auto" decodes batches plainly. Call it before serving: it
-// runs forwards on both models.
+// budget is spent (past it batches decode plainly). The sessions on target take their
+// batch's depth from it; without it "auto" decodes batches plainly. Call it before
+// serving: it runs forwards on both models.
 func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType, seqs int, budget time.Duration) (*Calibration, error) {
 	if target == nil || draft == nil {
 		return nil, errors.New("engine: calibrate: a target and a draft model are needed")

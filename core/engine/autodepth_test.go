@@ -123,7 +123,7 @@ func TestCostCurve(t *testing.T) {
 // TestCalibrate: on the CPU, Calibrate measures both models at 1, 2, 4 and 5 sequences
 // (every row count the model needs, each time positive, and more rows never free of
 // time at 5 sequences), gives the target's batcher its chooser, and a budget spent
-// after the first count stops it there (the rest extrapolated).
+// after the first count stops it there (past it batches decode plainly).
 func TestCalibrate(t *testing.T) {
 	target, draft := specPair(t)
 	bt := NewBatching(64)
@@ -161,6 +161,11 @@ func TestCalibrate(t *testing.T) {
 	if s := cal2.auto.target.seqs; len(s) != 1 || s[0] != 1 {
 		t.Errorf("with no budget: measured at %v sequences, want only 1", s)
 	}
+	for i, d := range cal2.Depths(32, 1) {
+		if d != 0 {
+			t.Errorf("with no budget: depth %d at %d sequences, want 0 (past the counts measured)", d, i+2)
+		}
+	}
 }
 
 // TestBatchDepthAuto: under batch depth "auto" the batch's rounds take the depth its
@@ -171,9 +176,10 @@ func TestBatchDepthAuto(t *testing.T) {
 	const seqs = 4
 	pays := func(target, draft *model.Model) (costCurve, costCurve) { return payingCosts() }
 	never := func(target, draft *model.Model) (costCurve, costCurve) {
-		flat := func(v float64) []float64 { return []float64{v, v, v} }
-		return costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-3), flat(2e-3)}},
-			costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-3), flat(1e-3)}}
+		seqs := []int{1, 2, 4, 8, 16}
+		flat := func(v float64) []float64 { return []float64{v, v, v, v, v} }
+		return costCurve{seqs: seqs, secs: [][]float64{flat(1e-3), flat(2e-3)}},
+			costCurve{seqs: seqs, secs: [][]float64{flat(1e-3), flat(1e-3)}}
 	}
 	run := func(batch int, costs func(target, draft *model.Model) (costCurve, costCurve)) (n, rounds, deep int, perForward float64) {
 		bt := NewBatching(64)
@@ -216,10 +222,13 @@ func TestBatchDepthAuto(t *testing.T) {
 
 // payingCosts are costs under which depth 1 pays at any batch size: a verify row nearly
 // free, a draft forward free.
+// (Measured up to 16 sequences: specBatch holds its batch open with as many counts as
+// sessions.)
 func payingCosts() (target, draft costCurve) {
-	flat := func(v float64) []float64 { return []float64{v, v, v} }
-	return costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-3), flat(1.1e-3)}},
-		costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{flat(1e-5), flat(1e-5)}}
+	seqs := []int{1, 2, 4, 8, 16}
+	flat := func(v float64) []float64 { return []float64{v, v, v, v, v} }
+	return costCurve{seqs: seqs, secs: [][]float64{flat(1e-3), flat(1.1e-3)}},
+		costCurve{seqs: seqs, secs: [][]float64{flat(1e-5), flat(1e-5)}}
 }
 
 // TestAutoDepthWindow: "auto" chooses for the most sessions that generated at once
