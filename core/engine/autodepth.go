@@ -150,7 +150,7 @@ func (c costCurve) at(n int, r float64) float64 {
 	r = max(r, 1)
 	lo := min(int(r), len(c.secs))
 	v := c.atRows(n, lo)
-	if f := r - float64(lo); f > 0 {
+	if f := r - float64(lo); f > 0 && !math.IsInf(v, 1) {
 		if lo < len(c.secs) {
 			v += f * (c.atRows(n, lo+1) - v)
 		} else {
@@ -171,6 +171,9 @@ func (c costCurve) atRows(n, r int) float64 {
 		return s[0]
 	case i == len(c.seqs):
 		return s[i-1] * float64(n) / float64(c.seqs[i-1])
+	}
+	if math.IsInf(s[i], 1) { // (a shape no forward takes: see Calibrate)
+		return s[i]
 	}
 	n0, n1 := c.seqs[i-1], c.seqs[i]
 	return s[i-1] + (s[i]-s[i-1])*float64(n-n0)/float64(n1-n0)
@@ -235,6 +238,9 @@ func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType
 	sizes = append(sizes, max(seqs, 1))
 	var tc, dc costCurve
 	tc.secs, dc.secs = make([][]float64, autoDepths+1), make([][]float64, 2)
+	// a shape of more rows than one batched forward takes is never a step's: not run,
+	// its time infinite (no depth is played on it)
+	tRows, dRows := bt.batcher(target).maxRows, bt.batcher(draft).maxRows
 	var tCaches, dCaches []*kv.Cache
 	defer func() {
 		for _, c := range append(tCaches, dCaches...) {
@@ -253,14 +259,14 @@ func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType
 			return nil, err
 		}
 		for r := range tc.secs {
-			s, err := timeForward(target, tCaches[:n], r+1, r > 0)
+			s, err := timeForward(target, tCaches[:n], r+1, r > 0, tRows)
 			if err != nil {
 				return nil, fmt.Errorf("engine: calibrate: target, %d sequences × %d rows: %w", n, r+1, err)
 			}
 			tc.secs[r] = append(tc.secs[r], s)
 		}
 		for r := range dc.secs {
-			s, err := timeForward(draft, dCaches[:n], r+1, false)
+			s, err := timeForward(draft, dCaches[:n], r+1, false, dRows)
 			if err != nil {
 				return nil, fmt.Errorf("engine: calibrate: draft, %d sequences × %d rows: %w", n, r+1, err)
 			}
@@ -295,11 +301,15 @@ func growCaches(m *model.Model, t backend.KVType, cs []*kv.Cache, n int) ([]*kv.
 	return cs, nil
 }
 
-// timeForward is the fastest of two batched forwards of m (after two warm-ups; the
-// second warm-up itself where it took longer than calLong) of one sequence a cache,
-// rows rows each, every row's logits when all (a verify), else the
-// last row's, their statistics (k = 1) or logits read to the host.
-func timeForward(m *model.Model, caches []*kv.Cache, rows int, all bool) (float64, error) {
+// timeForward is, for a shape of at most maxRows rows (else +Inf), the fastest of two
+// batched forwards of m (after two warm-ups; the second warm-up itself where it took
+// longer than calLong) of one sequence a cache, rows rows each, every row's logits when
+// all (a verify), else the last row's, their statistics (k = 1) or logits read to the
+// host.
+func timeForward(m *model.Model, caches []*kv.Cache, rows int, all bool, maxRows int) (float64, error) {
+	if len(caches)*rows > maxRows {
+		return math.Inf(1), nil
+	}
 	pos := min(calPos, caches[0].Ctx()/4)
 	if pos+rows > caches[0].Ctx() {
 		return 0, fmt.Errorf("a cache of %d positions holds no %d rows", caches[0].Ctx(), rows)

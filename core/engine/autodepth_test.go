@@ -103,7 +103,7 @@ func TestAutoDepthLearnsAcceptance(t *testing.T) {
 // TestCostCurve: measured points are returned as measured; sequence counts between them
 // linearly, below the first as the first, past the last in proportion; a fractional row
 // count between its two row counts, and past the last measured row count in
-// proportion.
+// proportion; a shape too large for a forward (+Inf) stays infinite, never NaN.
 func TestCostCurve(t *testing.T) {
 	c := costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{{1, 2, 4}, {3, 4, 8}}}
 	for _, tc := range []struct {
@@ -116,6 +116,16 @@ func TestCostCurve(t *testing.T) {
 	} {
 		if got := c.at(tc.n, tc.r); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("at(%d, %v) = %v, want %v", tc.n, tc.r, got, tc.want)
+		}
+	}
+	inf := math.Inf(1)
+	big := costCurve{seqs: []int{1, 2, 4}, secs: [][]float64{{1, 2, inf}, {3, inf, inf}}}
+	for _, tc := range []struct {
+		n int
+		r float64
+	}{{3, 1}, {4, 1}, {8, 1}, {2, 2}, {3, 1.5}, {4, 1.5}, {2, 1.5}} {
+		if got := big.at(tc.n, tc.r); !math.IsInf(got, 1) {
+			t.Errorf("at(%d, %v) = %v past the rows a forward takes, want +Inf", tc.n, tc.r, got)
 		}
 	}
 }
@@ -160,6 +170,19 @@ func TestCalibrate(t *testing.T) {
 	}
 	if s := cal2.auto.target.seqs; len(s) != 1 || s[0] != 1 {
 		t.Errorf("with no budget: measured at %v sequences, want only 1", s)
+	}
+	// a batch of 8 rows at the most: 5 sequences × 2 rows are no step's, so not run
+	bt3 := NewBatching(8)
+	bt3.BatchDepth(BatchAuto)
+	cal3, err := bt3.Calibrate(target, draft, backend.KVF16, backend.KVF16, 5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cal3.auto.target.secs[1]; !math.IsInf(v[3], 1) || math.IsInf(v[2], 1) {
+		t.Errorf("batch of 8 rows: target × 2 rows at %v sequences took %v s, want +Inf past 4 only", cal3.auto.target.seqs, v)
+	}
+	if d := cal3.Depths(5, 1); d[3] != 0 {
+		t.Errorf("batch of 8 rows: depth %d at 5 sequences, want 0", d[3])
 	}
 	for i, d := range cal2.Depths(32, 1) {
 		if d != 0 {
