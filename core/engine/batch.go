@@ -47,12 +47,8 @@ type batcher struct {
 	running bool
 	active  int           // sessions inside Generate on this model
 	lastDur time.Duration // the last decode or verify forward's time (a draft model's: any), for the gathering wait
-	// ended is when each sequence's last forward ended (by cache), and turn the
-	// sequences' turnaround, a moving mean of the time from a forward's end to the same
-	// sequence's next decode or verify job (their host work between two steps): the
-	// gathering wait (gatherLimit)
-	ended map[*kv.Cache]time.Time
-	turn  time.Duration
+	// turns holds each sequence's turnaround (by cache): the gathering wait (gatherUntil)
+	turns map[*kv.Cache]*seqTurn
 	// depth is the depth of every round of the sessions generating on the model (a
 	// target's) while two or more do: Batching.BatchDepth's, DepthOff or BatchAuto
 	depth int
@@ -334,29 +330,53 @@ func (b *batcher) do(j *job) error {
 	return j.err
 }
 
-// gatherLimit bounds how long a step waits for the other generating sessions' forwards
-// once one has arrived: a small share of a forward, so that a session busy elsewhere
-// (a slow plugin) costs the others little — but twice the sessions' turnaround where
-// that is longer, up to half a forward. A session's host work between its two steps
-// (its logits' hand-over, the sampler, the text streamed to its client) is a step's
-// gap in which the others' next jobs arrive; a wait shorter than it lets the first
-// arrival's forward run alone, the late one's alone after it, and the two alternate
-// from then on (on the H200, 7B Q4_K_M, plain decoding: 2 clients served 391 tokens/s,
-// one client's 383, where a forward of both costs 3.1 ms against 2.4 alone).
+// gatherUntil is when a step that gathers from now stops waiting for the other
+// generating sessions' forwards: after a small share of a forward, so that a session
+// busy elsewhere (a slow plugin) costs the others little — or, where that is later,
+// when the sessions whose last forward ended and whose next job has not arrived are
+// due: each one's forward end plus twice its turnaround, for the sessions whose
+// turnaround is at most half a forward, and no later than half a forward from now. A
+// session's host work between its two steps (its logits' hand-over, the sampler, the
+// text streamed to its client) is a step's gap in which the others' next jobs arrive;
+// a wait shorter than it lets the first arrival's forward run alone, the late one's
+// alone after it, and the two alternate from then on (on the H200, 7B Q4_K_M, plain
+// decoding: 2 clients served 391 tokens/s, one client's 383, where a forward of both
+// costs 3.1 ms against 2.4 alone). A session slower than half a forward (a client that
+// reads slowly) is not waited for: it joins the step after.
 //
 // On a draft model the share is half a forward: while sessions draft, the target's
 // step waits for them (expect), so a draft forward that waits for another session's
 // draft step idles nothing else, and saves a forward of its own.
-func (b *batcher) gatherLimit() time.Duration {
+func (b *batcher) gatherUntil(now time.Time) time.Time {
 	share := time.Duration(20)
 	if b.draft.Load() {
 		share = 2
 	}
-	wait := b.lastDur / share
-	if t := 2 * b.turn; t > wait {
-		wait = min(t, b.lastDur/2)
+	limit := min(b.lastDur/2, 2*time.Millisecond)
+	until := now.Add(min(b.lastDur/share, 2*time.Millisecond))
+	for _, st := range b.turns {
+		if st.pending && st.turn > 0 && st.turn <= b.lastDur/2 {
+			if due := st.end.Add(2 * st.turn); due.After(until) {
+				until = due
+			}
+		}
 	}
-	return max(min(wait, 2*time.Millisecond), b.minGather)
+	if cap := now.Add(limit); until.After(cap) {
+		until = cap
+	}
+	if least := now.Add(b.minGather); until.Before(least) {
+		until = least
+	}
+	return until
+}
+
+// seqTurn is a sequence's turnaround: a moving mean of the time from the end of its
+// forward to its next decode or verify job (0: none measured), and whether its last
+// forward's next job is still to come.
+type seqTurn struct {
+	end     time.Time // its last forward's end
+	pending bool
+	turn    time.Duration
 }
 
 // arrival records, at now, the arrival of j (b.mu held): for a decode or verify job of
@@ -364,13 +384,17 @@ func (b *batcher) gatherLimit() time.Duration {
 // ends a draft phase is not one (its session was drafting: the step waits for it as
 // due), nor a prompt's first chunk (a new request).
 func (b *batcher) arrival(j *job, now time.Time) {
-	t, ok := b.ended[j.c]
-	if !ok {
+	st := b.turns[j.c]
+	if st == nil || !st.pending {
 		return
 	}
-	delete(b.ended, j.c)
-	if d := now.Sub(t); !j.settles && !j.prefill() && d < turnMax {
-		b.turn += (d - b.turn) / 8
+	st.pending = false
+	if d := now.Sub(st.end); !j.settles && !j.prefill() && d < turnMax {
+		if st.turn == 0 {
+			st.turn = d
+		} else {
+			st.turn += (d - st.turn) / 4
+		}
 	}
 }
 
@@ -382,13 +406,29 @@ const turnMax = 20 * time.Millisecond
 func (b *batcher) ran(g []*job, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ended == nil || len(b.ended) > 4*max(b.active, len(g), 16) {
-		b.ended = map[*kv.Cache]time.Time{} // (the caches of ended sessions: forgotten)
+	if b.turns == nil {
+		b.turns = map[*kv.Cache]*seqTurn{}
+	}
+	if len(b.turns) > 4*max(b.active, len(g), 16) { // the caches of ended sessions: forgotten
+		for c, st := range b.turns {
+			if now.Sub(st.end) > turnForget {
+				delete(b.turns, c)
+			}
+		}
 	}
 	for _, j := range g {
-		b.ended[j.c] = now
+		st := b.turns[j.c]
+		if st == nil {
+			st = &seqTurn{}
+			b.turns[j.c] = st
+		}
+		st.end, st.pending = now, true
 	}
 }
+
+// turnForget is how long after its last forward a sequence's turnaround is forgotten
+// once the batcher holds many.
+const turnForget = 10 * time.Second
 
 // dueLimit bounds how long a step waits for the due sessions' forwards (expect): a few
 // steps, and no less than 25 ms (a draft phase of several draft forwards), so that a
@@ -418,7 +458,7 @@ func (b *batcher) loop() {
 }
 
 // gather waits (b.mu held) for the forwards a step should serve: the due sessions'
-// (up to dueLimit), and the other generating sessions' a bounded while (gatherLimit).
+// (up to dueLimit), and the other generating sessions' a bounded while (gatherUntil).
 func (b *batcher) gather() {
 	owed := func() bool { return b.dueQueued < b.due }
 	missing := func() bool { return len(b.queue) < b.active || b.coming > 0 }
@@ -426,7 +466,7 @@ func (b *batcher) gather() {
 		return
 	}
 	now := time.Now()
-	dueBy, othersBy := now.Add(b.dueLimit()), now.Add(b.gatherLimit())
+	dueBy, othersBy := now.Add(b.dueLimit()), b.gatherUntil(now)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {

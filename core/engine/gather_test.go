@@ -12,39 +12,53 @@ import (
 	"github.com/minfer/minfer/internal/golden"
 )
 
-// TestGatherTurnaround: the gathering wait is a twentieth of a forward until the
-// sessions' turnaround (forward end to the same sequence's next decode job) is longer,
-// then twice the turnaround, at most half a forward; verify jobs that end a draft
-// phase, prompt chunks and gaps past turnMax are not turnarounds.
+// TestGatherTurnaround: a step waits a twentieth of a forward for the other sessions,
+// or until those whose next job is still to come are due — each one's forward end plus
+// twice its turnaround (forward end to its next decode job) — for the sessions whose
+// turnaround is at most half a forward, never past half a forward from now; verify jobs
+// that end a draft phase, prompt chunks and gaps past turnMax are not turnarounds.
 func TestGatherTurnaround(t *testing.T) {
-	c := &kv.Cache{}
+	fast, slow := &kv.Cache{}, &kv.Cache{}
 	b := &batcher{lastDur: 2400 * time.Microsecond}
-	if got, want := b.gatherLimit(), 120*time.Microsecond; got != want {
+	t0 := time.Now()
+	if got, want := b.gatherUntil(t0).Sub(t0), 120*time.Microsecond; got != want {
 		t.Fatalf("no turnaround measured: wait %v, want %v (a twentieth)", got, want)
 	}
-	t0 := time.Now()
 	feed := func(j *job, gap time.Duration, n int) {
 		for range n {
 			b.ran([]*job{j}, t0)
 			b.arrival(j, t0.Add(gap))
 		}
 	}
-	feed(&job{c: c, ids: []int32{1}, out: model.OutAll, settles: true}, 900*time.Microsecond, 50)
-	feed(&job{c: c, ids: []int32{1, 2, 3}, out: model.OutLast}, 900*time.Microsecond, 50)
-	feed(&job{c: c, ids: []int32{1}, out: model.OutLast}, 30*time.Millisecond, 50)
-	if b.turn != 0 {
-		t.Fatalf("turnaround %v from draft phases, prompts and long gaps, want none", b.turn)
+	decode := func(c *kv.Cache) *job { return &job{c: c, ids: []int32{1}, out: model.OutLast} }
+	feed(&job{c: fast, ids: []int32{1}, out: model.OutAll, settles: true}, 900*time.Microsecond, 5)
+	feed(&job{c: fast, ids: []int32{1, 2, 3}, out: model.OutLast}, 900*time.Microsecond, 5)
+	feed(decode(fast), 30*time.Millisecond, 5)
+	if st := b.turns[fast]; st.turn != 0 {
+		t.Fatalf("turnaround %v from draft phases, prompts and long gaps, want none", st.turn)
 	}
-	feed(&job{c: c, ids: []int32{1}, out: model.OutLast}, 300*time.Microsecond, 60)
-	if d := b.turn - 300*time.Microsecond; d < -time.Microsecond || d > time.Microsecond {
-		t.Fatalf("turnaround %v after 60 gaps of 300µs", b.turn)
+	feed(decode(fast), 300*time.Microsecond, 20)
+	feed(decode(slow), 1500*time.Microsecond, 20)
+	if f, s := b.turns[fast].turn, b.turns[slow].turn; f != 300*time.Microsecond || s != 1500*time.Microsecond {
+		t.Fatalf("turnarounds %v and %v after gaps of 300µs and 1.5 ms", f, s)
 	}
-	if got, want := b.gatherLimit(), 600*time.Microsecond; got < want-2*time.Microsecond || got > want {
-		t.Errorf("turnaround 300µs, forward 2.4 ms: wait %v, want ~%v (twice the turnaround)", got, want)
+	// the fast session's forward ended 50µs before the step gathers: due 550µs from now
+	b.ran([]*job{decode(fast)}, t0)
+	now := t0.Add(50 * time.Microsecond)
+	if got, want := b.gatherUntil(now).Sub(now), 550*time.Microsecond; got != want {
+		t.Errorf("a session of turnaround 300µs pending: wait %v, want %v (its end plus twice its turnaround)", got, want)
 	}
-	b.lastDur = 400 * time.Microsecond
-	if got, want := b.gatherLimit(), 200*time.Microsecond; got != want {
-		t.Errorf("turnaround 300µs, forward 0.4 ms: wait %v, want %v (half a forward)", got, want)
+	// the slow one (1.5 ms, over half a forward) is not waited for
+	b.turns[fast].pending = false
+	b.ran([]*job{decode(slow)}, t0)
+	if got, want := b.gatherUntil(now).Sub(now), 120*time.Microsecond; got != want {
+		t.Errorf("only a session of turnaround 1.5 ms pending (forward 2.4 ms): wait %v, want %v", got, want)
+	}
+	// never past half a forward
+	b.lastDur = 4 * time.Millisecond
+	b.turns[slow].turn = 1900 * time.Microsecond
+	if got, want := b.gatherUntil(now).Sub(now), 2*time.Millisecond; got != want {
+		t.Errorf("turnaround 1.9 ms, forward 4 ms: wait %v, want %v (half a forward)", got, want)
 	}
 }
 
