@@ -64,7 +64,7 @@ const (
 	// (see autoDepth).
 	autoMargin = 0.10
 	// autoPrior is the acceptance assumed before a round was seen, weighted as
-	// autoPriorWeight judged tokens.
+	// autoPriorWeight judged rounds.
 	autoPrior, autoPriorWeight = 0.8, 8
 	autoDecay                  = 0.995
 )
@@ -186,16 +186,6 @@ type Calibration struct {
 	Took time.Duration
 }
 
-// Depths is the batch depth "auto" plays for 2…maxSeqs sequences at acceptance acc.
-func (c *Calibration) Depths(maxSeqs int, acc float64) []int {
-	out := make([]int, 0, max(maxSeqs-1, 0))
-	for n := 2; n <= maxSeqs; n++ {
-		d, _ := c.auto.choose(n, acc)
-		out = append(out, d)
-	}
-	return out
-}
-
 // String summarises the measurement: each sequence count's forward times and the depth
 // played there at the prior acceptance.
 func (c *Calibration) String() string {
@@ -258,21 +248,12 @@ func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType
 		if dCaches, err = growCaches(draft, dkt, dCaches, n); err != nil {
 			return nil, err
 		}
-		for r := range tc.secs {
-			s, err := timeForward(target, tCaches[:n], r+1, r > 0, tRows)
-			if err != nil {
-				return nil, fmt.Errorf("engine: calibrate: target, %d sequences × %d rows: %w", n, r+1, err)
-			}
-			tc.secs[r] = append(tc.secs[r], s)
+		if err := tc.measure("target", target, tCaches[:n], true, tRows); err != nil {
+			return nil, err
 		}
-		for r := range dc.secs {
-			s, err := timeForward(draft, dCaches[:n], r+1, false, dRows)
-			if err != nil {
-				return nil, fmt.Errorf("engine: calibrate: draft, %d sequences × %d rows: %w", n, r+1, err)
-			}
-			dc.secs[r] = append(dc.secs[r], s)
+		if err := dc.measure("draft", draft, dCaches[:n], false, dRows); err != nil {
+			return nil, err
 		}
-		tc.seqs, dc.seqs = append(tc.seqs, n), append(dc.seqs, n)
 	}
 	a := newAutoDepth(tc, dc)
 	b := bt.batcher(target)
@@ -280,6 +261,21 @@ func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType
 	b.auto = a
 	b.mu.Unlock()
 	return &Calibration{auto: a, Took: time.Since(start)}, nil
+}
+
+// measure adds to c the forwards of m of one sequence a cache, 1…len(c.secs) rows each
+// (every row's logits past one row where verify: the target's verify rows; else the
+// last row's), as timeForward measures them.
+func (c *costCurve) measure(name string, m *model.Model, caches []*kv.Cache, verify bool, maxRows int) error {
+	for r := range c.secs {
+		s, err := timeForward(m, caches, r+1, verify && r > 0, maxRows)
+		if err != nil {
+			return fmt.Errorf("engine: calibrate: %s, %d sequences × %d rows: %w", name, len(caches), r+1, err)
+		}
+		c.secs[r] = append(c.secs[r], s)
+	}
+	c.seqs = append(c.seqs, len(caches))
+	return nil
 }
 
 // The caches Calibrate's forwards run at: calPos positions filled of calCtx.

@@ -159,8 +159,8 @@ func TestCalibrate(t *testing.T) {
 			}
 		}
 	}
-	if got := len(cal.Depths(5, 0.9)); got != 4 {
-		t.Errorf("Depths(5) gave %d depths, want 4 (2…5 sequences)", got)
+	if got := len(depths(cal, 5, 0.9)); got != 4 {
+		t.Errorf("depths(5) gave %d depths, want 4 (2…5 sequences)", got)
 	}
 	bt2 := NewBatching(64)
 	bt2.BatchDepth(BatchAuto)
@@ -181,10 +181,10 @@ func TestCalibrate(t *testing.T) {
 	if v := cal3.auto.target.secs[1]; !math.IsInf(v[3], 1) || math.IsInf(v[2], 1) {
 		t.Errorf("batch of 8 rows: target × 2 rows at %v sequences took %v s, want +Inf past 4 only", cal3.auto.target.seqs, v)
 	}
-	if d := cal3.Depths(5, 1); d[3] != 0 {
+	if d := depths(cal3, 5, 1); d[3] != 0 {
 		t.Errorf("batch of 8 rows: depth %d at 5 sequences, want 0", d[3])
 	}
-	for i, d := range cal2.Depths(32, 1) {
+	for i, d := range depths(cal2, 32, 1) {
 		if d != 0 {
 			t.Errorf("with no budget: depth %d at %d sequences, want 0 (past the counts measured)", d, i+2)
 		}
@@ -284,4 +284,14 @@ func TestAutoDepthWindow(t *testing.T) {
 	if d := b.batchDepth(); d != 1 {
 		t.Errorf("4 sessions again: depth %d, want 1", d)
 	}
+}
+
+// depths is the batch depth "auto" plays for 2…maxSeqs sequences at acceptance acc.
+func depths(c *Calibration, maxSeqs int, acc float64) []int {
+	var out []int
+	for n := 2; n <= maxSeqs; n++ {
+		d, _ := c.auto.choose(n, acc)
+		out = append(out, d)
+	}
+	return out
 }

@@ -243,18 +243,15 @@ func (b *batcher) generating() int {
 func (b *batcher) batchDepth() int {
 	b.mu.Lock()
 	d, a := b.depth, b.auto
-	n := b.active
-	if d == BatchAuto {
-		now := time.Now()
-		if b.active >= b.peak || now.Sub(b.peakAt) > autoWindow {
-			b.peak, b.peakAt = b.active, now
-		}
-		n = b.peak
-	}
-	b.mu.Unlock()
 	if d != BatchAuto {
+		b.mu.Unlock()
 		return d
 	}
+	if now := time.Now(); b.active >= b.peak || now.Sub(b.peakAt) > autoWindow {
+		b.peak, b.peakAt = b.active, now
+	}
+	n := b.peak
+	b.mu.Unlock()
 	if a == nil {
 		return 0 // not calibrated: plain decoding is never slower than itself
 	}

@@ -766,10 +766,8 @@ func feed(ctx context.Context, m lm, ids []int32, batch int) error {
 // batchDepth is the depth every round of the session takes now (Batching.BatchDepth):
 // -1 (its policy's) alone, without batching or without a draft model.
 func (s *Session) batchDepth() int {
-	if sq, ok := s.target.(*seq); ok && sq.b != nil && s.draft != nil {
-		if sq.b.generating() >= 2 {
-			return max(sq.b.batchDepth(), -1)
-		}
+	if sq, ok := s.target.(*seq); ok && sq.b != nil && s.draft != nil && sq.b.generating() >= 2 {
+		return sq.b.batchDepth()
 	}
 	return -1
 }
