@@ -26,9 +26,14 @@ import (
 //
 //	n·E_d / (C(n×(d+1)) + D(n×(1+a^d)) + (d−1)·D(n×1))
 //
-// tokens a second against n / C(n×1) for plain decoding (the model of the H200's
+// tokens a second against n / C(n×1) for plain decoding, less what drafting adds to
+// every token: the draft model must prefill each request's prompt as well, ρ prompt rows
+// a generated token at P seconds a row beside a step, so each token costs ρ·P more at d
+// > 0 (the model of the H200's
 // serving runs in docs/PERFORMANCE.md, 2026-12-03, which it reproduced within 0.04 from
-// the costs measured while serving). The costs come from Calibrate's forwards, a of the
+// the costs measured while serving). Without the prompts' term it expected 1.11 of plain
+// at 4 sequences where depth 1 served 1.035: the loadgen's prompts are 1.17 rows a
+// generated token, and the 0.5B draft's share of them was 0.14 s of the run's 2.48. The costs come from Calibrate's forwards, a of the
 // rounds the target's sequences ran with the draft model. A depth d > 0 is played only
 // where the model expects autoMargin more than plain decoding of it: Calibrate's
 // forwards cost less than a served step (0.3-0.75 ms more a forward on the H200 at 4
@@ -51,6 +56,16 @@ type autoDepth struct {
 	// it fell below the 0.78 where depth 1 stops clearing autoMargin, and "auto" played
 	// plain (0.98 of plain) where depth 1 served 1.05.
 	accepted, judged float64
+	// prompt and gen: the prompt rows the draft model prefills for the requests that may
+	// draft and the tokens they generate, both decaying by autoLoadDecay a request
+	// (ρ = prompt / gen); a request counts its expected tokens (autoExpect) until it ends
+	prompt, gen float64
+	// requests is the number of requests recorded (a request's weight is autoLoadDecay
+	// to the power of those after it)
+	requests int
+
+	// prefillRow is P, the draft model's seconds a prompt row beside a step (Calibrate)
+	prefillRow float64
 }
 
 const (
@@ -67,7 +82,16 @@ const (
 	// autoPriorWeight judged rounds.
 	autoPrior, autoPriorWeight = 0.8, 8
 	autoDecay                  = 0.995
+	// autoLoadDecay is the weight a request's prompt and tokens keep at the next
+	// request's start (ρ is that of the last ~50 requests).
+	autoLoadDecay = 0.98
+	// calPrefillRows is the prompt rows of the draft's forward that Calibrate times for P.
+	calPrefillRows = 32
 )
+
+// autoExpect is the tokens a request is expected to generate until it ends: its
+// NPredict, or this.
+const autoExpect = 256
 
 func newAutoDepth(target, draft costCurve) *autoDepth {
 	return &autoDepth{target: target, draft: draft, accepted: autoPrior * autoPriorWeight, judged: autoPriorWeight}
@@ -86,6 +110,42 @@ func (a *autoDepth) rounded(drafted, accepted int) {
 	a.mu.Unlock()
 }
 
+// requested records a request that may draft starting, with prompt rows to prefill
+// and expect tokens expected (autoExpect), and returns its number for finished.
+func (a *autoDepth) requested(prompt, expect int) int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prompt = a.prompt*autoLoadDecay + float64(max(prompt, 0))
+	a.gen = a.gen*autoLoadDecay + float64(expect)
+	a.requests++
+	return a.requests
+}
+
+// finished records the end of request number id, which requested expected expect
+// tokens: it generated produced (counted at the weight its expected tokens have now).
+func (a *autoDepth) finished(id, expect, produced int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	w := math.Pow(autoLoadDecay, float64(a.requests-id))
+	a.gen = max(a.gen+w*float64(produced-expect), 0)
+	a.mu.Unlock()
+}
+
+// promptLoad is ρ, the prompt rows a generated token (0 before a request).
+func (a *autoDepth) promptLoad() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gen <= 0 {
+		return 0
+	}
+	return a.prompt / a.gen
+}
+
 // acceptance is the estimate of a.
 func (a *autoDepth) acceptance() float64 {
 	a.mu.Lock()
@@ -95,18 +155,19 @@ func (a *autoDepth) acceptance() float64 {
 
 // depth is the batch depth for n sequences generating.
 func (a *autoDepth) depth(n int) int {
-	d, _ := a.choose(n, a.acceptance())
+	d, _ := a.choose(n, a.acceptance(), a.promptLoad())
 	return d
 }
 
-// choose is the batch depth for n sequences at acceptance acc, and the rates the model
-// expects of depths 0…autoDepths (tokens a second). Past the most sequences measured
+// choose is the batch depth for n sequences at acceptance acc and ρ rho prompt rows a
+// token, and the rates the model expects of depths 0…autoDepths (tokens a second). Past
+// the most sequences measured
 // it is 0: extrapolated in proportion, the costs would keep the largest count's ratio,
 // where a larger batch's verify rows cost more, not less, than the decode rows' share.
-func (a *autoDepth) choose(n int, acc float64) (int, [autoDepths + 1]float64) {
+func (a *autoDepth) choose(n int, acc, rho float64) (int, [autoDepths + 1]float64) {
 	var rates [autoDepths + 1]float64
 	for d := range rates {
-		rates[d] = a.rate(n, d, acc)
+		rates[d] = a.rate(n, d, acc, rho)
 	}
 	if s := a.target.seqs; len(s) == 0 || n > s[len(s)-1] {
 		return 0, rates
@@ -120,8 +181,9 @@ func (a *autoDepth) choose(n int, acc float64) (int, [autoDepths + 1]float64) {
 	return best, rates
 }
 
-// rate is the tokens a second the model expects of n sequences at depth d.
-func (a *autoDepth) rate(n, d int, acc float64) float64 {
+// rate is the tokens a second the model expects of n sequences at depth d, acceptance
+// acc and ρ rho.
+func (a *autoDepth) rate(n, d int, acc, rho float64) float64 {
 	c := a.target.at(n, float64(d+1))
 	if d == 0 {
 		return float64(n) / c
@@ -132,7 +194,8 @@ func (a *autoDepth) rate(n, d int, acc float64) float64 {
 		e += p
 	}
 	cost := c + a.draft.at(n, 1+p) + float64(d-1)*a.draft.at(n, 1)
-	return float64(n) * e / cost
+	tokens := float64(n) * e
+	return tokens / (cost + tokens*rho*a.prefillRow)
 }
 
 // costCurve is a model's measured batched forwards: secs[r-1][i] the seconds of a
@@ -191,12 +254,13 @@ type Calibration struct {
 func (c *Calibration) String() string {
 	var b strings.Builder
 	a := c.auto
-	fmt.Fprintf(&b, "measured in %v at acceptance %.2f (then as measured):", c.Took.Round(time.Millisecond), autoPrior)
+	fmt.Fprintf(&b, "measured in %v at acceptance %.2f, no prompts (then as measured); draft prefill %.3f ms a row:",
+		c.Took.Round(time.Millisecond), autoPrior, 1e3*a.prefillRow)
 	for _, n := range a.target.seqs {
 		if n < 2 {
 			continue
 		}
-		d, rates := a.choose(n, autoPrior)
+		d, rates := a.choose(n, autoPrior, 0)
 		fmt.Fprintf(&b, " %d seqs: target %.2f/%.2f ms, draft %.2f ms, depth %d (depth 1 expected at %.2f× plain);", n,
 			1e3*a.target.at(n, 1), 1e3*a.target.at(n, 2), 1e3*a.draft.at(n, 1), d, rates[1]/rates[0])
 	}
@@ -209,7 +273,8 @@ const BatchAuto = -2
 // Calibrate measures, for batch depth "auto" (BatchDepth(BatchAuto)), the batched
 // forwards of target and its draft model at 1, 2, 4, … up to seqs sequences: the
 // target's of 1…autoDepths+1 rows a sequence (decode and verify), the draft's of 1 and 2
-// (a draft step and a catch-up), each on caches of its own at position 128 of 512, its
+// (a draft step and a catch-up), and the draft's of one sequence of calPrefillRows
+// prompt rows (a prompt's cost, P), each on caches of its own at position 128 of 512, its
 // rows' statistics (or logits) handed to the host as a step's are, the fastest of two
 // after two warm-ups (the second captures a graph where the backend has them; a second
 // that took over calLong is the measure itself). It stops at the sequence count where
@@ -256,6 +321,15 @@ func (bt *Batching) Calibrate(target, draft *model.Model, kt, dkt backend.KVType
 		}
 	}
 	a := newAutoDepth(tc, dc)
+	// P: a prompt's rows beside a draft step cost the forward's time past a step's
+	r := min(calPrefillRows, dRows)
+	if r > 1 {
+		s, err := timeForward(draft, dCaches[:1], r, false, dRows)
+		if err != nil {
+			return nil, fmt.Errorf("engine: calibrate: draft, 1 sequence × %d prompt rows: %w", r, err)
+		}
+		a.prefillRow = max(s-dc.at(1, 1), 0) / float64(r-1)
+	}
 	b := bt.batcher(target)
 	b.mu.Lock()
 	b.auto = a

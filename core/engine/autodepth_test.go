@@ -46,15 +46,15 @@ func TestAutoDepthH200(t *testing.T) {
 		{2, 0.9, 1}, {4, 0.9, 1}, {8, 0.9, 1}, {16, 0.9, 0}, {32, 0.9, 0},
 		{4, 0.5, 0}, {8, 0.5, 0},
 	} {
-		d, rates := a.choose(tc.n, tc.acc)
+		d, rates := a.choose(tc.n, tc.acc, 0)
 		t.Logf("%d sequences, acceptance %.2f: depth %d, depth 1 expected at %.3f× plain", tc.n, tc.acc, d, rates[1]/rates[0])
 		if d != tc.want {
 			t.Errorf("%d sequences at acceptance %.2f: depth %d, want %d (rates %v)", tc.n, tc.acc, d, tc.want, rates)
 		}
 	}
 	// the model's own figures, which the margin sits under (see autoDepth)
-	_, r4 := a.choose(4, 0.9)
-	_, r16 := a.choose(16, 0.9)
+	_, r4 := a.choose(4, 0.9, 0)
+	_, r16 := a.choose(16, 0.9, 0)
 	if g := r4[1] / r4[0]; math.Abs(g-1.16) > 0.01 {
 		t.Errorf("depth 1 at 4 sequences: %.3f× plain expected, want 1.16 (the model of PERFORMANCE.md)", g)
 	}
@@ -97,6 +97,50 @@ func TestAutoDepthLearnsAcceptance(t *testing.T) {
 	}
 	if d := a.depth(4); d != 0 {
 		t.Errorf("at acceptance %.2f: depth %d at 4 sequences, want 0", a.acceptance(), d)
+	}
+}
+
+// TestAutoDepthPromptLoad: the prompts the draft model must prefill when it drafts move
+// the choice. On the H200's costs with the draft prefilling at 0.06 ms a row, depth 1 at
+// 4 sequences and acceptance 0.9 pays with no prompts (1.16× plain), but not at the
+// loadgen's 150-row prompts for 128 tokens (1.17 rows a token: 1.08×, under the margin);
+// a request counts its expected tokens while it runs, its tokens once it ends, and
+// requests of short prompts and long answers bring depth 1 back.
+func TestAutoDepthPromptLoad(t *testing.T) {
+	a := newAutoDepth(h200Costs())
+	a.prefillRow = 0.06e-3
+	a.accepted, a.judged = 0.9*1e6, 1e6 // (acceptance 0.9, held there)
+	if d := a.depth(4); d != 1 || a.promptLoad() != 0 {
+		t.Fatalf("no requests: depth %d at 4 sequences, ρ %v; want depth 1, ρ 0", d, a.promptLoad())
+	}
+	var ids []int
+	for range 4 {
+		ids = append(ids, a.requested(150, 128))
+	}
+	if rho := a.promptLoad(); math.Abs(rho-150.0/128) > 1e-9 {
+		t.Errorf("4 requests of 150 prompt rows expecting 128 tokens: ρ %v, want %v", rho, 150.0/128)
+	}
+	_, rates := a.choose(4, 0.9, 150.0/128)
+	if g := rates[1] / rates[0]; math.Abs(g-1.08) > 0.01 {
+		t.Errorf("depth 1 at 4 sequences, ρ 1.17: %.3f× plain expected, want 1.08", g)
+	}
+	if d := a.depth(4); d != 0 {
+		t.Errorf("ρ %.2f: depth %d at 4 sequences, want 0", a.promptLoad(), d)
+	}
+	for _, id := range ids { // each generated 64 tokens, not 128: ρ doubles
+		a.finished(id, 128, 64)
+	}
+	if rho := a.promptLoad(); math.Abs(rho-150.0/64) > 1e-9 {
+		t.Errorf("4 requests of 150 prompt rows that generated 64 tokens: ρ %v, want %v", rho, 150.0/64)
+	}
+	for range 300 {
+		a.finished(a.requested(8, 512), 512, 512)
+	}
+	if rho := a.promptLoad(); rho > 0.02 {
+		t.Errorf("after 300 requests of 8 prompt rows and 512 tokens: ρ %v, want about 8/512", rho)
+	}
+	if d := a.depth(4); d != 1 {
+		t.Errorf("ρ %.3f: depth %d at 4 sequences, want 1", a.promptLoad(), d)
 	}
 }
 
@@ -159,6 +203,9 @@ func TestCalibrate(t *testing.T) {
 			}
 		}
 	}
+	if p := a.prefillRow; !(p > 0) || math.IsInf(p, 1) {
+		t.Errorf("the draft's prompt row: %v s, want a positive time", p)
+	}
 	if got := len(depths(cal, 5, 0.9)); got != 4 {
 		t.Errorf("depths(5) gave %d depths, want 4 (2…5 sequences)", got)
 	}
@@ -204,12 +251,16 @@ func TestBatchDepthAuto(t *testing.T) {
 		return costCurve{seqs: seqs, secs: [][]float64{flat(1e-3), flat(2e-3)}},
 			costCurve{seqs: seqs, secs: [][]float64{flat(1e-3), flat(1e-3)}}
 	}
+	var auto *autoDepth // the last run's chooser
+	var results []*Result
 	run := func(batch int, costs func(target, draft *model.Model) (costCurve, costCurve)) (n, rounds, deep int, perForward float64) {
 		bt := NewBatching(64)
 		bt.BatchDepth(batch)
+		auto = nil
 		install := func(target, draft *model.Model) {
 			if costs != nil {
-				bt.batcher(target).auto = newAutoDepth(costs(target, draft))
+				auto = newAutoDepth(costs(target, draft))
+				bt.batcher(target).auto = auto
 			}
 		}
 		// (in a subtest of its own, so that its models, their CPU backend and the
@@ -219,6 +270,7 @@ func TestBatchDepthAuto(t *testing.T) {
 		t.Run(fmt.Sprintf("batch depth %d", batch), func(t *testing.T) {
 			res, forwards, served = specBatch(t, bt, 3, seqs, install)
 		})
+		results = res
 		n, rounds, deep = drafted(res)
 		if forwards > 0 {
 			perForward = float64(served) / float64(forwards)
@@ -232,6 +284,16 @@ func TestBatchDepthAuto(t *testing.T) {
 	}
 	if per < 2 {
 		t.Errorf("where drafting pays, %.2f sequences a draft forward, want at least 2 of %d", per, seqs)
+	}
+	// the requests told the chooser their prompts and tokens: ρ is a weighted mean of
+	// theirs, so between the least and the most
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range results {
+		rho := float64(r.PromptTokens-1-r.CachedTokens) / float64(len(r.Tokens))
+		lo, hi = min(lo, rho), max(hi, rho)
+	}
+	if rho := auto.promptLoad(); rho < lo-1e-9 || rho > hi+1e-9 || hi == 0 {
+		t.Errorf("prompt load ρ %v after the requests, want within theirs, %v…%v", rho, lo, hi)
 	}
 	free, _, _, _ := run(DepthOff, nil) // the policies' own depth, 3
 	for name, costs := range map[string]func(target, draft *model.Model) (costCurve, costCurve){"where it does not pay": never, "uncalibrated": nil} {
@@ -290,7 +352,7 @@ func TestAutoDepthWindow(t *testing.T) {
 func depths(c *Calibration, maxSeqs int, acc float64) []int {
 	var out []int
 	for n := 2; n <= maxSeqs; n++ {
-		d, _ := c.auto.choose(n, acc)
+		d, _ := c.auto.choose(n, acc, 0)
 		out = append(out, d)
 	}
 	return out

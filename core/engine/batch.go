@@ -272,6 +272,23 @@ func (b *batcher) rounded(drafted, accepted int) {
 	a.rounded(drafted, accepted)
 }
 
+// requested and finished record a request that may draft with the model's draft model
+// starting (prompt rows to prefill, expect tokens expected; it returns the request's
+// number) and ending (produced tokens): batch depth "auto"'s prompt load.
+func (b *batcher) requested(prompt, expect int) int {
+	b.mu.Lock()
+	a := b.auto
+	b.mu.Unlock()
+	return a.requested(prompt, expect)
+}
+
+func (b *batcher) finished(id, expect, produced int) {
+	b.mu.Lock()
+	a := b.auto
+	b.mu.Unlock()
+	a.finished(id, expect, produced)
+}
+
 // expect tells the batcher that a session's next forwards are due: every step waits
 // for them (up to dueLimit) rather than running without them. A speculative round's
 // session is due on the target from its draft phase to its verify (the job that

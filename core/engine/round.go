@@ -41,6 +41,10 @@ type gen struct {
 	held    []sdk.DraftResult
 	holds   []bool
 	offered []int
+	// expect is the tokens the request told the target's batcher it expects (its
+	// prompt load, batcher.requested), 0 when it told it nothing; loadID is the number
+	// the batcher gave it
+	expect, loadID int
 }
 
 // run prefills the prompt, then runs rounds until a stop rule fires.
@@ -64,6 +68,7 @@ func (g *gen) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: prefill: %w", err)
 	}
+	g.requested(kept)
 	if g.req.NPredict == 0 {
 		// Nothing to generate; still score the last prompt position when asked.
 		g.emit.reason = StopLength
@@ -86,6 +91,22 @@ func (g *gen) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// requested tells the target's batcher (batch depth "auto") the prompt rows the draft
+// model prefills for the request when it drafts — the prompt past the kept positions —
+// and the tokens expected of it, where it may draft with the draft model.
+func (g *gen) requested(kept int) {
+	s := g.s
+	sq, ok := s.target.(*seq)
+	if !ok || sq.b == nil || s.draft == nil || g.req.Policy == nil || g.req.NoDraftModel || !g.mayDraft() {
+		return
+	}
+	g.expect = autoExpect
+	if g.req.NPredict > 0 {
+		g.expect = g.req.NPredict
+	}
+	g.loadID = sq.b.requested(len(g.req.Prompt)-1-kept, g.expect)
 }
 
 // drafters is the number of drafters the request offers: the draft model, then the
@@ -549,6 +570,9 @@ func (g *gen) finish() {
 		g.emit.reason = StopLength
 	}
 	g.endAt = time.Now()
+	if sq, ok := g.s.target.(*seq); ok && sq.b != nil && g.expect > 0 {
+		sq.b.finished(g.loadID, g.expect, g.produced)
+	}
 	r := g.res
 	r.Tokens = g.emit.tokens
 	r.Text = g.emit.text.String()
