@@ -105,10 +105,10 @@ side_by_side() {
 
 # Last (minfer alone): serving at 1-32 clients, plain and with the draft model.
 serving() {
-  for c in 1 4 32; do
+  for c in 1 2 4 8 16 32; do
     serve mf-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
   done
-  for c in 1 4 8 32; do
+  for c in 1 2 4 8 16 32; do
     serve mf-spec-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
       --parallel $c --ctx 2048 --addr 127.0.0.1:18101
   done
