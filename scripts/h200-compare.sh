@@ -106,10 +106,12 @@ side_by_side() {
 # Last (minfer alone): serving at 1-32 clients, plain and with the draft model.
 serving() {
   for c in 1 2 4 8 16 32; do
-    serve mf-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
+    local r=4; [ $c -le 2 ] && r=8
+    serve mf-np$c 18101 $c $r -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel $c --ctx 2048 --addr 127.0.0.1:18101
   done
   for c in 1 2 4 8 16 32; do
-    serve mf-spec-np$c 18101 $c 3 -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
+    local r=4; [ $c -le 2 ] && r=8
+    serve mf-spec-np$c 18101 $c $r -- $MF serve -m $M/t7-q4km.gguf --draft $M/d05-q4km.gguf --device cuda \
       --parallel $c --ctx 2048 --addr 127.0.0.1:18101
   done
   stage "minfer serving done"
