@@ -136,6 +136,7 @@ case "${1:-}" in
     set -e
     mkdir -p .dev/cmp .dev/cmpt/td/models/trained
     CGO_ENABLED=0 go build -ldflags="-s -w" -o .dev/cmp/minfer ./cmd/minfer
+    rm -f .dev/cmp/minfer.xz && xz -T2 .dev/cmp/minfer # (the tree and .dev/cmp must stay under the 64 MiB carry)
     cp ../shared/bench/llama.cpp-d32676d7.tar.xz ../shared/bench/loadgen.py scripts/h200-compare.sh .dev/cmp/
     cp scripts/bench-drafters.sh ../shared/testdata/models/trained/target-q8_0.gguf .dev/cmp/
     CGO_ENABLED=0 go test -c -tags cuda -ldflags="-s -w" -o .dev/cmpt/cuda.test ./core/backend/cuda
@@ -144,7 +145,9 @@ case "${1:-}" in
     cp ../shared/testdata/models/trained/{target-q4_k_m.gguf,draft-q8_0.gguf,eval-prose.txt,eval-code.txt,tokenizer.json} \
       .dev/cmpt/td/models/trained/
     du -sh .dev/cmp .dev/cmpt ;;
-  stash) rm -rf $W && mkdir -p $W && cp -r $here/. $W/ && ls $W ;;
+  stash) rm -rf $W && mkdir -p $W && cp -r $here/. $W/ && \
+    python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" $W/minfer.xz $W/minfer && \
+    chmod +x $W/minfer && ls $W ;;
   start)
     mkdir -p $W/t $L && cp -r $here/. $W/t/ && cp $W/target-q8_0.gguf $W/t/td/models/trained/
     setsid nohup bash $W/h200-compare.sh run > $L/pipe.log 2>&1 < /dev/null & sleep 2; cat $L/progress.txt ;;
