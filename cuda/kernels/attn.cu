@@ -84,24 +84,31 @@ static __device__ __forceinline__ void kv_dots(const float *sq, int ng, int hd, 
 }
 
 // warp_softmax turns a split's n scores sg (shared memory) into exp(score − m) in place,
-// by one warp: lane l takes positions l, l + 32, … in order, the max is a warp max, and
-// the sum l is each lane's sum in order, then the xor tree. One warp a head, so a block
-// of the grouped kernel takes its heads' reductions side by side and waits once (a
-// block's two barrier pairs a head were most of attn_part_grp's time below 32 rows:
-// perf-cuda.md v17); attn_part takes the same steps, so the bits are the same. The
-// caller publishes sg with a barrier.
+// by one warp, with the bits of a 128-thread block's reduction (block_max, block_sum),
+// which the kernels had before it: lane l takes positions l, l + 32, … as the block's
+// threads l, l + 32, l + 64 and l + 96 (virtual thread t summing positions t, t + 128, …
+// in order, into s[w] for t = l + 32w), each virtual warp's sums go through the xor tree
+// (warp_sum), and the four totals add as block_sum adds them, (W0 + W2) + (W1 + W3). (A
+// single sum a lane, then one xor tree, fd221db, moved the split-K prefill's perplexity
+// from −0.075% to −0.121% of the CPU's, past TestPerplexityVsCPU's 0.1%: perf-cuda.md,
+// "What is left".) The max is order-free. One warp a head, so a block of the grouped
+// kernel takes its heads' reductions side by side and waits once (a block's two barrier
+// pairs a head were most of attn_part_grp's time below 32 rows: perf-cuda.md v17);
+// attn_part takes the same steps, so the bits are the same. The caller publishes sg
+// with a barrier.
 static __device__ __forceinline__ void warp_softmax(float *sg, int n, int lane, float &m, float &l) {
     float mx = NEG_INF;
     for (int i = lane; i < n; i += WARP) mx = fmaxf(mx, sg[i]);
     mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int i = lane; i < n; i += WARP) {
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = lane, k = 0; i < n; i += WARP, k++) {
         const float e = expf(sg[i] - mx);
         sg[i] = e;
-        sum = __fadd_rn(sum, e);
+        s[k & 3] = __fadd_rn(s[k & 3], e);
     }
     m = mx;
-    l = warp_sum(sum);
+    const float w0 = warp_sum(s[0]), w1 = warp_sum(s[1]), w2 = warp_sum(s[2]), w3 = warp_sum(s[3]);
+    l = __fadd_rn(__fadd_rn(w0, w2), __fadd_rn(w1, w3));
 }
 
 // split_chunk is the positions per split for a row seeing p1 positions: p1 spread over
