@@ -50,6 +50,9 @@ serve() {
   "$@" > $L/serve-$name.log 2>&1 & local p=$!; up $port
   python3 $W/loadgen.py --port $port --clients $c --requests $r --max-tokens 128 --label "$name" \
     --extra '{"ignore_eos": true}' >> $L/serve.jsonl 2>>$L/err.log
+  # minfer's batch metrics (sequences a forward, draft forwards): metrics.txt, a line each
+  curl -sf 127.0.0.1:$port/metrics 2>/dev/null | grep -E '^minfer_(batch_sequences|batch_rows|forward_seconds|spec_rounds)' \
+    | sed "s/^/$name /" >> $L/metrics.txt
   kill $p; wait $p 2>/dev/null
 }
 
