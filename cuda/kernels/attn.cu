@@ -100,11 +100,17 @@ static __device__ __forceinline__ void warp_softmax(float *sg, int n, int lane, 
     float mx = NEG_INF;
     for (int i = lane; i < n; i += WARP) mx = fmaxf(mx, sg[i]);
     mx = warp_max(mx);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int i = lane, k = 0; i < n; i += WARP, k++) {
-        const float e = expf(sg[i] - mx);
-        sg[i] = e;
-        s[k & 3] = __fadd_rn(s[k & 3], e);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (indexed by constants only: registers)
+    for (int i0 = lane; i0 < n; i0 += 4 * WARP) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const int i = i0 + w * WARP;
+            if (i < n) {
+                const float e = expf(sg[i] - mx);
+                sg[i] = e;
+                s[w] = __fadd_rn(s[w], e);
+            }
+        }
     }
     m = mx;
     const float w0 = warp_sum(s[0]), w1 = warp_sum(s[1]), w2 = warp_sum(s[2]), w3 = warp_sum(s[3]);
