@@ -13,6 +13,7 @@
 #   bash .dev/cmp/h200-compare.sh stash      # (carry .dev/cmp) copies it to /tmp/h2c
 #   bash .dev/cmpt/h200-compare.sh start     # (carry .dev/cmpt) copies it, starts the run detached
 #   bash /tmp/h2c/h200-compare.sh wait 280   # repeat until "ALL DONE"; logs land in $OUT each time
+# Back here: tar xzf the last h2c-logs.tgz into DIR, then scripts/h200-compare.sh summary DIR.
 # While llama.cpp builds (13 of the 16 cores) the GPU runs the CUDA tests. After the build, on
 # a quiet host, minfer's speculation rows and the drafter bed (ratios of minfer to itself),
 # then everything that is divided by a llama.cpp figure, the two engines alternating;
@@ -102,7 +103,7 @@ side_by_side() {
   done
   stage "pp4096, curve done"
   serve llama-np8 18102 8 3 -- $LB/llama-server -m $M/t7-q4km.gguf -ngl 99 -fa on -np 8 -c 16384 --port 18102
-  serve mf-np8 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
+  serve mf-np8-vs-llama 18101 8 3 -- $MF serve -m $M/t7-q4km.gguf --device cuda --parallel 8 --ctx 2048 --addr 127.0.0.1:18101
   stage "serve np8 done"
 }
 
@@ -158,5 +159,6 @@ case "${1:-}" in
   wait)
     for i in $(seq 1 ${2:-540}); do grep -q "ALL DONE" $L/progress.txt 2>/dev/null && break; sleep 1; done
     mkdir -p $OUT; (cd $L && tar czf $OUT/h2c-logs.tgz .); cat $L/progress.txt ;;
-  *) echo "usage: h200-compare.sh pack|stash|start|wait [SECONDS]" >&2; exit 2 ;;
+  summary) python3 "$here/compare-summary.py" "${2:?usage: h200-compare.sh summary DIR (an unpacked h2c-logs.tgz)}" ;;
+  *) echo "usage: h200-compare.sh pack|stash|start|wait [SECONDS]|summary DIR" >&2; exit 2 ;;
 esac
