@@ -262,31 +262,12 @@ func (b *batcher) batchDepth() int {
 // batch last had that many sessions generating (batcher.batchDepth).
 const autoWindow = time.Second
 
-// rounded records a round of a session generating on the model (a target's) that its
-// draft model drafted: drafted tokens, of which accepted (batch depth "auto"'s
-// acceptance).
-func (b *batcher) rounded(drafted, accepted int) {
+// chooser is batch depth "auto"'s chooser of the model (a target's; nil: none), which
+// the sessions' rounds and requests report to (rounded, requested, finished).
+func (b *batcher) chooser() *autoDepth {
 	b.mu.Lock()
-	a := b.auto
-	b.mu.Unlock()
-	a.rounded(drafted, accepted)
-}
-
-// requested and finished record a request that may draft with the model's draft model
-// starting (prompt rows to prefill, expect tokens expected; it returns the request's
-// number) and ending (produced tokens): batch depth "auto"'s prompt load.
-func (b *batcher) requested(prompt, expect int) int {
-	b.mu.Lock()
-	a := b.auto
-	b.mu.Unlock()
-	return a.requested(prompt, expect)
-}
-
-func (b *batcher) finished(id, expect, produced int) {
-	b.mu.Lock()
-	a := b.auto
-	b.mu.Unlock()
-	a.finished(id, expect, produced)
+	defer b.mu.Unlock()
+	return b.auto
 }
 
 // expect tells the batcher that a session's next forwards are due: every step waits

@@ -772,6 +772,15 @@ func (s *Session) batchDepth() int {
 	return -1
 }
 
+// auto is batch depth "auto"'s chooser on the session's target (nil without batching or
+// before Calibrate); its methods take a nil one as recording nothing.
+func (s *Session) auto() *autoDepth {
+	if sq, ok := s.target.(*seq); ok && sq.b != nil {
+		return sq.b.chooser()
+	}
+	return nil
+}
+
 // generating is the number of sessions generating on the target now, this one among
 // them: 1 without batching.
 func (s *Session) generating() int {

@@ -41,9 +41,8 @@ type gen struct {
 	held    []sdk.DraftResult
 	holds   []bool
 	offered []int
-	// expect is the tokens the request told the target's batcher it expects (its
-	// prompt load, batcher.requested), 0 when it told it nothing; loadID is the number
-	// the batcher gave it
+	// expect is the tokens the request told batch depth "auto" it expects (its prompt
+	// load, autoDepth.requested), 0 when it told it nothing; loadID is the number it got
 	expect, loadID int
 }
 
@@ -93,20 +92,20 @@ func (g *gen) run(ctx context.Context) error {
 	}
 }
 
-// requested tells the target's batcher (batch depth "auto") the prompt rows the draft
-// model prefills for the request when it drafts — the prompt past the kept positions —
-// and the tokens expected of it, where it may draft with the draft model.
+// requested tells batch depth "auto" the prompt rows the draft model prefills for the
+// request when it drafts — the prompt past the kept positions — and the tokens expected
+// of it, where it may draft with the draft model.
 func (g *gen) requested(kept int) {
 	s := g.s
-	sq, ok := s.target.(*seq)
-	if !ok || sq.b == nil || s.draft == nil || g.req.Policy == nil || g.req.NoDraftModel || !g.mayDraft() {
+	a := s.auto()
+	if a == nil || s.draft == nil || g.req.Policy == nil || g.req.NoDraftModel || !g.mayDraft() {
 		return
 	}
 	g.expect = autoExpect
 	if g.req.NPredict > 0 {
 		g.expect = g.req.NPredict
 	}
-	g.loadID = sq.b.requested(len(g.req.Prompt)-1-kept, g.expect)
+	g.loadID = a.requested(len(g.req.Prompt)-1-kept, g.expect)
 }
 
 // drafters is the number of drafters the request offers: the draft model, then the
@@ -268,8 +267,8 @@ func (g *gen) round(ctx context.Context, round int) (bool, error) {
 		name = g.names[used]
 	}
 	g.res.Spec.addRound(name, len(g.drafts), r.Accepted, emitted)
-	if sq, ok := s.target.(*seq); ok && sq.b != nil && used == 0 && len(g.drafts) > 0 {
-		sq.b.rounded(len(g.drafts), r.Accepted) // batch depth "auto"'s acceptance
+	if used == 0 && len(g.drafts) > 0 {
+		s.auto().rounded(len(g.drafts), r.Accepted) // batch depth "auto"'s acceptance
 	}
 	return done, err
 }
@@ -570,8 +569,8 @@ func (g *gen) finish() {
 		g.emit.reason = StopLength
 	}
 	g.endAt = time.Now()
-	if sq, ok := g.s.target.(*seq); ok && sq.b != nil && g.expect > 0 {
-		sq.b.finished(g.loadID, g.expect, g.produced)
+	if g.expect > 0 {
+		g.s.auto().finished(g.loadID, g.expect, g.produced)
 	}
 	r := g.res
 	r.Tokens = g.emit.tokens
