@@ -316,35 +316,149 @@ extern "C" __global__ void attn_part_seqs_q8(const SeqDesc *seqs, int nseq, int 
     attn_part_seqs<true>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err);
 }
 
-// attn_combine_at merges the splits of row r, head h (partials ps splits apart) into
-// dst; the 8-bit shadow, when q is not null, goes to row qrow + r of q.
-static __device__ void attn_combine_at(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
-                                       int nsplit, int ps, int ctx, i8 *q, float *qd, int h, int r, int qrow) {
+// attn_combine_heads merges the splits of heads h0 … h0 + ng − 1 of row r (partials ps
+// splits apart) into dst; the 8-bit shadow, when q is not null, goes to row qrow + r of
+// q (the block's threads must be a multiple of 32, and hd % 32 == 0: a warp's 32 values
+// are one Q8 block). Every thread of the block calls it. The splits' maxima and sums are
+// loaded once into shared memory sm (ng · (2·ns + 1) floats, ns ≤ nsplit the row's
+// splits: attnCombineShared); thread g finds head g's max M and turns each split's max
+// m into e = exp(m − M) there, summing L = Σ l·e over the splits in order; then each
+// output is Σ acc·e over the splits in order, divided by L. So an output's bits depend
+// neither on ng nor on the block's size, and the fused kernels (attn_partc_*) give
+// attn_combine's. The partials are read from L2 (__ldcg), once each: in the fused
+// kernels other blocks of the same launch wrote them.
+static __device__ __forceinline__ void attn_combine_heads(const float *part, const int *pos, float *dst, int heads,
+                                                          int hd, int chunk, int nsplit, int ps, int ctx, i8 *q,
+                                                          float *qd, int h0, int ng, int r, int qrow, float *sm) {
     if (pos[r] < 0 || pos[r] >= ctx) {  // recorded by attn_part
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[((i64)r * heads + h) * hd + d] = 0.0f;
+        for (int i = threadIdx.x; i < ng * hd; i += blockDim.x) dst[((i64)r * heads + h0) * hd + i] = 0.0f;
         return;
     }
     chunk = split_chunk(pos[r] + 1, nsplit, chunk);
-    const int ns = pos[r] / chunk + 1;
-    const float *p = part + ((i64)r * heads + h) * ps * (hd + 2);
-    float M = NEG_INF;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0.0f;
-    for (int s = 0; s < ns; s++) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    const int ns = pos[r] / chunk + 1, st = 2 * ns + 1;  // head g: e at sm[g·st + s], l at + ns, L at + 2·ns
+    const float *p0 = part + ((i64)r * heads + h0) * ps * (hd + 2);  // head g, split s at (g·ps + s)·(hd + 2)
+    for (int i = threadIdx.x; i < ng * ns; i += blockDim.x) {
+        const int g = i / ns, s = i % ns;
+        const float *p = p0 + ((i64)g * ps + s) * (hd + 2);
+        sm[g * st + s] = __ldcg(p);
+        sm[g * st + ns + s] = __ldcg(p + 1);
+    }
+    __syncthreads();
+    if (threadIdx.x < ng) {
+        float *e = sm + threadIdx.x * st;
+        float M = NEG_INF;
+        for (int s = 0; s < ns; s++) M = fmaxf(M, e[s]);
+        float L = 0.0f;
+        for (int s = 0; s < ns; s++) {
+            e[s] = expf(e[s] - M);
+            L += e[ns + s] * e[s];
+        }
+        e[2 * ns] = L;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < ng * hd; i += blockDim.x) {
+        const int g = i / hd, d = i % hd;
+        const float *p = p0 + (i64)g * ps * (hd + 2) + 2 + d, *e = sm + g * st;
         float acc = 0.0f;
-        for (int s = 0; s < ns; s++) acc += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
-        const float v = acc / L;
-        dst[((i64)r * heads + h) * hd + d] = v;
-        if (q) q8_store(v, q, qd, ((i64)(qrow + r) * heads + h) * hd + d);
+        for (int s = 0; s < ns; s++) acc += __ldcg(p + (i64)s * (hd + 2)) * e[s];
+        const float v = acc / e[2 * ns];
+        dst[((i64)r * heads + h0 + g) * hd + d] = v;
+        if (q) q8_store(v, q, qd, ((i64)(qrow + r) * heads + h0 + g) * hd + d);
     }
 }
+
+// attn_last: every thread of a block that has written its split's partials calls it;
+// the block that brings the count at cnt to ns (the splits of its row that run) gets
+// true, with every other split's partials visible to it, and sets the count back to 0
+// for the next launch. The fence-then-count, count-then-fence pattern of a
+// last-block reduction (CUDA's threadFenceReduction).
+static __device__ __forceinline__ bool attn_last(int *cnt, int ns) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(cnt, 1) == ns - 1;
+        if (last) atomicExch(cnt, 0);
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
+// attn_partc_at is attn_part_at with the combine in the same launch (issue 19: one
+// launch a layer fewer): the last split of (r, heads h0 … h0 + ng − 1) to finish
+// (attn_last on cnt) merges them as attn_combine does, with its bits. GRP selects the
+// grouped body (a block per KV head: h0 = kvh · grp). A row whose position is outside
+// the cache gets attn_combine's zeros from split 0.
+template <bool Q8, bool GRP>
+static __device__ void attn_partc_at(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,
+                                     const int *pos, float *part, int heads, int kvheads, int hd, int chunk, int nsplit,
+                                     int ps, float scale, int ctx, int *err, int hk, int r, int s, int *cnt, float *dst,
+                                     i8 *qo, float *qdo, int qrow) {
+    const int ng = GRP ? heads / kvheads : 1, h0 = hk * ng;
+    if (pos[r] < 0 || pos[r] >= ctx) {
+        if (threadIdx.x == 0 && hk == 0 && s == 0) set_error(err, ERR_ATTN_POS, pos[r]);
+        if (s == 0) attn_combine_heads(part, pos, dst, heads, hd, chunk, nsplit, ps, ctx, qo, qdo, h0, ng, r, qrow, 0);
+        return;
+    }
+    const int ns = pos[r] / split_chunk(pos[r] + 1, nsplit, chunk) + 1;
+    if (s >= ns) return;
+    if (GRP)
+        attn_part_grp_at<Q8>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, ps, scale, ctx, err, hk, r, s);
+    else
+        attn_part_at<Q8>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, ps, scale, ctx, err, hk, r, s);
+    if (attn_last(cnt + (i64)r * (heads / ng) + hk, ns)) {  // the scores' shared memory is free again
+        extern __shared__ float sm[];
+        attn_combine_heads(part, pos, dst, heads, hd, chunk, nsplit, ps, ctx, qo, qdo, h0, ng, r, qrow, sm);
+    }
+}
+
+// attn_partc_*: attn_part_* and attn_combine in one launch; cnt holds a zero int per
+// (row, head) (per (row, KV head) for _grp), left zero after the launch.
+#define ATTN_PARTC(name, Q8, GRP)                                                                                     \
+    extern "C" __global__ void name(const float *q, const void *kc, const u16 *kd, const void *vc, const u16 *vd,    \
+                                    const int *pos, float *part, int heads, int kvheads, int hd, int chunk,          \
+                                    int nsplit, float scale, int ctx, int *err, int *cnt, float *dst, i8 *qo,        \
+                                    float *qdo) {                                                                    \
+        grid_dep_sync();                                                                                             \
+        attn_partc_at<Q8, GRP>(q, kc, kd, vc, vd, pos, part, heads, kvheads, hd, chunk, nsplit, nsplit, scale, ctx,  \
+                               err, blockIdx.x, blockIdx.y, blockIdx.z, cnt, dst, qo, qdo, 0);                       \
+    }
+ATTN_PARTC(attn_partc_f16, false, false)
+ATTN_PARTC(attn_partc_q8, true, false)
+ATTN_PARTC(attn_partc_grp_f16, false, true)
+ATTN_PARTC(attn_partc_grp_q8, true, true)
+
+// attn_partc_seqs*: attn_part_seqs* and attn_combine_seqs in one launch; cnt as for
+// attn_partc_* over the rows of every sequence.
+template <bool Q8, bool GRP>
+static __device__ void attn_partc_seqs(const SeqDesc *seqs, int nseq, int layer, float *part, int heads, int kvheads,
+                                       int hd, int ps, float scale, int *err, int *cnt, i8 *qo, float *qdo) {
+    const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.y)];
+    if ((int)blockIdx.z >= d.nsplit) return;
+    attn_partc_at<Q8, GRP>(d.q, layer_at(d.kc, layer, d.layer_vals), layer_at(d.kd, layer, d.layer_scales),
+                           layer_at(d.vc, layer, d.layer_vals), layer_at(d.vd, layer, d.layer_scales), d.pos,
+                           part + (i64)d.first * heads * ps * (hd + 2), heads, kvheads, hd, d.chunk, d.nsplit, ps,
+                           scale, d.ctx, err, blockIdx.x, blockIdx.y - d.first, blockIdx.z,
+                           cnt + (i64)d.first * (GRP ? kvheads : heads), d.dst, qo, qdo, d.dst_row);
+}
+#define ATTN_PARTC_SEQS(name, Q8, GRP)                                                                             \
+    extern "C" __global__ void name(const SeqDesc *seqs, int nseq, int layer, float *part, int heads, int kvheads, \
+                                    int hd, int ps, float scale, int *err, int *cnt, i8 *qo, float *qdo) {        \
+        grid_dep_sync();                                                                                          \
+        attn_partc_seqs<Q8, GRP>(seqs, nseq, layer, part, heads, kvheads, hd, ps, scale, err, cnt, qo, qdo);      \
+    }
+ATTN_PARTC_SEQS(attn_partc_seqs_f16, false, false)
+ATTN_PARTC_SEQS(attn_partc_seqs_q8, true, false)
+ATTN_PARTC_SEQS(attn_partc_seqs_grp_f16, false, true)
+ATTN_PARTC_SEQS(attn_partc_seqs_grp_q8, true, true)
 
 // Grid (heads, nt), threads over hd.
 extern "C" __global__ void attn_combine(const float *part, const int *pos, float *dst, int heads, int hd, int chunk,
                                         int nsplit, int ctx, i8 *q, float *qd) {
     grid_dep_sync();
-    attn_combine_at(part, pos, dst, heads, hd, chunk, nsplit, nsplit, ctx, q, qd, blockIdx.x, blockIdx.y, 0);
+    extern __shared__ float sm[];
+    attn_combine_heads(part, pos, dst, heads, hd, chunk, nsplit, nsplit, ctx, q, qd, blockIdx.x, 1, blockIdx.y, 0, sm);
 }
 
 // attn_combine_seqs is attn_combine over the rows of attn_part_seqs: grid (heads, rows).
@@ -352,8 +466,9 @@ extern "C" __global__ void attn_combine_seqs(const SeqDesc *seqs, int nseq, cons
                                              int ps, i8 *q, float *qd) {
     grid_dep_sync();
     const SeqDesc &d = seqs[seq_of(seqs, nseq, blockIdx.y)];
-    attn_combine_at(part + (i64)d.first * heads * ps * (hd + 2), d.pos, d.dst, heads, hd, d.chunk, d.nsplit, ps, d.ctx,
-                    q, qd, blockIdx.x, blockIdx.y - d.first, d.dst_row);
+    extern __shared__ float sm[];
+    attn_combine_heads(part + (i64)d.first * heads * ps * (hd + 2), d.pos, d.dst, heads, hd, d.chunk, d.nsplit, ps,
+                       d.ctx, q, qd, blockIdx.x, 1, blockIdx.y - d.first, d.dst_row, sm);
 }
 
 // attn_flash_f16_HD: causal attention for many rows (prefill, the backend's

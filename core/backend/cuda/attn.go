@@ -2,7 +2,8 @@ package cuda
 
 import (
 	"fmt"
-
+	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/minfer/minfer/core/backend"
@@ -149,27 +150,48 @@ func (b *Backend) Attention(dst, q backend.Buffer, kvx backend.KV, layer int, po
 	}
 	kc, vc, kd, vd := kv.layerPtrs(layer)
 	chunk, nsplit, maxChunk := b.attnParams(kv, nt)
-	kernel, grid, shared := b.attnPartShape("attn_part", a, nt, nsplit, maxChunk)
-	if kv.spec.Type == backend.KVF16 {
-		b.launch(kernel+"_f16", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(vc), driver.P(ps.p),
-			driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
-			driver.I(kv.spec.Ctx), driver.P(b.errWord))
-	} else {
-		b.launch(kernel+"_q8", grid, driver.Dim3{X: 128}, shared, driver.P(qs.p), driver.P(kc), driver.P(kd), driver.P(vc), driver.P(vd),
-			driver.P(ps.p), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk), driver.I(nsplit), driver.F(a.Scale),
-			driver.I(kv.spec.Ctx), driver.P(b.errWord))
-	}
-	ds.wrote()
 	var sq, sd driver.DevicePtr
 	if hd%32 == 0 {
 		sq, sd = b.shadow(ds)
 	}
-	b.launch("attn_combine", driver.Dim3{X: a.Heads, Y: nt}, driver.Dim3{X: rowThreads(min(hd, 256))}, 0,
-		driver.P(part), driver.P(ps.p), driver.P(ds.p), driver.I(a.Heads), driver.I(hd), driver.I(chunk), driver.I(nsplit),
-		driver.I(kv.spec.Ctx), driver.P(sq), driver.P(sd))
+	cache := "_f16"
+	if kv.spec.Type != backend.KVF16 {
+		cache = "_q8"
+	}
+	cacheArgs := []driver.Arg{driver.P(kc), driver.P(kd), driver.P(vc), driver.P(vd)} // the fused kernels' form
+	rest := []driver.Arg{driver.P(ps.p), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads), driver.I(hd), driver.I(chunk),
+		driver.I(nsplit), driver.F(a.Scale), driver.I(kv.spec.Ctx), driver.P(b.errWord)}
+	if b.combineFused(nt, a) {
+		kernel, grid, shared := b.attnPartShape("attn_part", a, nt, nsplit, maxChunk, true)
+		args := slices.Concat([]driver.Arg{driver.P(qs.p)}, cacheArgs, rest,
+			[]driver.Arg{driver.P(b.attnCnt), driver.P(ds.p), driver.P(sq), driver.P(sd)})
+		b.launch(kernel+cache, grid, driver.Dim3{X: 128}, shared, args...)
+	} else {
+		kernel, grid, shared := b.attnPartShape("attn_part", a, nt, nsplit, maxChunk, false)
+		if cache == "_f16" { // attn_part_f16 takes no scales
+			cacheArgs = []driver.Arg{driver.P(kc), driver.P(vc)}
+		}
+		b.launch(kernel+cache, grid, driver.Dim3{X: 128}, shared, slices.Concat([]driver.Arg{driver.P(qs.p)}, cacheArgs, rest)...)
+		b.launch("attn_combine", driver.Dim3{X: a.Heads, Y: nt}, driver.Dim3{X: rowThreads(min(hd, 256))}, attnCombineShared(1, nsplit),
+			driver.P(part), driver.P(ps.p), driver.P(ds.p), driver.I(a.Heads), driver.I(hd), driver.I(chunk), driver.I(nsplit),
+			driver.I(kv.spec.Ctx), driver.P(sq), driver.P(sd))
+	}
+	ds.wrote()
 	if sq != 0 {
 		b.setShadow(ds, nt*a.Heads*hd)
 	}
+}
+
+// attnCounters is the arrival counters the fused split-K kernels have (Backend.attnCnt):
+// one per row and head of a launch.
+const attnCounters = 1 << 16
+
+// combineFused says whether a split-K attention launch of rows rows merges its splits
+// in its own last blocks (attn.cu attn_partc_*: one launch a layer instead of two, the
+// same bits) rather than in an attn_combine launch: unless MINFER_NO_FUSE_ATTN_COMBINE=1,
+// when the launch's rows and heads fit the counters.
+func (b *Backend) combineFused(rows int, a backend.Attn) bool {
+	return !b.sw.noCombine && rows*a.Heads <= attnCounters
 }
 
 // attnGroupMax is attn.cu's ATTN_GMAX: the largest GQA group the grouped kernels take.
@@ -195,15 +217,30 @@ func (b *Backend) attnGroup(a backend.Attn, rows, maxChunk int) (g int, ok bool)
 
 // attnPartShape is a split-K scores launch of rows rows over splits splits whose
 // largest chunk is maxChunk: the kernel (base, the per-head kernel's name without its
-// cache suffix, or base + "_grp" where attnGroup takes the grouped one), its grid and
-// its dynamic shared memory. Attention and AttentionSeqs both launch through it.
-func (b *Backend) attnPartShape(base string, a backend.Attn, rows, splits, maxChunk int) (string, driver.Dim3, int) {
-	shared := 4 * (a.HeadDim + maxChunk)
-	if g, ok := b.attnGroup(a, rows, maxChunk); ok {
-		return base + "_grp", driver.Dim3{X: a.KVHeads, Y: rows, Z: splits}, g * shared
+// cache suffix, or base + "_grp" where attnGroup takes the grouped one; with fused, the
+// attn_partc form that also merges the splits), its grid and its dynamic shared memory.
+// Attention and AttentionSeqs both launch through it.
+func (b *Backend) attnPartShape(base string, a backend.Attn, rows, splits, maxChunk int, fused bool) (string, driver.Dim3, int) {
+	if fused {
+		base = strings.Replace(base, "attn_part", "attn_partc", 1)
+	}
+	g, ok := b.attnGroup(a, rows, maxChunk)
+	if !ok {
+		g = 1
+	}
+	shared := g * 4 * (a.HeadDim + maxChunk)
+	if fused { // the last block's merge reuses the scores' shared memory
+		shared = max(shared, attnCombineShared(g, splits))
+	}
+	if ok {
+		return base + "_grp", driver.Dim3{X: a.KVHeads, Y: rows, Z: splits}, shared
 	}
 	return base, driver.Dim3{X: a.Heads, Y: rows, Z: splits}, shared
 }
+
+// attnCombineShared is the shared memory of merging ng heads' splits (attn.cu
+// attn_combine_heads: each split's max and sum, and the head's total).
+func attnCombineShared(ng, splits int) int { return 4 * ng * (2*splits + 1) }
 
 // attnFlash launches attn_flash_f16_HD for nt rows (queries at q, positions at pos,
 // outputs at dst) over kv's layer.

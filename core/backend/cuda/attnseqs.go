@@ -251,11 +251,16 @@ func (b *Backend) attnSeqsLaunch(cache string, descs []seqDesc, layer int, a bac
 	if tab == 0 || part == 0 {
 		return false
 	}
-	kernel, grid, shared := b.attnPartShape("attn_part_seqs", a, rows, ps, maxChunk)
-	b.launch(kernel+"_"+cache, grid, driver.Dim3{X: 128}, shared,
-		driver.P(tab), driver.I(len(descs)), driver.I(layer), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads),
-		driver.I(hd), driver.I(ps), driver.F(a.Scale), driver.P(b.errWord))
-	b.launch("attn_combine_seqs", driver.Dim3{X: a.Heads, Y: rows}, driver.Dim3{X: rowThreads(min(hd, 256))}, 0,
+	args := []driver.Arg{driver.P(tab), driver.I(len(descs)), driver.I(layer), driver.P(part), driver.I(a.Heads), driver.I(a.KVHeads),
+		driver.I(hd), driver.I(ps), driver.F(a.Scale), driver.P(b.errWord)}
+	if b.combineFused(rows, a) {
+		kernel, grid, shared := b.attnPartShape("attn_part_seqs", a, rows, ps, maxChunk, true)
+		b.launch(kernel+"_"+cache, grid, driver.Dim3{X: 128}, shared, append(args, driver.P(b.attnCnt), driver.P(sq8), driver.P(sd8))...)
+		return true
+	}
+	kernel, grid, shared := b.attnPartShape("attn_part_seqs", a, rows, ps, maxChunk, false)
+	b.launch(kernel+"_"+cache, grid, driver.Dim3{X: 128}, shared, args...)
+	b.launch("attn_combine_seqs", driver.Dim3{X: a.Heads, Y: rows}, driver.Dim3{X: rowThreads(min(hd, 256))}, attnCombineShared(1, ps),
 		driver.P(tab), driver.I(len(descs)), driver.P(part), driver.I(a.Heads), driver.I(hd), driver.I(ps),
 		driver.P(sq8), driver.P(sd8))
 	return true

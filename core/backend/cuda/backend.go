@@ -85,6 +85,7 @@ type Backend struct {
 
 	err     error
 	errWord driver.DevicePtr // 2 int32: code, detail (set by kernels; see common.cuh)
+	attnCnt driver.DevicePtr // attnCounters zero int32s: attn_partc_*'s arrivals per row and head
 	// host is pinned memory for what crosses to the host at a sync: the error word's
 	// copy in its first hostData bytes, ReadF32's data after it (grown on demand).
 	host   *driver.HostMem
@@ -213,6 +214,12 @@ func (b *Backend) init(opts Options) error {
 		return err
 	}
 	if err := b.stream.Memset32(b.errWord, 0, 2); err != nil {
+		return err
+	}
+	if b.attnCnt, err = b.alloc("attention counters", 4*attnCounters); err != nil {
+		return err
+	}
+	if err := b.stream.Memset32(b.attnCnt, 0, attnCounters); err != nil {
 		return err
 	}
 	b.growHost(hostData + 64<<10)

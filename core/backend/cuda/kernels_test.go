@@ -17,9 +17,10 @@ import (
 // instantiation lines): literally (extern "C" __global__ void name) or through one of
 // the instantiation macros (MMVQ(q4_k, …) makes mmvq_q4_k_1 … mmvq_q4_k_8, MMVQW(q4_k, …)
 // mmvq_q4_kw_1 … mmvq_q4_kw_8; MMVQP, MMVQWP and MMVQRP the one-row prologue forms
-// mmvq_q4_kp_1, mmvq_q4_kwp_1 and mmvq_q4_krp_1).
+// mmvq_q4_kp_1, mmvq_q4_kwp_1 and mmvq_q4_krp_1; ATTN_PARTC(name, …) and
+// ATTN_PARTC_SEQS(name, …) the kernel name).
 func TestKernelNamesExist(t *testing.T) {
-	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQ(?:WP|RP|[WRP])?|MMQ|EMBED|DEQUANT)\((\w+),`)
+	macro := regexp.MustCompile(`(?m)(?:^|\) )(MMVQ(?:WP|RP|[WRP])?|MMQ|EMBED|DEQUANT|ATTN_PARTC(?:_SEQS)?)\((\w+),`)
 	names := kernelNames()
 	for _, f := range kernels.Names() {
 		s, err := kernelSource(f)
@@ -44,6 +45,8 @@ func TestKernelNamesExist(t *testing.T) {
 				made["embed_"+m[2]] = true
 			case "DEQUANT":
 				made["dequant_f16_"+m[2]] = true
+			case "ATTN_PARTC", "ATTN_PARTC_SEQS": // the kernel's own name
+				made[m[2]] = true
 			}
 		}
 		list, ok := names[f]

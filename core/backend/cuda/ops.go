@@ -29,6 +29,7 @@ type switches struct {
 	noFlash     bool   // attention: the split-K kernels for prefill too
 	attnGroup   string // attention: "all" takes the grouped split-K kernels from one row, "none" never
 	noActRound  bool   // matmul: the prefill GEMM rounds x straight to f16
+	noCombine   bool   // attention: attn_combine as a launch of its own, not in the split-K launch's last block
 	// The one-row fusions of fuse.go, on with MINFER_FUSE_MATVEC=1 (not yet measured
 	// on a GPU), each then off again with its MINFER_NO_* switch.
 	noProNorm  bool // RMSNorm launched, not recomputed in the prologue of the mat-vec that reads it
@@ -40,7 +41,7 @@ func readSwitches() switches {
 	on := func(k string) bool { return os.Getenv(k) == "1" }
 	return switches{noMultiRow: on("MINFER_NO_MMVQ_MULTIROW"), noGraphs: on("MINFER_NO_GRAPHS"), noSeqGraphs: on("MINFER_NO_SEQ_GRAPHS"), noGEMM: on("MINFER_NO_GEMM"), noMMQ: on("MINFER_NO_MMQ"), mmqAll: os.Getenv("MINFER_MMQ") == "all", mmqG: mmqGEnv(), noFuse: on("MINFER_NO_FUSE_ADD_NORM"), noFuseRoPE: on("MINFER_NO_FUSE_ROPE"),
 		noPDL: on("MINFER_NO_PDL"), noMerge: on("MINFER_NO_MMVQ_MERGE"), pairRows: os.Getenv("MINFER_PAIR_ROWS"), noCUBLAS: on("MINFER_NO_CUBLAS"), noFlash: on("MINFER_NO_FLASH"), attnGroup: attnGroupEnv(),
-		noActRound: on("MINFER_NO_ACT_ROUND"), noProNorm: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_NORM_MATVEC"),
+		noActRound: on("MINFER_NO_ACT_ROUND"), noCombine: on("MINFER_NO_FUSE_ATTN_COMBINE"), noProNorm: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_NORM_MATVEC"),
 		noProGLU: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_SWIGLU_MATVEC"), noResidual: !on("MINFER_FUSE_MATVEC") || on("MINFER_NO_FUSE_RESIDUAL")}
 }
 
@@ -86,6 +87,7 @@ func Switches() map[string]string {
 		"MINFER_NO_FLASH":              "attention: the split-K kernels (attn_part + attn_combine) for prefill too, instead of the one-pass tensor-core kernel (attn_flash_f16_*)",
 		"MINFER_NO_ATTN_GROUP":         "attention: a split-K block per query head (attn_part_*) for every row count, instead of a block per KV head (attn_part_grp_*) from the tier's AttnGroupRows rows",
 		"MINFER_ATTN_GROUP":            "=all: the grouped split-K attention kernels (attn_part_grp_*) from one row (for testing and measuring)",
+		"MINFER_NO_FUSE_ATTN_COMBINE":  "attention: the split-K partials merged by a launch of their own (attn_combine) instead of by the last split block of each row and head in the same launch (attn_partc_*)",
 		"MINFER_NO_ACT_ROUND":          "matmul: the prefill GEMM rounds activations straight to f16 instead of first to the 8-bit levels the CPU backend gives them for a dot with the weight's type (act_round_*)",
 		"MINFER_PAIR_ROWS":             "=all or =none: the mat-vec takes two weight rows per warp at every nt, or at none, instead of where the device tier says (driver.RowPairs)",
 		"MINFER_FUSE_MATVEC":           "=1: the one-row fusions of fuse.go (RMSNorm and SwiGLU recomputed in the prologue of the mat-vec that reads them, the residual add in the epilogue of the mat-vec before it); off by default until measured on a GPU (perf-cuda.md v13b)",

@@ -306,10 +306,30 @@ func TestAttnPartShape(t *testing.T) {
 		{"none", qwen7, 64, 64, "attn_part", 28, 4 * 192},
 	} {
 		b := &Backend{tier: tier, sw: switches{attnGroup: c.sw}}
-		kernel, grid, shared := b.attnPartShape("attn_part", c.a, c.rows, 32, c.maxChunk)
+		kernel, grid, shared := b.attnPartShape("attn_part", c.a, c.rows, 32, c.maxChunk, false)
 		if kernel != c.kernel || grid != (driver.Dim3{X: c.blocksX, Y: c.rows, Z: 32}) || shared != c.shared {
 			t.Errorf("switch %q, %d/%d heads, %d rows, chunk %d: %s %+v %d B; want %s, %d blocks a row and split, %d B",
 				c.sw, c.a.Heads, c.a.KVHeads, c.rows, c.maxChunk, kernel, grid, shared, c.kernel, c.blocksX, c.shared)
+		}
+	}
+	// The fused kernels (attn_partc_*): the same grid, and room for the merge of the
+	// splits (each split's max and sum, a head's total) where the scores take less.
+	for _, c := range []struct {
+		a        backend.Attn
+		rows     int
+		maxChunk int
+		kernel   string
+		shared   int
+	}{
+		{qwen7, 1, 64, "attn_partc", 4 * 192},
+		{qwen7, tier.AttnGroupRows, 64, "attn_partc_grp", 7 * 4 * 192},
+		{backend.Attn{Heads: 2, KVHeads: 2, HeadDim: 16}, 1, 32, "attn_partc", 4 * 65},
+	} {
+		b := &Backend{tier: tier}
+		kernel, _, shared := b.attnPartShape("attn_part", c.a, c.rows, 32, c.maxChunk, true)
+		if kernel != c.kernel || shared != c.shared {
+			t.Errorf("fused, %d/%d heads, %d rows, chunk %d: %s %d B; want %s, %d B", c.a.Heads, c.a.KVHeads, c.rows,
+				c.maxChunk, kernel, shared, c.kernel, c.shared)
 		}
 	}
 }
