@@ -34,6 +34,7 @@ var drv struct {
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime           uintptr
 	cuEventDestroy                                                                 uintptr
 	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuFuncSetAttribute      uintptr
+	cuFuncGetAttribute                                                             uintptr
 	cuLaunchKernel, cuLaunchKernelEx                                               uintptr
 	cuMemHostAlloc, cuMemFreeHost                                                  uintptr
 	cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy uintptr
@@ -100,6 +101,7 @@ func load() error {
 		{&drv.cuModuleGetFunction, []string{"cuModuleGetFunction"}, true},
 		{&drv.cuModuleUnload, []string{"cuModuleUnload"}, true},
 		{&drv.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}, true},
+		{&drv.cuFuncGetAttribute, []string{"cuFuncGetAttribute"}, true},
 		{&drv.cuLaunchKernel, []string{"cuLaunchKernel"}, true},
 		{&drv.cuLaunchKernelEx, []string{"cuLaunchKernelEx"}, false}, // CUDA 12.0+: PDL
 		{&drv.cuMemHostAlloc, []string{"cuMemHostAlloc"}, true},

@@ -53,7 +53,20 @@ type Function struct {
 // Name is the kernel's name.
 func (f *Function) Name() string { return f.name }
 
-// SetMaxDynamicShared raises the dynamic shared memory a launch may ask for.
+// StaticShared is the shared memory every block of the kernel has before any dynamic
+// shared memory: its __shared__ variables and what the system reserves (1 KB a block
+// from sm_80).
+func (f *Function) StaticShared() (int, error) {
+	const attrSharedSize = 1 // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	var v int32
+	if err := check("cuFuncGetAttribute", call(drv.cuFuncGetAttribute, uintptr(unsafe.Pointer(&v)), attrSharedSize, f.h)); err != nil {
+		return 0, err
+	}
+	return int(v), nil
+}
+
+// SetMaxDynamicShared raises the dynamic shared memory a launch may ask for (at most
+// the device's opt-in limit less StaticShared).
 func (f *Function) SetMaxDynamicShared(bytes int) error {
 	const attrMaxDynamicShared = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 	return check("cuFuncSetAttribute", call(drv.cuFuncSetAttribute, f.h, attrMaxDynamicShared, uintptr(bytes)))

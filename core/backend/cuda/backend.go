@@ -86,6 +86,9 @@ type Backend struct {
 	err     error
 	errWord driver.DevicePtr // 2 int32: code, detail (set by kernels; see common.cuh)
 	attnCnt driver.DevicePtr // attnCounters zero int32s: attn_partc_*'s arrivals per row and head
+	// attnShared is the dynamic shared memory every split-K attention kernel may take
+	// (loadKernels: the device's opt-in limit less the kernel's static shared memory).
+	attnShared int
 	// host is pinned memory for what crosses to the host at a sync: the error word's
 	// copy in its first hostData bytes, ReadF32's data after it (grown on demand).
 	host   *driver.HostMem

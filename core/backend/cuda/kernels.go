@@ -93,6 +93,23 @@ func (b *Backend) loadKernels(cacheDir string) error {
 			if err != nil {
 				return err
 			}
+			// The split-K kernels' shared memory grows with the cache's largest chunk
+			// (4 bytes a position: 48 KB at about 390,000 positions for a head of 128):
+			// let them take what the device allows beyond the 48 KB a launch gets
+			// without asking.
+			if strings.HasPrefix(k, "attn_part") {
+				limit := max(48<<10, b.ctx.Props.SharedOptin)
+				static, err := fn.StaticShared()
+				if err == nil && limit > 48<<10 {
+					err = fn.SetMaxDynamicShared(limit - static)
+				}
+				if err != nil {
+					return fmt.Errorf("cuda: %s: %w", k, err)
+				}
+				if b.attnShared == 0 || limit-static < b.attnShared {
+					b.attnShared = limit - static
+				}
+			}
 			b.fns[k] = fn
 		}
 	}
