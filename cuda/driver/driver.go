@@ -15,6 +15,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -121,7 +122,13 @@ func load() error {
 			return fmt.Errorf("cuda: %s has no symbol %s (driver too old?)", name, s.names[0])
 		}
 	}
-	return check("cuInit", call(drv.cuInit, 0))
+	if err := check("cuInit", call(drv.cuInit, 0)); err != nil {
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == 100 {
+			return fmt.Errorf("cuda: no CUDA device: the driver (%s) is installed but sees no GPU: %w", name, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // DriverVersion is the driver's CUDA version as major*1000 + minor*10 (13000 for 13.0).
