@@ -207,7 +207,7 @@ const attnGroupMax = 8
 func (b *Backend) attnGroup(a backend.Attn, rows, maxChunk int) (g int, ok bool) {
 	g = a.Heads / a.KVHeads
 	switch {
-	case g < 2 || g > attnGroupMax || 4*g*(a.HeadDim+maxChunk) > 48<<10 || b.sw.attnGroup == "none":
+	case g < 2 || g > attnGroupMax || attnScoresShared(g, a.HeadDim, maxChunk) > 48<<10 || b.sw.attnGroup == "none":
 		return g, false
 	case b.sw.attnGroup == "all":
 		return g, true
@@ -228,7 +228,7 @@ func (b *Backend) attnPartShape(base string, a backend.Attn, rows, splits, maxCh
 	if !ok {
 		g = 1
 	}
-	shared := g * 4 * (a.HeadDim + maxChunk)
+	shared := attnScoresShared(g, a.HeadDim, maxChunk)
 	if fused { // the last block's merge reuses the scores' shared memory
 		shared = max(shared, attnCombineShared(g, splits))
 	}
@@ -237,6 +237,11 @@ func (b *Backend) attnPartShape(base string, a backend.Attn, rows, splits, maxCh
 	}
 	return base, driver.Dim3{X: a.Heads, Y: rows, Z: splits}, shared
 }
+
+// attnScoresShared is the shared memory of a split-K block over g query heads (1 for
+// the per-head kernels): each head's query and the scores of the launch's largest
+// chunk, in floats (attn.cu attn_part_at, attn_part_grp_at).
+func attnScoresShared(g, hd, maxChunk int) int { return 4 * g * (hd + maxChunk) }
 
 // attnCombineShared is the shared memory of merging ng heads' splits (attn.cu
 // attn_combine_heads: each split's max and sum, and the head's total).

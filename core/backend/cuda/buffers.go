@@ -200,12 +200,13 @@ func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
 	default:
 		return nil, fmt.Errorf("cuda: KV cache type %v not supported", spec.Type)
 	}
-	// A block of the split-K attention holds a head's query and the scores of its
-	// largest split in shared memory (attnPartShape): 4 bytes a position, ctx / 32 of
-	// them past 1,024 positions.
-	if maxChunk, _ := b.attnSplit(spec.Ctx); 4*(spec.HeadDim+maxChunk) > b.attnShared {
+	// A block of the per-head split-K attention (the kernels every launch can fall back
+	// to) holds a head's query and the scores of its largest split in shared memory: 4
+	// bytes a position, ctx / 32 of them past 1,024 positions.
+	kv.maxChunk, kv.nsplit = b.attnSplit(spec.Ctx)
+	if need := attnScoresShared(1, spec.HeadDim, kv.maxChunk); need > b.attnShared {
 		return nil, fmt.Errorf("cuda: KV cache of %d positions: attention would need %d KiB of shared memory a block (splits of %d positions), above the %d KiB this device allows; use a shorter context",
-			spec.Ctx, ceilDiv(4*(spec.HeadDim+maxChunk), 1024), maxChunk, b.attnShared/1024)
+			spec.Ctx, ceilDiv(need, 1024), kv.maxChunk, b.attnShared/1024)
 	}
 	per := kv.layerVals + kv.layerScales
 	kv.bytes = 2 * per * int64(spec.Layers)
@@ -232,7 +233,6 @@ func (b *Backend) NewKV(spec backend.KVSpec) (backend.KV, error) {
 			return nil, err
 		}
 	}
-	kv.maxChunk, kv.nsplit = b.attnSplit(spec.Ctx)
 	kv.chunk = b.tier.AttnChunk
 	fmt.Fprintf(b.log, "cuda: KV cache %.1f MiB (%d layers, ctx %d, %v)\n", mib(kv.bytes), spec.Layers, spec.Ctx, spec.Type)
 	return kv, nil
